@@ -1,0 +1,35 @@
+# Build-wide switches: warnings as errors, sanitizers, fuzzing, ccache.
+option(CAPSULE_BUILD_TESTS "Build the test suite" ON)
+option(CAPSULE_SANITIZE "Build with AddressSanitizer and UBSan" OFF)
+option(CAPSULE_FUZZ "Build libFuzzer targets (needs clang)" OFF)
+
+find_program(CCACHE_PROGRAM ccache)
+if(CCACHE_PROGRAM)
+  set(CMAKE_C_COMPILER_LAUNCHER ${CCACHE_PROGRAM})
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${CCACHE_PROGRAM})
+endif()
+
+# Warnings apply to our code only; generated protobuf code gets its own,
+# looser set in proto/CMakeLists.txt.
+set(CAPSULE_WARNINGS -Wall -Wextra -Wpedantic -Werror -Wshadow
+    -Wnon-virtual-dtor -Wcast-align -Wunused -Woverloaded-virtual
+    -Wimplicit-fallthrough -Wformat=2)
+
+if(CAPSULE_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
+                      -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+if(CAPSULE_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "CAPSULE_FUZZ needs clang (CXX=clang++)")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+# capsule_target(NAME) applies the project's warnings to one of our targets.
+function(capsule_target name)
+  target_compile_options(${name} PRIVATE ${CAPSULE_WARNINGS})
+endfunction()

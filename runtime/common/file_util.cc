@@ -1,0 +1,148 @@
+// Filesystem helpers: whole-file read/write, mkdir -p, rm -rf, temp dirs.
+#include "runtime/common/file_util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "runtime/common/unique_fd.h"
+
+namespace capsule {
+
+Result<std::string> ReadFile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return ErrnoStatus("open " + path);
+  std::string out;
+  char buf[16384];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus("read " + path);
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+namespace {
+Status WriteAll(int fd, std::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus("write " + path);
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return Status::Ok();
+}
+}  // namespace
+
+Status WriteFile(const std::string& path, std::string_view data) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd) return ErrnoStatus("open " + path);
+  return WriteAll(fd.get(), data, path);
+}
+
+Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode) {
+  std::string tmp = path + ".tmpXXXXXX";
+  UniqueFd fd(::mkostemp(tmp.data(), O_CLOEXEC));
+  if (!fd) return ErrnoStatus("create temp file for " + path);
+  Status st = WriteAll(fd.get(), data, tmp);
+  if (st.ok() && ::fchmod(fd.get(), mode) != 0) st = ErrnoStatus("chmod " + tmp);
+  if (st.ok() && ::fsync(fd.get()) != 0) st = ErrnoStatus("fsync " + tmp);
+  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) st = ErrnoStatus("rename to " + path);
+  if (!st.ok()) ::unlink(tmp.c_str());
+  return st;
+}
+
+Status MkdirAll(const std::string& path, mode_t mode) {
+  if (path.empty()) return InvalidArgument("mkdir: empty path");
+  std::string cur;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    cur = path.substr(0, pos);
+    if (cur.empty()) continue;
+    if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) return ErrnoStatus("mkdir " + cur);
+  }
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("stat " + path);
+  if (!S_ISDIR(st.st_mode)) return InvalidArgument(path + " exists and is not a directory");
+  return Status::Ok();
+}
+
+namespace {
+Status RemoveAllAt(int parent_fd, const std::string& name, const std::string& display,
+                   dev_t root_dev) {
+  struct stat st{};
+  if (::fstatat(parent_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return Status::Ok();
+    return ErrnoStatus("stat " + display);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    if (::unlinkat(parent_fd, name.c_str(), 0) != 0 && errno != ENOENT)
+      return ErrnoStatus("unlink " + display);
+    return Status::Ok();
+  }
+  if (st.st_dev != root_dev) return FailedPrecondition(display + " is a mount point; not removing it");
+  UniqueFd dfd(::openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dfd) return ErrnoStatus("open " + display);
+  DIR* dir = ::fdopendir(::dup(dfd.get()));
+  if (dir == nullptr) return ErrnoStatus("opendir " + display);
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(dir)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(std::move(n));
+  }
+  ::closedir(dir);
+  for (const auto& n : names) RETURN_IF_ERROR(RemoveAllAt(dfd.get(), n, display + "/" + n, root_dev));
+  if (::unlinkat(parent_fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT)
+    return ErrnoStatus("rmdir " + display);
+  return Status::Ok();
+}
+}  // namespace
+
+Status RemoveAll(const std::string& path) {
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status::Ok();
+    return ErrnoStatus("stat " + path);
+  }
+  return RemoveAllAt(AT_FDCWD, path, path, st.st_dev);
+}
+
+bool PathExists(const std::string& path) {
+  struct stat st{};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+Result<TempDir> TempDir::Create(std::string_view prefix, std::string parent) {
+  if (parent.empty()) {
+    const char* env = std::getenv("TMPDIR");
+    parent = (env != nullptr && *env != '\0') ? env : "/tmp";
+  }
+  std::string tmpl = parent + "/" + std::string(prefix) + ".XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) return ErrnoStatus("mkdtemp " + tmpl);
+  return TempDir(std::move(tmpl));
+}
+
+TempDir::TempDir(TempDir&& other) noexcept : path_(std::exchange(other.path_, {})) {}
+
+TempDir& TempDir::operator=(TempDir&& other) noexcept {
+  if (this != &other) {
+    if (!path_.empty()) (void)RemoveAll(path_);
+    path_ = std::exchange(other.path_, {});
+  }
+  return *this;
+}
+
+TempDir::~TempDir() {
+  if (!path_.empty()) (void)RemoveAll(path_);
+}
+
+std::string TempDir::Release() { return std::exchange(path_, {}); }
+
+}  // namespace capsule

@@ -1,0 +1,46 @@
+// Small filesystem helpers with Status errors that name the path.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+
+#include "runtime/common/status.h"
+
+namespace capsule {
+
+Result<std::string> ReadFile(const std::string& path);
+// Writes via a temp file in the same directory and rename(2), so readers see
+// the old or the new content, never a torn one.
+Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode = 0644);
+Status WriteFile(const std::string& path, std::string_view data);
+// mkdir -p; existing directories are fine.
+Status MkdirAll(const std::string& path, mode_t mode = 0755);
+// rm -rf that never crosses into another filesystem (a leftover mount stops it
+// with an error instead of deleting the mounted tree's contents).
+Status RemoveAll(const std::string& path);
+bool PathExists(const std::string& path);
+
+// A directory created under `parent` (default $TMPDIR or /tmp) and removed
+// with its contents on destruction.
+class TempDir {
+ public:
+  static Result<TempDir> Create(std::string_view prefix = "capsule", std::string parent = "");
+  TempDir(TempDir&& other) noexcept;
+  TempDir& operator=(TempDir&& other) noexcept;
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir();
+
+  const std::string& path() const { return path_; }
+  std::string Join(std::string_view name) const { return path_ + "/" + std::string(name); }
+  // Keeps the directory on destruction.
+  std::string Release();
+
+ private:
+  explicit TempDir(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
+
+}  // namespace capsule

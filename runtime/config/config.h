@@ -1,0 +1,86 @@
+// Capsule's configuration: /etc/capsule/config.yaml (or containerd's
+// ConfigPath option) loaded into typed structs. Every field has a default,
+// so an empty file is valid; deploy/config.yaml documents each key.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/common/logging.h"
+#include "runtime/common/status.h"
+
+namespace capsule::config {
+
+inline constexpr const char* kDefaultPath = "/etc/capsule/config.yaml";
+
+enum class Accelerator { kAuto, kKvm, kTcg };
+enum class VsockBackendKind { kAuto, kVhost, kVhostUser };
+
+struct HypervisorConfig {
+  std::string path = "/usr/bin/qemu-system-x86_64";
+  Accelerator accelerator = Accelerator::kAuto;
+  // Appended to the guest kernel command line.
+  std::string kernel_params;
+  // Bounds QEMU TCG's translation cache (MiB); 0 keeps QEMU's default.
+  uint32_t tcg_tb_size_mib = 64;
+  // QEMU's -sandbox on (seccomp) where the binary supports it.
+  bool seccomp_sandbox = true;
+};
+
+struct GuestConfig {
+  std::string kernel = "/usr/share/capsule/vmlinuz";
+  std::string initrd = "/usr/share/capsule/capsule-initrd.img";
+  uint32_t default_vcpus = 1;
+  uint32_t default_memory_mib = 256;
+  // Upper bounds when a pod's annotations ask for more.
+  uint32_t max_vcpus = 8;
+  uint32_t max_memory_mib = 16384;
+};
+
+struct VsockConfig {
+  VsockBackendKind backend = VsockBackendKind::kAuto;
+};
+
+struct VirtiofsConfig {
+  std::string daemon = "/usr/lib/qemu/virtiofsd";
+  // virtiofsd -o cache=: none | auto | always
+  std::string cache = "auto";
+};
+
+struct PoolConfig {
+  // VMs kept booted per shape; 0 disables the pool (every pod cold-boots).
+  uint32_t size = 0;
+  std::string socket = "/run/capsule/pool.sock";
+};
+
+struct RuntimeConfig {
+  std::string state_dir = "/run/capsule";
+  log::Level log_level = log::Level::kInfo;
+  // Deadline for a booting guest's agent to answer Check.
+  uint32_t boot_timeout_ms = 60000;
+};
+
+struct Config {
+  HypervisorConfig hypervisor;
+  GuestConfig guest;
+  VsockConfig vsock;
+  VirtiofsConfig virtiofs;
+  PoolConfig pool;
+  RuntimeConfig runtime;
+  // The file it came from ("" for built-in defaults).
+  std::string source;
+};
+
+// Loads and validates `path`. Errors name the file, the line and the key:
+//   "/etc/capsule/config.yaml:4:3: unknown key 'guest.kernell'"
+Result<Config> LoadFile(const std::string& path);
+// Same rules for YAML text; `source_name` is used in error messages.
+Result<Config> LoadString(const std::string& yaml, const std::string& source_name);
+
+// The effective configuration as YAML (for `capsule-runtime env`).
+std::string ToYaml(const Config& config);
+
+std::string_view AcceleratorName(Accelerator a);
+std::string_view VsockBackendName(VsockBackendKind v);
+
+}  // namespace capsule::config

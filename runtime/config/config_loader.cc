@@ -1,0 +1,251 @@
+// YAML -> Config with strict validation: unknown keys, wrong types, bad enum
+// values and out-of-range numbers are errors naming file:line:col and the key.
+#include <yaml-cpp/yaml.h>
+
+#include <functional>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include "runtime/common/file_util.h"
+#include "runtime/config/config.h"
+
+namespace capsule::config {
+namespace {
+
+class Loader {
+ public:
+  explicit Loader(std::string source) : source_(std::move(source)) {}
+
+  Status Where(const YAML::Node& node, const std::string& key, const std::string& what) const {
+    const YAML::Mark m = node.Mark();
+    std::string loc = source_;
+    if (!m.is_null()) loc += ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+    return InvalidArgument(loc + ": key '" + key + "' " + what);
+  }
+
+  Status String(const YAML::Node& n, const std::string& key, std::string* out) const {
+    if (!n.IsScalar()) return Where(n, key, "must be a string");
+    *out = n.Scalar();
+    return Status::Ok();
+  }
+
+  Status Path(const YAML::Node& n, const std::string& key, std::string* out) const {
+    RETURN_IF_ERROR(String(n, key, out));
+    if (out->empty() || (*out)[0] != '/') return Where(n, key, "must be an absolute path, got '" + *out + "'");
+    return Status::Ok();
+  }
+
+  Status Bool(const YAML::Node& n, const std::string& key, bool* out) const {
+    if (!n.IsScalar()) return Where(n, key, "must be true or false");
+    const std::string& s = n.Scalar();
+    if (s == "true") *out = true;
+    else if (s == "false") *out = false;
+    else return Where(n, key, "must be true or false, got '" + s + "'");
+    return Status::Ok();
+  }
+
+  Status Uint(const YAML::Node& n, const std::string& key, uint32_t min, uint32_t max,
+              uint32_t* out) const {
+    if (!n.IsScalar()) return Where(n, key, "must be an integer");
+    const std::string& s = n.Scalar();
+    uint64_t v = 0;
+    bool digits = !s.empty() && s.size() <= 10;
+    for (char c : s) digits = digits && c >= '0' && c <= '9';
+    if (!digits) return Where(n, key, "must be an integer, got '" + s + "'");
+    v = std::stoull(s);
+    if (v < min || v > max)
+      return Where(n, key, "must be between " + std::to_string(min) + " and " +
+                               std::to_string(max) + ", got " + s);
+    *out = static_cast<uint32_t>(v);
+    return Status::Ok();
+  }
+
+  template <typename E>
+  Status Enum(const YAML::Node& n, const std::string& key,
+              const std::vector<std::pair<std::string, E>>& values, E* out) const {
+    if (!n.IsScalar()) return Where(n, key, "must be a string");
+    std::string allowed;
+    for (const auto& [name, value] : values) {
+      if (n.Scalar() == name) {
+        *out = value;
+        return Status::Ok();
+      }
+      allowed += (allowed.empty() ? "" : "|") + name;
+    }
+    return Where(n, key, "must be one of " + allowed + ", got '" + n.Scalar() + "'");
+  }
+
+  using FieldFn = std::function<Status(const YAML::Node&, const std::string&)>;
+
+  // Walks a mapping section, dispatching known keys and rejecting the rest.
+  Status Section(const YAML::Node& node, const std::string& prefix,
+                 const std::map<std::string, FieldFn>& fields) const {
+    if (node.IsNull()) return Status::Ok();
+    if (!node.IsMap()) return Where(node, prefix, "must be a mapping");
+    for (const auto& kv : node) {
+      const std::string name = kv.first.Scalar();
+      const std::string key = prefix.empty() ? name : prefix + "." + name;
+      auto it = fields.find(name);
+      if (it == fields.end()) return Where(kv.first, key, "is unknown");
+      RETURN_IF_ERROR(it->second(kv.second, key));
+    }
+    return Status::Ok();
+  }
+
+  Status Load(const YAML::Node& root, Config* c) const {
+    auto section = [this](std::map<std::string, FieldFn> fields) -> FieldFn {
+      return [this, fields = std::move(fields)](const YAML::Node& n, const std::string& key) {
+        return Section(n, key, fields);
+      };
+    };
+    auto& h = c->hypervisor;
+    auto& g = c->guest;
+    auto& r = c->runtime;
+    const std::map<std::string, FieldFn> top = {
+        {"hypervisor", section({
+             {"path", [&](auto& n, auto& k) { return Path(n, k, &h.path); }},
+             {"accelerator", [&](auto& n, auto& k) {
+                return Enum<Accelerator>(n, k, {{"auto", Accelerator::kAuto}, {"kvm", Accelerator::kKvm},
+                                                {"tcg", Accelerator::kTcg}}, &h.accelerator);
+              }},
+             {"kernel_params", [&](auto& n, auto& k) { return String(n, k, &h.kernel_params); }},
+             {"tcg_tb_size_mib", [&](auto& n, auto& k) { return Uint(n, k, 0, 4096, &h.tcg_tb_size_mib); }},
+             {"seccomp_sandbox", [&](auto& n, auto& k) { return Bool(n, k, &h.seccomp_sandbox); }},
+         })},
+        {"guest", section({
+             {"kernel", [&](auto& n, auto& k) { return Path(n, k, &g.kernel); }},
+             {"initrd", [&](auto& n, auto& k) { return Path(n, k, &g.initrd); }},
+             {"default_vcpus", [&](auto& n, auto& k) { return Uint(n, k, 1, 256, &g.default_vcpus); }},
+             {"default_memory_mib", [&](auto& n, auto& k) { return Uint(n, k, 64, 1u << 20, &g.default_memory_mib); }},
+             {"max_vcpus", [&](auto& n, auto& k) { return Uint(n, k, 1, 256, &g.max_vcpus); }},
+             {"max_memory_mib", [&](auto& n, auto& k) { return Uint(n, k, 64, 1u << 20, &g.max_memory_mib); }},
+         })},
+        {"vsock", section({
+             {"backend", [&](auto& n, auto& k) {
+                return Enum<VsockBackendKind>(n, k, {{"auto", VsockBackendKind::kAuto},
+                                                     {"vhost", VsockBackendKind::kVhost},
+                                                     {"vhost-user", VsockBackendKind::kVhostUser}},
+                                              &c->vsock.backend);
+              }},
+         })},
+        {"virtiofs", section({
+             {"daemon", [&](auto& n, auto& k) { return Path(n, k, &c->virtiofs.daemon); }},
+             {"cache", [&](auto& n, auto& k) {
+                return Enum<std::string>(n, k, {{"none", "none"}, {"auto", "auto"}, {"always", "always"}},
+                                         &c->virtiofs.cache);
+              }},
+         })},
+        {"pool", section({
+             {"size", [&](auto& n, auto& k) { return Uint(n, k, 0, 1024, &c->pool.size); }},
+             {"socket", [&](auto& n, auto& k) { return Path(n, k, &c->pool.socket); }},
+         })},
+        {"runtime", section({
+             {"state_dir", [&](auto& n, auto& k) { return Path(n, k, &r.state_dir); }},
+             {"log_level", [&](auto& n, auto& k) {
+                return Enum<log::Level>(n, k, {{"trace", log::Level::kTrace}, {"debug", log::Level::kDebug},
+                                               {"info", log::Level::kInfo}, {"warn", log::Level::kWarn},
+                                               {"error", log::Level::kError}}, &r.log_level);
+              }},
+             {"boot_timeout_ms", [&](auto& n, auto& k) { return Uint(n, k, 100, 3600000, &r.boot_timeout_ms); }},
+         })},
+    };
+    RETURN_IF_ERROR(Section(root, "", top));
+    if (g.default_vcpus > g.max_vcpus)
+      return InvalidArgument(source_ + ": key 'guest.default_vcpus' (" + std::to_string(g.default_vcpus) +
+                             ") exceeds 'guest.max_vcpus' (" + std::to_string(g.max_vcpus) + ")");
+    if (g.default_memory_mib > g.max_memory_mib)
+      return InvalidArgument(source_ + ": key 'guest.default_memory_mib' (" +
+                             std::to_string(g.default_memory_mib) + ") exceeds 'guest.max_memory_mib' (" +
+                             std::to_string(g.max_memory_mib) + ")");
+    return Status::Ok();
+  }
+
+ private:
+  std::string source_;
+};
+
+}  // namespace
+
+Result<Config> LoadString(const std::string& yaml, const std::string& source_name) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(source_name + ":" + std::to_string(e.mark.line + 1) + ":" +
+                           std::to_string(e.mark.column + 1) + ": invalid YAML: " + e.msg);
+  }
+  Config c;
+  c.source = source_name;
+  if (!root.IsNull() && !root.IsMap()) return InvalidArgument(source_name + ": top level must be a mapping");
+  try {
+    RETURN_IF_ERROR(Loader(source_name).Load(root, &c));
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(source_name + ": " + e.msg);
+  }
+  return c;
+}
+
+Result<Config> LoadFile(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text.ok()) return std::move(text).status().WithContext("load config");
+  return LoadString(*text, path);
+}
+
+std::string_view AcceleratorName(Accelerator a) {
+  switch (a) {
+    case Accelerator::kAuto: return "auto";
+    case Accelerator::kKvm: return "kvm";
+    case Accelerator::kTcg: return "tcg";
+  }
+  return "auto";
+}
+
+std::string_view VsockBackendName(VsockBackendKind v) {
+  switch (v) {
+    case VsockBackendKind::kAuto: return "auto";
+    case VsockBackendKind::kVhost: return "vhost";
+    case VsockBackendKind::kVhostUser: return "vhost-user";
+  }
+  return "auto";
+}
+
+std::string ToYaml(const Config& c) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "hypervisor" << YAML::Value << YAML::BeginMap
+      << YAML::Key << "path" << YAML::Value << c.hypervisor.path
+      << YAML::Key << "accelerator" << YAML::Value << std::string(AcceleratorName(c.hypervisor.accelerator))
+      << YAML::Key << "kernel_params" << YAML::Value << c.hypervisor.kernel_params
+      << YAML::Key << "tcg_tb_size_mib" << YAML::Value << c.hypervisor.tcg_tb_size_mib
+      << YAML::Key << "seccomp_sandbox" << YAML::Value << c.hypervisor.seccomp_sandbox
+      << YAML::EndMap;
+  out << YAML::Key << "guest" << YAML::Value << YAML::BeginMap
+      << YAML::Key << "kernel" << YAML::Value << c.guest.kernel
+      << YAML::Key << "initrd" << YAML::Value << c.guest.initrd
+      << YAML::Key << "default_vcpus" << YAML::Value << c.guest.default_vcpus
+      << YAML::Key << "default_memory_mib" << YAML::Value << c.guest.default_memory_mib
+      << YAML::Key << "max_vcpus" << YAML::Value << c.guest.max_vcpus
+      << YAML::Key << "max_memory_mib" << YAML::Value << c.guest.max_memory_mib
+      << YAML::EndMap;
+  out << YAML::Key << "vsock" << YAML::Value << YAML::BeginMap
+      << YAML::Key << "backend" << YAML::Value << std::string(VsockBackendName(c.vsock.backend))
+      << YAML::EndMap;
+  out << YAML::Key << "virtiofs" << YAML::Value << YAML::BeginMap
+      << YAML::Key << "daemon" << YAML::Value << c.virtiofs.daemon
+      << YAML::Key << "cache" << YAML::Value << c.virtiofs.cache
+      << YAML::EndMap;
+  out << YAML::Key << "pool" << YAML::Value << YAML::BeginMap
+      << YAML::Key << "size" << YAML::Value << c.pool.size
+      << YAML::Key << "socket" << YAML::Value << c.pool.socket
+      << YAML::EndMap;
+  out << YAML::Key << "runtime" << YAML::Value << YAML::BeginMap
+      << YAML::Key << "state_dir" << YAML::Value << c.runtime.state_dir
+      << YAML::Key << "log_level" << YAML::Value << std::string(log::LevelName(c.runtime.log_level))
+      << YAML::Key << "boot_timeout_ms" << YAML::Value << c.runtime.boot_timeout_ms
+      << YAML::EndMap;
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace capsule::config

@@ -1,0 +1,48 @@
+#include "runtime/common/file_util.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+namespace capsule {
+namespace {
+
+TEST(FileUtilTest, AtomicWriteThenRead) {
+  auto dir = TempDir::Create("fileutil");
+  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  std::string p = dir->Join("a/b/c");
+  ASSERT_TRUE(MkdirAll(p).ok());
+  ASSERT_TRUE(WriteFileAtomic(p + "/f", "hello", 0600).ok());
+  EXPECT_EQ(*ReadFile(p + "/f"), "hello");
+  struct stat st{};
+  ASSERT_EQ(stat((p + "/f").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST(FileUtilTest, ReadMissingFileNamesPath) {
+  auto r = ReadFile("/nonexistent/capsule-file");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kNotFound);
+  EXPECT_NE(r.status().message().find("/nonexistent/capsule-file"), std::string::npos);
+}
+
+TEST(FileUtilTest, TempDirRemovedWithContents) {
+  std::string path;
+  {
+    auto dir = TempDir::Create("fileutil");
+    ASSERT_TRUE(dir.ok());
+    path = dir->path();
+    ASSERT_TRUE(MkdirAll(dir->Join("x/y")).ok());
+    ASSERT_TRUE(WriteFile(dir->Join("x/y/z"), "1").ok());
+  }
+  EXPECT_FALSE(PathExists(path));
+}
+
+TEST(FileUtilTest, MkdirAllOverFileFails) {
+  auto dir = TempDir::Create("fileutil");
+  ASSERT_TRUE(dir.ok());
+  ASSERT_TRUE(WriteFile(dir->Join("f"), "").ok());
+  EXPECT_FALSE(MkdirAll(dir->Join("f")).ok());
+}
+
+}  // namespace
+}  // namespace capsule

@@ -1,0 +1,129 @@
+#include "runtime/config/config.h"
+
+#include <gtest/gtest.h>
+
+#include "runtime/common/file_util.h"
+
+namespace capsule::config {
+namespace {
+
+std::string SourceDir() {
+  const char* s = std::getenv("CAPSULE_SOURCE_DIR");
+  return s ? s : ".";
+}
+
+TEST(ConfigTest, ShippedDefaultFileLoadsAndMatchesBuiltInDefaults) {
+  auto cfg = LoadFile(SourceDir() + "/deploy/config.yaml");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  Config defaults;
+  defaults.source = cfg->source;
+  EXPECT_EQ(ToYaml(*cfg), ToYaml(defaults));
+}
+
+TEST(ConfigTest, ValidFileLoadsTypedValues) {
+  auto cfg = LoadString(R"(
+hypervisor:
+  path: /opt/qemu/bin/qemu-system-x86_64
+  accelerator: tcg
+guest:
+  default_vcpus: 2
+  default_memory_mib: 512
+vsock:
+  backend: vhost-user
+pool:
+  size: 3
+runtime:
+  log_level: debug
+  state_dir: /tmp/capsule-state
+)", "test.yaml");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  EXPECT_EQ(cfg->hypervisor.path, "/opt/qemu/bin/qemu-system-x86_64");
+  EXPECT_EQ(cfg->hypervisor.accelerator, Accelerator::kTcg);
+  EXPECT_EQ(cfg->guest.default_vcpus, 2u);
+  EXPECT_EQ(cfg->guest.default_memory_mib, 512u);
+  EXPECT_EQ(cfg->vsock.backend, VsockBackendKind::kVhostUser);
+  EXPECT_EQ(cfg->pool.size, 3u);
+  EXPECT_EQ(cfg->runtime.log_level, log::Level::kDebug);
+  EXPECT_EQ(cfg->runtime.state_dir, "/tmp/capsule-state");
+  // Untouched keys keep defaults.
+  EXPECT_EQ(cfg->guest.max_vcpus, GuestConfig{}.max_vcpus);
+}
+
+TEST(ConfigTest, EmptyFileGivesDefaults) {
+  auto cfg = LoadString("", "empty.yaml");
+  ASSERT_TRUE(cfg.ok());
+  EXPECT_EQ(cfg->guest.default_memory_mib, 256u);
+}
+
+TEST(ConfigTest, UnknownKeyNamesKeyLineAndFile) {
+  auto cfg = LoadString("guest:\n  default_vcpus: 1\n  kernell: /x\n", "/etc/capsule/config.yaml");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_EQ(cfg.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(cfg.status().message(), "/etc/capsule/config.yaml:3:3: key 'guest.kernell' is unknown");
+}
+
+TEST(ConfigTest, UnknownTopLevelSection) {
+  auto cfg = LoadString("network:\n  mtu: 1500\n", "c.yaml");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_EQ(cfg.status().message(), "c.yaml:1:1: key 'network' is unknown");
+}
+
+TEST(ConfigTest, WrongTypeNamesKey) {
+  auto cfg = LoadString("guest:\n  default_vcpus: many\n", "c.yaml");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_EQ(cfg.status().message(), "c.yaml:2:18: key 'guest.default_vcpus' must be an integer, got 'many'");
+
+  cfg = LoadString("hypervisor:\n  path: [a, b]\n", "c.yaml");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("key 'hypervisor.path' must be a string"), std::string::npos);
+
+  cfg = LoadString("guest: 5\n", "c.yaml");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("key 'guest' must be a mapping"), std::string::npos);
+}
+
+TEST(ConfigTest, BadEnumListsAllowedValues) {
+  auto cfg = LoadString("hypervisor:\n  accelerator: hvf\n", "c.yaml");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_EQ(cfg.status().message(),
+            "c.yaml:2:16: key 'hypervisor.accelerator' must be one of auto|kvm|tcg, got 'hvf'");
+}
+
+TEST(ConfigTest, OutOfRangeAndRelativePathAndBool) {
+  auto cfg = LoadString("guest:\n  default_vcpus: 0\n", "c.yaml");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("must be between 1 and 256, got 0"), std::string::npos);
+
+  cfg = LoadString("guest:\n  kernel: vmlinuz\n", "c.yaml");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("key 'guest.kernel' must be an absolute path"), std::string::npos);
+
+  cfg = LoadString("hypervisor:\n  seccomp_sandbox: yes-please\n", "c.yaml");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("key 'hypervisor.seccomp_sandbox' must be true or false"),
+            std::string::npos);
+}
+
+TEST(ConfigTest, DefaultAboveMaxIsRejected) {
+  auto cfg = LoadString("guest:\n  default_vcpus: 4\n  max_vcpus: 2\n", "c.yaml");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("'guest.default_vcpus' (4) exceeds 'guest.max_vcpus' (2)"),
+            std::string::npos);
+}
+
+TEST(ConfigTest, BadYamlGivesPosition) {
+  auto cfg = LoadString("guest:\n  default_vcpus: [1, 2\n", "c.yaml");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("c.yaml:"), std::string::npos);
+  EXPECT_NE(cfg.status().message().find("invalid YAML"), std::string::npos);
+}
+
+TEST(ConfigTest, MissingFileNamesPath) {
+  auto cfg = LoadFile("/nonexistent/capsule.yaml");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_EQ(cfg.status().code(), Code::kNotFound);
+  EXPECT_NE(cfg.status().message().find("/nonexistent/capsule.yaml"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace capsule::config

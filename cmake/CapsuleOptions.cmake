@@ -33,3 +33,15 @@ endif()
 function(capsule_target name)
   target_compile_options(${name} PRIVATE ${CAPSULE_WARNINGS})
 endfunction()
+
+# Adds every immediate subfolder that has a CMakeLists.txt, so a new component
+# folder joins the build without editing its parent.
+function(capsule_add_component_dirs)
+  file(GLOB children LIST_DIRECTORIES true RELATIVE ${CMAKE_CURRENT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR}/*)
+  list(SORT children)
+  foreach(child IN LISTS children)
+    if(IS_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/${child} AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${child}/CMakeLists.txt)
+      add_subdirectory(${child})
+    endif()
+  endforeach()
+endfunction()

@@ -2,6 +2,8 @@
 // and pidfd-based waiting.
 #include "runtime/common/subprocess.h"
 
+#include "runtime/common/reaper.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -147,8 +149,12 @@ ChildProcess::~ChildProcess() { KillAndReap(); }
 void ChildProcess::KillAndReap() {
   if (pid_ <= 0 || reaped_) return;
   ::kill(pid_, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  if (Reaper::Instance().active()) {
+    (void)Reaper::Instance().WaitStatus(pid_, std::chrono::steady_clock::now() + std::chrono::seconds(10));
+  } else {
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
   }
   reaped_ = true;
 }
@@ -163,13 +169,20 @@ Status ChildProcess::Signal(int sig) {
 bool ChildProcess::TryReap() {
   if (reaped_) return true;
   if (pid_ <= 0) return true;
+  if (Reaper::Instance().active()) {
+    if (auto st = Reaper::Instance().TakeStatus(pid_)) {
+      reaped_ = true;
+      wait_status_ = *st;
+    }
+    return reaped_;
+  }
   int status = 0;
   pid_t r = ::waitpid(pid_, &status, WNOHANG);
   if (r == pid_) {
     reaped_ = true;
     wait_status_ = status;
   } else if (r < 0 && errno == ECHILD) {
-    // Reaped by someone else (a subreaper loop); treat as gone.
+    // Not our child any more (reaped elsewhere); treat as gone.
     reaped_ = true;
   }
   return reaped_;
@@ -187,6 +200,15 @@ Result<int> ChildProcess::Wait(std::optional<std::chrono::milliseconds> timeout)
       if (left.count() <= 0)
         return DeadlineExceeded("pid " + std::to_string(pid_) + " still running");
       wait_ms = static_cast<int>(left.count());
+    }
+    if (Reaper::Instance().active()) {
+      // The reaper thread collects the status; wait for it to publish.
+      auto until = timeout ? deadline : std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      if (auto st = Reaper::Instance().WaitStatus(pid_, until)) {
+        reaped_ = true;
+        wait_status_ = *st;
+      }
+      continue;
     }
     pollfd p{pidfd_.get(), POLLIN, 0};
     int r = ::poll(&p, 1, wait_ms);

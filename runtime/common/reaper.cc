@@ -1,0 +1,130 @@
+// SIGCHLD -> self-pipe -> reaper thread -> waitpid(-1, WNOHANG) until empty.
+// The handler only writes a byte, so it is async-signal-safe and works
+// whatever signal masks other threads hold.
+#include "runtime/common/reaper.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+
+namespace capsule {
+namespace {
+
+std::atomic<int> g_wake_write{-1};
+
+void OnSigchld(int) {
+  const int saved = errno;
+  const int fd = g_wake_write.load();
+  if (fd >= 0) {
+    char b = 1;
+    (void)!::write(fd, &b, 1);
+  }
+  errno = saved;
+}
+
+}  // namespace
+
+Reaper& Reaper::Instance() {
+  static Reaper* reaper = [] {
+    static Reaper r;
+    return &r;
+  }();
+  return *reaper;
+}
+
+Status Reaper::Start() {
+  std::lock_guard lock(mu_);
+  if (started_) return Status::Ok();
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return ErrnoStatus("reaper: pipe2");
+  wake_read_.reset(p[0]);
+  g_wake_write.store(p[1]);
+  struct sigaction sa{};
+  sa.sa_handler = OnSigchld;
+  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigemptyset(&sa.sa_mask);
+  if (::sigaction(SIGCHLD, &sa, nullptr) != 0) return ErrnoStatus("reaper: sigaction(SIGCHLD)");
+  started_ = true;
+  thread_ = std::thread([this] { Loop(); });
+  thread_.detach();  // lives as long as the process
+  return Status::Ok();
+}
+
+bool Reaper::active() const {
+  std::lock_guard lock(mu_);
+  return started_;
+}
+
+int Reaper::Subscribe(Callback cb) {
+  std::lock_guard lock(mu_);
+  int token = next_token_++;
+  subscribers_.emplace(token, std::move(cb));
+  return token;
+}
+
+void Reaper::Unsubscribe(int token) {
+  std::lock_guard lock(mu_);
+  subscribers_.erase(token);
+}
+
+std::optional<int> Reaper::TakeStatus(pid_t pid) {
+  std::lock_guard lock(mu_);
+  auto it = statuses_.find(pid);
+  if (it == statuses_.end()) return std::nullopt;
+  int st = it->second;
+  statuses_.erase(it);
+  return st;
+}
+
+std::optional<int> Reaper::WaitStatus(pid_t pid, std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  cv_.wait_until(lock, deadline, [&] { return statuses_.count(pid) != 0; });
+  auto it = statuses_.find(pid);
+  if (it == statuses_.end()) return std::nullopt;
+  int st = it->second;
+  statuses_.erase(it);
+  return st;
+}
+
+void Reaper::Loop() {
+  for (;;) {
+    ReapAll();
+    // The poll timeout covers a SIGCHLD that raced with the last waitpid.
+    pollfd p{wake_read_.get(), POLLIN, 0};
+    (void)::poll(&p, 1, 1000);
+    char buf[64];
+    while (::read(wake_read_.get(), buf, sizeof buf) > 0) {
+    }
+  }
+}
+
+void Reaper::ReapAll() {
+  for (;;) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG | __WALL);
+    if (pid <= 0) {
+      if (pid < 0 && errno == EINTR) continue;
+      return;
+    }
+    std::map<int, Callback> subs;
+    {
+      std::lock_guard lock(mu_);
+      statuses_[pid] = status;
+      order_.push_back(pid);
+      while (order_.size() > kMaxUnclaimed) {
+        statuses_.erase(order_.front());
+        order_.pop_front();
+      }
+      subs = subscribers_;
+    }
+    cv_.notify_all();
+    for (auto& [token, cb] : subs) cb(pid, status);
+  }
+}
+
+}  // namespace capsule

@@ -1,0 +1,66 @@
+// The reaper changes process-wide SIGCHLD handling, so it has its own binary.
+#include "runtime/common/reaper.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+
+#include "runtime/common/subprocess.h"
+
+namespace capsule {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(ReaperTest, ChildProcessWaitsThroughReaperAndSubscribersSeeEveryExit) {
+  ASSERT_TRUE(Reaper::Instance().Start().ok());
+  ASSERT_TRUE(Reaper::Instance().active());
+  std::mutex mu;
+  std::set<pid_t> seen;
+  int token = Reaper::Instance().Subscribe([&](pid_t pid, int) {
+    std::lock_guard lock(mu);
+    seen.insert(pid);
+  });
+
+  SpawnOptions o;
+  o.argv = {"/bin/sh", "-c", "exit 7"};
+  auto child = ChildProcess::Spawn(o);
+  ASSERT_TRUE(child.ok());
+  auto st = child->Wait(10s);
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(ExitCode(*st), 7);
+
+  // A child nobody owns (like an orphan reparented to PID 1) is reaped too.
+  pid_t raw = ::fork();
+  ASSERT_GE(raw, 0);
+  if (raw == 0) ::_exit(0);
+  auto raw_status = Reaper::Instance().WaitStatus(raw, std::chrono::steady_clock::now() + 10s);
+  ASSERT_TRUE(raw_status.has_value());
+  EXPECT_EQ(ExitCode(*raw_status), 0);
+
+  {
+    std::lock_guard lock(mu);
+    EXPECT_TRUE(seen.count(child->pid()));
+    EXPECT_TRUE(seen.count(raw));
+  }
+  Reaper::Instance().Unsubscribe(token);
+}
+
+TEST(ReaperTest, KilledChildReportsSignal) {
+  ASSERT_TRUE(Reaper::Instance().Start().ok());
+  SpawnOptions o;
+  o.argv = {"/bin/sleep", "100"};
+  auto child = ChildProcess::Spawn(o);
+  ASSERT_TRUE(child.ok());
+  ASSERT_TRUE(child->Signal(SIGKILL).ok());
+  auto st = child->Wait(10s);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(ExitCode(*st), 128 + SIGKILL);
+}
+
+}  // namespace
+}  // namespace capsule

@@ -22,6 +22,10 @@ namespace {
 
 const log::Logger kLog("shim.start");
 
+// The daemon finds its listening socket at fd 3, as containerd's Go shims
+// do (exec.Cmd ExtraFiles[0]); -socket-fd says so explicitly.
+constexpr int kDaemonSocketFd = 3;
+
 // Highest oom_score_adj (from linux/oom.h, OOM_SCORE_ADJ_MAX).
 constexpr int kOomScoreAdjMax = 1000;
 
@@ -56,8 +60,9 @@ Result<UniqueFd> ClaimSocket(const std::string& path) {
 Result<pid_t> SpawnDaemon(const StartRequest& req, int listen_fd, const std::string& config_path) {
   SpawnOptions o;
   o.argv = {req.self_exe};
-  for (auto& a : DaemonArgs(req.flags, req.bundle, listen_fd, config_path)) o.argv.push_back(std::move(a));
-  o.keep_fds = {listen_fd};
+  for (auto& a : DaemonArgs(req.flags, req.bundle, kDaemonSocketFd, config_path))
+    o.argv.push_back(std::move(a));
+  o.extra_fds = {{kDaemonSocketFd, listen_fd}};
   o.cwd = req.bundle;
   o.new_session = true;  // own session: containerd's signals to start's group miss it
   // stdio stay /dev/null: containerd waits for EOF on start's output pipe.

@@ -77,8 +77,9 @@ int RunStart(const ShimFlags& flags, const std::string& bundle) {
 }
 
 int RunDelete(const ShimFlags& flags, const std::string& bundle, const Hooks& hooks) {
-  // containerd logs delete's stderr as "cleanup warnings": log there.
-  if (flags.debug) log::SetLevel(log::Level::kDebug);
+  // containerd logs all of delete's stderr as "cleanup warnings": only
+  // warnings and errors go there unless -debug.
+  log::SetLevel(flags.debug ? log::Level::kDebug : log::Level::kWarn);
   auto out = DeleteShim(DeleteRequest{flags, bundle, hooks.cleanup});
   if (!out.ok()) return Fail(std::move(out).status().WithContext("delete"));
   if (Status st = WriteAllStdout(*out); !st.ok()) return Fail(st);

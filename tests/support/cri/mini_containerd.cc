@@ -16,6 +16,8 @@
 
 #include <fmt/format.h>
 
+extern char** environ;
+
 namespace capsule::testing {
 namespace {
 
@@ -93,8 +95,9 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, std::chro
   return out;
 }
 
-MiniContainerd::MiniContainerd(TempDir dir, ChildProcess child, std::string address)
-    : dir_(std::move(dir)), child_(std::move(child)), address_(std::move(address)) {
+MiniContainerd::MiniContainerd(TempDir dir, MiniContainerdOptions options)
+    : dir_(std::move(dir)), options_(std::move(options)) {
+  address_ = dir_.Join("containerd.sock");
   root_ = dir_.Join("root");
   state_ = dir_.Join("state");
 }
@@ -102,29 +105,64 @@ MiniContainerd::MiniContainerd(TempDir dir, ChildProcess child, std::string addr
 Result<std::unique_ptr<MiniContainerd>> MiniContainerd::Start(MiniContainerdOptions options) {
   ASSIGN_OR_RETURN(TempDir dir, TempDir::Create("minictrd"));
   RETURN_IF_ERROR(MkdirAll(dir.Join("cni")));
-  const std::string config = dir.Join("config.toml");
-  RETURN_IF_ERROR(WriteFile(config, ConfigToml(dir.path(), options)));
+  RETURN_IF_ERROR(WriteFile(dir.Join("config.toml"), ConfigToml(dir.path(), options)));
+  std::unique_ptr<MiniContainerd> c(new MiniContainerd(std::move(dir), std::move(options)));
+  RETURN_IF_ERROR(c->Boot());
+  return c;
+}
+
+Status MiniContainerd::Boot() {
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) return ErrnoStatus("pipe");
   UniqueFd log_r(p[0]), log_w(p[1]);
   SpawnOptions o;
-  o.argv = {"/usr/bin/containerd", "--config", config, "--log-level", "info"};
+  o.argv = {"/usr/bin/containerd", "--config", dir_.Join("config.toml"), "--log-level", "info"};
   o.stdout_fd = log_w.get();
   o.stderr_fd = log_w.get();
   o.die_with_parent = true;
+  if (!options_.path_prepend.empty()) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::strncmp(*e, "PATH=", 5) != 0) env.emplace_back(*e);
+    }
+    std::string path = "PATH=";
+    for (const auto& d : options_.path_prepend) path += d + ":";
+    const char* old = std::getenv("PATH");
+    path += old != nullptr ? old : "/usr/sbin:/usr/bin:/sbin:/bin";
+    env.push_back(path);
+    o.env = std::move(env);
+  }
+  {
+    std::lock_guard lock(mu_);
+    booted_ = false;
+    log_eof_ = false;
+  }
   ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::Spawn(o));
+  child_.emplace(std::move(child));
   log_w.reset();
-  std::unique_ptr<MiniContainerd> c(new MiniContainerd(std::move(dir), std::move(child), ""));
-  c->address_ = c->dir_.Join("containerd.sock");
-  c->log_thread_ = std::thread([c = c.get(), fd = std::move(log_r)]() mutable { c->ReadLog(std::move(fd)); });
-  std::unique_lock lock(c->mu_);
-  if (!c->cv_.wait_for(lock, options.boot_timeout, [&] { return c->booted_ || c->log_eof_; }) || !c->booted_) {
+  log_thread_ = std::thread([this, fd = std::move(log_r)]() mutable { ReadLog(std::move(fd)); });
+  std::unique_lock lock(mu_);
+  if (!cv_.wait_for(lock, options_.boot_timeout, [&] { return booted_ || log_eof_; }) || !booted_) {
     lock.unlock();
-    auto log = ReadFile(c->log_path());
+    auto log = ReadFile(log_path());
     return Unavailable("containerd did not boot; log tail: " +
                        (log.ok() ? log->substr(log->size() > 4000 ? log->size() - 4000 : 0) : ""));
   }
-  return c;
+  return Status::Ok();
+}
+
+void MiniContainerd::Stop() {
+  if (child_ && !child_->reaped()) {
+    (void)child_->Signal(SIGTERM);
+    if (!child_->Wait(kStopGrace).ok()) (void)child_->Terminate(std::chrono::milliseconds(1000));
+  }
+  child_.reset();
+  if (log_thread_.joinable()) log_thread_.join();
+}
+
+Status MiniContainerd::Restart() {
+  Stop();
+  return Boot();
 }
 
 void MiniContainerd::ReadLog(UniqueFd pipe) {
@@ -181,7 +219,7 @@ std::vector<std::string> MiniContainerd::Leaks() const {
   while (dirent* e = d != nullptr ? ::readdir(d) : nullptr) {
     if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
     const pid_t pid = std::atoi(e->d_name);
-    if (pid == child_.pid()) continue;
+    if (child_ && pid == child_->pid()) continue;
     auto cmdline = ReadFile(fmt::format("/proc/{}/cmdline", pid));
     if (!cmdline.ok() || cmdline->find(address_) == std::string::npos) continue;
     std::replace(cmdline->begin(), cmdline->end(), '\0', ' ');
@@ -201,11 +239,7 @@ std::vector<std::string> MiniContainerd::Leaks() const {
 }
 
 MiniContainerd::~MiniContainerd() {
-  if (!child_.reaped()) {
-    (void)child_.Signal(SIGTERM);
-    if (!child_.Wait(kStopGrace).ok()) (void)child_.Terminate(std::chrono::milliseconds(1000));
-  }
-  if (log_thread_.joinable()) log_thread_.join();
+  Stop();
   for (const std::string& leak : Leaks()) {
     if (leak.rfind("process ", 0) == 0) {
       ::kill(std::atoi(leak.c_str() + 8), SIGKILL);

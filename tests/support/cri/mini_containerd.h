@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +37,9 @@ struct MiniContainerdOptions {
   // Extra TOML appended to the generated config (e.g. a runtime for capsule).
   std::string extra_config;
   std::chrono::milliseconds boot_timeout{30000};
+  // Directories put in front of containerd's PATH: where it looks for shim
+  // binaries (containerd-shim-<name>-<version>) by runtime type.
+  std::vector<std::string> path_prepend;
 };
 
 class MiniContainerd {
@@ -59,16 +63,23 @@ class MiniContainerd {
                           std::chrono::milliseconds timeout = std::chrono::milliseconds(60000));
   Status ImportImage(const std::string& tar, const std::string& ns = "k8s.io");
 
+  // Stops containerd (SIGTERM) and boots it again on the same root, state
+  // and config: it reloads (or cleans up after) the shims it had.
+  Status Restart();
+
   // What this containerd left running or mounted: shim processes started
   // with our address, mounts under our directories. Empty when clean.
   std::vector<std::string> Leaks() const;
 
  private:
-  MiniContainerd(TempDir dir, ChildProcess child, std::string address);
+  explicit MiniContainerd(TempDir dir, MiniContainerdOptions options);
+  Status Boot();
+  void Stop();
   void ReadLog(UniqueFd pipe);
 
   TempDir dir_;
-  ChildProcess child_;
+  MiniContainerdOptions options_;
+  std::optional<ChildProcess> child_;
   std::string address_, root_, state_;
   std::thread log_thread_;
   std::mutex mu_;

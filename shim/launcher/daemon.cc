@@ -129,34 +129,16 @@ bool ShutdownSignal::WaitFor(std::chrono::milliseconds timeout) {
   return cv_.wait_for(lock, timeout, [this] { return requested_; });
 }
 
-int RunDaemon(const ShimFlags& flags, const ServeFn& serve) {
-  ShutdownSignal shutdown;
-  auto watcher = SignalWatcher::Start(&shutdown);  // before any other thread
-  ::signal(SIGPIPE, SIG_IGN);  // a gone FIFO reader must be EPIPE, not death
-  RedirectLogs(flags.bundle, flags.debug);
-  if (!watcher.ok()) {
-    kLog.Error("{}", watcher.status().ToString());
-    return 1;
-  }
-  DaemonContext ctx;
-  auto path = AdoptSocket(flags.socket_fd);
-  if (!path.ok()) {
-    kLog.Error("{}", path.status().ToString());
-    return 1;
-  }
-  ctx.listen_fd.reset(flags.socket_fd);
-  struct stat sock_st{};
-  const ino_t sock_ino = ::stat(path->c_str(), &sock_st) == 0 ? sock_st.st_ino : 0;
-  if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
-    kLog.Error("{}", ErrnoStatus("prctl(PR_SET_CHILD_SUBREAPER)").ToString());
-    RemoveSocket(*path, sock_ino);
-    return 1;
-  }
-  if (Status st = Reaper::Instance().Start(); !st.ok()) {
-    kLog.Error("{}", st.ToString());
-    RemoveSocket(*path, sock_ino);
-    return 1;
-  }
+namespace {
+
+// Subreaper and Reaper: every process the shim starts (and their orphans)
+// is reaped here, and ChildProcess takes exit statuses from the Reaper.
+Status BecomeReaper() {
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) return ErrnoStatus("prctl(PR_SET_CHILD_SUBREAPER)");
+  return Reaper::Instance().Start();
+}
+
+void FillContext(const ShimFlags& flags, DaemonContext& ctx) {
   const char* ttrpc = std::getenv("TTRPC_ADDRESS");
   ctx.ns = flags.namespace_;
   ctx.id = flags.id;
@@ -166,13 +148,40 @@ int RunDaemon(const ShimFlags& flags, const ServeFn& serve) {
   ctx.publish_binary = flags.publish_binary;
   ctx.config_path = flags.config_path;
   ctx.debug = flags.debug;
-  ctx.socket_path = *path;
-  ctx.shutdown = &shutdown;
-  kLog.Info("shim daemon pid {} serving {} (namespace {}, task {})", ::getpid(), *path, ctx.ns, ctx.id);
-  Status st = serve ? serve(ctx) : Unimplemented("no serve hook linked into this shim");
+}
+
+}  // namespace
+
+int RunDaemon(const ShimFlags& flags, const ServeFn& serve) {
+  ShutdownSignal shutdown;
+  auto watcher = SignalWatcher::Start(&shutdown);  // before any other thread
+  ::signal(SIGPIPE, SIG_IGN);  // a gone FIFO reader must be EPIPE, not death
+  RedirectLogs(flags.bundle, flags.debug);
+  if (!watcher.ok()) {
+    kLog.Error("{}", watcher.status().ToString());
+    return 1;
+  }
+  auto path = AdoptSocket(flags.socket_fd);
+  if (!path.ok()) {
+    kLog.Error("{}", path.status().ToString());
+    return 1;
+  }
+  DaemonContext ctx;
+  ctx.listen_fd.reset(flags.socket_fd);
+  struct stat sock_st{};
+  const ino_t sock_ino = ::stat(path->c_str(), &sock_st) == 0 ? sock_st.st_ino : 0;
+  Status st = BecomeReaper();
+  if (st.ok()) {
+    FillContext(flags, ctx);
+    ctx.socket_path = *path;
+    ctx.shutdown = &shutdown;
+    kLog.Info("shim daemon pid {} serving {} (namespace {}, task {})", ::getpid(), *path, ctx.ns, ctx.id);
+    st = serve ? serve(ctx) : Unimplemented("no serve hook linked into this shim");
+    if (!st.ok()) st = std::move(st).WithContext("serve");
+  }
   RemoveSocket(*path, sock_ino);
   if (!st.ok()) {
-    kLog.Error("serve: {}", st.ToString());
+    kLog.Error("{}", st.ToString());
     return 1;
   }
   kLog.Info("shim daemon exiting ({})", shutdown.requested() ? shutdown.Wait() : "serve returned");

@@ -276,6 +276,10 @@ TEST_F(LauncherProcessTest, StartPrintsOnlyTheAddressAndDetachesTheDaemon) {
   ssize_t n = ::readlink(fmt::format("/proc/{}/fd/1", pid).c_str(), target, sizeof target - 1);
   ASSERT_GT(n, 0);
   EXPECT_STREQ(target, "/dev/null");
+  // The listening socket arrived at fd 3, as with containerd's own shims.
+  std::memset(target, 0, sizeof target);
+  ASSERT_GT(::readlink(fmt::format("/proc/{}/fd/3", pid).c_str(), target, sizeof target - 1), 0);
+  EXPECT_EQ(std::string(target).rfind("socket:[", 0), 0u) << target;
 
   const std::string log = DrainLog(bundle);
   EXPECT_NE(log.find("started shim daemon pid " + info["pid"]), std::string::npos) << log;

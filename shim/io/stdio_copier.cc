@@ -4,6 +4,7 @@
 #include "shim/io/stdio_copier.h"
 
 #include <poll.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -79,7 +80,28 @@ struct StdioCopier::Shared {
 
 namespace {
 
+// A write to a pipe whose reader is gone (a logging binary that died) raises
+// SIGPIPE in the writing thread; blocked here, the write fails with EPIPE
+// instead, whatever the process's SIGPIPE disposition.
+void BlockSigpipe() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+// Drops a SIGPIPE left pending on this thread by a failed write.
+void ClearPendingSigpipe() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  timespec zero{};
+  while (::sigtimedwait(&set, nullptr, &zero) == SIGPIPE) {
+  }
+}
+
 void OutputLoop(std::shared_ptr<StdioCopier::Shared> s, OutputStream stream, SinkPtr sink) {
+  BlockSigpipe();
   bool writable = sink && sink->valid();
   for (;;) {
     auto chunk = s->process->Read(stream, kReadChunkBytes);
@@ -92,6 +114,7 @@ void OutputLoop(std::shared_ptr<StdioCopier::Shared> s, OutputStream stream, Sin
       Status st = WriteAllOrCancel(sink->get(), chunk->data, s->cancel_efd.get());
       if (st.code() == Code::kCancelled) break;
       if (!st.ok()) {
+        ClearPendingSigpipe();
         // Keep draining so the process never blocks on a full pipe.
         kLog.Warn("{} {}: {}; discarding further output", s->name, StreamName(stream), st.ToString());
         writable = false;

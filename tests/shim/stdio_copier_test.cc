@@ -303,6 +303,22 @@ TEST_F(StdioCopierTest, BinaryLoggerInTerminalModeGetsEofOnStderr) {
   EXPECT_EQ(proc->reads(OutputStream::kStderr), 0) << "a terminal has one output stream";
 }
 
+TEST_F(StdioCopierTest, DeadLoggerMeansDiscardedOutputNotADeadShim) {
+  const std::string prefix = dir_->Join("logger");
+  spec_.stdout_path = "binary://" CAPSULE_TEST_LOGGER "?out=" + prefix + "&ready=then-exit";
+  auto copier = StdioCopier::Open(spec_);
+  ASSERT_TRUE(copier.ok()) << copier.status().ToString();
+  auto proc = std::make_shared<FakeProcessStdio>();
+  ASSERT_TRUE((*copier)->Start(proc).ok());
+  // More than the pipe holds: writes hit EPIPE (SIGPIPE is not ignored in
+  // this test process, so a raised one would kill it).
+  proc->Emit(OutputStream::kStdout, RandomBytes(1 << 20, 4));
+  proc->Emit(OutputStream::kStderr, RandomBytes(1 << 20, 5));
+  proc->End(OutputStream::kStdout);
+  proc->End(OutputStream::kStderr);
+  EXPECT_TRUE((*copier)->WaitOutput(kWait).ok()) << "the process's output is still drained";
+}
+
 TEST_F(StdioCopierTest, MissingLoggingBinaryFailsOpenNamingIt) {
   spec_.stdout_path = "binary:///nonexistent/logger?x=1";
   auto copier = StdioCopier::Open(spec_);

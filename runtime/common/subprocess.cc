@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -26,9 +27,38 @@ std::vector<char*> CStrings(const std::vector<std::string>& v) {
   return out;
 }
 
+// Lowest fd number above every extra_fds target.
+int ExtraFdFloor(const SpawnOptions& o) {
+  int floor = 3;
+  for (const auto& [child_fd, parent_fd] : o.extra_fds) floor = std::max(floor, child_fd + 1);
+  return floor;
+}
+
+// Places extra_fds at their child numbers. Sources first move above every
+// target so no dup2 clobbers a source still needed; `scratch` is
+// preallocated by the parent (no malloc after fork). Returns false on error.
+bool PlaceExtraFds(const SpawnOptions& o, int* scratch) {
+  const int floor = ExtraFdFloor(o);
+  for (size_t i = 0; i < o.extra_fds.size(); ++i) {
+    scratch[i] = ::fcntl(o.extra_fds[i].second, F_DUPFD_CLOEXEC, floor);
+    if (scratch[i] < 0) return false;
+  }
+  for (size_t i = 0; i < o.extra_fds.size(); ++i) {
+    // dup2 onto a different number clears CLOEXEC on the new descriptor.
+    if (::dup2(scratch[i], o.extra_fds[i].first) < 0) return false;
+  }
+  return true;
+}
+
 // Child side between fork and exec: only async-signal-safe calls.
 [[noreturn]] void ExecChild(const SpawnOptions& o, char** argv, char** envp, int err_fd,
-                            int dev_null) {
+                            int dev_null, int* scratch) {
+  // The error pipe must survive PlaceExtraFds: lift it above every target.
+  if (!o.extra_fds.empty()) {
+    const int moved = ::fcntl(err_fd, F_DUPFD_CLOEXEC, ExtraFdFloor(o));
+    if (moved < 0) ::_exit(127);
+    err_fd = moved;
+  }
   auto fail = [err_fd](int step) {
     int data[2] = {step, errno};
     (void)!::write(err_fd, data, sizeof data);
@@ -53,6 +83,7 @@ std::vector<char*> CStrings(const std::vector<std::string>& v) {
     int flags = ::fcntl(fd, F_GETFD);
     if (flags < 0 || ::fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC) < 0) fail(5);
   }
+  if (!PlaceExtraFds(o, scratch)) fail(5);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -93,6 +124,11 @@ Result<ChildProcess> ChildProcess::Spawn(const SpawnOptions& o) {
   std::vector<char*> argv = CStrings(o.argv);
   std::vector<char*> envp;
   if (o.env) envp = CStrings(*o.env);
+  for (const auto& [child_fd, parent_fd] : o.extra_fds) {
+    if (child_fd < 3 || parent_fd < 3)
+      return InvalidArgument("spawn " + prog + ": extra_fds must map fds > 2 to fds > 2");
+  }
+  std::vector<int> scratch(o.extra_fds.size() + 1);
 
   UniqueFd dev_null(::open("/dev/null", O_RDWR | O_CLOEXEC));
   if (!dev_null) return ErrnoStatus("open /dev/null");
@@ -104,7 +140,8 @@ Result<ChildProcess> ChildProcess::Spawn(const SpawnOptions& o) {
   pid_t pid = ::fork();
   if (pid < 0) return ErrnoStatus("fork for " + prog);
   if (pid == 0) {
-    ExecChild(o, argv.data(), o.env ? envp.data() : nullptr, err_write.get(), dev_null.get());
+    ExecChild(o, argv.data(), o.env ? envp.data() : nullptr, err_write.get(), dev_null.get(),
+              scratch.data());
   }
   err_write.reset();
 

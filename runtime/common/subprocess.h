@@ -8,6 +8,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/common/status.h"
@@ -24,6 +25,10 @@ struct SpawnOptions {
   int stderr_fd = -1;
   // Descriptors the child inherits at the same numbers (CLOEXEC cleared).
   std::vector<int> keep_fds;
+  // Descriptors the child inherits at given numbers, like Go's ExtraFiles:
+  // {child_fd, parent_fd}; child_fd >= 3, parent_fd > 2. For protocols that
+  // fix the numbers (containerd's logging binaries read fds 3, 4, 5).
+  std::vector<std::pair<int, int>> extra_fds;
   std::string cwd;
   bool new_session = false;      // setsid(): survive our terminal and group
   bool die_with_parent = false;  // PR_SET_PDEATHSIG(SIGKILL)

@@ -5,6 +5,8 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <cstring>
+
 #include "runtime/common/file_util.h"
 
 namespace capsule {
@@ -26,6 +28,40 @@ TEST(SubprocessTest, ExitCodeAndStdoutRedirect) {
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(ExitCode(*st), 3);
   EXPECT_EQ(*ReadFile(dir->Join("out")), "hi\n");
+}
+
+TEST(SubprocessTest, ExtraFdsLandAtTheirNumbersEvenWhenSwapped) {
+  int a[2], b[2];
+  ASSERT_EQ(::pipe2(a, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(b, O_CLOEXEC), 0);
+  UniqueFd a_read(a[0]), b_read(b[0]);
+  // Put the write ends at 40 and 41, then ask for them swapped: the child's
+  // 40 is pipe b and its 41 is pipe a.
+  UniqueFd a_write(::dup3(a[1], 40, O_CLOEXEC)), b_write(::dup3(b[1], 41, O_CLOEXEC));
+  ::close(a[1]);
+  ::close(b[1]);
+  ASSERT_TRUE(a_write && b_write);
+  SpawnOptions o;
+  o.argv = {"/bin/bash", "-c", "echo to40 >&40; echo to41 >&41"};
+  o.extra_fds = {{40, b_write.get()}, {41, a_write.get()}};
+  auto child = ChildProcess::Spawn(o);
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  ASSERT_TRUE(child->Wait(milliseconds(10000)).ok());
+  a_write.reset();
+  b_write.reset();
+  char buf[64] = {};
+  ASSERT_GT(::read(a_read.get(), buf, sizeof buf - 1), 0);
+  EXPECT_STREQ(buf, "to41\n");
+  std::memset(buf, 0, sizeof buf);
+  ASSERT_GT(::read(b_read.get(), buf, sizeof buf - 1), 0);
+  EXPECT_STREQ(buf, "to40\n");
+}
+
+TEST(SubprocessTest, ExtraFdsRejectStdioNumbers) {
+  SpawnOptions o;
+  o.argv = {"/bin/true"};
+  o.extra_fds = {{1, 5}};
+  EXPECT_EQ(ChildProcess::Spawn(o).status().code(), Code::kInvalidArgument);
 }
 
 TEST(SubprocessTest, MissingProgramIsAnError) {

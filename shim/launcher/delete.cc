@@ -1,0 +1,63 @@
+// delete: hook clean-up, leftover socket/address removal, DeleteResponse.
+#include "shim/launcher/delete.h"
+
+#include <time.h>
+#include <unistd.h>
+
+#include "containerd/task/v2/shim.pb.h"
+#include "runtime/common/logging.h"
+#include "shim/launcher/bundle.h"
+#include "shim/launcher/socket.h"
+
+namespace capsule::shim::launcher {
+namespace {
+
+const log::Logger kLog("shim.delete");
+
+// Removes the socket named by <bundle>/address when nothing listens on it.
+void RemoveStaleSocket(const std::string& bundle) {
+  auto address = ReadAddressFile(bundle);
+  if (!address.ok()) {
+    if (address.status().code() != Code::kNotFound) kLog.Warn("{}", address.status().ToString());
+    return;
+  }
+  auto path = SocketPathFromAddress(*address);
+  if (!path.ok()) {
+    kLog.Warn("{}", path.status().ToString());
+    return;
+  }
+  if (CanConnect(*path)) {
+    kLog.Info("shim socket {} is still served; keeping it", *path);
+    return;
+  }
+  if (::unlink(path->c_str()) == 0) {
+    kLog.Info("removed stale shim socket {}", *path);
+  } else if (errno != ENOENT) {
+    kLog.Warn("{}", ErrnoStatus("remove stale shim socket " + *path).ToString());
+  }
+}
+
+}  // namespace
+
+Result<std::string> DeleteShim(const DeleteRequest& req) {
+  uint32_t pid = 0;
+  if (req.cleanup) {
+    CleanupContext ctx{req.flags.namespace_, req.flags.id, req.bundle, req.flags.address};
+    ASSIGN_OR_RETURN(pid, req.cleanup(ctx));
+  }
+  RemoveStaleSocket(req.bundle);
+  const std::string address_file = req.bundle + "/" + kAddressFile;
+  if (::unlink(address_file.c_str()) != 0 && errno != ENOENT)
+    kLog.Warn("{}", ErrnoStatus("remove " + address_file).ToString());
+
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  containerd::task::v2::DeleteResponse resp;
+  resp.set_pid(pid);
+  resp.set_exit_status(kDeadShimExitStatus);
+  resp.mutable_exited_at()->set_seconds(now.tv_sec);
+  resp.mutable_exited_at()->set_nanos(static_cast<int32_t>(now.tv_nsec));
+  return resp.SerializeAsString();
+}
+
+}  // namespace capsule::shim::launcher

@@ -1,0 +1,145 @@
+// The CRI test client against a real containerd 1.6 with runc: version,
+// images, a pod with a container, ExecSync, status, stats, and tear-down,
+// with container logs written to the pod's log directory. This also proves
+// the local pause image serves as CRI's sandbox image.
+#include <gtest/gtest.h>
+
+#include "runtime/common/file_util.h"
+#include "tests/support/cri/cri_client.h"
+#include "tests/support/cri/mini_containerd.h"
+#include "tests/support/images/test_images.h"
+
+namespace capsule::testing::cri {
+namespace {
+
+using std::chrono::milliseconds;
+
+class CriClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto c = MiniContainerd::Start();
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ctrd_ = std::move(*c);
+    ASSERT_TRUE(ctrd_->ImportImage(TestImageTar("busybox")).ok());
+    ASSERT_TRUE(ctrd_->ImportImage(TestImageTar("pause")).ok());
+    auto client = CriClient::Connect(ctrd_->address(), milliseconds(10000));
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    cri_ = std::move(*client);
+  }
+  void TearDown() override {
+    cri_.reset();
+    if (ctrd_) {
+      auto leaks = ctrd_->Leaks();
+      EXPECT_TRUE(leaks.empty()) << leaks.front();
+    }
+  }
+  std::unique_ptr<MiniContainerd> ctrd_;
+  std::unique_ptr<CriClient> cri_;
+};
+
+TEST_F(CriClientTest, VersionAndImages) {
+  auto v = cri_->Version();
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->runtime_name(), "containerd");
+  EXPECT_EQ(v->runtime_api_version(), "v1");
+  auto images = cri_->ListImages();
+  ASSERT_TRUE(images.ok()) << images.status().ToString();
+  std::vector<std::string> tags;
+  for (const auto& img : *images)
+    for (const auto& t : img.repo_tags()) tags.push_back(t);
+  EXPECT_NE(std::find(tags.begin(), tags.end(), kBusyboxImage), tags.end());
+  EXPECT_NE(std::find(tags.begin(), tags.end(), kPauseImage), tags.end());
+  auto busybox = cri_->ImageStatus(kBusyboxImage);
+  ASSERT_TRUE(busybox.ok()) << busybox.status().ToString();
+  EXPECT_GT(busybox->size(), 0u);
+  auto missing = cri_->ImageStatus("capsule.test/nope:latest");
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+  EXPECT_NE(missing.status().message().find("capsule.test/nope:latest"), std::string::npos);
+}
+
+TEST_F(CriClientTest, PodLifecycleWithExecAndLogsUnderRunc) {
+  const std::string logs = ctrd_->dir() + "/pod-logs";
+  ASSERT_TRUE(MkdirAll(logs).ok());
+  PodOptions pod;
+  pod.name = "cri-runc";
+  pod.log_directory = logs;
+  pod.labels = {{"test", "cri-client"}};
+  pod.pid = v1::CONTAINER;
+  const v1::PodSandboxConfig pod_config = MakePodConfig(pod);
+  auto pod_id = cri_->RunPod(pod_config, "");
+  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+
+  auto status = cri_->PodStatus(*pod_id);
+  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  EXPECT_EQ(status->status().state(), v1::SANDBOX_READY);
+  EXPECT_EQ(status->status().metadata().name(), "cri-runc");
+  EXPECT_EQ(status->status().linux().namespaces().options().pid(), v1::CONTAINER);
+  auto pods = cri_->ListPods();
+  ASSERT_TRUE(pods.ok());
+  ASSERT_EQ(pods->size(), 1u);
+  EXPECT_EQ(pods->front().labels().at("test"), "cri-client");
+
+  ContainerOptions c;
+  c.name = "sleeper";
+  c.image = kBusyboxImage;
+  c.command = {"sh", "-c", "echo started; exec sleep 3600"};
+  c.log_path = "sleeper.log";
+  auto cid = cri_->CreateContainer(*pod_id, pod_config, c);
+  ASSERT_TRUE(cid.ok()) << cid.status().ToString();
+  ASSERT_TRUE(cri_->StartContainer(*cid).ok());
+  auto cstatus = cri_->ContainerStatus(*cid);
+  ASSERT_TRUE(cstatus.ok());
+  EXPECT_EQ(cstatus->status().state(), v1::CONTAINER_RUNNING);
+
+  auto exec = cri_->ExecSync(*cid, {"echo", "hello"}, 10);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  EXPECT_EQ(exec->exit_code, 0);
+  EXPECT_EQ(exec->out, "hello\n");
+  exec = cri_->ExecSync(*cid, {"sh", "-c", "echo oops >&2; exit 3"}, 10);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  EXPECT_EQ(exec->exit_code, 3);
+  EXPECT_EQ(exec->err, "oops\n");
+  EXPECT_EQ(exec->out, "");
+
+  auto stats = cri_->ContainerStats(*cid);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ(stats->attributes().id(), *cid);
+  auto all_stats = cri_->ListContainerStats(*pod_id);
+  ASSERT_TRUE(all_stats.ok()) << all_stats.status().ToString();
+  EXPECT_EQ(all_stats->size(), 1u);
+  auto list = cri_->ListContainers(*pod_id);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+
+  ASSERT_TRUE(cri_->StopContainer(*cid, 2).ok());
+  cstatus = cri_->ContainerStatus(*cid);
+  ASSERT_TRUE(cstatus.ok());
+  EXPECT_EQ(cstatus->status().state(), v1::CONTAINER_EXITED);
+  // CRI's log format: "<time> stdout F started".
+  auto log = ReadFile(logs + "/sleeper.log");
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  EXPECT_NE(log->find(" stdout F started"), std::string::npos) << *log;
+
+  ASSERT_TRUE(cri_->RemoveContainer(*cid).ok());
+  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
+  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+  pods = cri_->ListPods();
+  ASSERT_TRUE(pods.ok());
+  EXPECT_TRUE(pods->empty());
+}
+
+TEST_F(CriClientTest, ErrorsNameTheCallAndObject) {
+  auto st = cri_->ContainerStatus("no-such-container");
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.status().code(), Code::kNotFound);
+  EXPECT_NE(st.status().message().find("CRI ContainerStatus no-such-container"), std::string::npos)
+      << st.status().message();
+  PodOptions pod;
+  pod.runtime_handler = "no-such-handler";
+  auto id = cri_->RunPod(pod);
+  ASSERT_FALSE(id.ok());
+  EXPECT_NE(id.status().message().find("no-such-handler"), std::string::npos) << id.status().message();
+}
+
+}  // namespace
+}  // namespace capsule::testing::cri

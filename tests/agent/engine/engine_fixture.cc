@@ -31,6 +31,20 @@ size_t CountFds() {
   return n;
 }
 
+std::string DescribeFds() {
+  std::string out;
+  DIR* d = ::opendir("/proc/self/fd");
+  while (dirent* e = d ? ::readdir(d) : nullptr) {
+    if (e->d_name[0] == '.') continue;
+    char target[256] = {};
+    std::string link = std::string("/proc/self/fd/") + e->d_name;
+    (void)!::readlink(link.c_str(), target, sizeof target - 1);
+    out += std::string(e->d_name) + " -> " + target + "\n";
+  }
+  if (d) ::closedir(d);
+  return out;
+}
+
 std::vector<std::string> ChildDirs(const std::string& dir) {
   std::vector<std::string> out;
   DIR* d = ::opendir(dir.c_str());
@@ -64,6 +78,16 @@ std::string BuildRootfs() {
   }
   if (list) ::pclose(list);
   return root;
+}
+
+// The reaper thread handles exits one at a time, callbacks included: once a
+// fresh child's status is in, callbacks for earlier exits (which may hold a
+// Process for a moment after waking its waiters) have returned.
+void ReaperBarrier() {
+  SpawnOptions o;
+  o.argv = {"/bin/true"};
+  auto child = ChildProcess::Spawn(o);
+  if (child.ok()) (void)child->Wait(10s);
 }
 
 }  // namespace
@@ -186,7 +210,8 @@ void EngineTest::TearDown() {
   Status st = sandbox_->RemoveAll(10s);
   EXPECT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(OurMounts(), mounts_before_) << "mounts leaked into the test's mount namespace";
-  EXPECT_EQ(CountFds(), fds_before_) << "file descriptors leaked";
+  ReaperBarrier();
+  EXPECT_EQ(CountFds(), fds_before_) << "file descriptors leaked; open now:\n" << DescribeFds();
   const std::string parent = cgroup_root_ + "/" + cgroup_parent_;
   EXPECT_TRUE(ChildDirs(parent).empty()) << "cgroups left under " << parent;
   sandbox_.reset();

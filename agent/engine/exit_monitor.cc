@@ -14,19 +14,18 @@ Result<std::unique_ptr<ExitMonitor>> ExitMonitor::Create(Reaper& reaper) {
   if (!reaper.active())
     return FailedPrecondition("the process reaper is not running: start capsule::Reaper before the engine");
   std::unique_ptr<ExitMonitor> m(new ExitMonitor(reaper));
-  ExitMonitor* self = m.get();
-  m->token_ = reaper.Subscribe([self](pid_t pid, int status) { self->OnReaped(pid, status); });
+  m->token_ = reaper.Subscribe([state = m->state_](pid_t pid, int status) { state->OnReaped(pid, status); });
   return m;
 }
 
-ExitMonitor::~ExitMonitor() { reaper_.Unsubscribe(token_); }
+ExitMonitor::~ExitMonitor() { state_->reaper.Unsubscribe(token_); }
 
 void ExitMonitor::Register(pid_t pid, const ProcessPtr& process) {
   std::optional<int> early;
   {
-    std::lock_guard lock(mu_);
-    processes_[pid] = process;
-    early = reaper_.TakeStatus(pid);
+    std::lock_guard lock(state_->mu);
+    state_->processes[pid] = process;
+    early = state_->reaper.TakeStatus(pid);
   }
   if (!early) return;
   // Alive (even as our unreaped child): the status was a stale one.
@@ -35,26 +34,26 @@ void ExitMonitor::Register(pid_t pid, const ProcessPtr& process) {
     return;
   }
   {
-    std::lock_guard lock(mu_);
-    processes_.erase(pid);
+    std::lock_guard lock(state_->mu);
+    state_->processes.erase(pid);
   }
   process->OnExit(*early);
 }
 
 std::optional<int> ExitMonitor::TakeHelperStatus(pid_t pid, std::chrono::milliseconds timeout) {
-  return reaper_.WaitStatus(pid, std::chrono::steady_clock::now() + timeout);
+  return state_->reaper.WaitStatus(pid, std::chrono::steady_clock::now() + timeout);
 }
 
-void ExitMonitor::OnReaped(pid_t pid, int wait_status) {
+void ExitMonitor::State::OnReaped(pid_t pid, int wait_status) {
   ProcessPtr p;
   {
-    std::lock_guard lock(mu_);
-    auto it = processes_.find(pid);
-    if (it == processes_.end()) return;
+    std::lock_guard lock(mu);
+    auto it = processes.find(pid);
+    if (it == processes.end()) return;
     p = it->second.lock();
-    processes_.erase(it);
+    processes.erase(it);
     // Ours: drop the reaper's copy so it cannot be mistaken later.
-    (void)reaper_.TakeStatus(pid);
+    (void)reaper.TakeStatus(pid);
   }
   if (p) p->OnExit(wait_status);
 }

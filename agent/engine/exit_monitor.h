@@ -33,13 +33,21 @@ class ExitMonitor {
   std::optional<int> TakeHelperStatus(pid_t pid, std::chrono::milliseconds timeout);
 
  private:
-  explicit ExitMonitor(Reaper& reaper) : reaper_(reaper) {}
-  void OnReaped(pid_t pid, int wait_status);
+  // Shared with the reaper's callback: Reaper::Unsubscribe does not wait for
+  // a callback already in flight on the reaper thread, so the callback keeps
+  // this alive rather than pointing into a destroyed ExitMonitor.
+  struct State {
+    explicit State(Reaper& r) : reaper(r) {}
+    void OnReaped(pid_t pid, int wait_status);
+    Reaper& reaper;
+    std::mutex mu;
+    std::map<pid_t, std::weak_ptr<Process>> processes;  // guarded by mu
+  };
 
-  Reaper& reaper_;
+  explicit ExitMonitor(Reaper& reaper) : state_(std::make_shared<State>(reaper)) {}
+
+  std::shared_ptr<State> state_;
   int token_ = 0;
-  std::mutex mu_;
-  std::map<pid_t, std::weak_ptr<Process>> processes_;  // guarded by mu_
 };
 
 }  // namespace capsule::engine

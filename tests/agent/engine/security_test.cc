@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "runtime/common/file_util.h"
 #include "tests/agent/engine/engine_fixture.h"
 
 namespace capsule::engine::testing {
@@ -117,6 +118,38 @@ TEST_F(EngineTest, SignalDispositionsAreReset) {
   RunResult r = Run("sigpipe", DefaultSpec({"grep", "-E", "Sig(Ign|Blk)", "/proc/self/status"}));
   ::signal(SIGPIPE, old);
   EXPECT_EQ(r.out, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+}
+
+}  // namespace
+}  // namespace capsule::engine::testing
+
+namespace capsule::engine::testing {
+namespace {
+
+TEST_F(EngineTest, FileBindMountIsReadOnly) {
+  auto dir = TempDir::Create("bindsrc");
+  ASSERT_TRUE(dir.ok());
+  ASSERT_TRUE(WriteFile(dir->Join("hosts"), "10.0.0.1 pod\n").ok());
+  auto spec = DefaultSpec({"sh", "-c", "cat /etc/hosts-test; echo x >> /etc/hosts-test"});
+  spec["mounts"].push_back({{"destination", "/etc/hosts-test"}, {"type", "bind"}, {"source", dir->Join("hosts")},
+                            {"options", {"rbind", "rprivate", "ro"}}});
+  RunResult r = Run("bindfile", spec);
+  EXPECT_EQ(r.out, "10.0.0.1 pod\n");
+  EXPECT_NE(r.err.find("Read-only file system"), std::string::npos) << r.err;
+  EXPECT_EQ(*ReadFile(dir->Join("hosts")), "10.0.0.1 pod\n");
+}
+
+TEST_F(EngineTest, MountTargetsCannotEscapeTheRootfsThroughSymlinks) {
+  // An image symlink to an absolute path resolves inside the rootfs.
+  const std::string link = BusyboxRootfs() + "/hostetc";
+  (void)!::symlink("/etc", link.c_str());
+  auto spec = DefaultSpec({"sh", "-c", "grep -c ' /etc/capsule-probe ' /proc/self/mountinfo"});
+  spec["mounts"].push_back({{"destination", "/hostetc/capsule-probe"}, {"type", "tmpfs"}, {"source", "tmpfs"}});
+  RunResult r = Run("escape", spec);
+  EXPECT_EQ(r.out, "1\n") << r.err;
+  EXPECT_FALSE(PathExists("/etc/capsule-probe")) << "a mount point was created outside the rootfs";
+  EXPECT_TRUE(PathExists(BusyboxRootfs() + "/etc/capsule-probe"));
+  ::rmdir((BusyboxRootfs() + "/etc/capsule-probe").c_str());
 }
 
 }  // namespace

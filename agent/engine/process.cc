@@ -42,6 +42,7 @@ void Process::OnExit(int wait_status) {
     std::lock_guard lock(mu_);
     if (exit_) return;
     exit_ = info;
+    pidfd_.reset();  // only Signal needs it, and Signal now answers NOT_FOUND
   }
   cv_.notify_all();
 }

@@ -164,8 +164,9 @@ Status ProcessIo::Resize(uint32_t rows, uint32_t cols) {
 }
 
 void ProcessIo::Shutdown() {
+  std::lock_guard lock(cancel_mu_);
   uint64_t one = 1;
-  (void)!::write(cancel_.get(), &one, sizeof one);
+  if (cancel_) (void)!::write(cancel_.get(), &one, sizeof one);
 }
 
 bool ProcessIo::drained() const { return stdout_.eof && stderr_.eof; }
@@ -178,6 +179,9 @@ void ProcessIo::Release() {
     ch->eof = true;
   }
   console_.reset();
+  // Every channel is at eof, so no call polls the eventfd any more.
+  std::lock_guard cancel_lock(cancel_mu_);
+  cancel_.reset();
 }
 
 }  // namespace capsule::engine

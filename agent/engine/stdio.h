@@ -71,7 +71,10 @@ class ProcessIo {
   Result<ReadResult> ReadChannel(Channel& ch, size_t max);
 
   const bool terminal_;
-  UniqueFd cancel_;  // eventfd, readable after Shutdown
+  // eventfd, readable after Shutdown. Closed by Release while it holds every
+  // channel lock (pollers hold one) and cancel_mu_ (Shutdown holds it).
+  std::mutex cancel_mu_;
+  UniqueFd cancel_;
   Channel stdin_;    // pipe write end, or a dup of the pty master
   Channel stdout_;   // pipe read end, or the pty master
   Channel stderr_;   // pipe read end (unused for a tty)

@@ -2,6 +2,7 @@
 // codes, signals, stdin, tty, exec, shared pid namespaces, removal.
 #include <signal.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "tests/agent/engine/engine_fixture.h"
@@ -206,6 +207,46 @@ TEST_F(EngineTest, RemoveWakesBlockedReader) {
   ASSERT_TRUE(sandbox_->Remove("blocked", 10s).ok());
   reader.join();
   EXPECT_EQ(c->Wait("")->status, 128 + SIGKILL);
+}
+
+}  // namespace
+}  // namespace capsule::engine::testing
+
+namespace capsule::engine::testing {
+namespace {
+
+size_t OpenFds() {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) n += e.exists() || true;
+  return n;
+}
+
+TEST_F(EngineTest, FinishedExecsReleaseTheirFdsButStillAnswerWait) {
+  ContainerPtr c = StartContainer("probes", DefaultSpec({"sleep", "1000"}));
+  ASSERT_TRUE(c);
+  const size_t before = OpenFds();
+  for (int i = 0; i < 5; ++i) {  // like a liveness probe
+    const std::string id = "probe" + std::to_string(i);
+    ASSERT_TRUE(c->Exec(id, Parse(DefaultSpec({"echo", id})).process).ok());
+    EXPECT_EQ(Drain(*c->Io(id)).first, id + "\n");
+    EXPECT_EQ(c->Wait(id)->status, 0);
+  }
+  EXPECT_EQ(OpenFds(), before) << "exited, waited and drained execs must not keep fds";
+  auto late = c->Wait("probe0");  // a repeated Wait still answers
+  ASSERT_TRUE(late.ok());
+  EXPECT_EQ(late->status, 0);
+  auto r = (*c->Io("probe0"))->Read(Stream::kStdout, 10);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->eof);
+}
+
+TEST_F(EngineTest, HooksAreSkippedNotRun) {
+  auto spec = DefaultSpec({"echo", "ran"});
+  spec["hooks"] = {{"prestart", {{{"path", "/nonexistent/hook"}}}},
+                   {"createContainer", {{{"path", "/nonexistent/hook2"}}}}};
+  RunResult r = Run("hooks", spec);
+  EXPECT_EQ(r.out, "ran\n");
+  EXPECT_EQ(r.exit.status, 0);
 }
 
 }  // namespace

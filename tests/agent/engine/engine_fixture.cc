@@ -10,6 +10,7 @@
 
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -56,13 +57,26 @@ std::vector<std::string> ChildDirs(const std::string& dir) {
   return out;
 }
 
+// The rootfs lives until the test program's global tear-down, which also
+// runs when main ends with _exit (engine_test_main.cc).
+std::optional<TempDir>& RootfsDir() {
+  static std::optional<TempDir> dir;
+  return dir;
+}
+
+class RootfsEnvironment : public ::testing::Environment {
+ public:
+  void TearDown() override { RootfsDir().reset(); }
+};
+
+[[maybe_unused]] ::testing::Environment* const kRootfsEnvironment =
+    ::testing::AddGlobalTestEnvironment(new RootfsEnvironment);  // gtest owns it
+
 std::string BuildRootfs() {
-  static TempDir dir = [] {
-    auto d = TempDir::Create("capsule-engine-rootfs");
-    if (!d.ok()) std::abort();
-    return std::move(*d);
-  }();
-  const std::string root = dir.path();
+  auto d = TempDir::Create("capsule-engine-rootfs");
+  if (!d.ok()) return "";
+  RootfsDir() = std::move(*d);
+  const std::string root = RootfsDir()->path();
   ::chmod(root.c_str(), 0755);  // it becomes "/" for non-root users too
   for (const char* sub : {"bin", "proc", "sys", "dev", "tmp", "etc", "root"}) (void)MkdirAll(root + "/" + sub);
   auto busybox = ReadFile("/bin/busybox");

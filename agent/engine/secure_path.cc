@@ -52,6 +52,9 @@ Result<UniqueFd> OpenInRoot(int root_fd, const std::string& path, int flags, mod
 }
 
 Result<UniqueFd> MkdirAllInRoot(int root_fd, const std::string& path, mode_t mode) {
+  // Usually the directory exists: one lookup instead of one per component.
+  auto existing = OpenInRoot(root_fd, path, O_PATH | O_DIRECTORY);
+  if (existing.ok() || existing.status().code() != Code::kNotFound) return existing;
   ASSIGN_OR_RETURN(UniqueFd cur, OpenInRoot(root_fd, "/", O_PATH | O_DIRECTORY));
   std::string prefix;
   for (const std::string& part : Components(path)) {

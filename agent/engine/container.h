@@ -1,0 +1,64 @@
+// Container: one OCI container in the guest and its processes (the init and
+// execs, addressed by exec id; "" is the init). Each agent RPC on a container
+// is one call here. Implemented by LinuxContainer; tests may fake it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/engine/cgroup_manager.h"
+#include "agent/engine/container_state.h"
+#include "agent/engine/namespaces.h"
+#include "agent/engine/process.h"
+#include "agent/engine/stdio.h"
+#include "runtime/common/status.h"
+#include "runtime/oci/spec.h"
+
+namespace capsule::engine {
+
+struct ProcessInfo {
+  pid_t pid = 0;
+  std::string exec_id;  // "" for the init and for processes the engine did not start
+  std::string command;  // /proc/<pid>/comm
+};
+
+class Container {
+ public:
+  virtual ~Container() = default;
+
+  virtual const std::string& id() const = 0;
+  virtual ContainerState state() const = 0;
+  virtual pid_t init_pid() const = 0;
+
+  // CREATED -> RUNNING: the init execs its program. Returns its pid.
+  virtual Result<pid_t> Start() = 0;
+  // Starts `process` in the container's namespaces and cgroup (RUNNING only).
+  // ALREADY_EXISTS for a known exec id.
+  virtual Result<pid_t> Exec(const std::string& exec_id, const oci::Process& process) = 0;
+  // One process, or with `all` every process of the container's cgroup.
+  // NOT_FOUND when the target has exited.
+  virtual Status Signal(const std::string& exec_id, int signal, bool all) = 0;
+  // Blocks until the process exits.
+  virtual Result<ExitInfo> Wait(const std::string& exec_id) = 0;
+  // stdio of a process, for Write/Read/CloseStdin/Resize.
+  virtual Result<ProcessIoPtr> Io(const std::string& exec_id) = 0;
+  virtual Result<std::vector<ProcessInfo>> ListProcesses() = 0;
+
+  virtual Status Update(const oci::LinuxResources& resources) = 0;
+  virtual Result<CgroupMetrics> Stats() = 0;
+  virtual Status Pause() = 0;
+  virtual Status Resume() = 0;
+
+  // "/proc/<init pid>/ns/<type>" while the init lives.
+  virtual Result<std::string> NamespacePath(oci::NamespaceType type) const = 0;
+  // Duplicates of the fds the container holds on its namespaces (they outlive
+  // the init), for another container to join (CreateOptions).
+  virtual Result<NamespaceFds> ShareNamespaces(const std::vector<oci::NamespaceType>& types) const = 0;
+};
+
+using ContainerPtr = std::shared_ptr<Container>;
+
+}  // namespace capsule::engine

@@ -1,0 +1,155 @@
+// The two children of a launch. Both run single-threaded copies of the
+// agent: the intermediate is a fork() (glibc keeps malloc usable), the
+// container process a raw clone of that single thread, so allocation is
+// safe in both; neither touches the agent's loggers or locks.
+#include "agent/engine/launcher.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "agent/engine/sync_channel.h"
+#include "agent/engine/terminal.h"
+#include "runtime/common/subprocess.h"
+
+namespace capsule::engine {
+namespace {
+
+// Upper bound for the intermediate to exit after it reported (ms).
+constexpr std::chrono::milliseconds kHelperExitTimeout{10000};
+
+[[noreturn]] void Fail(int sync, const Status& st, int code = 1) {
+  (void)SendSyncError(sync, st);
+  ::_exit(code);
+}
+
+Status SetupContainerProcess(LaunchRequest& req, int sync, std::string* exe) {
+  const ProcessPlan& p = *req.process;
+  RETURN_IF_ERROR(WriteOomScoreAdj(p));
+  if (::setsid() < 0) return ErrnoStatus("setsid");
+  if (!p.terminal) RETURN_IF_ERROR(DupStdio(req.stdio.in.get(), req.stdio.out.get(), req.stdio.err.get()));
+  if (req.rootfs) RETURN_IF_ERROR(SetupRootfs(*req.rootfs));
+  if (p.terminal) {
+    ASSIGN_OR_RETURN(UniqueFd master, SetupConsole(p.console_size));
+    RETURN_IF_ERROR(SendSync(sync, SyncType::kConsole, 0, master.get()));
+  }
+  RETURN_IF_ERROR(ApplyRlimits(p));
+  RETURN_IF_ERROR(ApplyCredentials(p));
+  ASSIGN_OR_RETURN(*exe, ResolveExecutable(p));
+  return Status::Ok();
+}
+
+bool Expect(int sync, SyncType type) {
+  auto r = RecvSync(sync, std::nullopt);
+  return r.ok() && r->message && r->message->type == type;
+}
+
+[[noreturn]] void RunContainerProcess(LaunchRequest& req, int sync) {
+  ResetSignals();
+  if (!Expect(sync, SyncType::kGo)) ::_exit(1);
+  std::string exe;
+  Status st = SetupContainerProcess(req, sync, &exe);
+  if (!st.ok()) Fail(sync, st);
+  if (!SendSync(sync, SyncType::kReady).ok()) ::_exit(1);
+  if (!Expect(sync, SyncType::kStart)) ::_exit(1);  // deleted before start
+  Fail(sync, ExecUserProcess(*req.process, exe), 127);
+}
+
+Status EnterContainer(LaunchRequest& req) {
+  if (req.cgroup_procs && ::write(req.cgroup_procs.get(), "0", 1) != 1) return ErrnoStatus("join cgroup");
+  RETURN_IF_ERROR(EnterNamespaces(req.namespaces));
+  if (req.root_dir) {
+    if (::fchdir(req.root_dir.get()) != 0 || ::chroot(".") != 0 || ::chdir("/") != 0)
+      return ErrnoStatus("enter the container's root directory");
+  }
+  return Status::Ok();
+}
+
+[[noreturn]] void RunIntermediate(LaunchRequest& req, int sync) {
+  std::vector<int> keep = {sync, req.stdio.in.get(), req.stdio.out.get(), req.stdio.err.get(),
+                           req.cgroup_procs.get(), req.root_dir.get()};
+  for (const auto& j : req.namespaces.joins) keep.push_back(j.fd.get());
+  CloseAllExcept(keep);
+  Status st = EnterContainer(req);
+  if (!st.ok()) Fail(sync, st);
+  // Fork-like clone: same stack, exit signal SIGCHLD, parent = the agent.
+  long pid = ::syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, nullptr, nullptr, 0);
+  if (pid == 0) RunContainerProcess(req, sync);
+  if (pid < 0) Fail(sync, ErrnoStatus("clone container process"));
+  (void)SendSync(sync, SyncType::kPid, static_cast<int32_t>(pid));
+  ::_exit(0);
+}
+
+// After the pid is known: lets the child set up and collects its answer.
+Status AwaitReady(int sync, const ProcessPtr& process, std::chrono::milliseconds timeout) {
+  RETURN_IF_ERROR(SendSync(sync, SyncType::kGo));
+  for (;;) {
+    ASSIGN_OR_RETURN(Received r, RecvSync(sync, timeout));
+    if (!r.message) return Internal("container process exited during setup");
+    switch (r.message->type) {
+      case SyncType::kConsole:
+        if (!r.fd) return Internal("console message without a pty fd");
+        process->io()->SetConsole(std::move(r.fd));
+        break;
+      case SyncType::kReady: return Status::Ok();
+      case SyncType::kError: return SyncErrorStatus(*r.message);
+      default: return Internal("unexpected sync message " + std::string(SyncTypeName(r.message->type)));
+    }
+  }
+}
+
+// Receives the container process's pid from the intermediate.
+Result<pid_t> AwaitPid(int sync, pid_t helper, ExitMonitor& monitor, std::chrono::milliseconds timeout) {
+  auto r = RecvSync(sync, timeout);
+  auto helper_status = monitor.TakeHelperStatus(helper, r.ok() ? kHelperExitTimeout : std::chrono::milliseconds(0));
+  if (!r.ok()) {
+    ::kill(helper, SIGKILL);
+    return r.status();
+  }
+  if (r->message && r->message->type == SyncType::kError) return SyncErrorStatus(*r->message);
+  if (!r->message || r->message->type != SyncType::kPid) {
+    return Internal("launcher child exited without reporting a pid (exit " +
+                    std::to_string(helper_status ? ExitCode(*helper_status) : -1) + ")");
+  }
+  return static_cast<pid_t>(r->message->value);
+}
+
+}  // namespace
+
+Status LaunchedProcess::Start(std::chrono::milliseconds timeout) {
+  if (!sync_) return FailedPrecondition("process already started");
+  UniqueFd sync = std::move(sync_);
+  Status sent = SendSync(sync.get(), SyncType::kStart);
+  if (!sent.ok()) return FailedPrecondition("container process is gone: " + sent.message());
+  ASSIGN_OR_RETURN(Received r, RecvSync(sync.get(), timeout));
+  if (r.message && r.message->type == SyncType::kError) return SyncErrorStatus(*r.message);
+  return Status::Ok();
+}
+
+Result<LaunchedProcess> Launch(LaunchRequest& req, ExitMonitor& monitor, const ProcessPtr& process) {
+  ASSIGN_OR_RETURN(SyncPair pair, MakeSyncPair());
+  pid_t helper = ::fork();
+  if (helper < 0) return ErrnoStatus("fork");
+  if (helper == 0) {
+    pair.parent.reset();
+    RunIntermediate(req, pair.child.get());
+  }
+  pair.child.reset();
+  req.stdio = ChildStdio{};  // only the process may hold its write ends
+  ASSIGN_OR_RETURN(pid_t pid, AwaitPid(pair.parent.get(), helper, monitor, req.timeout));
+  auto pidfd = OpenPidfd(pid);
+  process->set_pid(pid, pidfd.ok() ? std::move(*pidfd) : UniqueFd());
+  monitor.Register(pid, process);
+  Status st = AwaitReady(pair.parent.get(), process, req.timeout);
+  if (!st.ok()) {
+    (void)process->Signal(SIGKILL);
+    pair.parent.reset();
+    (void)process->WaitUntil(std::chrono::steady_clock::now() + kHelperExitTimeout);
+    return st;
+  }
+  return LaunchedProcess(std::move(pair.parent));
+}
+
+}  // namespace capsule::engine

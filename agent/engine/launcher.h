@@ -1,0 +1,51 @@
+// Launcher: starts a container process in two steps, create then start.
+//   agent --fork--> intermediate: joins cgroup, setns/unshare, (exec: chroot)
+//   intermediate --clone(CLONE_PARENT)--> container process (the agent's
+//   child, so the Reaper sees its exit), which waits for "go" (its pid is
+//   registered), sets up rootfs/console/credentials, reports ready, and execs
+//   only when Start() says so. Errors in either child come back as a Status.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+
+#include "agent/engine/exit_monitor.h"
+#include "agent/engine/namespaces.h"
+#include "agent/engine/process.h"
+#include "agent/engine/process_setup.h"
+#include "agent/engine/rootfs.h"
+#include "agent/engine/stdio.h"
+#include "runtime/common/status.h"
+#include "runtime/common/unique_fd.h"
+
+namespace capsule::engine {
+
+struct LaunchRequest {
+  NamespacePlan namespaces;
+  UniqueFd cgroup_procs;                // cgroup.procs to join (optional)
+  UniqueFd root_dir;                    // exec: the container's "/" to chroot into
+  const RootfsPlan* rootfs = nullptr;   // container init only
+  const ProcessPlan* process = nullptr;
+  ChildStdio stdio;                     // pipes mode; closed here after fork
+  std::chrono::milliseconds timeout{60000};
+};
+
+// A created container process, blocked until Start().
+class LaunchedProcess {
+ public:
+  explicit LaunchedProcess(UniqueFd sync) : sync_(std::move(sync)) {}
+  // Lets the process exec; OK once execve succeeded (or the process died,
+  // which its exit status then tells).
+  Status Start(std::chrono::milliseconds timeout);
+
+ private:
+  UniqueFd sync_;  // closing it before Start makes the process exit
+};
+
+// On success the process is registered with `monitor` and `process` knows
+// its pid; its console (tty mode) is in process->io(). On failure nothing is
+// left running.
+Result<LaunchedProcess> Launch(LaunchRequest& request, ExitMonitor& monitor, const ProcessPtr& process);
+
+}  // namespace capsule::engine

@@ -1,0 +1,353 @@
+// Container lifecycle on Linux: create (plan, cgroup, launch to ready),
+// start, exec, signals, waits, pause/resume via the freezer, destroy.
+#include "agent/engine/linux_container.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent/engine/cgroup2.h"
+#include "runtime/common/file_util.h"
+#include "runtime/common/logging.h"
+
+namespace capsule::engine {
+namespace {
+
+const log::Logger kLog("engine.container");
+
+// Namespaces an exec (or a container sharing them) joins; network is the VM's.
+constexpr oci::NamespaceType kOwnedNamespaces[] = {oci::NamespaceType::kMount, oci::NamespaceType::kPid,
+                                                   oci::NamespaceType::kIpc, oci::NamespaceType::kUts,
+                                                   oci::NamespaceType::kCgroup, oci::NamespaceType::kTime};
+
+void LogIgnoredFeatures(const std::string& id, const oci::Spec& spec) {
+  const oci::Hooks& h = spec.hooks;
+  if (!h.prestart.empty() || !h.create_runtime.empty() || !h.poststart.empty() || !h.poststop.empty())
+    kLog.Warn("container {}: prestart/createRuntime/poststart/poststop hooks skipped: they set up the host side "
+              "and belong to the runtime that owns the VM (the shim), not the guest",
+              id);
+  if (!h.create_container.empty() || !h.start_container.empty())
+    kLog.Warn("container {}: createContainer/startContainer hooks skipped: their binaries live on the host and "
+              "are not shipped into the guest",
+              id);
+  if (!spec.process.apparmor_profile.empty() || !spec.process.selinux_label.empty() || !spec.linux.mount_label.empty())
+    kLog.Debug("container {}: AppArmor/SELinux labels ignored: the guest has no LSM policy", id);
+}
+
+Result<std::string> RootfsPath(const std::string& root, const std::string& bundle_dir) {
+  if (!root.empty() && root[0] == '/') return root;
+  if (bundle_dir.empty()) return InvalidArgument("root.path: \"" + root + "\" is relative and no bundle dir is known");
+  return bundle_dir + "/" + root;
+}
+
+std::vector<oci::NamespaceType> ExistingNamespaceTypes(pid_t pid) {
+  std::vector<oci::NamespaceType> out;
+  for (oci::NamespaceType t : kOwnedNamespaces) {
+    if (PathExists("/proc/" + std::to_string(pid) + "/ns/" + ProcNsName(t))) out.push_back(t);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<LinuxContainer>> LinuxContainer::Create(const std::string& id, const oci::Spec& spec,
+                                                               const CreateOptions& options, NamespaceFds shared,
+                                                               ContainerDeps deps) {
+  LogIgnoredFeatures(id, spec);
+  ASSIGN_OR_RETURN(std::string rootfs, RootfsPath(spec.root.path, options.bundle_dir));
+  ASSIGN_OR_RETURN(NamespacePlan ns, PlanContainerNamespaces(spec.linux.namespaces, std::move(shared)));
+  ASSIGN_OR_RETURN(RootfsPlan rootfs_plan, PlanRootfs(spec, rootfs, ns, /*cgroup2=*/true));
+  ASSIGN_OR_RETURN(ProcessPlan plan, PlanProcess(spec.process, spec.linux.seccomp));
+  ASSIGN_OR_RETURN(std::string cg_path, ResolveCgroupPath(spec.linux.cgroups_path, deps.options.cgroup_parent, id));
+  ASSIGN_OR_RETURN(CgroupPtr cgroup, deps.cgroups.Create(cg_path));
+  std::shared_ptr<LinuxContainer> c(new LinuxContainer(id, deps, std::move(cgroup), spec.linux.seccomp));
+  Status st = c->LaunchInit(std::move(ns), rootfs_plan, plan, spec.linux.resources);
+  if (!st.ok()) {
+    Status cleanup = c->Destroy(deps.options.setup_timeout);
+    if (!cleanup.ok()) kLog.Error("container {}: cleanup after failed create: {}", id, cleanup.ToString());
+    return st;
+  }
+  kLog.Info("container {} created, init pid {}, cgroup {}", id, c->init_pid(), c->cgroup_->path());
+  return c;
+}
+
+Status LinuxContainer::LaunchInit(NamespacePlan ns, const RootfsPlan& rootfs, const ProcessPlan& plan,
+                                  const std::optional<oci::LinuxResources>& resources) {
+  if (resources) RETURN_IF_ERROR_CTX(cgroup_->Apply(*resources), "linux.resources");
+  oom_kills_at_create_ = cgroup_->OomKillCount();
+  ChildStdio child;
+  ASSIGN_OR_RETURN(ProcessIoPtr io, plan.terminal ? ProcessIo::CreateTerminal() : ProcessIo::CreatePipes(&child));
+  auto init = std::make_shared<Process>("", io);
+  std::weak_ptr<LinuxContainer> weak = weak_from_this();
+  init->set_exit_hook([weak](ExitInfo& info) {
+    if (auto self = weak.lock()) self->OnInitExit(info);
+  });
+  {
+    std::lock_guard lock(mu_);
+    init_ = init;
+  }
+  LaunchRequest req;
+  req.namespaces = std::move(ns);
+  ASSIGN_OR_RETURN(req.cgroup_procs, cgroup_->OpenProcs());
+  req.rootfs = &rootfs;
+  req.process = &plan;
+  req.stdio = std::move(child);
+  req.timeout = deps_.options.setup_timeout;
+  ASSIGN_OR_RETURN(LaunchedProcess launched, Launch(req, deps_.exits, init));
+  const pid_t pid = init->pid();
+  ASSIGN_OR_RETURN(NamespaceFds fds, OpenNamespaces(pid, ExistingNamespaceTypes(pid)));
+  const std::string root = "/proc/" + std::to_string(pid) + "/root";
+  UniqueFd root_dir(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root_dir) return ErrnoStatus("open " + root);
+  {
+    std::lock_guard lock(mu_);
+    launched_ = std::move(launched);
+    ns_fds_ = std::move(fds);
+    root_dir_ = std::move(root_dir);
+  }
+  const std::string events = cgroup_->MemoryEventsPath();
+  if (!events.empty()) {
+    RETURN_IF_ERROR(deps_.oom.Watch(id_, events));
+    watching_oom_ = true;
+  }
+  return Status::Ok();
+}
+
+void LinuxContainer::OnInitExit(ExitInfo& info) {
+  // An OOM kill is a SIGKILL while the cgroup's oom_kill counter went up.
+  if (WIFSIGNALED(info.wait_status) && WTERMSIG(info.wait_status) == SIGKILL &&
+      cgroup_->OomKillCount() > oom_kills_at_create_)
+    info.oom_killed = true;
+  std::lock_guard lock(mu_);
+  kLog.Info("container {}: init exited with {}{}", id_, info.status, info.oom_killed ? " (OOM killed)" : "");
+  state_ = ContainerState::kStopped;
+}
+
+ContainerState LinuxContainer::state() const {
+  std::lock_guard lock(mu_);
+  return state_;
+}
+
+pid_t LinuxContainer::init_pid() const {
+  std::lock_guard lock(mu_);
+  return init_ ? init_->pid() : -1;
+}
+
+Result<pid_t> LinuxContainer::Start() {
+  std::lock_guard life(lifecycle_mu_);
+  std::optional<LaunchedProcess> launched;
+  {
+    std::lock_guard lock(mu_);
+    if (state_ != ContainerState::kCreated) {
+      return FailedPrecondition("container " + id_ + ": cannot go from " + std::string(StateName(state_)) +
+                                " to running by start");
+    }
+    launched.swap(launched_);
+  }
+  if (!launched) return FailedPrecondition("container " + id_ + ": already started");
+  Status st = launched->Start(deps_.options.setup_timeout);
+  if (!st.ok()) {
+    (void)init_->Signal(SIGKILL);
+    return st.WithContext("start container " + id_);
+  }
+  std::lock_guard lock(mu_);
+  if (state_ == ContainerState::kCreated) state_ = ContainerState::kRunning;
+  return init_->pid();
+}
+
+Result<ProcessPtr> LinuxContainer::Find(const std::string& exec_id) const {
+  std::lock_guard lock(mu_);
+  if (exec_id.empty()) {
+    if (!init_) return NotFound("container " + id_ + " has no init process");
+    return init_;
+  }
+  auto it = execs_.find(exec_id);
+  if (it == execs_.end()) return NotFound("container " + id_ + ": no process with exec id " + exec_id);
+  return it->second;
+}
+
+Result<LaunchRequest> LinuxContainer::ExecRequest() {
+  std::lock_guard lock(mu_);
+  if (state_ != ContainerState::kRunning)
+    return FailedPrecondition("container " + id_ + ": cannot exec in state " + std::string(StateName(state_)) +
+                              ", want running");
+  LaunchRequest req;
+  ASSIGN_OR_RETURN(req.namespaces, PlanJoinAll(ns_fds_));
+  ASSIGN_OR_RETURN(req.cgroup_procs, cgroup_->OpenProcs());
+  req.root_dir.reset(::fcntl(root_dir_.get(), F_DUPFD_CLOEXEC, 3));
+  if (!req.root_dir) return ErrnoStatus("dup container root fd");
+  req.timeout = deps_.options.setup_timeout;
+  return req;
+}
+
+Result<pid_t> LinuxContainer::Exec(const std::string& exec_id, const oci::Process& process) {
+  if (exec_id.empty()) return InvalidArgument("exec id must not be empty");
+  ASSIGN_OR_RETURN(ProcessPlan plan, PlanProcess(process, seccomp_));
+  ASSIGN_OR_RETURN(LaunchRequest req, ExecRequest());
+  ChildStdio child;
+  ASSIGN_OR_RETURN(ProcessIoPtr io, plan.terminal ? ProcessIo::CreateTerminal() : ProcessIo::CreatePipes(&child));
+  auto p = std::make_shared<Process>(exec_id, io);
+  {
+    std::lock_guard lock(mu_);
+    SweepExecs();
+    if (execs_.count(exec_id)) return AlreadyExists("container " + id_ + ": exec id " + exec_id + " already exists");
+    execs_[exec_id] = p;  // reserves the id while launching
+  }
+  req.process = &plan;
+  req.stdio = std::move(child);
+  auto launched = Launch(req, deps_.exits, p);
+  Status st = launched.ok() ? launched->Start(deps_.options.setup_timeout) : launched.status();
+  if (!st.ok()) {
+    if (p->pid() > 0) {
+      (void)p->Signal(SIGKILL);
+      (void)p->WaitUntil(std::chrono::steady_clock::now() + deps_.options.setup_timeout);
+    }
+    p->OnExit(W_EXITCODE(255, 0));  // wakes any waiter; no-op if it already exited
+    io->Release();
+    std::lock_guard lock(mu_);
+    execs_.erase(exec_id);
+    return st.WithContext("exec " + exec_id + " in container " + id_);
+  }
+  kLog.Debug("container {}: exec {} started, pid {}", id_, exec_id, p->pid());
+  return p->pid();
+}
+
+Status LinuxContainer::Signal(const std::string& exec_id, int signal, bool all) {
+  if (!all) {
+    ASSIGN_OR_RETURN(ProcessPtr p, Find(exec_id));
+    return p->Signal(signal);
+  }
+  ASSIGN_OR_RETURN(std::vector<pid_t> pids, cgroup_->Pids());
+  if (pids.empty()) return NotFound("container " + id_ + " has no running process");
+  return cgroup_->SignalAll(signal);
+}
+
+Result<ExitInfo> LinuxContainer::Wait(const std::string& exec_id) {
+  ASSIGN_OR_RETURN(ProcessPtr p, Find(exec_id));
+  ExitInfo info = p->Wait();
+  std::lock_guard lock(mu_);
+  SweepExecs();
+  return info;
+}
+
+Result<ProcessIoPtr> LinuxContainer::Io(const std::string& exec_id) {
+  ASSIGN_OR_RETURN(ProcessPtr p, Find(exec_id));
+  return p->io();
+}
+
+void LinuxContainer::SweepExecs() {
+  for (const auto& [id, p] : execs_) {
+    if (released_set_.count(id) || !p->Finished()) continue;
+    p->io()->Release();
+    released_set_.insert(id);
+    released_execs_.push_back(id);
+  }
+  while (released_execs_.size() > kMaxExecTombstones) {
+    execs_.erase(released_execs_.front());
+    released_set_.erase(released_execs_.front());
+    released_execs_.pop_front();
+  }
+}
+
+Result<std::vector<ProcessInfo>> LinuxContainer::ListProcesses() {
+  ASSIGN_OR_RETURN(std::vector<pid_t> pids, cgroup_->Pids());
+  std::map<pid_t, std::string> exec_ids;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, p] : execs_) exec_ids[p->pid()] = id;
+  }
+  std::vector<ProcessInfo> out;
+  for (pid_t pid : pids) {
+    ProcessInfo info{pid, exec_ids.count(pid) ? exec_ids[pid] : "", ""};
+    auto comm = ReadFile("/proc/" + std::to_string(pid) + "/comm");
+    if (comm.ok()) info.command = comm->substr(0, comm->find('\n'));
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+Status LinuxContainer::Update(const oci::LinuxResources& resources) {
+  if (state() == ContainerState::kStopped) return FailedPrecondition("container " + id_ + " is stopped");
+  return cgroup_->Apply(resources).WithContext("update container " + id_);
+}
+
+Result<CgroupMetrics> LinuxContainer::Stats() { return cgroup_->Stats(); }
+
+Status LinuxContainer::Pause() {
+  std::lock_guard life(lifecycle_mu_);
+  RETURN_IF_ERROR(CheckTransition(id_, state(), ContainerState::kPaused));
+  RETURN_IF_ERROR_CTX(cgroup_->Freeze(true, deps_.options.freeze_timeout), "pause container " + id_);
+  std::lock_guard lock(mu_);
+  if (state_ == ContainerState::kRunning) state_ = ContainerState::kPaused;
+  return Status::Ok();
+}
+
+Status LinuxContainer::Resume() {
+  std::lock_guard life(lifecycle_mu_);
+  if (state() != ContainerState::kPaused)
+    return FailedPrecondition("container " + id_ + ": cannot go from " + std::string(StateName(state())) +
+                              " to running by resume");
+  RETURN_IF_ERROR_CTX(cgroup_->Freeze(false, deps_.options.freeze_timeout), "resume container " + id_);
+  std::lock_guard lock(mu_);
+  if (state_ == ContainerState::kPaused) state_ = ContainerState::kRunning;
+  return Status::Ok();
+}
+
+Result<std::string> LinuxContainer::NamespacePath(oci::NamespaceType type) const {
+  std::lock_guard lock(mu_);
+  if (!init_ || init_->pid() <= 0 || init_->exited())
+    return FailedPrecondition("container " + id_ + ": init is not running");
+  return "/proc/" + std::to_string(init_->pid()) + "/ns/" + ProcNsName(type);
+}
+
+Result<NamespaceFds> LinuxContainer::ShareNamespaces(const std::vector<oci::NamespaceType>& types) const {
+  std::lock_guard lock(mu_);
+  return DupNamespaces(ns_fds_, types);
+}
+
+Status LinuxContainer::WaitAllExited(std::chrono::steady_clock::time_point deadline) {
+  std::vector<ProcessPtr> procs;
+  {
+    std::lock_guard lock(mu_);
+    if (init_) procs.push_back(init_);
+    for (const auto& [id, p] : execs_) procs.push_back(p);
+  }
+  for (const auto& p : procs) {
+    if (p->pid() <= 0) continue;
+    if (!p->WaitUntil(deadline))
+      return DeadlineExceeded("container " + id_ + ": process " + std::to_string(p->pid()) + " did not exit");
+  }
+  return Status::Ok();
+}
+
+Status LinuxContainer::Destroy(std::chrono::milliseconds timeout) {
+  std::lock_guard life(lifecycle_mu_);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  {
+    std::lock_guard lock(mu_);
+    launched_.reset();  // a created-but-not-started init exits on its own
+  }
+  Status kill = cgroup_->SignalAll(SIGKILL);
+  if (!kill.ok()) kLog.Warn("container {}: kill all: {}", id_, kill.ToString());
+  if (auto init = Find(""); init.ok()) (void)(*init)->Signal(SIGKILL);
+  // Frozen tasks die on SIGKILL too, but leave the cgroup thawed for rmdir.
+  (void)cgroup_->Freeze(false, deps_.options.freeze_timeout);
+  RETURN_IF_ERROR(WaitAllExited(deadline));
+  {
+    std::lock_guard lock(mu_);
+    if (init_) init_->io()->Release();
+    for (const auto& [id, p] : execs_) p->io()->Release();
+    ns_fds_.clear();  // the mount namespace, and every mount in it, goes with the last reference
+    root_dir_.reset();
+    state_ = ContainerState::kStopped;
+  }
+  if (watching_oom_) {
+    deps_.oom.Unwatch(id_);
+    watching_oom_ = false;
+  }
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  return cgroup_->Destroy(std::max(left, std::chrono::milliseconds(100)));
+}
+
+}  // namespace capsule::engine

@@ -1,0 +1,96 @@
+// Container registry with id reservation, so two concurrent creates of one
+// id cannot both proceed, and removal that keeps a container whose teardown
+// failed (it can be retried).
+#include "agent/engine/sandbox.h"
+
+#include "agent/engine/cgroup2.h"
+#include "runtime/common/logging.h"
+
+namespace capsule::engine {
+namespace {
+const log::Logger kLog("engine.sandbox");
+}  // namespace
+
+Result<std::unique_ptr<Sandbox>> Sandbox::Create(EngineOptions options, Reaper& reaper, CgroupManagerPtr cgroups) {
+  if (!cgroups) {
+    ASSIGN_OR_RETURN(cgroups, Cgroup2Manager::Open(options.cgroup_root));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<ExitMonitor> exits, ExitMonitor::Create(reaper));
+  ASSIGN_OR_RETURN(std::unique_ptr<OomWatcher> oom, OomWatcher::Create());
+  std::string controllers;
+  for (const auto& c : cgroups->AvailableControllers()) controllers += " " + c;
+  kLog.Info("engine ready: cgroup root {}, controllers:{}", options.cgroup_root, controllers);
+  return std::unique_ptr<Sandbox>(new Sandbox(std::move(options), std::move(cgroups), std::move(exits), std::move(oom)));
+}
+
+Sandbox::~Sandbox() {
+  Status st = RemoveAll(options_.setup_timeout);
+  if (!st.ok()) kLog.Error("sandbox teardown: {}", st.ToString());
+}
+
+Result<NamespaceFds> Sandbox::SharedNamespaces(const CreateOptions& options) const {
+  if (options.share_namespaces_from.empty() || options.share_types.empty()) return NamespaceFds{};
+  ASSIGN_OR_RETURN(ContainerPtr from, Get(options.share_namespaces_from));
+  return from->ShareNamespaces(options.share_types);
+}
+
+Result<ContainerPtr> Sandbox::Create(const std::string& id, const oci::Spec& spec, const CreateOptions& options) {
+  if (id.empty() || id.find('/') != std::string::npos || id == "." || id == "..")
+    return InvalidArgument("invalid container id \"" + id + "\"");
+  {
+    std::lock_guard lock(mu_);
+    if (containers_.count(id) || creating_.count(id)) return AlreadyExists("container " + id + " already exists");
+    creating_.insert(id);
+  }
+  auto created = [&]() -> Result<std::shared_ptr<LinuxContainer>> {
+    ASSIGN_OR_RETURN(NamespaceFds shared, SharedNamespaces(options));
+    return LinuxContainer::Create(id, spec, options, std::move(shared), {*cgroups_, *exits_, *oom_, options_});
+  }();
+  std::lock_guard lock(mu_);
+  creating_.erase(id);
+  if (!created.ok()) return std::move(created).status().WithContext("create container " + id);
+  containers_[id] = *created;
+  return ContainerPtr(*created);
+}
+
+Result<ContainerPtr> Sandbox::Get(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  auto it = containers_.find(id);
+  if (it == containers_.end()) return NotFound("container " + id + " not found");
+  return ContainerPtr(it->second);
+}
+
+std::vector<ContainerPtr> Sandbox::List() const {
+  std::lock_guard lock(mu_);
+  std::vector<ContainerPtr> out;
+  for (const auto& [id, c] : containers_) out.push_back(c);
+  return out;
+}
+
+Status Sandbox::Remove(const std::string& id, std::chrono::milliseconds timeout) {
+  std::shared_ptr<LinuxContainer> c;
+  {
+    std::lock_guard lock(mu_);
+    auto it = containers_.find(id);
+    if (it == containers_.end()) return NotFound("container " + id + " not found");
+    c = it->second;
+  }
+  RETURN_IF_ERROR_CTX(c->Destroy(timeout), "remove container " + id);
+  std::lock_guard lock(mu_);
+  containers_.erase(id);
+  kLog.Info("container {} removed", id);
+  return Status::Ok();
+}
+
+Status Sandbox::RemoveAll(std::chrono::milliseconds timeout) {
+  Status first;
+  for (const auto& c : List()) {
+    Status st = Remove(c->id(), timeout);
+    if (!st.ok() && first.ok()) first = st;
+  }
+  return first;
+}
+
+std::optional<std::string> Sandbox::WaitOomEvent(std::chrono::milliseconds timeout) { return oom_->Next(timeout); }
+
+}  // namespace capsule::engine

@@ -1,0 +1,117 @@
+// sendmsg/recvmsg with SCM_RIGHTS for the launcher's sync socket.
+#include "agent/engine/sync_channel.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace capsule::engine {
+
+Result<SyncPair> MakeSyncPair() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return ErrnoStatus("socketpair (sync)");
+  return SyncPair{UniqueFd(sv[0]), UniqueFd(sv[1])};
+}
+
+namespace {
+
+Status SendMessage(int sock, const SyncMessage& m, int fd) {
+  iovec iov{const_cast<SyncMessage*>(&m), sizeof m};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  }
+  ssize_t n;
+  do {
+    n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return ErrnoStatus(std::string("send ") + std::string(SyncTypeName(m.type)));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status SendSync(int sock, SyncType type, int32_t value, int fd) {
+  SyncMessage m;
+  m.type = type;
+  m.value = value;
+  return SendMessage(sock, m, fd);
+}
+
+Status SendSyncError(int sock, const Status& status) {
+  SyncMessage m;
+  m.type = SyncType::kError;
+  m.code = static_cast<int32_t>(status.code());
+  std::strncpy(m.text, status.message().c_str(), sizeof m.text - 1);
+  return SendMessage(sock, m, -1);
+}
+
+Result<Received> RecvSync(int sock, std::optional<std::chrono::milliseconds> timeout) {
+  if (timeout) {
+    pollfd p{sock, POLLIN, 0};
+    int r;
+    do {
+      r = ::poll(&p, 1, static_cast<int>(timeout->count()));
+    } while (r < 0 && errno == EINTR);
+    if (r < 0) return ErrnoStatus("poll sync socket");
+    if (r == 0) return DeadlineExceeded("container process did not answer within " +
+                                        std::to_string(timeout->count()) + " ms");
+  }
+  Received out;
+  SyncMessage m;
+  iovec iov{&m, sizeof m};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  do {
+    n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return ErrnoStatus("receive from container process");
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+      out.fd.reset(fd);
+    }
+  }
+  if (n == 0) return out;
+  if (static_cast<size_t>(n) != sizeof m) return Internal("short sync message (" + std::to_string(n) + " bytes)");
+  m.text[sizeof m.text - 1] = '\0';
+  out.message = m;
+  return out;
+}
+
+Status SyncErrorStatus(const SyncMessage& m) {
+  int code = m.code;
+  if (code <= 0 || code > static_cast<int>(Code::kUnauthenticated)) code = static_cast<int>(Code::kInternal);
+  return Status(static_cast<Code>(code), m.text);
+}
+
+std::string_view SyncTypeName(SyncType type) {
+  switch (type) {
+    case SyncType::kPid: return "pid";
+    case SyncType::kGo: return "go";
+    case SyncType::kConsole: return "console";
+    case SyncType::kReady: return "ready";
+    case SyncType::kStart: return "start";
+    case SyncType::kError: return "error";
+  }
+  return "?";
+}
+
+}  // namespace capsule::engine

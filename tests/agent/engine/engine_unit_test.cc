@@ -1,0 +1,151 @@
+// Unit tests of the engine's pure logic: mount options, cgroup file
+// formats and conversions, the lifecycle table, cgroup path resolution,
+// seccomp compilation errors, capability masks.
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+
+#include "agent/engine/capabilities.h"
+#include "agent/engine/cgroup2.h"
+#include "agent/engine/cgroup_stats.h"
+#include "agent/engine/container_state.h"
+#include "agent/engine/mount_options.h"
+#include "agent/engine/seccomp.h"
+#include "agent/engine/secure_path.h"
+#include "runtime/oci/spec_parser.h"
+
+namespace capsule::engine {
+namespace {
+
+TEST(MountOptionsTest, FlagsPropagationAndData) {
+  MountOptions o = ParseMountOptions("tmpfs", {"nosuid", "strictatime", "mode=755", "size=65536k", "rprivate"});
+  EXPECT_EQ(o.flags, static_cast<unsigned long>(MS_NOSUID | MS_STRICTATIME));
+  EXPECT_EQ(o.data, "mode=755,size=65536k");
+  ASSERT_EQ(o.propagation.size(), 1u);
+  EXPECT_EQ(o.propagation[0], static_cast<unsigned long>(MS_PRIVATE | MS_REC));
+  EXPECT_FALSE(o.bind());
+}
+
+TEST(MountOptionsTest, BindAndClearingFlags) {
+  MountOptions o = ParseMountOptions("none", {"rbind", "ro", "nosuid", "suid", "rw", "noexec"});
+  EXPECT_TRUE(o.bind());
+  EXPECT_EQ(o.flags & MS_REC, static_cast<unsigned long>(MS_REC));
+  EXPECT_EQ(o.flags & MS_RDONLY, 0ul);  // "rw" after "ro"
+  EXPECT_EQ(o.flags & MS_NOSUID, 0ul);  // "suid" after "nosuid"
+  EXPECT_EQ(o.bind_remount_flags(), static_cast<unsigned long>(MS_NOEXEC));
+  EXPECT_TRUE(ParseMountOptions("bind", {}).bind());
+  EXPECT_EQ(PropagationFlags("rslave"), static_cast<unsigned long>(MS_SLAVE | MS_REC));
+  EXPECT_EQ(PropagationFlags("bogus"), 0ul);
+}
+
+TEST(CgroupStatsTest, FlatKeyedAndSingleValues) {
+  auto kv = ParseFlatKeyed("usage_usec 1200\nuser_usec 700\nbroken\nsystem_usec x\n");
+  ASSERT_EQ(kv.size(), 2u);
+  EXPECT_EQ(FlatValue(kv, "usage_usec"), 1200u);
+  EXPECT_EQ(FlatValue(kv, "system_usec"), 0u);
+  EXPECT_EQ(ParseSingleValue("4096\n"), 4096u);
+  EXPECT_EQ(ParseSingleValue("max\n"), UINT64_MAX);
+  EXPECT_FALSE(ParseSingleValue("12ab").has_value());
+  EXPECT_EQ(EventValue("populated 1\nfrozen 0\n", "frozen"), 0u);
+  EXPECT_FALSE(EventValue("populated 1\n", "frozen").has_value());
+}
+
+TEST(CgroupStatsTest, IoStat) {
+  auto io = ParseIoStat("8:0 rbytes=4096 wbytes=8192 rios=1 wios=2 dbytes=0 dios=0\n253:1 rbytes=5\nbad line\n");
+  ASSERT_EQ(io.size(), 2u);
+  EXPECT_EQ(io[0].major, 8u);
+  EXPECT_EQ(io[0].wbytes, 8192u);
+  EXPECT_EQ(io[0].wios, 2u);
+  EXPECT_EQ(io[1].minor, 1u);
+  EXPECT_EQ(io[1].rbytes, 5u);
+}
+
+TEST(CgroupStatsTest, Conversions) {
+  EXPECT_EQ(SharesToWeight(2), 1u);
+  EXPECT_EQ(SharesToWeight(1024), 39u);  // runc's mapping of the default share
+  EXPECT_EQ(SharesToWeight(262144), 10000u);
+  EXPECT_EQ(BlkioWeightToIoWeight(10), 1u);
+  EXPECT_EQ(BlkioWeightToIoWeight(1000), 10000u);
+  EXPECT_EQ(LimitString(-1), "max");
+  EXPECT_EQ(LimitString(1048576), "1048576");
+}
+
+TEST(ContainerStateTest, TransitionsNameBothStates) {
+  using S = ContainerState;
+  EXPECT_TRUE(CheckTransition("c", S::kCreated, S::kRunning).ok());
+  EXPECT_TRUE(CheckTransition("c", S::kRunning, S::kPaused).ok());
+  EXPECT_TRUE(CheckTransition("c", S::kPaused, S::kRunning).ok());
+  EXPECT_TRUE(CheckTransition("c", S::kCreated, S::kStopped).ok());
+  Status st = CheckTransition("c1", S::kStopped, S::kRunning);
+  EXPECT_EQ(st.code(), Code::kFailedPrecondition);
+  EXPECT_EQ(st.message(), "container c1: cannot go from stopped to running");
+  EXPECT_FALSE(CheckTransition("c", S::kCreated, S::kPaused).ok());
+  EXPECT_FALSE(CheckTransition("c", S::kStopped, S::kStopped).ok());
+}
+
+TEST(CgroupPathTest, Resolution) {
+  EXPECT_EQ(*ResolveCgroupPath("", "capsule", "c1"), "capsule/c1");
+  EXPECT_EQ(*ResolveCgroupPath("/kubepods/pod1/c1", "capsule", "c1"), "kubepods/pod1/c1");
+  EXPECT_EQ(*ResolveCgroupPath("kubepods.slice:cri-containerd:abc", "capsule", "abc"),
+            "kubepods.slice/cri-containerd-abc.scope");
+  auto bad = ResolveCgroupPath("/a/../../etc", "capsule", "c1");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("linux.cgroupsPath"), std::string::npos);
+  EXPECT_FALSE(ResolveCgroupPath("/", "capsule", "c1").ok());
+}
+
+TEST(SecurePathTest, SplitParent) {
+  EXPECT_EQ(SplitParent("/dev/pts/ptmx"), std::make_pair(std::string("dev/pts"), std::string("ptmx")));
+  EXPECT_EQ(SplitParent("//null"), std::make_pair(std::string(""), std::string("null")));
+}
+
+oci::Seccomp ProfileWith(const std::string& syscalls_json) {
+  auto spec = oci::ParseSpec(R"({"root": {"path": "/r"}, "process": {"args": ["a"], "cwd": "/"},
+    "linux": {"seccomp": {"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86_64"],
+    "syscalls": )" + syscalls_json + "}}}");
+  EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+  return *spec->linux.seccomp;
+}
+
+TEST(SeccompTest, CompilesProfileWithArguments) {
+  auto p = CompileSeccomp(ProfileWith(R"([
+    {"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1},
+    {"names": ["chmod"], "action": "SCMP_ACT_ERRNO", "args": [{"index": 1, "value": 511, "op": "SCMP_CMP_EQ"}]},
+    {"names": ["personality"], "action": "SCMP_ACT_ERRNO",
+     "args": [{"index": 0, "value": 1, "op": "SCMP_CMP_EQ"}, {"index": 0, "value": 2, "op": "SCMP_CMP_EQ"}]},
+    {"names": ["read"], "action": "SCMP_ACT_ALLOW"}])"));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_GT(p->filter.size(), 8u);
+}
+
+TEST(SeccompTest, UnknownSyscallNamesTheField) {
+  auto p = CompileSeccomp(ProfileWith(R"([{"names": ["read", "no_such_call"], "action": "SCMP_ACT_ERRNO"}])"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(p.status().message(), "linux.seccomp.syscalls[0].names[1]: unknown syscall \"no_such_call\"");
+}
+
+TEST(SeccompTest, UnknownArchitectureAndNotifyRejected) {
+  oci::Seccomp s = ProfileWith("[]");
+  s.architectures = {"SCMP_ARCH_X86_64", "SCMP_ARCH_PDP11"};
+  auto p = CompileSeccomp(s);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("linux.seccomp.architectures[1]: unknown architecture"), std::string::npos);
+  oci::Seccomp n = ProfileWith(R"([{"names": ["read"], "action": "SCMP_ACT_NOTIFY"}])");
+  auto q = CompileSeccomp(n);
+  ASSERT_FALSE(q.ok());
+  EXPECT_EQ(q.status().code(), Code::kUnimplemented);
+}
+
+TEST(CapabilitiesTest, MasksDropCapsUnknownToTheKernel) {
+  oci::Capabilities c;
+  c.bounding = {0, 5, 40};
+  c.ambient = {5};
+  CapabilityPlan p = PlanCapabilities(c, /*last_cap=*/38);
+  EXPECT_TRUE(p.apply);
+  EXPECT_EQ(p.bounding, (uint64_t{1} << 0) | (uint64_t{1} << 5));
+  EXPECT_EQ(p.ambient, uint64_t{1} << 5);
+  EXPECT_FALSE(PlanCapabilities(std::nullopt, 40).apply);
+}
+
+}  // namespace
+}  // namespace capsule::engine

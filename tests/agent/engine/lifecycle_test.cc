@@ -1,0 +1,253 @@
+// Container lifecycle, stdio and processes on a real kernel: run, exit
+// codes, signals, stdin, tty, exec, shared pid namespaces, removal.
+#include <signal.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "tests/agent/engine/engine_fixture.h"
+
+namespace capsule::engine::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST_F(EngineTest, EchoReachesStdout) {
+  RunResult r = Run("echo", DefaultSpec({"echo", "hello", "world"}));
+  EXPECT_EQ(r.out, "hello world\n");
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(r.exit.status, 0);
+  EXPECT_FALSE(r.exit.oom_killed);
+}
+
+TEST_F(EngineTest, ExitCodeAndStderr) {
+  RunResult r = Run("exit", DefaultSpec({"sh", "-c", "echo oops >&2; exit 42"}));
+  EXPECT_EQ(r.err, "oops\n");
+  EXPECT_EQ(r.exit.status, 42);
+}
+
+TEST_F(EngineTest, KilledInitReports128PlusSignal) {
+  auto spec = DefaultSpec({"sh", "-c", "echo up; exec sleep 1000"});
+  ContainerPtr c = StartContainer("sig", spec);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->state(), ContainerState::kRunning);
+  EXPECT_EQ(ReadUntil(*c->Io(""), Stream::kStdout, "up\n"), "up\n");
+  ASSERT_TRUE(c->Signal("", SIGKILL, false).ok());
+  auto exit = c->Wait("");
+  ASSERT_TRUE(exit.ok());
+  EXPECT_EQ(exit->status, 128 + SIGKILL);
+  EXPECT_EQ(c->state(), ContainerState::kStopped);
+  // containerd's rule: signalling an exited process is NOT_FOUND.
+  EXPECT_EQ(c->Signal("", SIGKILL, false).code(), Code::kNotFound);
+  EXPECT_EQ(c->Signal("", SIGKILL, true).code(), Code::kNotFound);
+}
+
+TEST_F(EngineTest, StdinRoundTripThroughCat) {
+  ContainerPtr c = StartContainer("cat", DefaultSpec({"cat"}));
+  ASSERT_TRUE(c);
+  auto io = *c->Io("");
+  auto n = io->Write("ping\n");
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 5u);
+  EXPECT_EQ(ReadUntil(io, Stream::kStdout, "ping\n"), "ping\n");
+  ASSERT_TRUE(io->CloseStdin().ok());
+  auto rest = Drain(io);
+  EXPECT_EQ(rest.first, "");
+  auto exit = c->Wait("");
+  ASSERT_TRUE(exit.ok());
+  EXPECT_EQ(exit->status, 0);
+}
+
+TEST_F(EngineTest, CreateThenStartRunsOnlyAtStart) {
+  auto c = sandbox_->Create("twostep", Parse(DefaultSpec({"echo", "started"})), {});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ((*c)->state(), ContainerState::kCreated);
+  EXPECT_GT((*c)->init_pid(), 0);
+  auto exec = (*c)->Exec("e1", Parse(DefaultSpec({"true"})).process);
+  EXPECT_EQ(exec.status().code(), Code::kFailedPrecondition);
+  auto pid = (*c)->Start();
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  EXPECT_EQ(*pid, (*c)->init_pid());
+  EXPECT_EQ(Drain(*(*c)->Io("")).first, "started\n");
+  ASSERT_TRUE((*c)->Wait("").ok());
+  Status again = (*c)->Start().status();
+  EXPECT_EQ(again.code(), Code::kFailedPrecondition);
+  EXPECT_NE(again.message().find("cannot go from stopped to running"), std::string::npos) << again.message();
+}
+
+TEST_F(EngineTest, RemovingACreatedContainerKillsItsWaitingInit) {
+  auto c = sandbox_->Create("unstarted", Parse(DefaultSpec({"echo", "never"})), {});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto io = *(*c)->Io("");
+  ASSERT_TRUE(sandbox_->Remove("unstarted", 10s).ok());
+  auto r = io->Read(Stream::kStdout, 100);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->eof);
+  EXPECT_EQ(r->data, "");
+  EXPECT_EQ(sandbox_->Get("unstarted").status().code(), Code::kNotFound);
+}
+
+TEST_F(EngineTest, IdsAreUniqueAndLookupsNameTheMissingObject) {
+  ContainerPtr c = StartContainer("ids", DefaultSpec({"sleep", "1000"}));
+  ASSERT_TRUE(c);
+  auto dup = sandbox_->Create("ids", Parse(DefaultSpec({"true"})), {});
+  EXPECT_EQ(dup.status().code(), Code::kAlreadyExists);
+  EXPECT_EQ(sandbox_->Get("nope").status().code(), Code::kNotFound);
+  EXPECT_EQ(sandbox_->Remove("nope", 1s).code(), Code::kNotFound);
+  ASSERT_TRUE(c->Exec("x", Parse(DefaultSpec({"sleep", "1000"})).process).ok());
+  auto again = c->Exec("x", Parse(DefaultSpec({"true"})).process);
+  EXPECT_EQ(again.status().code(), Code::kAlreadyExists);
+  auto missing = c->Wait("y");
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+  EXPECT_NE(missing.status().message().find("no process with exec id y"), std::string::npos);
+}
+
+TEST_F(EngineTest, ExecSharesPidNamespaceAndMounts) {
+  ContainerPtr c = StartContainer("exec", DefaultSpec({"sh", "-c", "echo marker > /tmp/m; echo ready; exec sleep 1000"}));
+  ASSERT_TRUE(c);
+  EXPECT_EQ(ReadUntil(*c->Io(""), Stream::kStdout, "ready\n"), "ready\n");
+  auto proc = Parse(DefaultSpec({"sh", "-c", "cat /tmp/m; cat /proc/1/comm; hostname; echo $$"})).process;
+  auto pid = c->Exec("look", proc);
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  auto out = Drain(*c->Io("look"));
+  auto exit = c->Wait("look");
+  ASSERT_TRUE(exit.ok());
+  EXPECT_EQ(exit->status, 0);
+  // Same /tmp, same pid namespace (init is pid 1, the exec is not), same uts.
+  EXPECT_EQ(out.first.substr(0, out.first.rfind('\n', out.first.size() - 2) + 1), "marker\nsleep\ncapsule-test\n");
+  EXPECT_NE(out.first, "marker\nsleep\ncapsule-test\n1\n");
+
+  auto procs = c->ListProcesses();
+  ASSERT_TRUE(procs.ok()) << procs.status().ToString();
+  ASSERT_EQ(procs->size(), 1u);  // the exec has exited
+  EXPECT_EQ((*procs)[0].pid, c->init_pid());
+  EXPECT_EQ((*procs)[0].command, "sleep");
+}
+
+TEST_F(EngineTest, SignalReachesExecAndListShowsIt) {
+  ContainerPtr c = StartContainer("execsig", DefaultSpec({"sleep", "1000"}));
+  ASSERT_TRUE(c);
+  auto pid = c->Exec("s", Parse(DefaultSpec({"sleep", "1000"})).process);
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  auto procs = c->ListProcesses();
+  ASSERT_TRUE(procs.ok());
+  ASSERT_EQ(procs->size(), 2u);
+  bool saw_exec = false;
+  for (const auto& p : *procs) saw_exec = saw_exec || (p.exec_id == "s" && p.pid == *pid);
+  EXPECT_TRUE(saw_exec);
+  ASSERT_TRUE(c->Signal("s", SIGTERM, false).ok());
+  auto exit = c->Wait("s");
+  ASSERT_TRUE(exit.ok());
+  EXPECT_EQ(exit->status, 128 + SIGTERM);
+  EXPECT_EQ(c->Signal("s", SIGTERM, false).code(), Code::kNotFound);
+  ASSERT_TRUE(c->Signal("", SIGKILL, true).ok());  // every process in the cgroup
+  EXPECT_EQ(c->Wait("")->status, 128 + SIGKILL);
+}
+
+TEST_F(EngineTest, SecondContainerJoinsFirstPidNamespace) {
+  ContainerPtr sandbox = StartContainer("pause", DefaultSpec({"sh", "-c", "echo up; exec sleep 1000"}));
+  ASSERT_TRUE(sandbox);
+  EXPECT_EQ(ReadUntil(*sandbox->Io(""), Stream::kStdout, "up\n"), "up\n");
+  auto path = sandbox->NamespacePath(oci::NamespaceType::kPid);
+  ASSERT_TRUE(path.ok());
+  EXPECT_EQ(*path, "/proc/" + std::to_string(sandbox->init_pid()) + "/ns/pid");
+  CreateOptions join;
+  join.share_namespaces_from = "pause";
+  join.share_types = {oci::NamespaceType::kPid, oci::NamespaceType::kIpc, oci::NamespaceType::kUts};
+  auto spec = DefaultSpec({"sh", "-c", "cat /proc/1/comm; hostname"});
+  spec["hostname"] = "";
+  ContainerPtr app = StartContainer("app", spec, join);
+  ASSERT_TRUE(app);
+  auto out = Drain(*app->Io(""));
+  EXPECT_EQ(out.first, "sleep\ncapsule-test\n");
+  EXPECT_EQ(app->Wait("")->status, 0);
+}
+
+TEST_F(EngineTest, TtyCarriesOutputAndWindowSize) {
+  auto spec = DefaultSpec({"sh", "-c", "stty size; read line; stty size; echo got:$line"});
+  spec["process"]["terminal"] = true;
+  spec["process"]["consoleSize"] = {{"height", 24}, {"width", 80}};
+  ContainerPtr c = StartContainer("tty", spec);
+  ASSERT_TRUE(c);
+  auto io = *c->Io("");
+  EXPECT_TRUE(io->terminal());
+  EXPECT_EQ(ReadUntil(io, Stream::kStdout, "24 80\r\n"), "24 80\r\n");
+  EXPECT_TRUE(io->Read(Stream::kStderr, 10)->eof);  // a tty has one stream
+  ASSERT_TRUE(io->Resize(30, 100).ok());
+  ASSERT_TRUE(io->Write("hi\n").ok());
+  std::string out = Drain(io).first;
+  EXPECT_NE(out.find("30 100\r\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("got:hi\r\n"), std::string::npos) << out;
+  EXPECT_EQ(c->Wait("")->status, 0);
+}
+
+TEST_F(EngineTest, OutputOutlivesTheProcess) {
+  // More than a pipe buffer: back-pressure holds the writer until we read.
+  RunResult big = Run("big", DefaultSpec({"sh", "-c", "yes 0123456789 | head -c 300000"}));
+  EXPECT_EQ(big.out.size(), 300000u);
+  EXPECT_EQ(big.exit.status, 0);
+  // Wait first, read after: nothing written before exit is lost.
+  ContainerPtr c = StartContainer("late", DefaultSpec({"sh", "-c", "head -c 40000 /dev/zero; echo -n end"}));
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->Wait("").ok());
+  auto out = Drain(*c->Io(""));
+  EXPECT_EQ(out.first.size(), 40003u);
+  EXPECT_EQ(out.first.substr(40000), "end");
+}
+
+TEST_F(EngineTest, RemoveWakesBlockedReader) {
+  ContainerPtr c = StartContainer("blocked", DefaultSpec({"sleep", "1000"}));
+  ASSERT_TRUE(c);
+  auto io = *c->Io("");
+  std::thread reader([io] {
+    auto r = io->Read(Stream::kStdout, 10);
+    EXPECT_TRUE(r.ok());
+    EXPECT_TRUE(r->eof);
+  });
+  ASSERT_TRUE(sandbox_->Remove("blocked", 10s).ok());
+  reader.join();
+  EXPECT_EQ(c->Wait("")->status, 128 + SIGKILL);
+}
+
+}  // namespace
+}  // namespace capsule::engine::testing
+
+namespace capsule::engine::testing {
+namespace {
+
+size_t OpenFds() {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) n += e.exists() || true;
+  return n;
+}
+
+TEST_F(EngineTest, FinishedExecsReleaseTheirFdsButStillAnswerWait) {
+  ContainerPtr c = StartContainer("probes", DefaultSpec({"sleep", "1000"}));
+  ASSERT_TRUE(c);
+  const size_t before = OpenFds();
+  for (int i = 0; i < 5; ++i) {  // like a liveness probe
+    const std::string id = "probe" + std::to_string(i);
+    ASSERT_TRUE(c->Exec(id, Parse(DefaultSpec({"echo", id})).process).ok());
+    EXPECT_EQ(Drain(*c->Io(id)).first, id + "\n");
+    EXPECT_EQ(c->Wait(id)->status, 0);
+  }
+  EXPECT_EQ(OpenFds(), before) << "exited, waited and drained execs must not keep fds";
+  auto late = c->Wait("probe0");  // a repeated Wait still answers
+  ASSERT_TRUE(late.ok());
+  EXPECT_EQ(late->status, 0);
+  auto r = (*c->Io("probe0"))->Read(Stream::kStdout, 10);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->eof);
+}
+
+TEST_F(EngineTest, HooksAreSkippedNotRun) {
+  auto spec = DefaultSpec({"echo", "ran"});
+  spec["hooks"] = {{"prestart", {{{"path", "/nonexistent/hook"}}}},
+                   {"createContainer", {{{"path", "/nonexistent/hook2"}}}}};
+  RunResult r = Run("hooks", spec);
+  EXPECT_EQ(r.out, "ran\n");
+  EXPECT_EQ(r.exit.status, 0);
+}
+
+}  // namespace
+}  // namespace capsule::engine::testing

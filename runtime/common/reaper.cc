@@ -3,6 +3,8 @@
 // whatever signal masks other threads hold.
 #include "runtime/common/reaper.h"
 
+#include "runtime/common/no_destructor.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -30,11 +32,9 @@ void OnSigchld(int) {
 }  // namespace
 
 Reaper& Reaper::Instance() {
-  static Reaper* reaper = [] {
-    static Reaper r;
-    return &r;
-  }();
-  return *reaper;
+  // Never destroyed: the reaping thread runs until the process ends.
+  static NoDestructor<Reaper> reaper;
+  return reaper.get();
 }
 
 Status Reaper::Start() {
@@ -68,8 +68,13 @@ int Reaper::Subscribe(Callback cb) {
 }
 
 void Reaper::Unsubscribe(int token) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   subscribers_.erase(token);
+  // A callback copied out before the erase may still be running; callers
+  // free what it captures right after Unsubscribe, so wait for it to end.
+  // (From inside a callback there is nothing to wait for but ourselves.)
+  if (std::this_thread::get_id() == reaper_thread_id_) return;
+  cv_.wait(lock, [&] { return dispatching_ == 0; });
 }
 
 std::optional<int> Reaper::TakeStatus(pid_t pid) {
@@ -92,6 +97,10 @@ std::optional<int> Reaper::WaitStatus(pid_t pid, std::chrono::steady_clock::time
 }
 
 void Reaper::Loop() {
+  {
+    std::lock_guard lock(mu_);
+    reaper_thread_id_ = std::this_thread::get_id();
+  }
   for (;;) {
     ReapAll();
     // The poll timeout covers a SIGCHLD that raced with the last waitpid.
@@ -114,6 +123,7 @@ void Reaper::ReapAll() {
     std::map<int, Callback> subs;
     {
       std::lock_guard lock(mu_);
+      ++dispatching_;
       statuses_[pid] = status;
       order_.push_back(pid);
       while (order_.size() > kMaxUnclaimed) {
@@ -123,7 +133,19 @@ void Reaper::ReapAll() {
       subs = subscribers_;
     }
     cv_.notify_all();
-    for (auto& [token, cb] : subs) cb(pid, status);
+    for (auto& [token, cb] : subs) {
+      bool still_subscribed;
+      {
+        std::lock_guard lock(mu_);
+        still_subscribed = subscribers_.count(token) != 0;
+      }
+      if (still_subscribed) cb(pid, status);
+    }
+    {
+      std::lock_guard lock(mu_);
+      --dispatching_;
+    }
+    cv_.notify_all();
   }
 }
 

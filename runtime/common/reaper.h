@@ -16,6 +16,7 @@
 #include <optional>
 #include <thread>
 
+#include "runtime/common/no_destructor.h"
 #include "runtime/common/status.h"
 #include "runtime/common/unique_fd.h"
 
@@ -33,6 +34,7 @@ class Reaper {
 
   // Callbacks run on the reaper thread for every reaped child; keep them short.
   int Subscribe(Callback cb);
+  // After Unsubscribe returns, the callback is not running and never runs again.
   void Unsubscribe(int token);
 
   // Takes (once) the wait status of `pid` if it has been reaped.
@@ -42,6 +44,7 @@ class Reaper {
 
  private:
   Reaper() = default;
+  friend class NoDestructor<Reaper>;
   void Loop();
   void ReapAll();
 
@@ -55,6 +58,8 @@ class Reaper {
   std::deque<pid_t> order_;              // guarded by mu_
   std::map<int, Callback> subscribers_;  // guarded by mu_
   int next_token_ = 1;                   // guarded by mu_
+  int dispatching_ = 0;                  // callbacks batches running; guarded by mu_
+  std::thread::id reaper_thread_id_;     // guarded by mu_
   UniqueFd wake_read_;
   std::thread thread_;
 };

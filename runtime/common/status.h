@@ -112,18 +112,23 @@ class [[nodiscard]] Result {
 #define CAPSULE_CONCAT(a, b) CAPSULE_CONCAT_INNER(a, b)
 
 // Returns the Status of `expr` from the enclosing function when it is not OK.
-#define RETURN_IF_ERROR(expr)                        \
-  do {                                               \
-    ::capsule::Status capsule_status_ = (expr);      \
-    if (!capsule_status_.ok()) return capsule_status_; \
+// The temporaries are named per line so nesting (a lambda inside the
+// expression using the macro again) does not shadow.
+#define RETURN_IF_ERROR_IMPL(st, expr)    \
+  do {                                    \
+    ::capsule::Status st = (expr);        \
+    if (!st.ok()) return st;              \
   } while (0)
+#define RETURN_IF_ERROR(expr) RETURN_IF_ERROR_IMPL(CAPSULE_CONCAT(capsule_status_, __LINE__), expr)
 
 // Like RETURN_IF_ERROR, adding context to the message.
-#define RETURN_IF_ERROR_CTX(expr, ctx)                                   \
-  do {                                                                   \
-    ::capsule::Status capsule_status_ = (expr);                          \
-    if (!capsule_status_.ok()) return std::move(capsule_status_).WithContext(ctx); \
+#define RETURN_IF_ERROR_CTX_IMPL(st, expr, ctx)                \
+  do {                                                         \
+    ::capsule::Status st = (expr);                             \
+    if (!st.ok()) return std::move(st).WithContext(ctx);       \
   } while (0)
+#define RETURN_IF_ERROR_CTX(expr, ctx) \
+  RETURN_IF_ERROR_CTX_IMPL(CAPSULE_CONCAT(capsule_status_, __LINE__), expr, ctx)
 
 #define ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                          \

@@ -220,7 +220,11 @@ Status VhostUserServer::SetVringNum(const Message& msg) {
   ASSIGN_OR_RETURN(vhost_user::VringState st, vhost_user::DecodeVringState(msg));
   ASSIGN_OR_RETURN(Virtqueue * q, QueueAt(st.index, msg.name()));
   RETURN_IF_ERROR_CTX(q->SetSize(st.num), fmt::format("SET_VRING_NUM {}", st.index));
-  return q->Resolve(mem_.get());
+  // QEMU sends NUM before ADDR, so addresses kept from an earlier start may
+  // be stale here; the ring stays unusable until SET_VRING_ADDR fixes them.
+  Status s = q->Resolve(mem_.get());
+  if (!s.ok()) log_.Debug("vring {} awaits new addresses: {}", st.index, s.message());
+  return Status::Ok();
 }
 
 Status VhostUserServer::SetVringAddr(const Message& msg) {

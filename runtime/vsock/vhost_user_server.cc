@@ -65,7 +65,7 @@ void VhostUserServer::OnAccept() {
     channel_.reset();
     return;
   }
-  log_.Info("front end connected on {}", path_);
+  log_.Debug("client connected on {}", path_);
 }
 
 void VhostUserServer::OnReadable(uint32_t /*events*/) {
@@ -73,6 +73,7 @@ void VhostUserServer::OnReadable(uint32_t /*events*/) {
   std::vector<Message> msgs;
   Status read_status = channel_->ReadAvailable(&msgs);
   for (Message& m : msgs) {
+    if (messages_++ == 0) log_.Info("front end connected on {}", path_);
     Handle(m);
     if (!channel_) return;
   }
@@ -81,7 +82,9 @@ void VhostUserServer::OnReadable(uint32_t /*events*/) {
 
 void VhostUserServer::Disconnect(const Status& why) {
   if (!channel_) return;
-  if (why.code() == Code::kUnavailable) {
+  if (messages_ == 0) {
+    // reported below at debug level
+  } else if (why.code() == Code::kUnavailable) {
     log_.Info("front end disconnected: {}", why.message());
   } else {
     log_.Warn("dropping front end: {}", why.ToString());
@@ -93,6 +96,14 @@ void VhostUserServer::Disconnect(const Status& why) {
   mem_.reset();
   acked_features_ = acked_protocol_ = 0;
   channel_.reset();
+  // A client that never sent a request was only checking the socket is
+  // alive (ListenUnix does that); it was never the device's front end.
+  bool was_frontend = messages_ > 0;
+  messages_ = 0;
+  if (!was_frontend) {
+    log_.Debug("a client closed {} without sending a request", path_);
+    return;
+  }
   if (on_disconnect_) on_disconnect_(why);
 }
 
@@ -150,7 +161,9 @@ Status VhostUserServer::HandleNoReply(Message& msg) {
   switch (static_cast<Request>(msg.hdr.request)) {
     case Request::kSetFeatures: return SetFeatures(msg);
     case Request::kSetProtocolFeatures: return SetProtocolFeatures(msg);
-    case Request::kSetOwner: return Status::Ok();
+    case Request::kSetOwner:
+      log_.Info("front end took ownership");
+      return Status::Ok();
     case Request::kResetOwner:
       // Deprecated; the spec recommends treating it as "disable all rings".
       for (uint32_t i = 0; i < backend_.NumQueues(); ++i) backend_.queue(i).set_enabled(false);

@@ -2,7 +2,9 @@
 // a unix socket QEMU connects to. It negotiates features, maps guest memory,
 // configures the device's virtqueues and watches their kick eventfds on the
 // event loop; the device (a VhostUserBackend) does the data path.
-// One front end at a time; after it disconnects the next may connect.
+// One front end at a time; after it disconnects the next may connect. A
+// client that leaves without sending a request (a liveness probe) is not
+// reported as the front end going away.
 #pragma once
 
 #include <functional>
@@ -76,6 +78,7 @@ class VhostUserServer {
   GuestMemoryPtr mem_;
   uint64_t acked_features_ = 0;
   uint64_t acked_protocol_ = 0;
+  uint64_t messages_ = 0;  // requests on the current connection
   log::Logger log_{"vhost-user"};
 };
 

@@ -28,6 +28,14 @@ Result<VhostUserServerPtr> VhostUserServer::Listen(EventLoop& loop, const std::s
   return server;
 }
 
+Result<VhostUserServerPtr> VhostUserServer::Serve(EventLoop& loop, UniqueFd connection, VhostUserBackend& backend,
+                                                  DisconnectFn on_disconnect) {
+  RETURN_IF_ERROR(SetNonBlocking(connection.get(), true));
+  VhostUserServerPtr server(new VhostUserServer(loop, "", UniqueFd(), backend, std::move(on_disconnect)));
+  RETURN_IF_ERROR(server->Attach(std::move(connection)));
+  return server;
+}
+
 VhostUserServer::VhostUserServer(EventLoop& loop, std::string path, UniqueFd listen_fd, VhostUserBackend& backend,
                                  DisconnectFn on_disconnect)
     : loop_(loop),
@@ -43,8 +51,10 @@ VhostUserServer::~VhostUserServer() {
     backend_.OnFrontendGone();
     for (uint32_t i = 0; i < backend_.NumQueues(); ++i) backend_.queue(i).Reset();
   }
-  loop_.Remove(listen_fd_.get());
-  ::unlink(path_.c_str());
+  if (listen_fd_) {
+    loop_.Remove(listen_fd_.get());
+    ::unlink(path_.c_str());
+  }
 }
 
 void VhostUserServer::OnAccept() {
@@ -57,15 +67,20 @@ void VhostUserServer::OnAccept() {
     log_.Warn("refused a second front end on {}: one is already connected", path_);
     return;
   }
+  Status s = Attach(std::move(fd));
+  if (!s.ok()) log_.Error("watch front-end connection: {}", s.ToString());
+}
+
+Status VhostUserServer::Attach(UniqueFd fd) {
   int raw = fd.get();
   channel_ = std::make_unique<VhostUserChannel>(std::move(fd));
   Status s = loop_.Add(raw, EPOLLIN, [this](uint32_t ev) { OnReadable(ev); });
   if (!s.ok()) {
-    log_.Error("watch front-end connection: {}", s.ToString());
     channel_.reset();
-    return;
+    return s;
   }
   log_.Debug("client connected on {}", path_);
+  return Status::Ok();
 }
 
 void VhostUserServer::OnReadable(uint32_t /*events*/) {

@@ -32,6 +32,10 @@ class VhostUserServer {
   // Listens on `socket_path` (removed again on destruction).
   static Result<VhostUserServerPtr> Listen(EventLoop& loop, const std::string& socket_path,
                                            VhostUserBackend& backend, DisconnectFn on_disconnect);
+  // Serves one already-connected front end (vhost-user's --fd convention,
+  // tests, fuzzing); nothing listens afterwards.
+  static Result<VhostUserServerPtr> Serve(EventLoop& loop, UniqueFd connection, VhostUserBackend& backend,
+                                          DisconnectFn on_disconnect);
   ~VhostUserServer();
   VhostUserServer(const VhostUserServer&) = delete;
   VhostUserServer& operator=(const VhostUserServer&) = delete;
@@ -45,6 +49,7 @@ class VhostUserServer {
   VhostUserServer(EventLoop& loop, std::string path, UniqueFd listen_fd, VhostUserBackend& backend,
                   DisconnectFn on_disconnect);
   void OnAccept();
+  Status Attach(UniqueFd fd);
   void OnReadable(uint32_t events);
   void Disconnect(const Status& why);
   void Handle(vhost_user::Message& msg);

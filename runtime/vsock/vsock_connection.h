@@ -79,6 +79,9 @@ class Connection {
   void OnHostEvents(uint32_t events, Clock::time_point now);
   // The deadline passed (connect or close timeout).
   void OnDeadline(Clock::time_point now);
+  // Closes at once without telling the guest (it no longer knows this
+  // connection, e.g. after a driver reset).
+  void Abort(std::string reason) { Close(false, std::move(reason)); }
 
   // Something to put on the rx queue?
   bool WantsRx() const;

@@ -52,7 +52,23 @@ Result<std::vector<uint8_t>> VsockDevice::ReadConfig(uint32_t offset, uint32_t s
 
 void VsockDevice::OnQueuesChanged() {
   bool ready = queues_[kRxQueue].ready() && queues_[kTxQueue].ready();
-  if (ready != muxer_.guest_ready()) log_.Info("guest vsock driver {}", ready ? "ready" : "stopped");
+  bool was_ready = muxer_.guest_ready();
+  if (was_ready && !ready) {
+    stopped_at_[kRxQueue] = queues_[kRxQueue].last_avail_idx();
+    stopped_at_[kTxQueue] = queues_[kTxQueue].last_avail_idx();
+  }
+  if (!was_ready && ready) {
+    // QEMU stops the rings when the VM pauses and restores their indices on
+    // resume; after a reset (guest reboot) the driver starts again from 0
+    // and the guest's sockets are gone, so ours must go too.
+    bool restarted = queues_[kRxQueue].last_avail_idx() == 0 && queues_[kTxQueue].last_avail_idx() == 0;
+    if (restarted && (stopped_at_[kRxQueue] != 0 || stopped_at_[kTxQueue] != 0) && muxer_.connection_count() > 0) {
+      log_.Info("guest vsock driver was reset: closing {} host streams", muxer_.connection_count());
+      muxer_.Reset();
+    }
+    stopped_at_[kRxQueue] = stopped_at_[kTxQueue] = 0;
+  }
+  if (ready != was_ready) log_.Info("guest vsock driver {}", ready ? "ready" : "stopped");
   muxer_.set_guest_ready(ready);
   Pump();
 }

@@ -61,6 +61,9 @@ class VsockDevice : public VhostUserBackend {
   VsockMuxer muxer_;
   std::array<Virtqueue, kNumQueues> queues_;
   uint64_t acked_ = 0;
+  // Avail indices when the queues last stopped; a restart from 0 after a
+  // non-zero stop means the driver was reset, not the VM paused.
+  uint16_t stopped_at_[2] = {0, 0};
   bool pump_scheduled_ = false;
   EventLoop::TimerId pump_timer_ = 0;
   bool in_pump_ = false;

@@ -120,6 +120,13 @@ void VsockMuxer::OnGuestPacket(const TxPacket& pkt) {
   }
   ConnKey key{h.dst_port, h.src_port};
   auto it = conns_.find(key);
+  if (h.type == kTypeStream && h.operation() == Op::kRequest && it != conns_.end()) {
+    // Linux never reuses the ports of a connection it still has; one that
+    // does has forgotten the old connection (guest reset): replace it.
+    it->second.conn->Abort("guest reused its ports for a new connection (guest reset?)");
+    Remove(it);
+    it = conns_.end();
+  }
   if (h.type != kTypeStream || it == conns_.end()) {
     if (h.type == kTypeStream && h.operation() == Op::kRequest) return HandleGuestConnect(h);
     if (h.operation() != Op::kRst) {  // never answer an RST with one

@@ -241,6 +241,20 @@ Status FakeDriver::Resume() {
   return SetupRing(1, tx_, true);
 }
 
+Status FakeDriver::ResetAndStart() {
+  std::memset(mem_, 0, rx_bufs_);  // every ring, as a fresh driver lays them out
+  for (Ring* r : {&rx_, &tx_}) r->avail_idx = r->last_used = r->base = 0;
+  rx_posted_.assign(rx_posted_.size(), false);
+  tx_free_.clear();
+  for (uint16_t i = 0; i < opt_.queue_size; ++i) tx_free_.push_back(i);
+  tx_chains_.clear();
+  tx_next_ = tx_area_;
+  RETURN_IF_ERROR(SetupRing(0, rx_, false));
+  RETURN_IF_ERROR(SetupRing(1, tx_, false));
+  PostRxBuffers();
+  return Status::Ok();
+}
+
 // ---- rings ----
 
 uint16_t FakeDriver::UsedIdx(const Ring& r) const { return Load16(mem_ + r.used + 2); }

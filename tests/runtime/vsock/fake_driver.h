@@ -70,6 +70,8 @@ class FakeDriver {
   Result<uint16_t> GetVringBase(uint32_t index);
   // vhost_dev_start again after a stop (VM resumed): same rings, saved bases.
   Status Resume();
+  // The guest rebooted: fresh rings from index 0, all rx buffers reposted.
+  Status ResetAndStart();
 
   uint64_t offered_features() const { return offered_; }
   uint64_t acked_features() const { return acked_; }

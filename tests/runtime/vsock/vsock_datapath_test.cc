@@ -526,5 +526,37 @@ TEST_F(VsockDatapathTest, StreamsSurviveAQueueStopAndRestart) {
   EXPECT_EQ(ReadN(s.host.get(), 7), "resumed");
 }
 
+TEST_F(VsockDatapathTest, GuestDriverResetClosesHostStreams) {
+  Boot();
+  Stream s = Establish(1024);
+  Send(Op::kRw, 1024, s.host_port, "before reboot");
+  EXPECT_EQ(ReadN(s.host.get(), 13), "before reboot");
+  ASSERT_TRUE(driver_->GetVringBase(0).ok());
+  ASSERT_TRUE(driver_->GetVringBase(1).ok());
+  ASSERT_TRUE(driver_->ResetAndStart().ok());
+  EXPECT_TRUE(WaitEof(s.host.get())) << "the guest forgot the stream; the host learns it";
+  EXPECT_EQ(backend_->connections(), 0u);
+  Stream again = Establish(1024);  // and the rebooted guest is reachable
+  EXPECT_EQ(backend_->connections(), 1u);
+}
+
+TEST_F(VsockDatapathTest, RequestReusingLivePortsReplacesTheConnection) {
+  Boot();
+  auto listener = ListenUnix(backend_->uds() + "_5001");
+  ASSERT_TRUE(listener.ok());
+  for (int round = 0; round < 2; ++round) {
+    Send(Op::kRequest, 7000, 5001);
+    EXPECT_EQ(Next().hdr.operation(), Op::kResponse);
+  }
+  ASSERT_TRUE(WaitFd(listener->get(), POLLIN, kWait, "accept").ok());
+  UniqueFd first(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
+  UniqueFd second(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
+  ASSERT_TRUE(first && second);
+  EXPECT_TRUE(WaitEof(first.get())) << "the stale stream is closed";
+  Send(Op::kRw, 7000, 5001, "new");
+  EXPECT_EQ(ReadN(second.get(), 3), "new");
+  EXPECT_EQ(backend_->connections(), 1u);
+}
+
 }  // namespace
 }  // namespace capsule::vsock::testing

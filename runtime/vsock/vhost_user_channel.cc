@@ -48,6 +48,7 @@ Result<size_t> VhostUserChannel::Recv(uint8_t* dst, size_t len) {
   if (msg.msg_flags & MSG_CTRUNC)
     return InvalidArgument(fmt::format("vhost-user message carries more than {} fds", vhost_user::kMaxMemRegions));
   if (n == 0) return Unavailable("vhost-user front end closed the connection");
+  received_any_ = true;
   return static_cast<size_t>(n);
 }
 

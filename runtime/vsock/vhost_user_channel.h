@@ -18,6 +18,8 @@ class VhostUserChannel {
   explicit VhostUserChannel(UniqueFd fd) : fd_(std::move(fd)) {}
 
   int fd() const { return fd_.get(); }
+  // Whether the peer ever sent a byte (a liveness probe sends none).
+  bool received_any() const { return received_any_; }
 
   // Reads what the socket holds, appending the messages completed (maybe
   // none) to `out` even when it then fails. UNAVAILABLE when the front end
@@ -38,6 +40,7 @@ class VhostUserChannel {
   bool in_payload_ = false;
   vhost_user::Message current_;
   size_t payload_have_ = 0;
+  bool received_any_ = false;
 };
 
 }  // namespace capsule::vsock

@@ -97,7 +97,8 @@ void VhostUserServer::OnReadable(uint32_t /*events*/) {
 
 void VhostUserServer::Disconnect(const Status& why) {
   if (!channel_) return;
-  if (messages_ == 0) {
+  bool was_frontend = channel_->received_any();
+  if (!was_frontend) {
     // reported below at debug level
   } else if (why.code() == Code::kUnavailable) {
     log_.Info("front end disconnected: {}", why.message());
@@ -111,9 +112,8 @@ void VhostUserServer::Disconnect(const Status& why) {
   mem_.reset();
   acked_features_ = acked_protocol_ = 0;
   channel_.reset();
-  // A client that never sent a request was only checking the socket is
-  // alive (ListenUnix does that); it was never the device's front end.
-  bool was_frontend = messages_ > 0;
+  // A client that never sent a byte was only checking the socket is alive
+  // (ListenUnix does that); it was never the device's front end.
   messages_ = 0;
   if (!was_frontend) {
     log_.Debug("a client closed {} without sending a request", path_);

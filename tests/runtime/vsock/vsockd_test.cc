@@ -147,6 +147,11 @@ TEST_F(VsockdTest, RefusesSocketsAnotherDaemonServes) {
   EXPECT_EQ(second.exit_code, 1);
   EXPECT_NE(second.output.find("another process serves it"), std::string::npos) << second.output;
   EXPECT_TRUE(Exists(vhost())) << "the first daemon's socket is untouched";
+  // The second one's liveness probe did not count as QEMU leaving.
+  EXPECT_FALSE(first.TryReap());
+  auto drv = FakeDriver::Connect(vhost());
+  ASSERT_TRUE(drv.ok());
+  EXPECT_TRUE((*drv)->Realize().ok());
   ASSERT_TRUE(first.Signal(SIGTERM).ok());
   ExpectCleanExit(first);
 }

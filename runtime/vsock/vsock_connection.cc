@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 #include <limits.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -269,8 +270,11 @@ uint32_t Connection::FillData(const DescChain& chain) {
   }
   host_readable_ = false;
   if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
-    // EOF, or the socket failed (ECONNRESET): the host sends no more.
-    if (n < 0) host_gone_ = true;
+    // EOF, or the socket failed (ECONNRESET): the host sends no more. If it
+    // closed outright (not just shut down writing), say both at once rather
+    // than waiting for the hang-up event to send a second SHUTDOWN.
+    pollfd p{host_.get(), POLLOUT, 0};
+    if (n < 0 || (::poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR)))) host_gone_ = true;
     host_eof_ = true;
   }
   return 0;

@@ -1,0 +1,100 @@
+// AF_UNIX plumbing with errors that name the socket path.
+#include "runtime/vsock/unix_socket.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace capsule::vsock {
+namespace {
+
+Result<sockaddr_un> UnixAddr(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(addr.sun_path))
+    return InvalidArgument("unix socket path '" + path + "' is empty or longer than " +
+                           std::to_string(sizeof(addr.sun_path) - 1) + " bytes");
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  return addr;
+}
+
+}  // namespace
+
+Result<UniqueFd> ListenUnix(const std::string& path, int backlog) {
+  ASSIGN_OR_RETURN(sockaddr_un addr, UnixAddr(path));
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) return AlreadyExists("listen on " + path + ": a non-socket file is in the way");
+    if (ConnectUnix(path, true).ok()) return AlreadyExists("listen on " + path + ": another process serves it");
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("unlink stale socket " + path);
+  }
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd) return ErrnoStatus("socket(AF_UNIX) for " + path);
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0)
+    return ErrnoStatus("bind " + path);
+  if (::chmod(path.c_str(), 0600) != 0) {
+    Status s = ErrnoStatus("chmod 0600 " + path);
+    ::unlink(path.c_str());
+    return s;
+  }
+  if (::listen(fd.get(), backlog) != 0) {
+    Status s = ErrnoStatus("listen " + path);
+    ::unlink(path.c_str());
+    return s;
+  }
+  return fd;
+}
+
+Result<UniqueFd> ConnectUnix(const std::string& path, bool nonblocking) {
+  ASSIGN_OR_RETURN(sockaddr_un addr, UnixAddr(path));
+  int type = SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0);
+  UniqueFd fd(::socket(AF_UNIX, type, 0));
+  if (!fd) return ErrnoStatus("socket(AF_UNIX) for " + path);
+  int rc;
+  do {
+    rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) return ErrnoStatus("connect " + path);
+  return fd;
+}
+
+Status SetNonBlocking(int fd, bool on) {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0) return ErrnoStatus("fcntl(F_GETFL)");
+  flags = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+  if (::fcntl(fd, F_SETFL, flags) != 0) return ErrnoStatus("fcntl(F_SETFL)");
+  return Status::Ok();
+}
+
+ssize_t WritevNoSignal(int fd, const iovec* iov, size_t count) {
+  msghdr msg{};
+  msg.msg_iov = const_cast<iovec*>(iov);
+  msg.msg_iovlen = count;
+  for (;;) {
+    ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) return n;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    return -errno;
+  }
+}
+
+Status WaitFd(int fd, short events, std::chrono::milliseconds timeout, const char* what) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() < 0) left = std::chrono::milliseconds(0);
+    pollfd p{fd, events, 0};
+    int rc = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (rc > 0) return Status::Ok();
+    if (rc == 0) return DeadlineExceeded(std::string(what) + ": timed out after " + std::to_string(timeout.count()) + " ms");
+    if (errno != EINTR) return ErrnoStatus(std::string("poll ") + what);
+  }
+}
+
+}  // namespace capsule::vsock

@@ -1,0 +1,235 @@
+// Starting, adopting and stopping capsule-vsockd for a VM. The daemon says
+// READY on a pipe once both its sockets accept, so QEMU (a socket client)
+// can start right after Prepare returns.
+#include "runtime/vsock/vhost_user_vsock.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "runtime/common/file_util.h"
+#include "runtime/vsock/hybrid_dial.h"
+#include "runtime/vsock/vsock_service.h"
+
+#ifndef CAPSULE_INSTALL_BINDIR
+#define CAPSULE_INSTALL_BINDIR "/usr/local/bin"
+#endif
+
+namespace capsule::vsock {
+namespace {
+
+constexpr std::chrono::milliseconds kDefaultGrace{2000};
+constexpr const char* kVsockdName = "capsule-vsockd";
+// Longest "_<port>" suffix a guest->host socket path gets.
+constexpr size_t kPortSuffixMax = 11;
+
+std::string Dirname(const std::string& p) {
+  size_t slash = p.rfind('/');
+  return slash == std::string::npos ? "." : p.substr(0, slash);
+}
+
+bool Executable(const std::string& p) { return !p.empty() && ::access(p.c_str(), X_OK) == 0; }
+
+Status CheckSocketPath(const std::string& p, size_t extra) {
+  if (p.size() + extra >= sizeof(sockaddr_un{}.sun_path))
+    return InvalidArgument(fmt::format("socket path {} is too long for a unix socket ({} bytes max)", p,
+                                       sizeof(sockaddr_un{}.sun_path) - 1 - extra));
+  return Status::Ok();
+}
+
+Status CheckDeviceId(const std::string& id) {
+  bool ok = !id.empty() && std::isalpha(static_cast<unsigned char>(id[0]));
+  for (char c : id) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.');
+  if (!ok) return InvalidArgument("vsock device id '" + id + "' is not a QEMU id (letter, then letters, digits, -_.)");
+  return Status::Ok();
+}
+
+std::string LogTail(const std::string& path) {
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok() || text->empty()) return "(no log)";
+  constexpr size_t kTail = 1500;
+  return text->size() > kTail ? "..." + text->substr(text->size() - kTail) : *text;
+}
+
+QemuVsockDevice DeviceFor(const VsockState& s) {
+  QemuVsockDevice d;
+  d.driver = "vhost-user-vsock-pci";
+  d.chardev_id = s.device_id + "-chr";
+  d.chardev_path = s.vhost_user_socket;
+  d.properties = {{"id", s.device_id}, {"chardev", d.chardev_id}};
+  d.needs_shared_memory = true;
+  return d;
+}
+
+// Waits for "READY\n" on `ready`, or for the daemon to die first.
+Status WaitReady(int ready, int pidfd, std::chrono::milliseconds timeout, const std::string& log_path) {
+  pollfd fds[2] = {{ready, POLLIN, 0}, {pidfd, POLLIN, 0}};
+  int rc;
+  do {
+    rc = ::poll(fds, 2, static_cast<int>(timeout.count()));
+  } while (rc < 0 && errno == EINTR);
+  if (rc < 0) return ErrnoStatus("poll capsule-vsockd readiness");
+  if (rc == 0) return DeadlineExceeded(fmt::format("capsule-vsockd not ready within {} ms; log: {}", timeout.count(),
+                                                   LogTail(log_path)));
+  char buf[16] = {};
+  ssize_t n = (fds[0].revents & POLLIN) ? ::read(ready, buf, sizeof buf - 1) : 0;
+  if (n > 0 && std::string_view(buf, static_cast<size_t>(n)).substr(0, 5) == "READY") return Status::Ok();
+  return Unavailable("capsule-vsockd exited before it was ready; log: " + LogTail(log_path));
+}
+
+}  // namespace
+
+Result<std::string> VhostUserVsock::VsockdPath() const {
+  if (!options_.vsockd_path.empty()) {
+    if (Executable(options_.vsockd_path)) return options_.vsockd_path;
+    return NotFound("capsule-vsockd at " + options_.vsockd_path + " is missing or not executable");
+  }
+  std::vector<std::string> tried;
+  if (const char* env = std::getenv("CAPSULE_VSOCKD")) tried.emplace_back(env);
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) tried.push_back(Dirname(std::string(self, static_cast<size_t>(n))) + "/" + kVsockdName);
+  if (const char* build = std::getenv("CAPSULE_BUILD_DIR"))
+    tried.push_back(std::string(build) + "/runtime/vsock/" + kVsockdName);
+  tried.push_back(std::string(CAPSULE_INSTALL_BINDIR) + "/" + kVsockdName);
+  for (const std::string& p : tried) {
+    if (Executable(p)) return p;
+  }
+  std::string list;
+  for (const std::string& p : tried) list += (list.empty() ? "" : ", ") + p;
+  return NotFound("capsule-vsockd not found (tried " + list + "); set CAPSULE_VSOCKD");
+}
+
+Result<VmVsockPtr> VhostUserVsock::Prepare(const VmVsockSpec& spec) {
+  struct stat st{};
+  if (::stat(spec.vm_dir.c_str(), &st) != 0) return ErrnoStatus("vsock: VM directory " + spec.vm_dir);
+  if (!S_ISDIR(st.st_mode)) return InvalidArgument("vsock: " + spec.vm_dir + " is not a directory");
+  RETURN_IF_ERROR(CheckDeviceId(spec.device_id));
+  VsockState s;
+  s.backend = config::VsockBackendKind::kVhostUser;
+  s.guest_cid = spec.guest_cid == 0 ? kMinGuestCid : spec.guest_cid;
+  if (s.guest_cid < kMinGuestCid || s.guest_cid > kMaxGuestCid)
+    return InvalidArgument(fmt::format("vsock: guest cid {} outside {}..{}", s.guest_cid, kMinGuestCid, kMaxGuestCid));
+  s.device_id = spec.device_id;
+  s.vhost_user_socket = spec.vm_dir + "/" + kVhostUserSocketName;
+  s.hybrid_socket = spec.vm_dir + "/" + kHybridSocketName;
+  RETURN_IF_ERROR(CheckSocketPath(s.vhost_user_socket, 0));
+  RETURN_IF_ERROR(CheckSocketPath(s.hybrid_socket, kPortSuffixMax));
+  ASSIGN_OR_RETURN(std::string bin, VsockdPath());
+
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return ErrnoStatus("pipe for capsule-vsockd readiness");
+  UniqueFd ready_r(p[0]), ready_w(p[1]);
+  std::string log_path = spec.vm_dir + "/" + kVsockdLogName;
+  UniqueFd log_fd(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  if (!log_fd) return ErrnoStatus("open " + log_path);
+  SpawnOptions so;
+  so.argv = {bin, "--vhost-user-socket", s.vhost_user_socket, "--uds-path", s.hybrid_socket, "--guest-cid",
+             std::to_string(s.guest_cid), "--ready-fd", std::to_string(ready_w.get()), "--pid-file",
+             spec.vm_dir + "/" + kVsockdPidName, "--log-level", std::string(log::LevelName(options_.vsockd_log_level))};
+  so.stdout_fd = log_fd.get();
+  so.stderr_fd = log_fd.get();
+  so.keep_fds = {ready_w.get()};
+  so.new_session = true;  // survives the starter's session and its signals
+  ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::Spawn(so));
+  ready_w.reset();
+  Status ready = WaitReady(ready_r.get(), child.pidfd(), options_.start_timeout, log_path);
+  if (!ready.ok()) {
+    child.Terminate(kDefaultGrace);
+    return ready.WithContext("start capsule-vsockd for " + spec.vm_dir);
+  }
+  s.vsockd_pid = child.pid();
+  Status w = WriteVsockState(spec.vm_dir, s);
+  if (!w.ok()) {
+    child.Terminate(kDefaultGrace);
+    return w;
+  }
+  return VmVsockPtr(new VhostUserVmVsock(s, spec.vm_dir, std::move(child), UniqueFd()));
+}
+
+Result<VmVsockPtr> VhostUserVsock::Adopt(const std::string& vm_dir) {
+  ASSIGN_OR_RETURN(VsockState s, ReadVsockState(vm_dir));
+  if (s.backend != config::VsockBackendKind::kVhostUser)
+    return FailedPrecondition(vm_dir + ": vsock backend is " + std::string(config::VsockBackendName(s.backend)) +
+                              ", not vhost-user");
+  Result<UniqueFd> pidfd = OpenPidfd(s.vsockd_pid);
+  if (!pidfd.ok())
+    return Unavailable(fmt::format("capsule-vsockd (pid {}) of {} is not running", s.vsockd_pid, vm_dir));
+  // The pid must still be that daemon, not a reuse of its number.
+  Result<std::string> cmdline = ReadFile(fmt::format("/proc/{}/cmdline", s.vsockd_pid));
+  if (!cmdline.ok() || cmdline->find(s.hybrid_socket) == std::string::npos)
+    return FailedPrecondition(fmt::format("pid {} is not the capsule-vsockd of {}", s.vsockd_pid, vm_dir));
+  return VmVsockPtr(new VhostUserVmVsock(s, vm_dir, std::nullopt, std::move(*pidfd)));
+}
+
+VhostUserVmVsock::VhostUserVmVsock(VsockState state, std::string vm_dir, std::optional<ChildProcess> child,
+                                   UniqueFd pidfd)
+    : state_(std::move(state)),
+      vm_dir_(std::move(vm_dir)),
+      device_(DeviceFor(state_)),
+      child_(std::move(child)),
+      pidfd_(std::move(pidfd)) {}
+
+VhostUserVmVsock::~VhostUserVmVsock() {
+  if (!detached_ && !stopped_) (void)Shutdown(kDefaultGrace);
+}
+
+Result<UniqueFd> VhostUserVmVsock::Dial(uint32_t port, std::chrono::milliseconds timeout) const {
+  ASSIGN_OR_RETURN(HybridStream s, DialHybrid(state_.hybrid_socket, port, timeout));
+  return std::move(s.fd);
+}
+
+std::string VhostUserVmVsock::HostListenPath(uint32_t port) const {
+  return state_.hybrid_socket + "_" + std::to_string(port);
+}
+
+bool VhostUserVmVsock::DaemonExited(std::chrono::milliseconds wait) {
+  if (child_) return child_->Wait(wait).ok();
+  pollfd p{pidfd_.get(), POLLIN, 0};
+  return ::poll(&p, 1, static_cast<int>(wait.count())) > 0;
+}
+
+Status VhostUserVmVsock::Shutdown(std::chrono::milliseconds grace) {
+  if (stopped_) return Status::Ok();
+  stopped_ = true;
+  auto signal = [&](int sig) {
+    if (child_) {
+      (void)child_->Signal(sig);
+    } else if (pidfd_) {
+      (void)::syscall(SYS_pidfd_send_signal, pidfd_.get(), sig, nullptr, 0);
+    }
+  };
+  Status result;
+  if (child_ || pidfd_) {
+    signal(SIGTERM);
+    if (!DaemonExited(grace)) {
+      result = DeadlineExceeded(fmt::format("capsule-vsockd (pid {}) ignored SIGTERM for {} ms; killed",
+                                            state_.vsockd_pid, grace.count()));
+      signal(SIGKILL);
+      (void)DaemonExited(kDefaultGrace);
+    }
+  }
+  RemoveFiles();
+  return result;
+}
+
+void VhostUserVmVsock::RemoveFiles() {
+  // A clean exit removed the sockets and pid file already; a killed one did not.
+  for (const std::string& p : {state_.vhost_user_socket, state_.hybrid_socket, vm_dir_ + "/" + kVsockdPidName,
+                               vm_dir_ + "/" + kStateFile})
+    ::unlink(p.c_str());
+}
+
+void VhostUserVmVsock::Detach() {
+  detached_ = true;
+  if (child_) child_->Release();
+}
+
+}  // namespace capsule::vsock

@@ -1,0 +1,63 @@
+// VsockService: everything one VM's vhost-user vsock needs, wired on one
+// event loop: the device, the vhost-user socket QEMU connects to, and the
+// hybrid unix socket host programs dial. capsule-vsockd runs one; tests run
+// one in-process against a fake driver.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "runtime/common/status.h"
+#include "runtime/vsock/event_loop.h"
+#include "runtime/vsock/hybrid_listener.h"
+#include "runtime/vsock/vhost_user_server.h"
+#include "runtime/vsock/vsock_device.h"
+
+namespace capsule::vsock {
+
+// CIDs 0-2 are reserved (hypervisor, local, host) and U32_MAX is
+// VMADDR_CID_ANY; Linux keeps CIDs in 32 bits.
+inline constexpr uint64_t kMinGuestCid = 3;
+inline constexpr uint64_t kMaxGuestCid = 0xfffffffeu;
+
+struct VsockServiceOptions {
+  std::string vhost_user_socket;  // QEMU's -chardev socket,path=...
+  std::string uds_path;           // hybrid socket; guest->host port P uses uds_path + "_P"
+  uint64_t guest_cid = kMinGuestCid;
+  uint32_t buf_alloc = kDefaultBufAlloc;
+  std::chrono::milliseconds connect_timeout = kConnectTimeout;
+  std::chrono::milliseconds close_timeout = kCloseTimeout;
+};
+
+Status ValidateServiceOptions(const VsockServiceOptions& o);
+
+class VsockService;
+using VsockServicePtr = std::unique_ptr<VsockService>;
+
+class VsockService {
+ public:
+  // `on_frontend_gone` runs on the loop when QEMU disconnects.
+  static Result<VsockServicePtr> Start(EventLoop& loop, const VsockServiceOptions& options,
+                                       VhostUserServer::DisconnectFn on_frontend_gone);
+  // Closes every stream and removes both socket files.
+  ~VsockService();
+  VsockService(const VsockService&) = delete;
+  VsockService& operator=(const VsockService&) = delete;
+
+  VsockDevice& device() { return *device_; }
+  VhostUserServer& server() { return *server_; }
+  const VsockServiceOptions& options() const { return options_; }
+
+ private:
+  explicit VsockService(VsockServiceOptions options) : options_(std::move(options)) {}
+
+  VsockServiceOptions options_;
+  // Declaration order matters: the server and listener refer to the device,
+  // so they are destroyed first.
+  std::unique_ptr<VsockDevice> device_;
+  VhostUserServerPtr server_;
+  HybridListenerPtr listener_;
+};
+
+}  // namespace capsule::vsock

@@ -1,0 +1,259 @@
+// VsockBackend: selection between the kernel and the vhost-user back end,
+// and the vhost-user VmVsock lifecycle with the real capsule-vsockd (QEMU's
+// side played by FakeDriver): prepare, dial, detach, adopt, shut down.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "runtime/common/file_util.h"
+#include "runtime/vsock/kernel_vhost_vsock.h"
+#include "runtime/vsock/vhost_user_vsock.h"
+#include "runtime/vsock/vsock_backend.h"
+#include "runtime/vsock/vsock_state.h"
+#include "tests/runtime/vsock/fake_driver.h"
+#include "tests/runtime/vsock/test_harness.h"
+
+namespace capsule::vsock::testing {
+namespace {
+
+using config::VsockBackendKind;
+
+bool Exists(const std::string& p) {
+  struct stat st{};
+  return ::lstat(p.c_str(), &st) == 0;
+}
+
+bool Alive(pid_t pid) { return ::kill(pid, 0) == 0; }
+
+class VsockBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto d = TempDir::Create("vsock-vm");
+    ASSERT_TRUE(d.ok());
+    dir_ = std::make_unique<TempDir>(std::move(*d));
+    options_.vhost_vsock_device = dir_->Join("no-vhost-vsock");
+  }
+
+  std::unique_ptr<TempDir> dir_;
+  VsockBackendOptions options_;
+};
+
+TEST_F(VsockBackendTest, AutoResolvesByKernelDevice) {
+  EXPECT_EQ(ResolveVsockBackendKind(VsockBackendKind::kAuto, false), VsockBackendKind::kVhostUser);
+  EXPECT_EQ(ResolveVsockBackendKind(VsockBackendKind::kAuto, true), VsockBackendKind::kVhost);
+  EXPECT_EQ(ResolveVsockBackendKind(VsockBackendKind::kVhostUser, true), VsockBackendKind::kVhostUser);
+  EXPECT_EQ(ResolveVsockBackendKind(VsockBackendKind::kVhost, false), VsockBackendKind::kVhost);
+}
+
+TEST_F(VsockBackendTest, AutoPicksVhostUserWithoutTheKernelDevice) {
+  auto b = MakeVsockBackend(VsockBackendKind::kAuto, options_);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ((*b)->kind(), VsockBackendKind::kVhostUser);
+  if (::access("/dev/vhost-vsock", F_OK) != 0) {
+    auto host = MakeVsockBackend(VsockBackendKind::kAuto);
+    ASSERT_TRUE(host.ok()) << host.status().ToString();
+    EXPECT_EQ((*host)->kind(), VsockBackendKind::kVhostUser) << "this host has no /dev/vhost-vsock";
+  }
+}
+
+TEST_F(VsockBackendTest, ForcingVhostWithoutTheKernelDeviceFails) {
+  auto b = MakeVsockBackend(VsockBackendKind::kVhost, options_);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(b.status().message().find(options_.vhost_vsock_device), std::string::npos) << b.status().message();
+  EXPECT_NE(b.status().message().find("vhost-user"), std::string::npos) << "says what to use instead";
+  if (::access("/dev/vhost-vsock", F_OK) != 0) {
+    auto host = MakeVsockBackend(VsockBackendKind::kVhost);
+    ASSERT_FALSE(host.ok());
+    EXPECT_NE(host.status().message().find("/dev/vhost-vsock"), std::string::npos);
+  }
+}
+
+TEST_F(VsockBackendTest, KernelBackendReportsTheFailingIoctl) {
+  // A device node that opens but is not vhost-vsock: auto picks the kernel
+  // backend, and reserving a CID fails naming the ioctl and the device.
+  options_.vhost_vsock_device = dir_->Join("fake-vhost-vsock");
+  ASSERT_TRUE(WriteFile(options_.vhost_vsock_device, "").ok());
+  auto b = MakeVsockBackend(VsockBackendKind::kAuto, options_);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ((*b)->kind(), VsockBackendKind::kVhost);
+  auto vm = (*b)->Prepare({dir_->path(), 0, "vsock0"});
+  ASSERT_FALSE(vm.ok());
+  EXPECT_NE(vm.status().message().find("VHOST_VSOCK_SET_GUEST_CID 3 on " + options_.vhost_vsock_device),
+            std::string::npos)
+      << vm.status().message();
+  EXPECT_FALSE(Exists(dir_->Join(kStateFile)));
+}
+
+TEST_F(VsockBackendTest, KernelDialFailsCleanlyWithoutVsock) {
+  auto fd = DialVsock(3, 1024, std::chrono::milliseconds(200));
+  ASSERT_FALSE(fd.ok());
+  EXPECT_NE(fd.status().message().find("vsock 3:1024"), std::string::npos) << fd.status().message();
+}
+
+TEST_F(VsockBackendTest, KernelStateIsAdoptable) {
+  VsockState s;
+  s.backend = VsockBackendKind::kVhost;
+  s.guest_cid = 42;
+  s.device_id = "vsock0";
+  ASSERT_TRUE(WriteVsockState(dir_->path(), s).ok());
+  auto vm = AdoptVmVsock(dir_->path(), options_);
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  EXPECT_EQ((*vm)->kind(), VsockBackendKind::kVhost);
+  EXPECT_EQ((*vm)->guest_cid(), 42u);
+  EXPECT_EQ((*vm)->qemu_device().Args(),
+            (std::vector<std::string>{"-device", "vhost-vsock-pci,id=vsock0,guest-cid=42"}));
+  EXPECT_EQ((*vm)->HostListenPath(5000), "");
+}
+
+TEST_F(VsockBackendTest, BrokenStateFilesNameTheProblem) {
+  ASSERT_TRUE(WriteFile(dir_->Join(kStateFile), "{\"backend\":\"vhost-user\",\"guest_cid\":3}").ok());
+  auto r = ReadVsockState(dir_->path());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("device_id"), std::string::npos) << r.status().message();
+  ASSERT_TRUE(WriteFile(dir_->Join(kStateFile), "not json").ok());
+  EXPECT_FALSE(ReadVsockState(dir_->path()).ok());
+  EXPECT_FALSE(AdoptVmVsock(dir_->Join("nowhere"), options_).ok());
+}
+
+TEST_F(VsockBackendTest, VhostUserPrepareRejectsBadSpecs) {
+  VhostUserVsock b(options_);
+  EXPECT_FALSE(b.Prepare({dir_->Join("missing"), 0, "vsock0"}).ok());
+  EXPECT_FALSE(b.Prepare({dir_->path(), 2, "vsock0"}).ok()) << "cid 2 is the host";
+  EXPECT_FALSE(b.Prepare({dir_->path(), 0, "9bad"}).ok());
+  EXPECT_FALSE(b.Prepare({dir_->path(), 0, "a,b"}).ok());
+  std::string deep = dir_->Join(std::string(100, 'd'));
+  ASSERT_TRUE(MkdirAll(deep).ok());
+  auto r = b.Prepare({deep, 0, "vsock0"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("too long"), std::string::npos) << r.status().message();
+}
+
+TEST_F(VsockBackendTest, VhostUserPrepareStartsTheDaemonAndShutdownCleansUp) {
+  VhostUserVsock b(options_);
+  auto vm = b.Prepare({dir_->path(), 0, "vsock0"});
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  auto* v = static_cast<VhostUserVmVsock*>(vm->get());
+  EXPECT_EQ(v->guest_cid(), 3u);
+  EXPECT_TRUE(Exists(dir_->Join(kVhostUserSocketName)));
+  EXPECT_TRUE(Exists(dir_->Join(kHybridSocketName)));
+  EXPECT_TRUE(Exists(dir_->Join(kVsockdPidName)));
+  EXPECT_EQ(v->qemu_device().Args(),
+            (std::vector<std::string>{"-chardev", "socket,id=vsock0-chr,path=" + dir_->Join(kVhostUserSocketName),
+                                      "-device", "vhost-user-vsock-pci,id=vsock0,chardev=vsock0-chr"}));
+  EXPECT_TRUE(v->qemu_device().needs_shared_memory);
+  EXPECT_EQ(v->HostListenPath(5000), dir_->Join("vsock.sock_5000"));
+  auto state = ReadVsockState(dir_->path());
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(state->vsockd_pid, v->vsockd_pid());
+  pid_t pid = v->vsockd_pid();
+  EXPECT_TRUE(Alive(pid));
+  // No guest driver yet: a dial fails fast, without hanging.
+  auto early = v->Dial(kAgentPort, std::chrono::seconds(5));
+  ASSERT_FALSE(early.ok());
+  EXPECT_EQ(early.status().code(), Code::kUnavailable) << early.status().ToString();
+  EXPECT_TRUE(v->Shutdown(std::chrono::seconds(2)).ok());
+  EXPECT_FALSE(Alive(pid));
+  for (const char* f : {kVhostUserSocketName, kHybridSocketName, kVsockdPidName, kStateFile})
+    EXPECT_FALSE(Exists(dir_->Join(f))) << f;
+  std::string log = ReadFile(dir_->Join(kVsockdLogName)).value_or("");
+  EXPECT_NE(log.find("stopped; sockets removed"), std::string::npos) << log;
+}
+
+TEST_F(VsockBackendTest, DialReachesTheGuestThroughTheDaemon) {
+  VhostUserVsock b(options_);
+  auto vm = b.Prepare({dir_->path(), 7, "vsock0"});
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  auto drv = FakeDriver::Connect(dir_->Join(kVhostUserSocketName));
+  ASSERT_TRUE(drv.ok());
+  FakeDriver& d = **drv;
+  ASSERT_TRUE(d.Realize().ok());
+  ASSERT_TRUE(d.Start().ok());
+  // The guest: accept port 1024 and answer "ping" with "pong".
+  std::thread guest([&] {
+    auto req = d.Receive();
+    ASSERT_TRUE(req.ok());
+    ASSERT_EQ(req->hdr.operation(), Op::kRequest);
+    EXPECT_EQ(req->hdr.dst_cid, 7u);
+    ASSERT_TRUE(d.SendPacket(GuestPacket(7, Op::kResponse, 1024, req->hdr.src_port)).ok());
+    auto ping = d.Receive();
+    ASSERT_TRUE(ping.ok());
+    EXPECT_EQ(ping->payload, "ping");
+    ASSERT_TRUE(d.SendPacket(GuestPacket(7, Op::kRw, 1024, req->hdr.src_port), "pong").ok());
+  });
+  auto fd = (*vm)->Dial(kAgentPort, std::chrono::seconds(5));
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  ASSERT_EQ(::write(fd->get(), "ping", 4), 4);
+  EXPECT_EQ(ReadN(fd->get(), 4), "pong");
+  guest.join();
+  EXPECT_TRUE((*vm)->Shutdown(std::chrono::seconds(2)).ok());
+  EXPECT_TRUE(d.WaitPeerClosed()) << "the daemon is gone";
+}
+
+TEST_F(VsockBackendTest, DetachedDaemonIsAdoptedAndStoppedByAnotherOwner) {
+  pid_t pid;
+  {
+    VhostUserVsock b(options_);
+    auto vm = b.Prepare({dir_->path(), 0, "vsock0"});
+    ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+    pid = static_cast<VhostUserVmVsock*>(vm->get())->vsockd_pid();
+    (*vm)->Detach();
+  }
+  EXPECT_TRUE(Alive(pid)) << "detaching leaves it running";
+  auto adopted = AdoptVmVsock(dir_->path(), options_);
+  ASSERT_TRUE(adopted.ok()) << adopted.status().ToString();
+  EXPECT_EQ((*adopted)->kind(), VsockBackendKind::kVhostUser);
+  EXPECT_EQ((*adopted)->guest_cid(), 3u);
+  auto dial = (*adopted)->Dial(kAgentPort, std::chrono::seconds(2));
+  EXPECT_EQ(dial.status().code(), Code::kUnavailable) << "served (no guest yet): " << dial.status().ToString();
+  EXPECT_TRUE((*adopted)->Shutdown(std::chrono::seconds(2)).ok());
+  // We are still its parent (Release() only gave up ownership): reap it.
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_FALSE(Exists(dir_->Join(kHybridSocketName)));
+  EXPECT_FALSE(Exists(dir_->Join(kStateFile)));
+}
+
+TEST_F(VsockBackendTest, AdoptRefusesADeadDaemon) {
+  pid_t pid;
+  {
+    VhostUserVsock b(options_);
+    auto vm = b.Prepare({dir_->path(), 0, "vsock0"});
+    ASSERT_TRUE(vm.ok());
+    pid = static_cast<VhostUserVmVsock*>(vm->get())->vsockd_pid();
+    (*vm)->Detach();
+  }
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  ASSERT_EQ(::waitpid(pid, nullptr, 0), pid);
+  auto adopted = AdoptVmVsock(dir_->path(), options_);
+  ASSERT_FALSE(adopted.ok());
+  EXPECT_NE(adopted.status().message().find(std::to_string(pid)), std::string::npos) << adopted.status().message();
+}
+
+TEST_F(VsockBackendTest, DestroyingTheOwnerStopsTheDaemon) {
+  pid_t pid;
+  {
+    VhostUserVsock b(options_);
+    auto vm = b.Prepare({dir_->path(), 0, "vsock0"});
+    ASSERT_TRUE(vm.ok());
+    pid = static_cast<VhostUserVmVsock*>(vm->get())->vsockd_pid();
+  }
+  EXPECT_FALSE(Alive(pid));
+  EXPECT_FALSE(Exists(dir_->Join(kVhostUserSocketName)));
+  EXPECT_FALSE(Exists(dir_->Join(kStateFile)));
+}
+
+TEST_F(VsockBackendTest, MissingDaemonBinaryIsReportedUpFront) {
+  options_.vsockd_path = dir_->Join("no-such-vsockd");
+  auto b = MakeVsockBackend(VsockBackendKind::kVhostUser, options_);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("no-such-vsockd"), std::string::npos) << b.status().message();
+}
+
+}  // namespace
+}  // namespace capsule::vsock::testing

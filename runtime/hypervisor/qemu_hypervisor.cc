@@ -32,6 +32,7 @@ const log::Logger kLog("hypervisor");
 
 constexpr milliseconds kProbeTimeout{10000};
 constexpr size_t kLogTailBytes = 2048;
+constexpr int kExitConfirmMs = 2000;
 
 Result<UniqueFd> ListenUnix(const std::string& path) {
   sockaddr_un addr{};
@@ -57,26 +58,31 @@ std::string Joined(const std::vector<std::string>& argv) {
 }
 
 // Kills a half-launched QEMU and removes the VMM's files unless dismissed.
+// Owns QEMU's pidfd until then, so the kill can never miss or hit a stranger.
 class LaunchRollback {
  public:
   LaunchRollback(const VmPaths& paths, const std::string& console_log, VmLock& lock)
       : paths_(paths), console_log_(console_log), lock_(lock) {}
   ~LaunchRollback() {
     if (dismissed_) return;
-    if (pidfd_ >= 0) {
-      (void)PidfdSignal(pidfd_, SIGKILL);
-      (void)PidfdWait(pidfd_, 10000);
+    if (pidfd_) {
+      (void)PidfdSignal(pidfd_.get(), SIGKILL);
+      (void)PidfdWait(pidfd_.get(), 10000);
     }
     (void)RemoveVmmFiles(paths_, console_log_, lock_);
   }
-  void set_pidfd(int fd) { pidfd_ = fd; }
-  void Dismiss() { dismissed_ = true; }
+  void Own(UniqueFd pidfd) { pidfd_ = std::move(pidfd); }
+  int pidfd() const { return pidfd_.get(); }
+  UniqueFd Dismiss() {
+    dismissed_ = true;
+    return std::move(pidfd_);
+  }
 
  private:
   const VmPaths& paths_;
   const std::string& console_log_;
   VmLock& lock_;
-  int pidfd_ = -1;
+  UniqueFd pidfd_;
   bool dismissed_ = false;
 };
 
@@ -122,7 +128,11 @@ Result<AccelDecision> QemuHypervisor::ResolveAccelerator(std::optional<config::A
     facts = *facts_;
   }
   auto d = DecideAccelerator(requested.value_or(config_.hypervisor.accelerator), facts);
-  if (d.ok() && d->degraded) kLog.Warn("!!! {} !!!", d->reason);
+  std::lock_guard lock(mu_);
+  if (d.ok() && d->degraded && !warned_degraded_) {
+    kLog.Warn("!!! {} !!!", d->reason);
+    warned_degraded_ = true;
+  }
   return d;
 }
 
@@ -159,7 +169,8 @@ Result<VmPtr> QemuHypervisor::Launch(const VmSpec& spec_in) {
   kLog.Info("{} ({}): {}", what, accel.reason, Joined(d.argv));
   auto daemon = SpawnDaemon(d);
   if (!daemon.ok()) return daemon.status().WithContext(what);
-  rollback.set_pidfd(daemon->pidfd.get());
+  pid_t pid = daemon->pid;
+  rollback.Own(std::move(daemon->pidfd));
   listener->reset();  // QEMU holds the listening socket now
   log_fd.reset();
 
@@ -167,7 +178,7 @@ Result<VmPtr> QemuHypervisor::Launch(const VmSpec& spec_in) {
   record.hypervisor = "qemu";
   record.spec = spec;
   record.accelerator = accel.accelerator;
-  auto identity = IdentifyProcess(daemon->pid);
+  auto identity = IdentifyProcess(pid);
   if (!identity.ok()) return WithVmmLog(Unavailable(what + ": QEMU exited during start-up"), paths);
   record.vmm = *identity;
   record.vmm_binary = config_.hypervisor.path;
@@ -178,17 +189,19 @@ Result<VmPtr> QemuHypervisor::Launch(const VmSpec& spec_in) {
 
   QmpClient::Options qo;
   qo.handshake_timeout = options_.qmp_ready_timeout;
-  qo.abort_fd = daemon->pidfd.get();
+  qo.abort_fd = rollback.pidfd();
   qo.peer = "VM " + spec.id;
   auto qmp = QmpClient::Connect(paths.qmp_socket(), qo);
   if (!qmp.ok()) {
-    if (PidfdExited(daemon->pidfd.get()))
-      return WithVmmLog(Unavailable(what + ": QEMU exited during start-up"), paths);
+    // A reset or closed socket means QEMU is on its way out; its pidfd
+    // confirms it a moment later.
+    bool gone = qmp.status().code() == Code::kUnavailable && PidfdWait(rollback.pidfd(), kExitConfirmMs);
+    if (gone) return WithVmmLog(Unavailable(what + ": QEMU exited during start-up"), paths);
     return WithVmmLog(qmp.status().WithContext(what), paths);
   }
   auto ready = std::chrono::steady_clock::now();
-  rollback.Dismiss();
-  QemuVm::Parts parts{std::move(record), std::move(lock), std::move(daemon->pidfd), std::move(*qmp), VmState::kPaused, {}};
+  UniqueFd pidfd = rollback.Dismiss();
+  QemuVm::Parts parts{std::move(record), std::move(lock), std::move(pidfd), std::move(*qmp), VmState::kPaused, {}};
   auto vm = std::make_unique<QemuVm>(std::move(parts));
   if (!spec.start_paused) RETURN_IF_ERROR_CTX(vm->Resume(), what);  // vm's destructor cleans up
   kLog.Info("VM {} up: QEMU pid {}, QMP ready in {} ms", spec.id, vm->vmm_pid(),

@@ -43,6 +43,7 @@ class QemuHypervisor final : public Hypervisor {
   std::mutex mu_;
   std::optional<QemuCapabilities> caps_;  // guarded by mu_
   std::optional<KvmFacts> facts_;         // guarded by mu_
+  bool warned_degraded_ = false;          // guarded by mu_
 };
 
 HypervisorPtr NewQemuHypervisor(const config::Config& config);

@@ -72,9 +72,14 @@ QemuVm::QemuVm(Parts parts)
 }
 
 QemuVm::~QemuVm() {
-  if (state() == VmState::kDetached) return;
-  Status st = Stop(milliseconds(0));
-  if (!st.ok()) kLog.Error("{}: cleanup on destruction failed: {}", Who(), st.ToString());
+  if (state() != VmState::kDetached) {
+    Status st = Stop(milliseconds(0));
+    if (!st.ok()) kLog.Error("{}: cleanup on destruction failed: {}", Who(), st.ToString());
+  }
+  // Even if Stop() gave up half-way, no thread may outlive the members it
+  // uses: the QMP reader calls OnQmpEvent, the watcher HandleVmmExit.
+  StopWatcher();
+  if (qmp_) qmp_->Close();
 }
 
 VmState QemuVm::state() const {

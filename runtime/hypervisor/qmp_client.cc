@@ -170,6 +170,13 @@ Result<QmpEvent> QmpClient::EventWaiter::Wait(std::chrono::milliseconds timeout)
 void QmpClient::ReaderLoop() {
   char buf[kReadChunk];
   for (;;) {
+    // First what is already buffered: the handshake may have read past the
+    // capabilities reply.
+    while (auto line = reader_.Next()) {
+      auto msg = ParseQmpMessage(*line);
+      if (!msg.ok()) return MarkClosed(msg.status().message());
+      Dispatch(std::move(*msg));
+    }
     pollfd p[2] = {{fd_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
     int r = ::poll(p, 2, -1);
     if (r < 0 && errno == EINTR) continue;
@@ -184,11 +191,6 @@ void QmpClient::ReaderLoop() {
     }
     Status fed = reader_.Feed(std::string_view(buf, static_cast<size_t>(n)));
     if (!fed.ok()) return MarkClosed(fed.message());
-    while (auto line = reader_.Next()) {
-      auto msg = ParseQmpMessage(*line);
-      if (!msg.ok()) return MarkClosed(msg.status().message());
-      Dispatch(std::move(*msg));
-    }
   }
 }
 

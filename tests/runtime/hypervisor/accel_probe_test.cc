@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/common/file_util.h"
+#include "runtime/hypervisor/kvm_timing.h"
 
 namespace capsule::hypervisor {
 namespace {
@@ -108,6 +109,27 @@ TEST(AccelProbeTest, GatherReadsInjectedHostFiles) {
   f = GatherKvmFacts(paths);
   EXPECT_FALSE(f.cpu_has_vmx_or_svm);
   EXPECT_FALSE(f.dev_kvm_exists);
+}
+
+// The timing guest itself needs real KVM (none on the build hosts); its
+// child-process harness and error reporting are checked here.
+TEST(KvmTimingTest, ReportsTheFailedStepFromTheChild) {
+  auto dir = TempDir::Create("kvmtiming");
+  ASSERT_TRUE(dir.ok());
+  ASSERT_TRUE(WriteFile(dir->Join("not-kvm"), "").ok());
+  KvmTiming t = TimeKvmGuest(dir->Join("not-kvm"), 1000, std::chrono::milliseconds(5000));
+  EXPECT_FALSE(t.ran);
+  EXPECT_EQ(t.error, "KVM_CREATE_VM " + dir->Join("not-kvm") + ": Inappropriate ioctl for device");
+  t = TimeKvmGuest(dir->Join("absent"), 1000, std::chrono::milliseconds(5000));
+  EXPECT_FALSE(t.ran);
+  EXPECT_EQ(t.error, "open " + dir->Join("absent") + ": No such file or directory");
+}
+
+TEST(KvmTimingTest, RealKvmWhenPresent) {
+  KvmFacts f = GatherKvmFacts();
+  if (!f.timing) GTEST_SKIP() << "no KVM worth timing here: " << JudgeKvm(f).reason;
+  EXPECT_TRUE(f.timing->ran) << f.timing->error;
+  std::printf("%s\n", JudgeKvm(f).reason.c_str());
 }
 
 }  // namespace

@@ -118,6 +118,23 @@ TEST_F(QemuTest, LaunchPausedThenResumePauseStopLeavesNothing) {
   EXPECT_EQ((*vm)->Pause().message(), "cannot pause VM vm1 in state exited");
 }
 
+TEST_F(QemuTest, GracefulStopEscalatesToQuitWhenTheGuestIgnoresPowerdown) {
+  QemuHypervisor hv(cfg_);
+  VmSpec spec = Spec("vm-grace");
+  spec.start_paused = false;  // firmware only: nothing handles the ACPI button
+  auto vm = hv.Launch(spec);
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  EXPECT_EQ((*vm)->state(), VmState::kRunning);
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE((*vm)->Stop(milliseconds(300)).ok());
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, milliseconds(300));
+  auto exit = (*vm)->WaitExit(milliseconds(0));
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(exit->requested);
+  EXPECT_EQ(exit->reason, "QEMU shut down: host-qmp-quit");
+  EXPECT_FALSE(PathExists(spec.state_dir));
+}
+
 TEST_F(QemuTest, DestroyingTheVmObjectStopsAndCleansUp) {
   QemuHypervisor hv(cfg_);
   VmSpec spec = Spec("vm-raii");

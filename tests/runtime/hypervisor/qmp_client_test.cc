@@ -241,6 +241,21 @@ TEST(QmpClientTest, HandshakeRejectsNonGreetingAndCapabilityErrors) {
   }
 }
 
+TEST(QmpClientTest, LinesReadDuringTheHandshakeAreProcessedAtOnce) {
+  auto [a, b] = SocketPair();
+  auto server = std::make_unique<FakeQmp>(std::move(b));
+  auto fut = std::async(std::launch::async, [fd = std::move(a)]() mutable { return QmpClient::Open(std::move(fd), {}); });
+  server->SendLine(kGreeting);
+  json caps = server->ReadCommand();
+  // One write: the reply and a line after it, read together by the
+  // handshake. The reader must act on that line without waiting for more.
+  server->Send(json{{"return", json::object()}, {"id", caps["id"]}}.dump() + "\r\nnot json\r\n");
+  auto client = fut.get();
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  EXPECT_TRUE((*client)->WaitClosed(milliseconds(5000)));
+  EXPECT_NE((*client)->close_reason().find("not JSON"), std::string::npos) << (*client)->close_reason();
+}
+
 TEST(QmpClientTest, CloseWakesWaitersAndIsIdempotent) {
   auto p = Connected();
   ASSERT_TRUE(p.client);

@@ -100,6 +100,37 @@ VmState StateFromQmp(const nlohmann::json& status) {
   return running ? VmState::kRunning : VmState::kPaused;
 }
 
+// Binds QMP's socket, opens QEMU's log and starts QEMU holding both.
+Result<Daemon> SpawnQemu(QemuCommandInput in, const VmPaths& paths, std::string_view why) {
+  ASSIGN_OR_RETURN(UniqueFd listener, ListenUnix(paths.qmp_socket()));
+  UniqueFd log_fd(::open(paths.vmm_log().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0640));
+  if (!log_fd) return ErrnoStatus("open " + paths.vmm_log());
+  in.qmp_listen_fd = listener.get();
+  DaemonOptions d;
+  d.argv = BuildQemuCommandLine(in);
+  d.stdout_fd = log_fd.get();
+  d.stderr_fd = log_fd.get();
+  d.keep_fds = {listener.get()};
+  kLog.Info("launch VM {} ({}): {}", in.spec.id, why, Joined(d.argv));
+  return SpawnDaemon(d);  // our copies of the socket and log close here
+}
+
+// Waits for QMP while watching QEMU's pidfd; an early exit carries QEMU's log.
+Result<std::unique_ptr<QmpClient>> AwaitQmp(const VmPaths& paths, int pidfd, const std::string& vm_id,
+                                            milliseconds timeout) {
+  QmpClient::Options qo;
+  qo.handshake_timeout = timeout;
+  qo.abort_fd = pidfd;
+  qo.peer = "VM " + vm_id;
+  auto qmp = QmpClient::Connect(paths.qmp_socket(), qo);
+  if (qmp.ok()) return qmp;
+  // A reset or closed socket means QEMU is on its way out; its pidfd
+  // confirms it a moment later.
+  if (qmp.status().code() == Code::kUnavailable && PidfdWait(pidfd, kExitConfirmMs))
+    return WithVmmLog(Unavailable("QEMU exited during start-up"), paths);
+  return WithVmmLog(qmp.status(), paths);
+}
+
 }  // namespace
 
 QemuHypervisor::QemuHypervisor(config::Config config, QemuHypervisorOptions options)
@@ -145,63 +176,30 @@ Result<VmPtr> QemuHypervisor::Launch(const VmSpec& spec_in) {
   std::string what = "launch VM " + spec.id;
   ASSIGN_OR_RETURN(AccelDecision accel, ResolveAccelerator(spec.accelerator));
   ASSIGN_OR_RETURN(QemuCapabilities caps, Capabilities());
+  bool sandbox = config_.hypervisor.seccomp_sandbox && caps.sandbox;
   if (config_.hypervisor.seccomp_sandbox && !caps.sandbox)
     kLog.Warn("QEMU {} has no -sandbox support; VM {} runs without seccomp", caps.version, spec.id);
 
   RETURN_IF_ERROR_CTX(MkdirAll(paths.dir, 0750), what);
-  ASSIGN_OR_RETURN(VmLock lock, VmLock::Acquire(paths.lock(), /*create=*/true));
+  auto lock = VmLock::Acquire(paths.lock(), /*create=*/true);
+  if (!lock.ok()) return lock.status().WithContext(what);
   if (PathExists(paths.record()))
     return AlreadyExists(fmt::format("{}: {} already describes a VM (running or not cleaned up)", what, paths.record()));
-  LaunchRollback rollback(paths, spec.console_log, lock);
+  LaunchRollback rollback(paths, spec.console_log, *lock);
 
-  auto listener = ListenUnix(paths.qmp_socket());
-  if (!listener.ok()) return listener.status().WithContext(what);
-  UniqueFd log_fd(::open(paths.vmm_log().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0640));
-  if (!log_fd) return ErrnoStatus(what + ": open " + paths.vmm_log());
-
-  QemuCommandInput in{&config_.hypervisor, spec, accel.accelerator, config_.hypervisor.seccomp_sandbox && caps.sandbox,
-                      listener->get()};
-  DaemonOptions d;
-  d.argv = BuildQemuCommandLine(in);
-  d.stdout_fd = log_fd.get();
-  d.stderr_fd = log_fd.get();
-  d.keep_fds = {listener->get()};
-  kLog.Info("{} ({}): {}", what, accel.reason, Joined(d.argv));
-  auto daemon = SpawnDaemon(d);
+  auto daemon = SpawnQemu(QemuCommandInput{&config_.hypervisor, spec, accel.accelerator, sandbox, -1}, paths, accel.reason);
   if (!daemon.ok()) return daemon.status().WithContext(what);
-  pid_t pid = daemon->pid;
   rollback.Own(std::move(daemon->pidfd));
-  listener->reset();  // QEMU holds the listening socket now
-  log_fd.reset();
-
-  VmRecord record;
-  record.hypervisor = "qemu";
-  record.spec = spec;
-  record.accelerator = accel.accelerator;
-  auto identity = IdentifyProcess(pid);
+  VmRecord record{"qemu", spec, accel.accelerator, {}, config_.hypervisor.path, caps.version, paths.qmp_socket(), paths.vmm_log(), {}};
+  auto identity = IdentifyProcess(daemon->pid);
   if (!identity.ok()) return WithVmmLog(Unavailable(what + ": QEMU exited during start-up"), paths);
   record.vmm = *identity;
-  record.vmm_binary = config_.hypervisor.path;
-  record.vmm_version = caps.version;
-  record.qmp_socket = paths.qmp_socket();
-  record.vmm_log = paths.vmm_log();
   RETURN_IF_ERROR_CTX(WriteFileAtomic(paths.record(), VmRecordToJson(record), 0600), what);
 
-  QmpClient::Options qo;
-  qo.handshake_timeout = options_.qmp_ready_timeout;
-  qo.abort_fd = rollback.pidfd();
-  qo.peer = "VM " + spec.id;
-  auto qmp = QmpClient::Connect(paths.qmp_socket(), qo);
-  if (!qmp.ok()) {
-    // A reset or closed socket means QEMU is on its way out; its pidfd
-    // confirms it a moment later.
-    bool gone = qmp.status().code() == Code::kUnavailable && PidfdWait(rollback.pidfd(), kExitConfirmMs);
-    if (gone) return WithVmmLog(Unavailable(what + ": QEMU exited during start-up"), paths);
-    return WithVmmLog(qmp.status().WithContext(what), paths);
-  }
+  auto qmp = AwaitQmp(paths, rollback.pidfd(), spec.id, options_.qmp_ready_timeout);
+  if (!qmp.ok()) return qmp.status().WithContext(what);
   auto ready = std::chrono::steady_clock::now();
-  UniqueFd pidfd = rollback.Dismiss();
-  QemuVm::Parts parts{std::move(record), std::move(lock), std::move(pidfd), std::move(*qmp), VmState::kPaused, {}};
+  QemuVm::Parts parts{std::move(record), std::move(*lock), rollback.Dismiss(), std::move(*qmp), VmState::kPaused, {}};
   auto vm = std::make_unique<QemuVm>(std::move(parts));
   if (!spec.start_paused) RETURN_IF_ERROR_CTX(vm->Resume(), what);  // vm's destructor cleans up
   kLog.Info("VM {} up: QEMU pid {}, QMP ready in {} ms", spec.id, vm->vmm_pid(),

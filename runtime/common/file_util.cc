@@ -88,6 +88,12 @@ Status RemoveAllAt(int parent_fd, const std::string& name, const std::string& di
     return Status::Ok();
   }
   if (st.st_dev != root_dev) return FailedPrecondition(display + " is a mount point; not removing it");
+  // A bind mount from the same filesystem keeps st_dev; the kernel still
+  // knows it is a mount root (Linux >= 5.8).
+  struct statx stx{};
+  if (::statx(parent_fd, name.c_str(), AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &stx) == 0 &&
+      (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) != 0 && (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0)
+    return FailedPrecondition(display + " is a mount point; not removing it");
   UniqueFd dfd(::openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!dfd) return ErrnoStatus("open " + display);
   DIR* dir = ::fdopendir(::dup(dfd.get()));

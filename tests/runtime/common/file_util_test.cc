@@ -1,6 +1,8 @@
 #include "runtime/common/file_util.h"
 
 #include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 namespace capsule {
@@ -45,4 +47,18 @@ TEST(FileUtilTest, MkdirAllOverFileFails) {
 }
 
 }  // namespace
+TEST(FileUtilTest, RemoveAllStopsAtSameFilesystemBindMounts) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to bind-mount";
+  auto dir = TempDir::Create("rmbind");
+  ASSERT_TRUE(dir.ok());
+  ASSERT_TRUE(MkdirAll(dir->Join("tree/mnt")).ok());
+  ASSERT_TRUE(MkdirAll(dir->Join("precious")).ok());
+  ASSERT_TRUE(WriteFile(dir->Join("precious/file"), "keep me").ok());
+  ASSERT_EQ(::mount(dir->Join("precious").c_str(), dir->Join("tree/mnt").c_str(), nullptr, MS_BIND, nullptr), 0);
+  Status st = RemoveAll(dir->Join("tree"));
+  EXPECT_EQ(st.code(), Code::kFailedPrecondition) << st.ToString();
+  EXPECT_EQ(::umount(dir->Join("tree/mnt").c_str()), 0);
+  EXPECT_EQ(*ReadFile(dir->Join("precious/file")), "keep me");
+}
+
 }  // namespace capsule

@@ -1,0 +1,255 @@
+// Double-fork daemon spawning with a race-free pidfd, and re-identification
+// of a daemon by (pid, start time, boot id). Between fork and exec only
+// async-signal-safe calls are made; everything is allocated before fork.
+#include "runtime/common/daemon.h"
+
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "runtime/common/file_util.h"
+#include "runtime/common/reaper.h"
+#include "runtime/common/subprocess.h"
+
+namespace capsule {
+namespace {
+
+// Records sent from the forked processes to the launcher over a CLOEXEC pipe.
+enum Record : int { kPid = 1, kError = 2 };
+enum Step : int { kSetsid = 1, kFork, kStdio, kKeepFds, kChdir, kExec };
+
+const char* StepName(int step) {
+  switch (step) {
+    case kSetsid: return "setsid";
+    case kFork: return "second fork";
+    case kStdio: return "set up stdio";
+    case kKeepFds: return "pass fds";
+    case kChdir: return "chdir";
+    default: return "exec";
+  }
+}
+
+std::vector<char*> CStrings(const std::vector<std::string>& v) {
+  std::vector<char*> out;
+  out.reserve(v.size() + 1);
+  for (const auto& s : v) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+void SendRecord(int fd, int kind, int a, int b) {
+  int data[3] = {kind, a, b};
+  (void)!::write(fd, data, sizeof data);
+}
+
+[[noreturn]] void Fail(int report_fd, int step) {
+  SendRecord(report_fd, kError, step, errno);
+  ::_exit(127);
+}
+
+// Grandchild: becomes the daemon.
+[[noreturn]] void ExecDaemon(const DaemonOptions& o, char** argv, char** envp, int report_fd,
+                             int dev_null) {
+  int src[3] = {dev_null, o.stdout_fd < 0 ? dev_null : o.stdout_fd,
+                o.stderr_fd < 0 ? dev_null : o.stderr_fd};
+  for (int& fd : src) {
+    if (fd <= 2) {
+      fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+      if (fd < 0) Fail(report_fd, kStdio);
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (::dup2(src[i], i) < 0) Fail(report_fd, kStdio);
+  }
+  // Everything above stderr closes on exec, then the kept fds are re-opened
+  // to inheritance. ENOSYS (kernel < 5.11) leaves the caller's flags as they are.
+  (void)::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+  for (int fd : o.keep_fds) {
+    int flags = ::fcntl(fd, F_GETFD);
+    if (flags < 0 || ::fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC) < 0) Fail(report_fd, kKeepFds);
+  }
+  struct sigaction dfl{};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) (void)::sigaction(sig, &dfl, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) Fail(report_fd, kChdir);
+  if (envp != nullptr) {
+    ::execve(argv[0], argv, envp);
+  } else {
+    ::execv(argv[0], argv);
+  }
+  Fail(report_fd, kExec);
+}
+
+// Intermediate: new session, forks the daemon, reports its pid, then waits
+// until the launcher has opened a pidfd for it before exiting.
+[[noreturn]] void Intermediate(const DaemonOptions& o, char** argv, char** envp, int report_fd,
+                               int go_fd, int go_write_fd, int dev_null) {
+  ::close(go_write_fd);  // our copy would keep go_fd from ever reading EOF
+  if (::setsid() < 0) Fail(report_fd, kSetsid);
+  pid_t pid = ::fork();
+  if (pid < 0) Fail(report_fd, kFork);
+  if (pid == 0) ExecDaemon(o, argv, envp, report_fd, dev_null);
+  SendRecord(report_fd, kPid, pid, 0);
+  char b;
+  while (::read(go_fd, &b, 1) < 0 && errno == EINTR) {
+  }
+  ::_exit(0);
+}
+
+bool ReadRecord(int fd, int (&data)[3]) {
+  ssize_t n;
+  do {
+    n = ::read(fd, data, sizeof data);
+  } while (n < 0 && errno == EINTR);
+  return n == static_cast<ssize_t>(sizeof data);
+}
+
+void ReapIntermediate(pid_t pid) {
+  if (Reaper::Instance().active()) {
+    (void)Reaper::Instance().WaitStatus(pid, std::chrono::steady_clock::now() + std::chrono::seconds(10));
+    return;
+  }
+  while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace
+
+Result<Daemon> SpawnDaemon(const DaemonOptions& o) {
+  if (o.argv.empty()) return InvalidArgument("spawn daemon: empty argv");
+  const std::string& prog = o.argv[0];
+  if (::access(prog.c_str(), X_OK) != 0) return ErrnoStatus("spawn " + prog);
+  std::vector<char*> argv = CStrings(o.argv);
+  std::vector<char*> envp;
+  if (o.env) envp = CStrings(*o.env);
+
+  UniqueFd dev_null(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!dev_null) return ErrnoStatus("open /dev/null");
+  int rp[2], gp[2];
+  if (::pipe2(rp, O_CLOEXEC) != 0) return ErrnoStatus("pipe2");
+  UniqueFd report_read(rp[0]), report_write(rp[1]);
+  if (::pipe2(gp, O_CLOEXEC) != 0) return ErrnoStatus("pipe2");
+  UniqueFd go_read(gp[0]), go_write(gp[1]);
+
+  pid_t mid = ::fork();
+  if (mid < 0) return ErrnoStatus("fork for " + prog);
+  if (mid == 0) {
+    Intermediate(o, argv.data(), o.env ? envp.data() : nullptr, report_write.get(), go_read.get(),
+                 go_write.get(), dev_null.get());
+  }
+  report_write.reset();
+  go_read.reset();
+
+  int rec[3] = {0, 0, 0};
+  Daemon d;
+  bool got = ReadRecord(report_read.get(), rec);
+  if (got && rec[0] == kPid) {
+    d.pid = rec[1];
+    // The daemon is the intermediate's child and the intermediate is blocked
+    // on go_fd, so nobody can have reaped it yet: the pidfd names it.
+    auto pidfd = OpenPidfd(d.pid);
+    if (pidfd.ok()) d.pidfd = std::move(*pidfd);
+  }
+  go_write.reset();
+  ReapIntermediate(mid);
+  if (!got) return Internal("spawn " + prog + ": launcher process died before reporting");
+  if (rec[0] == kError) return ErrnoStatus("spawn " + prog + ": " + StepName(rec[1]), rec[2]);
+  // EOF: the daemon exec'd (the pipe is CLOEXEC); a record: exec failed.
+  if (ReadRecord(report_read.get(), rec) && rec[0] == kError)
+    return ErrnoStatus("spawn " + prog + ": " + StepName(rec[1]), rec[2]);
+  if (!d.pidfd) return Internal("spawn " + prog + ": could not open a pidfd for pid " + std::to_string(d.pid));
+  return d;
+}
+
+std::string CurrentBootId() {
+  auto id = ReadFile("/proc/sys/kernel/random/boot_id");
+  if (!id.ok()) return "";
+  std::string s = std::move(*id);
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+Result<ProcessIdentity> IdentifyProcess(pid_t pid) {
+  std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  ASSIGN_OR_RETURN(std::string stat, ReadFile(path));
+  // comm (field 2) may hold spaces and parentheses: fields resume after the last ')'.
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return Internal("malformed " + path);
+  // After ')': field 3 (state) ... field 22 (starttime) is the 20th token.
+  const char* p = stat.c_str() + close + 1;
+  for (int field = 3; field < 22; ++field) {
+    while (*p == ' ') ++p;
+    while (*p != ' ' && *p != '\0') ++p;
+  }
+  char* end = nullptr;
+  unsigned long long start = std::strtoull(p, &end, 10);
+  if (end == p) return Internal("malformed start time in " + path);
+  return ProcessIdentity{pid, start, CurrentBootId()};
+}
+
+Result<UniqueFd> OpenProcess(const ProcessIdentity& id) {
+  std::string who = "pid " + std::to_string(id.pid);
+  if (id.pid <= 0) return InvalidArgument("invalid " + who);
+  if (!id.boot_id.empty() && id.boot_id != CurrentBootId())
+    return NotFound(who + " belongs to an earlier boot");
+  auto fd = OpenPidfd(id.pid);
+  if (!fd.ok()) {
+    if (fd.status().code() == Code::kNotFound) return NotFound(who + " has exited");
+    return fd.status();
+  }
+  // With the pidfd held, the identity check below cannot race a reuse.
+  auto now = IdentifyProcess(id.pid);
+  if (!now.ok() || now->start_time != id.start_time)
+    return NotFound(who + " now names another process (start time differs)");
+  if (PidfdExited(fd->get())) return NotFound(who + " has exited");
+  return fd;
+}
+
+bool PidfdExited(int pidfd) { return PidfdWait(pidfd, 0); }
+
+bool PidfdWait(int pidfd, int timeout_ms) {
+  pollfd p{pidfd, POLLIN, 0};
+  for (;;) {
+    int r = ::poll(&p, 1, timeout_ms);
+    if (r < 0 && errno == EINTR) continue;
+    return r > 0;
+  }
+}
+
+Status PidfdSignal(int pidfd, int sig) {
+  if (::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0) != 0) {
+    if (errno == ESRCH) return Status::Ok();  // already gone: nothing to signal
+    return ErrnoStatus("pidfd_send_signal " + std::to_string(sig));
+  }
+  return Status::Ok();
+}
+
+std::string ReadLogTail(const std::string& path, size_t max_bytes) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return "";
+  struct stat st{};
+  if (::fstat(fd.get(), &st) != 0) return "";
+  size_t size = static_cast<size_t>(st.st_size);
+  size_t want = std::min(size, max_bytes);
+  std::string out(want, '\0');
+  ssize_t n = ::pread(fd.get(), out.data(), want, static_cast<off_t>(size - want));
+  if (n <= 0) return "";
+  out.resize(static_cast<size_t>(n));
+  if (want < size) {
+    size_t nl = out.find('\n');
+    if (nl != std::string::npos && nl + 1 < out.size()) out.erase(0, nl + 1);
+  }
+  return out;
+}
+
+}  // namespace capsule

@@ -1,0 +1,69 @@
+// Daemons: processes that outlive the process that started them (QEMU,
+// virtiofsd), so that another Capsule process (the warm pool, a restarted
+// shim, `shim delete`) can adopt them later. SpawnDaemon double-forks with
+// setsid; ProcessIdentity re-finds the same process later without being
+// fooled by pid reuse (pid + start time + boot id).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/common/status.h"
+#include "runtime/common/unique_fd.h"
+
+namespace capsule {
+
+struct DaemonOptions {
+  std::vector<std::string> argv;                // argv[0] is the program path
+  std::optional<std::vector<std::string>> env;  // nullopt: inherit ours
+  // -1: /dev/null. stdin is always /dev/null.
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  // Descriptors the daemon inherits at the same numbers. Every other
+  // descriptor is closed on exec, even ones the caller left inheritable, so a
+  // daemon never holds a pipe its launcher's parent waits on (containerd).
+  std::vector<int> keep_fds;
+  std::string cwd = "/";
+};
+
+// A started daemon. It is not our child (the intermediate process exited),
+// so it cannot be waited for; the pidfd is readable once it exits. The pidfd
+// is opened before the daemon can possibly be reaped, so it always names it.
+struct Daemon {
+  pid_t pid = -1;
+  UniqueFd pidfd;
+};
+
+// fork -> setsid -> fork -> exec. Exec failures come back as errors naming
+// the program and the step. Signal dispositions and mask are reset.
+Result<Daemon> SpawnDaemon(const DaemonOptions& options);
+
+// Who a process is, stable across pid reuse.
+struct ProcessIdentity {
+  pid_t pid = -1;
+  uint64_t start_time = 0;  // /proc/<pid>/stat field 22, clock ticks after boot
+  std::string boot_id;      // /proc/sys/kernel/random/boot_id
+};
+
+Result<ProcessIdentity> IdentifyProcess(pid_t pid);
+// The current boot's id ("" if unreadable).
+std::string CurrentBootId();
+// A pidfd for `id` if that very process still runs; NOT_FOUND when it has
+// exited, was reaped, or the pid now names another process.
+Result<UniqueFd> OpenProcess(const ProcessIdentity& id);
+// True once the process behind `pidfd` has exited (POLLIN on the pidfd).
+bool PidfdExited(int pidfd);
+// Sends `sig` through the pidfd (never hits a recycled pid).
+Status PidfdSignal(int pidfd, int sig);
+// Waits up to `timeout_ms` (-1: forever) for the pidfd to show an exit.
+bool PidfdWait(int pidfd, int timeout_ms);
+
+// The last `max_bytes` of a log file, starting at a line boundary when one
+// is near; "" when the file is missing. For error reports ("console tail").
+std::string ReadLogTail(const std::string& path, size_t max_bytes = 4096);
+
+}  // namespace capsule

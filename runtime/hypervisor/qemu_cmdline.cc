@@ -1,0 +1,92 @@
+// Why each argument is there:
+//  -S                 start paused; the driver resumes after connecting QMP,
+//                     so no early event (a guest that dies at once) is missed
+//  -no-user-config -nodefaults -display none
+//                     no config files, no default NIC/VGA/serial/monitor
+//  -no-reboot         a guest reset (panic=-1, reboot) ends the VM: a pod VM
+//                     is never rebooted behind the runtime's back
+//  q35                microvm hangs under TCG with Debian's kernel (HOST-NOTES);
+//                     vmport/sata/smbus off: fewer devices to probe and attack
+//  memory-backend-memfd,share=on
+//                     vhost-user back ends (virtiofsd, vsock) map guest RAM;
+//                     the machine's memory-backend property avoids a NUMA node
+//  pcie-root-port xN  q35's pcie.0 cannot hot-plug; each port is one free slot
+//  acpi-pci-hotplug-with-bridge-support=off
+//                     native PCIe hot-plug: an unplug of a device the guest
+//                     never saw (paused/prelaunch VM) completes at once
+//  QMP on an inherited listening fd
+//                     the socket exists before QEMU starts, so readiness is
+//                     simply the greeting; no polling for the file
+#include "runtime/hypervisor/qemu_cmdline.h"
+
+#include <fmt/format.h>
+
+#include "runtime/hypervisor/qemu_devices.h"
+
+namespace capsule::hypervisor {
+namespace {
+
+void Add(std::vector<std::string>& a, std::initializer_list<std::string> items) { a.insert(a.end(), items); }
+
+void AddAccelerator(std::vector<std::string>& a, const QemuCommandInput& in) {
+  if (in.accelerator == Accelerator::kKvm) {
+    Add(a, {"-accel", "kvm", "-cpu", "host"});
+    return;
+  }
+  uint32_t tb = in.hypervisor->tcg_tb_size_mib;
+  Add(a, {"-accel", tb > 0 ? fmt::format("tcg,tb-size={}", tb) : "tcg", "-cpu", "max"});
+}
+
+void AddBoot(std::vector<std::string>& a, const QemuCommandInput& in) {
+  const VmSpec& s = in.spec;
+  if (s.kernel.empty()) return;
+  Add(a, {"-kernel", s.kernel});
+  if (!s.initrd.empty()) Add(a, {"-initrd", s.initrd});
+  std::string cmdline = ComposeKernelCmdline(s, *in.hypervisor);
+  if (!cmdline.empty()) Add(a, {"-append", cmdline});
+}
+
+}  // namespace
+
+std::string HotplugPortId(uint32_t index) { return fmt::format("rp{}", index); }
+
+std::string ComposeKernelCmdline(const VmSpec& spec, const config::HypervisorConfig& hv) {
+  std::string out;
+  for (const std::string* part : {&spec.kernel_cmdline, &hv.kernel_params, &spec.extra_kernel_params}) {
+    size_t b = part->find_first_not_of(' ');
+    if (b == std::string::npos) continue;
+    size_t e = part->find_last_not_of(' ');
+    if (!out.empty()) out += ' ';
+    out += part->substr(b, e - b + 1);
+  }
+  return out;
+}
+
+std::vector<std::string> BuildQemuCommandLine(const QemuCommandInput& in) {
+  const VmSpec& s = in.spec;
+  VmPaths paths(s.state_dir);
+  std::vector<std::string> a = {in.hypervisor->path};
+  Add(a, {"-name", fmt::format("guest={},debug-threads=on", s.id), "-msg", "timestamp=on", "-no-user-config",
+          "-nodefaults", "-display", "none", "-no-reboot", "-S"});
+  Add(a, {"-machine", "q35,memory-backend=mem,vmport=off,sata=off,smbus=off"});
+  AddAccelerator(a, in);
+  Add(a, {"-smp", std::to_string(s.vcpus), "-m", fmt::format("{}M", s.memory_mib), "-object",
+          fmt::format("memory-backend-memfd,id=mem,size={}M,share=on", s.memory_mib)});
+  if (in.sandbox) Add(a, {"-sandbox", kQemuSandboxPolicy});
+  Add(a, {"-chardev", fmt::format("socket,id=qmp,fd={},server=on,wait=off", in.qmp_listen_fd), "-mon",
+          "chardev=qmp,mode=control"});
+  Add(a, {"-chardev", fmt::format("file,id=console,path={}", s.console_log), "-serial", "chardev:console"});
+  Add(a, {"-pidfile", paths.pidfile()});
+  if (s.hotplug_slots > 0) Add(a, {"-global", "ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off"});
+  for (uint32_t i = 0; i < s.hotplug_slots; ++i)
+    Add(a, {"-device", fmt::format("pcie-root-port,id={},bus=pcie.0,chassis={}", HotplugPortId(i), i + 1)});
+  AddBoot(a, in);
+  for (const Device& d : s.devices) {
+    auto args = DeviceBootArgs(d);
+    a.insert(a.end(), args.begin(), args.end());
+  }
+  a.insert(a.end(), s.extra_args.begin(), s.extra_args.end());
+  return a;
+}
+
+}  // namespace capsule::hypervisor

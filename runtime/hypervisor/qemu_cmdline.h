@@ -1,0 +1,35 @@
+// The QEMU command line for a VmSpec: a pure function of config, spec and
+// the host decisions (accelerator, sandbox support), so unit tests assert the
+// exact arguments.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/config/config.h"
+#include "runtime/hypervisor/vm_paths.h"
+#include "runtime/hypervisor/vm_spec.h"
+
+namespace capsule::hypervisor {
+
+// Ids of the hot-plug root ports ("rp0".."rpN-1").
+std::string HotplugPortId(uint32_t index);
+
+// QEMU's seccomp policy: everything QEMU allows denying, denied. spawn=deny
+// is why QEMU's own -daemonize cannot be used (see qemu_hypervisor.cc).
+inline constexpr const char* kQemuSandboxPolicy = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny";
+
+struct QemuCommandInput {
+  const config::HypervisorConfig* hypervisor = nullptr;
+  VmSpec spec;  // validated; console_log resolved
+  Accelerator accelerator = Accelerator::kTcg;
+  bool sandbox = false;  // config.seccomp_sandbox and supported by the binary
+  int qmp_listen_fd = -1;  // a bound, listening unix socket QEMU inherits
+};
+
+// spec.kernel_cmdline, then config's kernel_params, then the spec's extras.
+std::string ComposeKernelCmdline(const VmSpec& spec, const config::HypervisorConfig& hv);
+
+std::vector<std::string> BuildQemuCommandLine(const QemuCommandInput& in);
+
+}  // namespace capsule::hypervisor

@@ -1,0 +1,98 @@
+// Device -> QEMU mapping. Taps are opened by name with no helper scripts
+// (script=no: the sandbox forbids spawning, and Capsule's network code owns
+// the tap's setup) and without vhost-net (needs /dev/vhost-net, absent on
+// many hosts; a later option). vhost-user devices reach their back end
+// through a client chardev.
+#include "runtime/hypervisor/qemu_devices.h"
+
+#include <fmt/format.h>
+
+namespace capsule::hypervisor {
+namespace {
+
+using nlohmann::json;
+
+std::string VhostUserDriver(const Device& d) {
+  return std::holds_alternative<FsShare>(d) ? "vhost-user-fs-pci" : "vhost-user-vsock-pci";
+}
+
+bool UsesChardev(const Device& d) {
+  if (std::holds_alternative<FsShare>(d)) return true;
+  auto* v = std::get_if<VsockDevice>(&d);
+  return v != nullptr && v->backend == VsockDevice::Backend::kVhostUser;
+}
+
+const std::string& SocketPath(const Device& d) {
+  if (auto* f = std::get_if<FsShare>(&d)) return f->socket_path;
+  return std::get<VsockDevice>(d).socket_path;
+}
+
+// device_add properties as (name, value) pairs, shared by both paths.
+std::vector<std::pair<std::string, json>> DeviceProps(const Device& d) {
+  std::vector<std::pair<std::string, json>> p;
+  if (auto* n = std::get_if<NetDevice>(&d)) {
+    p = {{"driver", "virtio-net-pci"}, {"netdev", BackendId(d)}, {"mac", n->mac}};
+  } else if (auto* v = std::get_if<VsockDevice>(&d); v != nullptr && v->backend == VsockDevice::Backend::kVhostKernel) {
+    p = {{"driver", "vhost-vsock-pci"}, {"guest-cid", v->guest_cid}};
+  } else if (auto* f = std::get_if<FsShare>(&d)) {
+    p = {{"driver", VhostUserDriver(d)}, {"chardev", BackendId(d)}, {"tag", f->tag}, {"queue-size", f->queue_size}};
+  } else {
+    p = {{"driver", VhostUserDriver(d)}, {"chardev", BackendId(d)}};
+  }
+  p.emplace_back("id", DeviceId(d));
+  return p;
+}
+
+std::string OptString(const std::vector<std::pair<std::string, json>>& props) {
+  std::string out;
+  for (const auto& [k, v] : props) {
+    if (k == "driver") {
+      out = v.get<std::string>() + out;
+      continue;
+    }
+    out += fmt::format(",{}={}", k, v.is_string() ? v.get<std::string>() : v.dump());
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string BackendId(const Device& d) { return DeviceId(d) + "-be"; }
+
+std::vector<std::string> DeviceBootArgs(const Device& d) {
+  std::vector<std::string> args;
+  if (auto* n = std::get_if<NetDevice>(&d)) {
+    args = {"-netdev", fmt::format("tap,id={},ifname={},script=no,downscript=no,vhost=off", BackendId(d), n->tap_name)};
+  } else if (UsesChardev(d)) {
+    args = {"-chardev", fmt::format("socket,id={},path={}", BackendId(d), SocketPath(d))};
+  }
+  args.push_back("-device");
+  args.push_back(OptString(DeviceProps(d)));
+  return args;
+}
+
+std::vector<QmpStep> BackendAddSteps(const Device& d) {
+  if (auto* n = std::get_if<NetDevice>(&d)) {
+    return {{"netdev_add", json{{"type", "tap"}, {"id", BackendId(d)}, {"ifname", n->tap_name},
+                                {"script", "no"}, {"downscript", "no"}, {"vhost", false}}}};
+  }
+  if (!UsesChardev(d)) return {};
+  json backend = {{"type", "socket"},
+                  {"data", {{"addr", {{"type", "unix"}, {"data", {{"path", SocketPath(d)}}}}}, {"server", false}}}};
+  return {{"chardev-add", json{{"id", BackendId(d)}, {"backend", backend}}}};
+}
+
+QmpStep DeviceAddStep(const Device& d, const std::string& bus) {
+  json args = json::object();
+  for (const auto& [k, v] : DeviceProps(d)) args[k] = v;
+  args["bus"] = bus;
+  return {"device_add", args};
+}
+
+std::vector<QmpStep> BackendRemoveSteps(const Device& d) {
+  if (std::holds_alternative<NetDevice>(d)) return {{"netdev_del", json{{"id", BackendId(d)}}}};
+  if (UsesChardev(d)) return {{"chardev-remove", json{{"id", BackendId(d)}}}};
+  return {};
+}
+
+}  // namespace capsule::hypervisor

@@ -1,0 +1,33 @@
+// Devices in QEMU terms: command-line arguments for boot-time devices, and
+// the QMP steps that hot-plug and remove them. A device `<id>` gets its back
+// end (netdev or chardev) under id `<id>-be`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/hypervisor/vm_spec.h"
+
+namespace capsule::hypervisor {
+
+struct QmpStep {
+  std::string command;
+  nlohmann::json arguments;
+  bool operator==(const QmpStep&) const = default;
+};
+
+std::string BackendId(const Device& d);
+
+// "-netdev ... -device ..." etc. for a device present from boot (on pcie.0).
+std::vector<std::string> DeviceBootArgs(const Device& d);
+
+// Back end first (netdev_add / chardev-add, none for kernel vhost-vsock).
+std::vector<QmpStep> BackendAddSteps(const Device& d);
+// device_add onto `bus` (a hot-plug root port).
+QmpStep DeviceAddStep(const Device& d, const std::string& bus);
+// After DEVICE_DELETED: netdev_del / chardev-remove.
+std::vector<QmpStep> BackendRemoveSteps(const Device& d);
+
+}  // namespace capsule::hypervisor

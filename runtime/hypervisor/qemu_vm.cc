@@ -1,0 +1,366 @@
+// QemuVm lifecycle:
+//   kPaused <-> kRunning      Pause()/Resume() (QMP stop/cont)
+//   kPaused|kRunning -> kStopping -> kExited     Stop()
+//   any live state -> kExited                    the VMM died (watch thread)
+//   kPaused|kRunning|kExited -> kDetached        Detach()
+// Stopping escalates: system_powerdown (running guests only), quit, SIGKILL.
+#include "runtime/hypervisor/qemu_vm.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+
+#include "runtime/common/daemon.h"
+#include "runtime/common/file_util.h"
+#include "runtime/common/logging.h"
+#include "runtime/hypervisor/qemu_cmdline.h"
+
+namespace capsule::hypervisor {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+const log::Logger kLog("hypervisor");
+
+// After `quit`, QEMU tears down devices and exits; give it this long.
+constexpr milliseconds kQuitGrace{3000};
+// After SIGKILL the kernel needs only to reap memory; bound it anyway.
+constexpr milliseconds kKillGrace{10000};
+// When the VMM dies, QMP delivers its last events (SHUTDOWN) as the socket
+// closes; wait this long for them before reporting the exit.
+constexpr milliseconds kLastEventsGrace{1000};
+constexpr size_t kTailBytes = 4096;
+
+}  // namespace
+
+std::string_view VmStateName(VmState s) {
+  switch (s) {
+    case VmState::kRunning: return "running";
+    case VmState::kPaused: return "paused";
+    case VmState::kStopping: return "stopping";
+    case VmState::kExited: return "exited";
+    case VmState::kDetached: return "detached";
+  }
+  return "unknown";
+}
+
+std::string VmExit::Describe(std::string_view vm_id) const {
+  std::string s = fmt::format("VM {} {}: {}", vm_id, requested ? "stopped" : "exited unexpectedly", reason);
+  if (!console_tail.empty()) s += "\n--- console tail ---\n" + console_tail;
+  if (!vmm_log_tail.empty()) s += "\n--- QEMU log tail ---\n" + vmm_log_tail;
+  return s;
+}
+
+QemuVm::QemuVm(Parts parts)
+    : paths_(parts.record.spec.state_dir),
+      pidfd_(std::move(parts.pidfd)),
+      wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      qmp_(std::move(parts.qmp)),
+      lock_(std::move(parts.lock)),
+      record_(std::move(parts.record)),
+      state_(parts.state),
+      exit_(std::move(parts.exited)) {
+  if (exit_) state_ = VmState::kExited;
+  if (qmp_) qmp_->Subscribe([this](const QmpEvent& e) { OnQmpEvent(e); });
+  if (pidfd_ && !exit_) watcher_ = std::thread([this] { WatchLoop(); });
+}
+
+QemuVm::~QemuVm() {
+  if (state() != VmState::kDetached) {
+    Status st = Stop(milliseconds(0));
+    if (!st.ok()) kLog.Error("{}: cleanup on destruction failed: {}", Who(), st.ToString());
+  }
+  // Even if Stop() gave up half-way, no thread may outlive the members it
+  // uses: the QMP reader calls OnQmpEvent, the watcher HandleVmmExit.
+  StopWatcher();
+  if (qmp_) qmp_->Close();
+}
+
+VmState QemuVm::state() const {
+  std::lock_guard lock(mu_);
+  return state_;
+}
+
+Status QemuVm::CheckOp(std::string_view op, std::initializer_list<VmState> allowed) const {
+  VmState s = state();
+  for (VmState a : allowed) {
+    if (s == a) return Status::Ok();
+  }
+  return FailedPrecondition(fmt::format("cannot {} {} in state {}", op, Who(), VmStateName(s)));
+}
+
+void QemuVm::OnQmpEvent(const QmpEvent& e) {
+  std::lock_guard lock(mu_);
+  if (e.name == "SHUTDOWN") {
+    auto it = e.data.find("reason");
+    shutdown_reason_ = (it != e.data.end() && it->is_string()) ? it->get<std::string>() : "shutdown";
+  } else if (e.name == "STOP" && state_ == VmState::kRunning) {
+    state_ = VmState::kPaused;
+  } else if (e.name == "RESUME" && state_ == VmState::kPaused) {
+    state_ = VmState::kRunning;
+  }
+}
+
+void QemuVm::WatchLoop() {
+  pollfd p[2] = {{pidfd_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+  for (;;) {
+    int r = ::poll(p, 2, -1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return;
+    // The exit wins over a concurrent wake-up so it is always reported.
+    if ((p[0].revents & POLLIN) != 0) return HandleVmmExit();
+    if ((p[1].revents & POLLIN) != 0) return;
+  }
+}
+
+VmExit QemuVm::BuildExit(bool requested) {
+  VmExit e;
+  e.requested = requested;
+  std::string reason;
+  {
+    std::lock_guard lock(mu_);
+    reason = shutdown_reason_;
+  }
+  e.reason = reason.empty() ? "QEMU exited without a SHUTDOWN event (killed or crashed)" : "QEMU shut down: " + reason;
+  e.console_tail = ReadLogTail(record_.spec.console_log, kTailBytes);
+  e.vmm_log_tail = ReadLogTail(paths_.vmm_log(), kTailBytes);
+  return e;
+}
+
+// Runs on the watch thread; invoking the callbacks is the last thing it does.
+void QemuVm::HandleVmmExit() {
+  if (qmp_) qmp_->WaitClosed(kLastEventsGrace);
+  bool requested;
+  {
+    std::lock_guard lock(mu_);
+    requested = stop_requested_;
+  }
+  VmExit e = BuildExit(requested);
+  if (requested) {
+    kLog.Info("VM {} stopped ({})", record_.spec.id, e.reason);
+  } else {
+    kLog.Error("{}", e.Describe(record_.spec.id));
+  }
+  FinishExit(std::move(e));
+}
+
+void QemuVm::FinishExit(VmExit e) {
+  std::vector<ExitCallback> callbacks;
+  {
+    std::lock_guard lock(mu_);
+    if (exit_) return;
+    exit_ = e;
+    state_ = VmState::kExited;
+    callbacks.swap(callbacks_);
+    cv_.notify_all();
+  }
+  for (auto& cb : callbacks) cb(e);
+}
+
+void QemuVm::OnExit(ExitCallback callback) {
+  std::unique_lock lock(mu_);
+  if (exit_) {
+    VmExit e = *exit_;
+    lock.unlock();
+    callback(e);
+    return;
+  }
+  callbacks_.push_back(std::move(callback));
+}
+
+std::optional<VmExit> QemuVm::WaitExit(std::optional<milliseconds> timeout) {
+  std::unique_lock lock(mu_);
+  auto done = [&] { return exit_.has_value() || state_ == VmState::kDetached; };
+  if (timeout) {
+    cv_.wait_for(lock, *timeout, done);
+  } else {
+    cv_.wait(lock, done);
+  }
+  return exit_;
+}
+
+Status QemuVm::Pause() {
+  std::lock_guard op(op_mu_);
+  if (state() == VmState::kPaused) return Status::Ok();
+  RETURN_IF_ERROR(CheckOp("pause", {VmState::kRunning}));
+  RETURN_IF_ERROR_CTX(qmp_->Execute("stop").status(), "pause " + Who());
+  std::lock_guard lock(mu_);
+  state_ = VmState::kPaused;
+  return Status::Ok();
+}
+
+Status QemuVm::Resume() {
+  std::lock_guard op(op_mu_);
+  if (state() == VmState::kRunning) return Status::Ok();
+  RETURN_IF_ERROR(CheckOp("resume", {VmState::kPaused}));
+  RETURN_IF_ERROR_CTX(qmp_->Execute("cont").status(), "resume " + Who());
+  std::lock_guard lock(mu_);
+  state_ = VmState::kRunning;
+  return Status::Ok();
+}
+
+void QemuVm::StopWatcher() {
+  if (!watcher_.joinable()) return;
+  if (watcher_.get_id() == std::this_thread::get_id()) {
+    // Destroyed from an exit callback: the thread is finishing anyway.
+    watcher_.detach();
+    return;
+  }
+  uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof one);
+  watcher_.join();
+}
+
+// Escalates until the VMM is gone. Returns an error only if even SIGKILL
+// did not end it.
+Status QemuVm::TerminateVmm(milliseconds graceful, bool guest_running) {
+  int fd = pidfd_.get();
+  // A paused guest cannot act on an ACPI power button.
+  if (graceful.count() > 0 && guest_running && qmp_ && qmp_->connected()) {
+    auto st = qmp_->Execute("system_powerdown");
+    if (st.ok() && PidfdWait(fd, static_cast<int>(graceful.count()))) return Status::Ok();
+    kLog.Info("{}: guest did not power off within {} ms; quitting QEMU", Who(), graceful.count());
+  }
+  if (qmp_ && qmp_->connected()) {
+    (void)qmp_->Execute("quit", nullptr, kQuitGrace);
+    if (PidfdWait(fd, static_cast<int>(kQuitGrace.count()))) return Status::Ok();
+    kLog.Warn("{}: QEMU did not exit after quit; killing pid {}", Who(), record_.vmm.pid);
+  }
+  RETURN_IF_ERROR(PidfdSignal(fd, SIGKILL));
+  if (!PidfdWait(fd, static_cast<int>(kKillGrace.count())))
+    return Internal(fmt::format("{}: QEMU pid {} survived SIGKILL for {} ms", Who(), record_.vmm.pid, kKillGrace.count()));
+  return Status::Ok();
+}
+
+Status QemuVm::Stop(milliseconds graceful) {
+  std::lock_guard op(op_mu_);
+  VmState s = state();
+  if (s == VmState::kDetached) return FailedPrecondition(fmt::format("cannot stop {} in state detached", Who()));
+  {
+    std::lock_guard lock(mu_);
+    if (cleaned_) return Status::Ok();
+    stop_requested_ = true;
+    if (s != VmState::kExited) state_ = VmState::kStopping;
+  }
+  if (s != VmState::kExited && pidfd_) RETURN_IF_ERROR(TerminateVmm(graceful, s == VmState::kRunning));
+  // The watch thread saw the exit and reported it, or (no thread) we do.
+  StopWatcher();
+  if (qmp_) qmp_->Close();
+  FinishExit(BuildExit(true));
+  {
+    std::lock_guard lock(mu_);
+    state_ = VmState::kExited;
+    cleaned_ = true;
+  }
+  return RemoveVmmFiles(paths_, record_.spec.console_log, lock_).WithContext("clean up " + Who());
+}
+
+Status QemuVm::Detach() {
+  std::lock_guard op(op_mu_);
+  RETURN_IF_ERROR(CheckOp("detach", {VmState::kRunning, VmState::kPaused}));
+  StopWatcher();
+  if (qmp_) qmp_->Close();
+  lock_ = VmLock();  // released, file kept for the next owner
+  std::lock_guard lock(mu_);
+  state_ = VmState::kDetached;
+  cv_.notify_all();
+  kLog.Info("{} detached (QEMU pid {} keeps running; state in {})", Who(), record_.vmm.pid, paths_.dir);
+  return Status::Ok();
+}
+
+std::vector<HotpluggedDevice> QemuVm::hotplugged() const {
+  std::lock_guard lock(mu_);
+  return record_.hotplugged;
+}
+
+Status QemuVm::PersistRecord() {
+  std::string text;
+  {
+    std::lock_guard lock(mu_);
+    text = VmRecordToJson(record_);
+  }
+  return WriteFileAtomic(paths_.record(), text, 0600);
+}
+
+Result<std::string> QemuVm::FreePort() const {
+  std::lock_guard lock(mu_);
+  std::set<std::string> used;
+  for (const auto& h : record_.hotplugged) used.insert(h.port);
+  for (uint32_t i = 0; i < record_.spec.hotplug_slots; ++i) {
+    std::string port = HotplugPortId(i);
+    if (!used.count(port)) return port;
+  }
+  return ResourceExhausted(fmt::format("{}: all {} hot-plug slots are in use", Who(), record_.spec.hotplug_slots));
+}
+
+Status QemuVm::RunSteps(const std::vector<QmpStep>& steps) {
+  for (const QmpStep& step : steps) RETURN_IF_ERROR(qmp_->Execute(step.command, step.arguments).status());
+  return Status::Ok();
+}
+
+Status QemuVm::HotplugDevice(const Device& device) {
+  std::lock_guard op(op_mu_);
+  std::string what = fmt::format("hot-plug {} device '{}' into {}", DeviceKind(device), DeviceId(device), Who());
+  RETURN_IF_ERROR(CheckOp("hot-plug into", {VmState::kRunning, VmState::kPaused}));
+  RETURN_IF_ERROR_CTX(ValidateDevice(device), what);
+  {
+    std::lock_guard lock(mu_);
+    bool taken = std::any_of(record_.spec.devices.begin(), record_.spec.devices.end(),
+                             [&](const Device& d) { return DeviceId(d) == DeviceId(device); }) ||
+                 std::any_of(record_.hotplugged.begin(), record_.hotplugged.end(),
+                             [&](const HotpluggedDevice& h) { return DeviceId(h.device) == DeviceId(device); });
+    if (taken) return AlreadyExists(what + ": the id is in use");
+  }
+  ASSIGN_OR_RETURN(std::string port, FreePort());
+  RETURN_IF_ERROR_CTX(RunSteps(BackendAddSteps(device)), what);
+  QmpStep add = DeviceAddStep(device, port);
+  if (Status st = qmp_->Execute(add.command, add.arguments).status(); !st.ok()) {
+    (void)RunSteps(BackendRemoveSteps(device));  // undo the back end
+    return std::move(st).WithContext(what);
+  }
+  {
+    std::lock_guard lock(mu_);
+    record_.hotplugged.push_back({device, port});
+  }
+  kLog.Info("{} on {}", what, port);
+  return PersistRecord().WithContext(what + ": record it");
+}
+
+Status QemuVm::UnplugDevice(const std::string& device_id, milliseconds timeout) {
+  std::lock_guard op(op_mu_);
+  std::string what = fmt::format("unplug device '{}' from {}", device_id, Who());
+  RETURN_IF_ERROR(CheckOp("unplug from", {VmState::kRunning, VmState::kPaused}));
+  std::optional<Device> device;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& h : record_.hotplugged) {
+      if (DeviceId(h.device) == device_id) device = h.device;
+    }
+    for (const auto& d : record_.spec.devices) {
+      if (DeviceId(d) == device_id) return FailedPrecondition(what + ": attached at boot, not hot-pluggable");
+    }
+  }
+  if (!device) return NotFound(what + ": no such hot-plugged device");
+  auto deleted = qmp_->Expect("DEVICE_DELETED", [device_id](const json& data) {
+    auto it = data.find("device");
+    return it != data.end() && it->is_string() && it->get<std::string>() == device_id;
+  });
+  RETURN_IF_ERROR_CTX(qmp_->Execute("device_del", json{{"id", device_id}}).status(), what);
+  auto ev = deleted->Wait(timeout);
+  if (!ev.ok()) return ev.status().WithContext(what + " (the guest did not release it)");
+  RETURN_IF_ERROR_CTX(RunSteps(BackendRemoveSteps(*device)), what);
+  {
+    std::lock_guard lock(mu_);
+    std::erase_if(record_.hotplugged, [&](const HotpluggedDevice& h) { return DeviceId(h.device) == device_id; });
+  }
+  kLog.Info("{}: done", what);
+  return PersistRecord().WithContext(what + ": record it");
+}
+
+}  // namespace capsule::hypervisor

@@ -1,0 +1,91 @@
+// What a VM is made of, independent of the VMM that runs it: size, boot
+// payload, and devices described by intent (a tap NIC, a vsock, a virtio-fs
+// share) rather than by VMM arguments, so Firecracker or Cloud Hypervisor
+// can map the same spec. The QEMU mapping lives in qemu_devices.cc.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "runtime/common/status.h"
+#include "runtime/config/config.h"
+
+namespace capsule::hypervisor {
+
+// The accelerator a VM actually runs with (config's "auto" resolved).
+enum class Accelerator { kKvm, kTcg };
+std::string_view AcceleratorName(Accelerator a);
+
+// A virtio-net NIC backed by a host tap interface. The VMM opens the tap by
+// name (creating it if it does not exist) in the VMM's network namespace.
+struct NetDevice {
+  std::string id;        // device id, unique in the VM ([A-Za-z][A-Za-z0-9_.-]*)
+  std::string tap_name;  // host interface name (IFNAMSIZ-1 = 15 chars at most)
+  std::string mac;       // "52:54:00:12:34:56"
+  bool operator==(const NetDevice&) const = default;
+};
+
+// The guest's vsock. kVhostKernel: /dev/vhost-vsock with guest_cid.
+// kVhostUser: a vhost-user-vsock back end at socket_path (it owns the CID).
+struct VsockDevice {
+  enum class Backend { kVhostKernel, kVhostUser };
+  std::string id;
+  Backend backend = Backend::kVhostUser;
+  uint32_t guest_cid = 0;
+  std::string socket_path;
+  bool operator==(const VsockDevice&) const = default;
+};
+
+// A virtio-fs share served by a vhost-user-fs daemon (virtiofsd).
+struct FsShare {
+  std::string id;
+  std::string socket_path;
+  std::string tag;            // the guest mounts it with `mount -t virtiofs <tag>`
+  uint32_t queue_size = 1024;  // virtqueue size; virtiofsd handles up to 1024
+  bool operator==(const FsShare&) const = default;
+};
+
+using Device = std::variant<NetDevice, VsockDevice, FsShare>;
+const std::string& DeviceId(const Device& d);
+std::string_view DeviceKind(const Device& d);  // "net" | "vsock" | "fs"
+
+struct VmSpec {
+  std::string id;         // [A-Za-z0-9][A-Za-z0-9_.-]*, at most 64 chars
+  std::string state_dir;  // where every file of this VM lives (see vm_paths.h)
+  uint32_t vcpus = 1;
+  uint32_t memory_mib = 256;
+  // Direct kernel boot. An empty kernel boots nothing (firmware only): for
+  // tests that need a VMM but no guest.
+  std::string kernel;
+  std::string initrd;
+  std::string kernel_cmdline;       // the caller's base command line
+  std::string extra_kernel_params;  // appended after config's kernel_params
+  // nullopt: config's hypervisor.accelerator (auto|kvm|tcg) decides.
+  std::optional<config::Accelerator> accelerator;
+  std::vector<Device> devices;  // attached at boot
+  std::string console_log;      // "" -> <state_dir>/console.log
+  bool start_paused = false;    // stay paused after launch until Resume()
+  // PCIe slots left free for hot-plug (QEMU: one pcie-root-port each).
+  uint32_t hotplug_slots = 4;
+  // VMM-specific arguments appended last; an escape hatch, not an API.
+  std::vector<std::string> extra_args;
+
+  bool operator==(const VmSpec&) const = default;
+};
+
+// Limits checked before anything is started.
+inline constexpr uint32_t kMaxVcpus = 255;          // QEMU q35 without x2apic IOMMU
+inline constexpr uint32_t kMinMemoryMib = 16;       // below this no kernel boots
+inline constexpr uint32_t kMaxHotplugSlots = 32;    // root ports behind pcie.0
+inline constexpr size_t kMaxUnixPathLen = 107;      // sizeof(sockaddr_un::sun_path) - 1
+inline constexpr size_t kMaxVmIdLen = 64;           // a containerd sandbox id is 64 hex chars
+
+// Errors name the field: "vm spec 'pod1': vcpus must be 1..255, got 0".
+Status ValidateVmSpec(const VmSpec& spec);
+Status ValidateDevice(const Device& device);
+bool IsValidDeviceId(std::string_view id);
+
+}  // namespace capsule::hypervisor

@@ -1,0 +1,115 @@
+#include "runtime/common/daemon.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runtime/common/file_util.h"
+
+namespace capsule {
+namespace {
+
+// Runs `script` under /bin/sh as a daemon with stdout to dir/out.
+Result<Daemon> ShDaemon(const TempDir& dir, const std::string& script, std::vector<int> keep = {}) {
+  UniqueFd out(::open(dir.Join("out").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!out) return ErrnoStatus("open out");
+  DaemonOptions o;
+  o.argv = {"/bin/sh", "-c", script};
+  o.stdout_fd = out.get();
+  o.keep_fds = std::move(keep);
+  return SpawnDaemon(o);
+}
+
+TEST(DaemonTest, DaemonIsNotOurChildAndRunsInItsOwnSession) {
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  UniqueFd out_read(p[0]), out_write(p[1]);
+  DaemonOptions o;
+  o.argv = {"/bin/sh", "-c", "echo started; exec sleep 60"};
+  o.stdout_fd = out_write.get();
+  auto d = SpawnDaemon(o);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  out_write.reset();
+  char buf[16] = {};
+  ASSERT_EQ(::read(out_read.get(), buf, sizeof buf - 1), 8);
+  EXPECT_STREQ(buf, "started\n");
+  EXPECT_EQ(::waitpid(d->pid, nullptr, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
+  EXPECT_NE(::getsid(d->pid), ::getsid(0));
+  EXPECT_FALSE(PidfdExited(d->pidfd.get()));
+  ASSERT_TRUE(PidfdSignal(d->pidfd.get(), SIGKILL).ok());
+  EXPECT_TRUE(PidfdWait(d->pidfd.get(), 10000));
+}
+
+TEST(DaemonTest, MissingProgramNamesIt) {
+  DaemonOptions o;
+  o.argv = {"/nonexistent/qemu"};
+  auto d = SpawnDaemon(o);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("/nonexistent/qemu"), std::string::npos);
+}
+
+TEST(DaemonTest, BadCwdReportsTheStep) {
+  DaemonOptions o;
+  o.argv = {"/bin/true"};
+  o.cwd = "/nonexistent-dir";
+  auto d = SpawnDaemon(o);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("chdir"), std::string::npos) << d.status().ToString();
+}
+
+TEST(DaemonTest, OnlyKeptFdsAreInherited) {
+  auto dir = TempDir::Create("daemon");
+  ASSERT_TRUE(dir.ok());
+  // Both descriptors are inheritable (no CLOEXEC); only one is kept.
+  UniqueFd kept(::open("/dev/null", O_RDONLY));
+  UniqueFd leaked(::open("/dev/null", O_RDONLY));
+  ASSERT_TRUE(kept && leaked);
+  std::string script = "for f in " + std::to_string(kept.get()) + " " + std::to_string(leaked.get()) +
+                       "; do if [ -e /proc/self/fd/$f ]; then echo open $f; else echo closed $f; fi; done";
+  auto d = ShDaemon(*dir, script, {kept.get()});
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_TRUE(PidfdWait(d->pidfd.get(), 10000));
+  EXPECT_EQ(*ReadFile(dir->Join("out")), "open " + std::to_string(kept.get()) + "\nclosed " +
+                                             std::to_string(leaked.get()) + "\n");
+}
+
+TEST(DaemonTest, IdentityFindsTheSameProcessOnly) {
+  auto dir = TempDir::Create("daemon");
+  ASSERT_TRUE(dir.ok());
+  auto d = ShDaemon(*dir, "exec sleep 60");
+  ASSERT_TRUE(d.ok());
+  auto id = IdentifyProcess(d->pid);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  EXPECT_FALSE(id->boot_id.empty());
+  auto fd = OpenProcess(*id);
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+
+  ProcessIdentity reused = *id;
+  reused.start_time += 1;
+  EXPECT_EQ(OpenProcess(reused).status().code(), Code::kNotFound);
+  ProcessIdentity other_boot = *id;
+  other_boot.boot_id = "00000000-0000-0000-0000-000000000000";
+  EXPECT_EQ(OpenProcess(other_boot).status().code(), Code::kNotFound);
+
+  ASSERT_TRUE(PidfdSignal(d->pidfd.get(), SIGKILL).ok());
+  ASSERT_TRUE(PidfdWait(fd->get(), 10000));
+  EXPECT_EQ(OpenProcess(*id).status().code(), Code::kNotFound);
+}
+
+TEST(DaemonTest, LogTailStartsAtALineBoundary) {
+  auto dir = TempDir::Create("daemon");
+  ASSERT_TRUE(dir.ok());
+  std::string text;
+  for (int i = 0; i < 100; ++i) text += "line " + std::to_string(i) + "\n";
+  ASSERT_TRUE(WriteFile(dir->Join("log"), text).ok());
+  std::string tail = ReadLogTail(dir->Join("log"), 30);
+  EXPECT_EQ(tail, "line 97\nline 98\nline 99\n");
+  EXPECT_EQ(ReadLogTail(dir->Join("log"), 1 << 20), text);
+  EXPECT_EQ(ReadLogTail(dir->Join("missing")), "");
+}
+
+}  // namespace
+}  // namespace capsule

@@ -1,0 +1,153 @@
+#include "runtime/hypervisor/qemu_cmdline.h"
+
+#include <gtest/gtest.h>
+
+#include "runtime/hypervisor/qemu_devices.h"
+
+namespace capsule::hypervisor {
+namespace {
+
+using nlohmann::json;
+using Args = std::vector<std::string>;
+
+VmSpec BaseSpec() {
+  VmSpec s;
+  s.id = "pod1";
+  s.state_dir = "/run/capsule/vm/pod1";
+  s.vcpus = 2;
+  s.memory_mib = 512;
+  s.kernel = "/usr/share/capsule/vmlinuz";
+  s.initrd = "/usr/share/capsule/capsule-initrd.img";
+  s.kernel_cmdline = "console=ttyS0 quiet panic=-1";
+  s.console_log = "/run/capsule/vm/pod1/console.log";
+  s.hotplug_slots = 2;
+  return s;
+}
+
+TEST(QemuCmdlineTest, TcgVmExactArguments) {
+  config::HypervisorConfig hv;
+  hv.kernel_params = "capsule.debug=1";
+  VmSpec s = BaseSpec();
+  s.devices = {FsShare{"fs0", "/run/capsule/vm/pod1/virtiofsd.sock", "capsule-shared", 1024},
+               VsockDevice{"vsock0", VsockDevice::Backend::kVhostUser, 0, "/run/capsule/vm/pod1/vsock.sock"}};
+  QemuCommandInput in{&hv, s, Accelerator::kTcg, /*sandbox=*/true, /*qmp_listen_fd=*/3};
+  Args want = {
+      "/usr/bin/qemu-system-x86_64",
+      "-name", "guest=pod1,debug-threads=on",
+      "-msg", "timestamp=on",
+      "-no-user-config", "-nodefaults", "-display", "none", "-no-reboot", "-S",
+      "-machine", "q35,memory-backend=mem,vmport=off,sata=off,smbus=off",
+      "-accel", "tcg,tb-size=64", "-cpu", "max",
+      "-smp", "2", "-m", "512M",
+      "-object", "memory-backend-memfd,id=mem,size=512M,share=on",
+      "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+      "-chardev", "socket,id=qmp,fd=3,server=on,wait=off", "-mon", "chardev=qmp,mode=control",
+      "-chardev", "file,id=console,path=/run/capsule/vm/pod1/console.log", "-serial", "chardev:console",
+      "-pidfile", "/run/capsule/vm/pod1/qemu.pid",
+      "-global", "ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off",
+      "-device", "pcie-root-port,id=rp0,bus=pcie.0,chassis=1",
+      "-device", "pcie-root-port,id=rp1,bus=pcie.0,chassis=2",
+      "-kernel", "/usr/share/capsule/vmlinuz",
+      "-initrd", "/usr/share/capsule/capsule-initrd.img",
+      "-append", "console=ttyS0 quiet panic=-1 capsule.debug=1",
+      "-chardev", "socket,id=fs0-be,path=/run/capsule/vm/pod1/virtiofsd.sock",
+      "-device", "vhost-user-fs-pci,chardev=fs0-be,tag=capsule-shared,queue-size=1024,id=fs0",
+      "-chardev", "socket,id=vsock0-be,path=/run/capsule/vm/pod1/vsock.sock",
+      "-device", "vhost-user-vsock-pci,chardev=vsock0-be,id=vsock0",
+  };
+  EXPECT_EQ(BuildQemuCommandLine(in), want);
+}
+
+TEST(QemuCmdlineTest, KvmVmExactArguments) {
+  config::HypervisorConfig hv;
+  hv.path = "/opt/qemu/bin/qemu-system-x86_64";
+  VmSpec s = BaseSpec();
+  s.vcpus = 1;
+  s.memory_mib = 256;
+  s.hotplug_slots = 0;
+  s.initrd.clear();
+  s.extra_kernel_params = "capsule.pod=x";
+  s.devices = {VsockDevice{"vsock0", VsockDevice::Backend::kVhostKernel, 42, ""},
+               NetDevice{"eth0", "tap0", "52:54:00:12:34:56"}};
+  s.extra_args = {"-device", "virtio-rng-pci"};
+  QemuCommandInput in{&hv, s, Accelerator::kKvm, /*sandbox=*/false, /*qmp_listen_fd=*/7};
+  Args want = {
+      "/opt/qemu/bin/qemu-system-x86_64",
+      "-name", "guest=pod1,debug-threads=on",
+      "-msg", "timestamp=on",
+      "-no-user-config", "-nodefaults", "-display", "none", "-no-reboot", "-S",
+      "-machine", "q35,memory-backend=mem,vmport=off,sata=off,smbus=off",
+      "-accel", "kvm", "-cpu", "host",
+      "-smp", "1", "-m", "256M",
+      "-object", "memory-backend-memfd,id=mem,size=256M,share=on",
+      "-chardev", "socket,id=qmp,fd=7,server=on,wait=off", "-mon", "chardev=qmp,mode=control",
+      "-chardev", "file,id=console,path=/run/capsule/vm/pod1/console.log", "-serial", "chardev:console",
+      "-pidfile", "/run/capsule/vm/pod1/qemu.pid",
+      "-kernel", "/usr/share/capsule/vmlinuz",
+      "-append", "console=ttyS0 quiet panic=-1 capsule.pod=x",
+      "-device", "vhost-vsock-pci,guest-cid=42,id=vsock0",
+      "-netdev", "tap,id=eth0-be,ifname=tap0,script=no,downscript=no,vhost=off",
+      "-device", "virtio-net-pci,netdev=eth0-be,mac=52:54:00:12:34:56,id=eth0",
+      "-device", "virtio-rng-pci",
+  };
+  EXPECT_EQ(BuildQemuCommandLine(in), want);
+}
+
+TEST(QemuCmdlineTest, NoKernelBootsNothingAndTbSizeZeroKeepsQemuDefault) {
+  config::HypervisorConfig hv;
+  hv.tcg_tb_size_mib = 0;
+  VmSpec s = BaseSpec();
+  s.kernel.clear();
+  s.initrd.clear();
+  s.kernel_cmdline.clear();
+  QemuCommandInput in{&hv, s, Accelerator::kTcg, false, 3};
+  Args a = BuildQemuCommandLine(in);
+  for (const char* flag : {"-kernel", "-initrd", "-append", "-sandbox"})
+    EXPECT_EQ(std::find(a.begin(), a.end(), flag), a.end()) << flag;
+  auto accel = std::find(a.begin(), a.end(), "-accel");
+  ASSERT_NE(accel, a.end());
+  EXPECT_EQ(*(accel + 1), "tcg");
+}
+
+TEST(QemuCmdlineTest, KernelCmdlineJoinsPartsTrimmingBlanks) {
+  config::HypervisorConfig hv;
+  VmSpec s;
+  s.kernel_cmdline = "  console=ttyS0  ";
+  hv.kernel_params = "   ";
+  s.extra_kernel_params = "a=b ";
+  EXPECT_EQ(ComposeKernelCmdline(s, hv), "console=ttyS0 a=b");
+  s.kernel_cmdline.clear();
+  s.extra_kernel_params.clear();
+  EXPECT_EQ(ComposeKernelCmdline(s, hv), "");
+}
+
+TEST(QemuDevicesTest, HotplugStepsForATapNic) {
+  Device nic = NetDevice{"eth0", "tap0", "52:54:00:00:00:01"};
+  auto add = BackendAddSteps(nic);
+  ASSERT_EQ(add.size(), 1u);
+  EXPECT_EQ(add[0], (QmpStep{"netdev_add", json{{"type", "tap"}, {"id", "eth0-be"}, {"ifname", "tap0"},
+                                                {"script", "no"}, {"downscript", "no"}, {"vhost", false}}}));
+  EXPECT_EQ(DeviceAddStep(nic, "rp1"),
+            (QmpStep{"device_add", json{{"driver", "virtio-net-pci"}, {"netdev", "eth0-be"},
+                                        {"mac", "52:54:00:00:00:01"}, {"id", "eth0"}, {"bus", "rp1"}}}));
+  EXPECT_EQ(BackendRemoveSteps(nic), (std::vector<QmpStep>{{"netdev_del", json{{"id", "eth0-be"}}}}));
+}
+
+TEST(QemuDevicesTest, HotplugStepsForVhostUserAndKernelVsock) {
+  Device user = VsockDevice{"vsock0", VsockDevice::Backend::kVhostUser, 0, "/run/v.sock"};
+  auto add = BackendAddSteps(user);
+  ASSERT_EQ(add.size(), 1u);
+  EXPECT_EQ(add[0].command, "chardev-add");
+  EXPECT_EQ(add[0].arguments["backend"]["data"]["addr"]["data"]["path"], "/run/v.sock");
+  EXPECT_EQ(add[0].arguments["backend"]["data"]["server"], false);
+  EXPECT_EQ(DeviceAddStep(user, "rp0").arguments["driver"], "vhost-user-vsock-pci");
+  EXPECT_EQ(BackendRemoveSteps(user), (std::vector<QmpStep>{{"chardev-remove", json{{"id", "vsock0-be"}}}}));
+
+  Device kernel = VsockDevice{"vsock1", VsockDevice::Backend::kVhostKernel, 5, ""};
+  EXPECT_TRUE(BackendAddSteps(kernel).empty());
+  EXPECT_EQ(DeviceAddStep(kernel, "rp0").arguments["guest-cid"], 5);
+  EXPECT_TRUE(BackendRemoveSteps(kernel).empty());
+}
+
+}  // namespace
+}  // namespace capsule::hypervisor

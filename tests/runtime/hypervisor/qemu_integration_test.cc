@@ -1,0 +1,416 @@
+// The QEMU driver against real qemu-system-x86_64 (TCG). Most VMs boot no
+// guest at all (-S, no kernel); one boots a 60-byte multiboot guest that
+// prints to the console and triple-faults.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <future>
+
+#include "runtime/common/daemon.h"
+#include "runtime/common/file_util.h"
+#include "runtime/common/subprocess.h"
+#include "runtime/hypervisor/qemu_hypervisor.h"
+#include "runtime/hypervisor/qemu_vm.h"
+#include "runtime/hypervisor/vm_record.h"
+#include "tests/runtime/hypervisor/vm_test_util.h"
+
+namespace capsule::hypervisor {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+using testing::DirEntries;
+using testing::ProcessesMentioning;
+using testing::ProcessGone;
+
+class QemuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!PathExists(cfg_.hypervisor.path)) GTEST_SKIP() << cfg_.hypervisor.path << " not installed";
+    auto dir = TempDir::Create("qemu-it");
+    ASSERT_TRUE(dir.ok());
+    root_ = std::make_unique<TempDir>(std::move(*dir));
+    cfg_.runtime.state_dir = root_->path();
+  }
+  void TearDown() override {
+    // Whatever a test did, no QEMU of ours may survive it.
+    if (root_) {
+      EXPECT_TRUE(ProcessesMentioning(root_->path()).empty()) << "leaked a process";
+    }
+  }
+
+  VmSpec Spec(const std::string& id) {
+    VmSpec s;
+    s.id = id;
+    s.state_dir = DefaultVmStateDir(root_->path(), id);
+    s.memory_mib = 128;
+    s.start_paused = true;
+    s.hotplug_slots = 2;
+    return s;
+  }
+
+  std::string Cmdline(pid_t pid) {
+    auto c = ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
+    std::string s = c.ok() ? *c : "";
+    for (char& ch : s) {
+      if (ch == '\0') ch = ' ';
+    }
+    return s;
+  }
+
+  config::Config cfg_;
+  std::unique_ptr<TempDir> root_;
+};
+
+Result<json> Qmp(Vm& vm, const std::string& cmd, const json& args = nullptr) {
+  return static_cast<QemuVm&>(vm).qmp()->Execute(cmd, args);
+}
+
+TEST_F(QemuTest, LaunchPausedThenResumePauseStopLeavesNothing) {
+  QemuHypervisor hv(cfg_);
+  VmSpec spec = Spec("vm1");
+  auto vm = hv.Launch(spec);
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  pid_t pid = (*vm)->vmm_pid();
+  EXPECT_EQ((*vm)->state(), VmState::kPaused);
+  EXPECT_EQ((*vm)->accelerator(), Accelerator::kTcg);  // no usable KVM on the build hosts
+  EXPECT_EQ((*Qmp(**vm, "query-status"))["status"], "prelaunch");
+
+  // Everything an adopter needs is in the state dir.
+  VmPaths paths(spec.state_dir);
+  for (const auto& f : {paths.record(), paths.lock(), paths.qmp_socket(), paths.console_log(), paths.vmm_log(), paths.pidfile()})
+    EXPECT_TRUE(PathExists(f)) << f;
+  auto pidfile = ReadFile(paths.pidfile());
+  ASSERT_TRUE(pidfile.ok());
+  EXPECT_EQ(std::stoi(*pidfile), pid);
+  auto rec = VmRecordFromJson(*ReadFile(paths.record()), paths.record());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(rec->vmm.pid, pid);
+  EXPECT_EQ(rec->vmm_version.substr(0, 2), (*hv.Capabilities()).version.substr(0, 2));
+
+  // A daemon: not our child, in its own session, sandboxed, TCG.
+  std::string cmd = Cmdline(pid);
+  EXPECT_NE(cmd.find("-sandbox on,obsolete=deny"), std::string::npos) << cmd;
+  EXPECT_NE(cmd.find("-accel tcg,tb-size=64"), std::string::npos) << cmd;
+  EXPECT_NE(::getsid(pid), ::getsid(0));
+
+  ASSERT_TRUE((*vm)->Resume().ok());
+  EXPECT_EQ((*vm)->state(), VmState::kRunning);
+  EXPECT_EQ((*Qmp(**vm, "query-status"))["status"], "running");
+  ASSERT_TRUE((*vm)->Pause().ok());
+  EXPECT_EQ((*Qmp(**vm, "query-status"))["status"], "paused");
+  ASSERT_TRUE((*vm)->Resume().ok());
+
+  int exit_fd = (*vm)->exit_fd();
+  ASSERT_TRUE((*vm)->Stop(milliseconds(0)).ok());
+  EXPECT_TRUE(PidfdExited(exit_fd));
+  EXPECT_TRUE(ProcessGone(pid));
+  EXPECT_EQ((*vm)->state(), VmState::kExited);
+  auto exit = (*vm)->WaitExit(milliseconds(0));
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(exit->requested);
+  EXPECT_EQ(exit->reason, "QEMU shut down: host-qmp-quit");
+  EXPECT_FALSE(PathExists(spec.state_dir));
+  EXPECT_TRUE((*vm)->Stop(milliseconds(0)).ok());  // idempotent
+  EXPECT_EQ((*vm)->Pause().code(), Code::kFailedPrecondition);
+  EXPECT_EQ((*vm)->Pause().message(), "cannot pause VM vm1 in state exited");
+}
+
+TEST_F(QemuTest, GracefulStopEscalatesToQuitWhenTheGuestIgnoresPowerdown) {
+  QemuHypervisor hv(cfg_);
+  VmSpec spec = Spec("vm-grace");
+  spec.start_paused = false;  // firmware only: nothing handles the ACPI button
+  auto vm = hv.Launch(spec);
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  EXPECT_EQ((*vm)->state(), VmState::kRunning);
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE((*vm)->Stop(milliseconds(300)).ok());
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, milliseconds(300));
+  auto exit = (*vm)->WaitExit(milliseconds(0));
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(exit->requested);
+  EXPECT_EQ(exit->reason, "QEMU shut down: host-qmp-quit");
+  EXPECT_FALSE(PathExists(spec.state_dir));
+}
+
+TEST_F(QemuTest, DestroyingTheVmObjectStopsAndCleansUp) {
+  QemuHypervisor hv(cfg_);
+  VmSpec spec = Spec("vm-raii");
+  pid_t pid;
+  {
+    auto vm = hv.Launch(spec);
+    ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+    pid = (*vm)->vmm_pid();
+  }
+  EXPECT_TRUE(ProcessGone(pid));
+  EXPECT_FALSE(PathExists(spec.state_dir));
+}
+
+TEST_F(QemuTest, HotplugAndUnplugTapNic) {
+  if (!PathExists("/dev/net/tun")) GTEST_SKIP() << "/dev/net/tun absent";
+  QemuHypervisor hv(cfg_);
+  VmSpec spec = Spec("vm-net");
+  auto vm = hv.Launch(spec);
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  std::string tap = "cpt" + std::to_string(::getpid() % 100000);
+  Device nic = NetDevice{"eth0", tap, "52:54:00:12:34:56"};
+  ASSERT_TRUE((*vm)->HotplugDevice(nic).ok());
+  EXPECT_TRUE(PathExists("/sys/class/net/" + tap)) << "QEMU should have created the tap";
+  auto mac = Qmp(**vm, "qom-get", json{{"path", "/machine/peripheral/eth0"}, {"property", "mac"}});
+  ASSERT_TRUE(mac.ok()) << mac.status().ToString();
+  EXPECT_EQ(*mac, "52:54:00:12:34:56");
+  auto hot = static_cast<QemuVm&>(**vm).hotplugged();
+  ASSERT_EQ(hot.size(), 1u);
+  EXPECT_EQ(hot[0].port, "rp0");
+  auto rec = VmRecordFromJson(*ReadFile(VmPaths(spec.state_dir).record()), "vm.json");
+  ASSERT_TRUE(rec.ok());
+  EXPECT_EQ(rec->hotplugged, hot);
+
+  Status dup = (*vm)->HotplugDevice(nic);
+  EXPECT_EQ(dup.code(), Code::kAlreadyExists) << dup.ToString();
+
+  ASSERT_TRUE((*vm)->UnplugDevice("eth0", milliseconds(10000)).ok());
+  EXPECT_FALSE(PathExists("/sys/class/net/" + tap)) << "tap should go with its netdev";
+  EXPECT_TRUE(static_cast<QemuVm&>(**vm).hotplugged().empty());
+  EXPECT_EQ(Qmp(**vm, "qom-get", json{{"path", "/machine/peripheral/eth0"}, {"property", "mac"}}).status().code(),
+            Code::kNotFound);
+  EXPECT_EQ((*vm)->UnplugDevice("eth0", milliseconds(1000)).code(), Code::kNotFound);
+  // The slot is free again, and the id reusable.
+  ASSERT_TRUE((*vm)->HotplugDevice(nic).ok());
+  EXPECT_EQ(static_cast<QemuVm&>(**vm).hotplugged()[0].port, "rp0");
+  ASSERT_TRUE((*vm)->Stop(milliseconds(0)).ok());
+  EXPECT_FALSE(PathExists("/sys/class/net/" + tap));
+}
+
+TEST_F(QemuTest, HotplugFailuresAreCleanAndSlotsAreBounded) {
+  QemuHypervisor hv(cfg_);
+  auto vm = hv.Launch(Spec("vm-hp"));
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  // No back end listens there: chardev-add fails and nothing is left half-added.
+  Device vs = VsockDevice{"vsock0", VsockDevice::Backend::kVhostUser, 0, root_->Join("nobody.sock")};
+  Status st = (*vm)->HotplugDevice(vs);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("QMP chardev-add"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("hot-plug vsock device 'vsock0' into VM vm-hp"), std::string::npos) << st.ToString();
+  EXPECT_TRUE(static_cast<QemuVm&>(**vm).hotplugged().empty());
+  EXPECT_EQ((*vm)->HotplugDevice(NetDevice{"bad id", "t", "52:54:00:00:00:01"}).code(), Code::kInvalidArgument);
+  if (PathExists("/dev/net/tun")) {
+    std::string base = "cpq" + std::to_string(::getpid() % 100000);
+    ASSERT_TRUE((*vm)->HotplugDevice(NetDevice{"n0", base + "a", "52:54:00:00:00:01"}).ok());
+    ASSERT_TRUE((*vm)->HotplugDevice(NetDevice{"n1", base + "b", "52:54:00:00:00:02"}).ok());
+    Status full = (*vm)->HotplugDevice(NetDevice{"n2", base + "c", "52:54:00:00:00:03"});
+    EXPECT_EQ(full.code(), Code::kResourceExhausted) << full.ToString();
+  }
+}
+
+TEST_F(QemuTest, DetachThenAttachFromAnotherDriver) {
+  VmSpec spec = Spec("vm-adopt");
+  pid_t pid;
+  {
+    QemuHypervisor first(cfg_);
+    auto vm = first.Launch(spec);
+    ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+    pid = (*vm)->vmm_pid();
+    ASSERT_TRUE((*vm)->Resume().ok());
+    ASSERT_TRUE((*vm)->Detach().ok());
+    EXPECT_EQ((*vm)->state(), VmState::kDetached);
+    EXPECT_EQ((*vm)->Stop(milliseconds(0)).code(), Code::kFailedPrecondition);
+  }  // both the Vm and its driver are gone
+  EXPECT_FALSE(ProcessGone(pid));
+  EXPECT_TRUE(PathExists(VmPaths(spec.state_dir).record()));
+
+  QemuHypervisor second(cfg_);
+  auto adopted = second.Attach(spec.state_dir);
+  ASSERT_TRUE(adopted.ok()) << adopted.status().ToString();
+  EXPECT_EQ((*adopted)->vmm_pid(), pid);
+  EXPECT_EQ((*adopted)->id(), "vm-adopt");
+  EXPECT_EQ((*adopted)->state(), VmState::kRunning);
+  // One driver at a time.
+  auto third = second.Attach(spec.state_dir);
+  EXPECT_EQ(third.status().code(), Code::kFailedPrecondition) << third.status().ToString();
+  ASSERT_TRUE((*adopted)->Pause().ok());
+  std::promise<VmExit> exited;
+  (*adopted)->OnExit([&](const VmExit& e) { exited.set_value(e); });
+  ASSERT_TRUE((*adopted)->Stop(milliseconds(0)).ok());
+  EXPECT_TRUE(exited.get_future().get().requested);
+  EXPECT_TRUE(ProcessGone(pid));
+  EXPECT_FALSE(PathExists(spec.state_dir));
+  EXPECT_EQ(second.Attach(spec.state_dir).status().code(), Code::kNotFound);
+}
+
+TEST_F(QemuTest, AttachToAVmThatDiedWhileDetachedCleansUp) {
+  VmSpec spec = Spec("vm-dead");
+  QemuHypervisor hv(cfg_);
+  pid_t pid;
+  {
+    auto vm = hv.Launch(spec);
+    ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+    pid = (*vm)->vmm_pid();
+    auto pidfd = OpenPidfd(pid);
+    ASSERT_TRUE(pidfd.ok());
+    ASSERT_TRUE((*vm)->Detach().ok());
+    ASSERT_EQ(::kill(pid, SIGKILL), 0);
+    ASSERT_TRUE(PidfdWait(pidfd->get(), 10000));
+  }
+  auto vm = hv.Attach(spec.state_dir);
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  EXPECT_EQ((*vm)->state(), VmState::kExited);
+  auto exit = (*vm)->WaitExit(milliseconds(0));
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_NE(exit->reason.find("exited while no driver was attached"), std::string::npos) << exit->reason;
+  ASSERT_TRUE((*vm)->Stop(milliseconds(0)).ok());
+  EXPECT_FALSE(PathExists(spec.state_dir));
+}
+
+TEST_F(QemuTest, SigkilledQemuIsNoticedAtOnce) {
+  QemuHypervisor hv(cfg_);
+  VmSpec spec = Spec("vm-kill");
+  auto vm = hv.Launch(spec);
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  std::promise<VmExit> exited;
+  std::atomic<int64_t> noticed_ns{0};
+  (*vm)->OnExit([&](const VmExit& e) {
+    noticed_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+    exited.set_value(e);
+  });
+  auto killed_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill((*vm)->vmm_pid(), SIGKILL), 0);
+  auto fut = exited.get_future();
+  ASSERT_EQ(fut.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  VmExit e = fut.get();
+  auto latency = std::chrono::nanoseconds(noticed_ns.load()) - killed_at.time_since_epoch();
+  std::printf("death noticed after %.1f ms\n", static_cast<double>(latency.count()) / 1e6);
+  EXPECT_FALSE(e.requested);
+  EXPECT_EQ(e.reason, "QEMU exited without a SHUTDOWN event (killed or crashed)");
+  EXPECT_EQ((*vm)->state(), VmState::kExited);
+  EXPECT_EQ((*vm)->HotplugDevice(NetDevice{"n", "t", "52:54:00:00:00:01"}).code(), Code::kFailedPrecondition);
+  EXPECT_TRUE(PathExists(spec.state_dir));  // kept until Stop, for post-mortems
+  ASSERT_TRUE((*vm)->Stop(milliseconds(0)).ok());
+  EXPECT_FALSE(PathExists(spec.state_dir));
+}
+
+TEST_F(QemuTest, GuestThatDiesIsReportedWithItsConsoleTail) {
+  ASSERT_TRUE(WriteFile(root_->Join("guest.bin"), testing::MultibootGuestImage("capsule-test-guest: hello\n")).ok());
+  QemuHypervisor hv(cfg_);
+  VmSpec spec = Spec("vm-guest");
+  spec.kernel = root_->Join("guest.bin");
+  spec.start_paused = false;
+  auto vm = hv.Launch(spec);
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  auto e = (*vm)->WaitExit(milliseconds(60000));
+  ASSERT_TRUE(e.has_value()) << "the test guest should triple-fault within seconds";
+  EXPECT_FALSE(e->requested);
+  EXPECT_EQ(e->reason, "QEMU shut down: guest-reset");
+  EXPECT_EQ(e->console_tail, "capsule-test-guest: hello\n");
+  EXPECT_NE(e->Describe("vm-guest").find("--- console tail ---\ncapsule-test-guest: hello"), std::string::npos);
+}
+
+TEST_F(QemuTest, BadQemuPathFailsWithoutLeftovers) {
+  cfg_.hypervisor.path = "/nonexistent/qemu-system-x86_64";
+  {
+    QemuHypervisor hv(cfg_);  // probing the binary fails first
+    auto vm = hv.Launch(Spec("vm-nobin"));
+    ASSERT_FALSE(vm.ok());
+    EXPECT_NE(vm.status().message().find("/nonexistent/qemu-system-x86_64"), std::string::npos) << vm.status().ToString();
+  }
+  QemuHypervisorOptions o;
+  o.capabilities = QemuCapabilities{"7.2.0", "", true};  // skip the probe: fail at spawn
+  QemuHypervisor hv(cfg_, o);
+  VmSpec spec = Spec("vm-nobin");
+  auto vm = hv.Launch(spec);
+  ASSERT_FALSE(vm.ok());
+  EXPECT_NE(vm.status().message().find("spawn /nonexistent/qemu-system-x86_64: No such file or directory"),
+            std::string::npos)
+      << vm.status().ToString();
+  EXPECT_FALSE(PathExists(spec.state_dir));
+}
+
+TEST_F(QemuTest, BadKernelPathCarriesQemusOwnMessage) {
+  QemuHypervisor hv(cfg_);
+  VmSpec spec = Spec("vm-nokernel");
+  spec.kernel = root_->Join("no-such-vmlinuz");
+  auto vm = hv.Launch(spec);
+  ASSERT_FALSE(vm.ok());
+  EXPECT_EQ(vm.status().code(), Code::kUnavailable);
+  EXPECT_NE(vm.status().message().find("launch VM vm-nokernel: QEMU exited during start-up; QEMU said:"), std::string::npos)
+      << vm.status().message();
+  EXPECT_NE(vm.status().message().find("no-such-vmlinuz"), std::string::npos) << vm.status().message();
+  EXPECT_FALSE(PathExists(spec.state_dir));
+}
+
+TEST_F(QemuTest, QmpThatNeverAnswersTimesOutAndKillsTheProcess) {
+  std::string fake = root_->Join("fake-qemu");
+  std::string pidfile = root_->Join("fake.pid");
+  ASSERT_TRUE(WriteFile(fake, "#!/bin/sh\necho $$ > " + pidfile + "\nexec sleep 600\n").ok());
+  ASSERT_EQ(::chmod(fake.c_str(), 0755), 0);
+  cfg_.hypervisor.path = fake;
+  QemuHypervisorOptions o;
+  o.capabilities = QemuCapabilities{"7.2.0", "", true};
+  o.qmp_ready_timeout = milliseconds(500);
+  QemuHypervisor hv(cfg_, o);
+  VmSpec spec = Spec("vm-mute");
+  auto vm = hv.Launch(spec);
+  ASSERT_FALSE(vm.ok());
+  EXPECT_EQ(vm.status().code(), Code::kDeadlineExceeded) << vm.status().ToString();
+  EXPECT_NE(vm.status().message().find("no QMP greeting"), std::string::npos) << vm.status().ToString();
+  auto pid = ReadFile(pidfile);
+  ASSERT_TRUE(pid.ok());
+  EXPECT_TRUE(ProcessGone(std::stoi(*pid)));
+  EXPECT_FALSE(PathExists(spec.state_dir));
+}
+
+TEST_F(QemuTest, VmmThatExitsAtOnceReportsItsStderr) {
+  std::string fake = root_->Join("fake-qemu");
+  ASSERT_TRUE(WriteFile(fake, "#!/bin/sh\necho 'fake-qemu: cannot do that' >&2\nexit 1\n").ok());
+  ASSERT_EQ(::chmod(fake.c_str(), 0755), 0);
+  cfg_.hypervisor.path = fake;
+  QemuHypervisorOptions o;
+  o.capabilities = QemuCapabilities{"7.2.0", "", true};
+  QemuHypervisor hv(cfg_, o);
+  VmSpec spec = Spec("vm-exit");
+  auto vm = hv.Launch(spec);
+  ASSERT_FALSE(vm.ok());
+  EXPECT_NE(vm.status().message().find("QEMU exited during start-up; QEMU said: fake-qemu: cannot do that"),
+            std::string::npos)
+      << vm.status().ToString();
+  EXPECT_FALSE(PathExists(spec.state_dir));
+}
+
+TEST_F(QemuTest, KvmRequestedWhereKvmIsUnusableIsAClearError) {
+  AccelDecision here = JudgeKvm(GatherKvmFacts());
+  if (here.kvm_usable) GTEST_SKIP() << "this host has usable KVM: " << here.reason;
+  QemuHypervisor hv(cfg_);
+  VmSpec spec = Spec("vm-kvm");
+  spec.accelerator = config::Accelerator::kKvm;
+  auto vm = hv.Launch(spec);
+  ASSERT_FALSE(vm.ok());
+  EXPECT_EQ(vm.status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(vm.status().message(), "accelerator: kvm configured but " + here.reason);
+  EXPECT_FALSE(PathExists(spec.state_dir));
+}
+
+TEST_F(QemuTest, LaunchOverALiveVmFailsAndLeavesItAlone) {
+  QemuHypervisor hv(cfg_);
+  VmSpec spec = Spec("vm-twice");
+  auto vm = hv.Launch(spec);
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  auto again = hv.Launch(spec);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), Code::kFailedPrecondition) << again.status().ToString();
+  EXPECT_FALSE(ProcessGone((*vm)->vmm_pid()));
+  EXPECT_TRUE(PathExists(VmPaths(spec.state_dir).record()));
+  EXPECT_TRUE((*Qmp(**vm, "query-status")).is_object());
+  // Detached, a leftover vm.json still blocks a second launch.
+  ASSERT_TRUE((*vm)->Detach().ok());
+  auto third = hv.Launch(spec);
+  EXPECT_EQ(third.status().code(), Code::kAlreadyExists) << third.status().ToString();
+  auto adopted = hv.Attach(spec.state_dir);
+  ASSERT_TRUE(adopted.ok());
+  EXPECT_TRUE((*adopted)->Stop(milliseconds(0)).ok());
+  EXPECT_TRUE(DirEntries(root_->Join("vm")).empty());
+}
+
+}  // namespace
+}  // namespace capsule::hypervisor

@@ -1,0 +1,147 @@
+#include "runtime/hypervisor/vm_record.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/common/file_util.h"
+#include "runtime/hypervisor/vm_paths.h"
+#include "runtime/hypervisor/vm_spec.h"
+
+namespace capsule::hypervisor {
+namespace {
+
+using nlohmann::json;
+
+VmRecord FullRecord() {
+  VmRecord r;
+  r.hypervisor = "qemu";
+  r.spec.id = "pod-1";
+  r.spec.state_dir = "/run/capsule/vm/pod-1";
+  r.spec.vcpus = 2;
+  r.spec.memory_mib = 512;
+  r.spec.kernel = "/k";
+  r.spec.initrd = "/i";
+  r.spec.kernel_cmdline = "console=ttyS0";
+  r.spec.extra_kernel_params = "x=1";
+  r.spec.accelerator = config::Accelerator::kTcg;
+  r.spec.devices = {FsShare{"fs0", "/run/fs.sock", "tag", 512},
+                    VsockDevice{"vsock0", VsockDevice::Backend::kVhostKernel, 9, ""}};
+  r.spec.console_log = "/run/capsule/vm/pod-1/console.log";
+  r.spec.start_paused = true;
+  r.spec.hotplug_slots = 3;
+  r.spec.extra_args = {"-device", "virtio-rng-pci"};
+  r.accelerator = Accelerator::kTcg;
+  r.vmm = ProcessIdentity{1234, 987654321, "boot-id"};
+  r.vmm_binary = "/usr/bin/qemu-system-x86_64";
+  r.vmm_version = "7.2.22";
+  r.qmp_socket = "/run/capsule/vm/pod-1/qmp.sock";
+  r.vmm_log = "/run/capsule/vm/pod-1/qemu.log";
+  r.hotplugged = {{NetDevice{"eth0", "tap0", "52:54:00:00:00:01"}, "rp0"},
+                  {VsockDevice{"vsock1", VsockDevice::Backend::kVhostUser, 0, "/run/v.sock"}, "rp1"}};
+  return r;
+}
+
+TEST(VmRecordTest, RoundTripsEveryField) {
+  VmRecord r = FullRecord();
+  auto back = VmRecordFromJson(VmRecordToJson(r), "vm.json");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, r);
+}
+
+TEST(VmRecordTest, ErrorsNameTheFieldAndFile) {
+  json j = json::parse(VmRecordToJson(FullRecord()));
+  struct Case {
+    std::function<void(json&)> edit;
+    std::string want;
+  };
+  std::vector<Case> cases = {
+      {[](json& x) { x["spec"]["vcpus"] = "two"; }, "/s/vm.json: field 'spec.vcpus': expected an unsigned integer in range"},
+      {[](json& x) { x["vmm"].erase("pid"); }, "/s/vm.json: field 'vmm.pid': missing"},
+      {[](json& x) { x["version"] = 99; }, "/s/vm.json: field 'version': format 99 is not supported (this build reads 1)"},
+      {[](json& x) { x["spec"]["devices"][0]["kind"] = "gpu"; }, "field 'spec.devices[0].kind': unknown device kind 'gpu'"},
+      {[](json& x) { x["hotplugged"][1]["backend"] = "x"; }, "field 'hotplugged[1].backend': expected 'vhost' or 'vhost-user'"},
+      {[](json& x) { x["accelerator"] = "hvf"; }, "field 'accelerator': expected kvm or tcg"},
+      {[](json& x) { x["spec"]["extra_args"] = {1}; }, "field 'spec.extra_args': expected an array of strings"},
+  };
+  for (const Case& c : cases) {
+    json copy = j;
+    c.edit(copy);
+    auto r = VmRecordFromJson(copy.dump(), "/s/vm.json");
+    ASSERT_FALSE(r.ok()) << c.want;
+    EXPECT_NE(r.status().message().find(c.want), std::string::npos) << r.status().message();
+  }
+  EXPECT_EQ(VmRecordFromJson("{", "/s/vm.json").status().message(), "/s/vm.json: not valid JSON");
+}
+
+TEST(VmSpecTest, ValidSpecPasses) {
+  VmSpec s = FullRecord().spec;
+  EXPECT_TRUE(ValidateVmSpec(s).ok()) << ValidateVmSpec(s).ToString();
+}
+
+TEST(VmSpecTest, RejectionsNameTheField) {
+  struct Case {
+    std::function<void(VmSpec&)> edit;
+    std::string want;
+  };
+  std::vector<Case> cases = {
+      {[](VmSpec& s) { s.id = "../x"; }, "id '../x' must be"},
+      {[](VmSpec& s) { s.id = std::string(65, 'a'); }, "must be 1..64 chars"},
+      {[](VmSpec& s) { s.vcpus = 0; }, "vm spec 'pod-1': vcpus must be 1..255, got 0"},
+      {[](VmSpec& s) { s.memory_mib = 8; }, "memory_mib must be at least 16, got 8"},
+      {[](VmSpec& s) { s.state_dir = "rel"; }, "state_dir must be absolute"},
+      {[](VmSpec& s) { s.hotplug_slots = 33; }, "hotplug_slots must be at most 32"},
+      {[](VmSpec& s) { s.kernel.clear(); }, "initrd or kernel_cmdline given without a kernel"},
+      {[](VmSpec& s) { s.console_log = "/a,b"; }, "must not contain ','"},
+      {[](VmSpec& s) { s.devices.push_back(FsShare{"fs0", "/x.sock", "t", 1024}); }, "device id 'fs0' used twice"},
+      {[](VmSpec& s) { s.devices = {FsShare{"fs0", "/x.sock", "t", 1000}}; }, "queue_size must be a power of two"},
+      {[](VmSpec& s) { s.devices = {FsShare{"fs0", "/" + std::string(200, 'a'), "t", 1024}}; }, "unix sockets allow 107"},
+      {[](VmSpec& s) { s.devices = {NetDevice{"0nic", "tap0", "52:54:00:00:00:01"}}; }, "net device id '0nic' must match"},
+      {[](VmSpec& s) { s.devices = {NetDevice{"rp3", "tap0", "52:54:00:00:00:01"}}; }, "reserved for hot-plug ports"},
+      {[](VmSpec& s) { s.devices = {NetDevice{"n", "tap0", "01:00:5e:00:00:01"}}; }, "not a unicast"},
+      {[](VmSpec& s) { s.devices = {NetDevice{"n", "a-very-long-tap-name", "52:54:00:00:00:01"}}; }, "tap_name must be 1..15"},
+      {[](VmSpec& s) { s.devices = {VsockDevice{"v", VsockDevice::Backend::kVhostKernel, 2, ""}}; }, "guest_cid must be 3.."},
+  };
+  for (const Case& c : cases) {
+    VmSpec s = FullRecord().spec;
+    c.edit(s);
+    Status st = ValidateVmSpec(s);
+    EXPECT_EQ(st.code(), Code::kInvalidArgument) << c.want;
+    EXPECT_NE(st.message().find(c.want), std::string::npos) << st.message();
+  }
+}
+
+TEST(VmPathsTest, LockIsExclusiveAndRemovedWithTheFiles) {
+  auto dir = TempDir::Create("vmpaths");
+  ASSERT_TRUE(dir.ok());
+  VmPaths p(dir->Join("vm1"));
+  ASSERT_TRUE(MkdirAll(p.dir).ok());
+  EXPECT_EQ(VmLock::Acquire(p.lock(), false).status().code(), Code::kNotFound);
+  auto lock = VmLock::Acquire(p.lock(), true);
+  ASSERT_TRUE(lock.ok());
+  auto second = VmLock::Acquire(p.lock(), false);
+  EXPECT_EQ(second.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(second.status().message().find("driven by another process"), std::string::npos);
+  ASSERT_TRUE(WriteFile(p.record(), "{}").ok());
+  ASSERT_TRUE(WriteFile(p.console_log(), "x").ok());
+  ASSERT_TRUE(RemoveVmmFiles(p, p.console_log(), *lock).ok());
+  EXPECT_FALSE(lock->held());
+  EXPECT_FALSE(PathExists(p.dir));
+  EXPECT_EQ(DefaultVmStateDir("/run/capsule/", "a"), "/run/capsule/vm/a");
+}
+
+TEST(VmPathsTest, DirWithOtherComponentsFilesIsKept) {
+  auto dir = TempDir::Create("vmpaths");
+  ASSERT_TRUE(dir.ok());
+  VmPaths p(dir->Join("vm1"));
+  ASSERT_TRUE(MkdirAll(p.dir).ok());
+  auto lock = VmLock::Acquire(p.lock(), true);
+  ASSERT_TRUE(lock.ok());
+  ASSERT_TRUE(WriteFile(p.dir + "/virtiofsd.pid", "1").ok());
+  ASSERT_TRUE(RemoveVmmFiles(p, p.console_log(), *lock).ok());
+  EXPECT_TRUE(PathExists(p.dir + "/virtiofsd.pid"));
+  EXPECT_FALSE(PathExists(p.lock()));
+}
+
+}  // namespace
+}  // namespace capsule::hypervisor

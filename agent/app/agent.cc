@@ -89,6 +89,7 @@ Status AgentProcess::Serve() {
   server::AgentServiceOptions service_options;
   service_options.may_set_clock = options_.init;
   service_ = std::make_unique<server::AgentService>(service_options, sandboxes_.get(), this);
+  if (containers_) service_->SetContainerOps(containers_.get());
   ASSIGN_OR_RETURN(server_, server::AgentServer::Start(service_.get(), options_.listen));
   ready_us_ = system::BootTimeMicros();
   std::string where;
@@ -200,6 +201,8 @@ int RunAgent(int argc, char** argv) {
   }
   kLog.Info("capsule-agent {} starting (pid {}, {})", kVersion, ::getpid(), init ? "init" : "--no-init");
   AgentProcess agent(std::move(args.options));
+  // The container engine (agent/engine/) plugs in here:
+  //   agent.SetContainerOps(...);
   return agent.Run();
 }
 

@@ -32,8 +32,9 @@ class AgentProcess final : public server::AgentLifecycle {
   // Returns the exit code (never returns as PID 1).
   int Run();
 
-  // The container engine, when one exists, is plugged in here before Run.
-  server::AgentService& service() { return *service_; }
+  // Plugs the container engine in; call before Run. Without one the
+  // container RPCs answer UNIMPLEMENTED.
+  void SetContainerOps(server::ContainerOpsPtr ops) { containers_ = std::move(ops); }
 
   void RequestPowerOff(std::string_view reason) override;
   bool shutting_down() const override { return shutting_down_.load(); }
@@ -53,6 +54,7 @@ class AgentProcess final : public server::AgentLifecycle {
   UniqueFd power_off_fd_;  // eventfd written by RequestPowerOff
   std::unique_ptr<modules::KernelModuleLoader> loader_;
   std::unique_ptr<sandbox::SandboxManager> sandboxes_;
+  server::ContainerOpsPtr containers_;  // the engine; declared before the service that points at it
   std::unique_ptr<server::AgentService> service_;
   std::unique_ptr<server::AgentServer> server_;
   std::optional<ChildProcess> debug_shell_;

@@ -5,9 +5,10 @@
 // supports and the rest keeps answering UNIMPLEMENTED.
 //
 // Plugging the engine in: implement ContainerOps (converting the protobuf
-// messages to the engine's own types in one place), then
-//   service.SetContainerOps(&engine_ops);
-// before the server starts. ContainerOps is also the SandboxObserver: it
+// messages to the engine's own types in one place), then in
+// agent/app/agent.cc RunAgent():
+//   agent.SetContainerOps(std::make_unique<engine::EngineOps>(...));
+// (AgentProcess hands it to AgentService::SetContainerOps before serving.) ContainerOps is also the SandboxObserver: it
 // hears when the sandbox (storages, hostname, sandbox_pidns) is ready and
 // must stop all containers when it is destroyed.
 //
@@ -15,6 +16,8 @@
 // calls (WaitProcess, ReadStdout/ReadStderr, GetOOMEvent) should return when
 // ctx.cancelled() turns true (the host gave up or the agent shuts down).
 #pragma once
+
+#include <memory>
 
 #include "agent/sandbox/sandbox.h"
 #include "capsule/agent/v1/agent.pb.h"
@@ -73,5 +76,7 @@ class ContainerOps : public sandbox::SandboxObserver {
     return Unimplemented(std::string(rpc) + " is not implemented by this agent's container engine");
   }
 };
+
+using ContainerOpsPtr = std::unique_ptr<ContainerOps>;
 
 }  // namespace capsule::agent::server

@@ -66,7 +66,8 @@ void AgentProcess::Fatal(const Status& status) {
 }
 
 Status AgentProcess::Prepare() {
-  const std::string dir = options_.modules_dir.empty() ? modules::KernelModuleLoader::DefaultDir() : options_.modules_dir;
+  const std::string dir =
+      options_.modules_dir.empty() ? modules::KernelModuleLoader::DefaultDir() : options_.modules_dir;
   loader_ = std::make_unique<modules::KernelModuleLoader>(dir);
   if (options_.init) {
     ASSIGN_OR_RETURN(init::BootReport report, init::RunBootDuties(*loader_));

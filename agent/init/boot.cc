@@ -66,7 +66,8 @@ void LoadModules(modules::KernelModuleLoader& loader, BootReport& report) {
   kLog.Info("kernel modules: {} loaded, {} already loaded, {} built in, {} failed", m.loaded.size(),
             m.already_loaded.size(), m.builtin.size(), m.failed.size());
   if (!report.settings.extra_modules.empty()) {
-    if (Status st = loader.Load(report.settings.extra_modules); !st.ok()) kLog.Error("capsule.modules: {}", st.message());
+    Status st = loader.Load(report.settings.extra_modules);
+    if (!st.ok()) kLog.Error("capsule.modules: {}", st.message());
   }
 }
 

@@ -64,7 +64,9 @@ Result<std::string> DnsLine(const std::string& entry, size_t i) {
 }  // namespace
 
 Result<std::string> ResolvConfFromDns(const std::vector<std::string>& dns) {
-  if (dns.size() > kMaxDnsEntries) return InvalidArgument(fmt::format("dns has {} entries, at most {}", dns.size(), kMaxDnsEntries));
+  if (dns.size() > kMaxDnsEntries) {
+    return InvalidArgument(fmt::format("dns has {} entries, at most {}", dns.size(), kMaxDnsEntries));
+  }
   std::string text;
   for (size_t i = 0; i < dns.size(); ++i) {
     ASSIGN_OR_RETURN(std::string line, DnsLine(dns[i], i));

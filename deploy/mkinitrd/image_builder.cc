@@ -61,15 +61,21 @@ Status AddModules(const ImageInputs& in, CpioArchive& archive, ImageReport& repo
   ASSIGN_OR_RETURN(std::string dep_text, ReadFile(src + "/modules.dep"));
   ASSIGN_OR_RETURN(ModuleIndex index, ModuleIndex::Parse(dep_text, src + "/modules.dep"));
   ASSIGN_OR_RETURN(auto order, index.LoadOrder(in.modules));
-  std::string order_text = "# capsule-agent loads these at boot, in this order (written by capsule-mkinitrd)\n";
-  for (const auto& rel : order) {
+  std::vector<std::string> everything = in.modules;
+  everything.insert(everything.end(), in.optional_modules.begin(), in.optional_modules.end());
+  ASSIGN_OR_RETURN(auto shipped, index.LoadOrder(everything));  // boot set first, then the rest
+  for (const auto& rel : shipped) {
     ASSIGN_OR_RETURN(std::string ko, ReadFile(src + "/" + rel));
     RETURN_IF_ERROR(archive.AddFile(dst + "/" + rel, std::move(ko), 0644));
+  }
+  std::string order_text = "# capsule-agent loads these at boot, in this order (written by capsule-mkinitrd)\n";
+  for (const auto& rel : order) {
     order_text += rel + "\n";
     report.modules.push_back(agent::modules::ModuleNameFromPath(rel));
   }
+  report.optional_modules = shipped.size() - order.size();
   RETURN_IF_ERROR(archive.AddFile(dst + "/" + agent::modules::kBootOrderFile, order_text, 0644));
-  RETURN_IF_ERROR(archive.AddFile(dst + "/" + agent::modules::kModulesDepFile, index.Subset(order), 0644));
+  RETURN_IF_ERROR(archive.AddFile(dst + "/" + agent::modules::kModulesDepFile, index.Subset(shipped), 0644));
   ASSIGN_OR_RETURN(std::string builtin, ReadFile(src + "/modules.builtin"));
   return archive.AddFile(dst + "/" + agent::modules::kModulesBuiltinFile, std::move(builtin), 0644);
 }
@@ -95,7 +101,8 @@ Status AddBusybox(const std::string& busybox, CpioArchive& archive, ImageReport&
 }  // namespace
 
 Result<KernelTree> FindKernel(const std::string& dir) {
-  const std::string hint = fmt::format("guest kernel not found in {}: run `make deps` (deploy/fetch-guest-kernel.sh)", dir);
+  const std::string hint =
+      fmt::format("guest kernel not found in {}: run `make deps` (deploy/fetch-guest-kernel.sh)", dir);
   auto releases = ListPrefixed(dir + "/lib/modules", "");
   std::erase_if(releases, [](const std::string& n) { return n == "." || n == ".."; });
   if (releases.size() != 1) return FailedPrecondition(hint);

@@ -36,16 +36,24 @@ Result<KernelTree> FindKernel(const std::string& dir);
 // output order; "not found" libraries are an error naming them.
 Result<std::vector<std::string>> ParseLddOutput(std::string_view output);
 
+// Shipped but loaded only on request (CreateSandbox.kernel_modules or
+// capsule.modules=): entropy and memory balloon devices the host may add,
+// and 9p as a fallback shared filesystem.
+inline const std::vector<std::string> kDefaultOptionalModules = {"virtio_rng", "virtio_balloon", "9pnet_virtio",
+                                                                  "9p"};
+
 struct ImageInputs {
   std::string agent;  // capsule-agent binary
   KernelTree kernel;
   std::vector<std::string> modules = kDefaultBootModules;
+  std::vector<std::string> optional_modules = kDefaultOptionalModules;
   std::string busybox;  // empty: no busybox (production image)
 };
 
 struct ImageReport {
   std::vector<std::string> libraries;  // image paths
-  std::vector<std::string> modules;    // load order, module names
+  std::vector<std::string> modules;    // boot load order, module names
+  size_t optional_modules = 0;         // shipped beyond the boot set
   size_t busybox_applets = 0;
 };
 

@@ -20,7 +20,7 @@ namespace {
 
 struct Args {
   std::string agent, kernel_dir, output, kernel_out, busybox, compression = "zstd";
-  std::vector<std::string> extra_modules;
+  std::vector<std::string> extra_modules, optional_modules;
   int level = 0;
   std::optional<uint32_t> mtime;
 };
@@ -43,6 +43,7 @@ Status Build(const Args& a) {
   in.agent = a.agent;
   ASSIGN_OR_RETURN(in.kernel, FindKernel(a.kernel_dir));
   in.modules.insert(in.modules.end(), a.extra_modules.begin(), a.extra_modules.end());
+  in.optional_modules.insert(in.optional_modules.end(), a.optional_modules.begin(), a.optional_modules.end());
   in.busybox = a.busybox;
   CpioArchive archive(a.mtime.value_or(DefaultMtime()));
   ASSIGN_OR_RETURN(ImageReport report, BuildImage(in, archive));
@@ -52,10 +53,10 @@ Status Build(const Args& a) {
   struct stat st{};
   ::stat(a.output.c_str(), &st);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
-  fmt::print("capsule-mkinitrd: {} ({} KiB {}, {} KiB unpacked, {} entries: {} libraries, {} modules{}) "
-             "for kernel {} in {} ms\n",
+  fmt::print("capsule-mkinitrd: {} ({} KiB {}, {} KiB unpacked, {} entries: {} libraries, {} boot + {} optional "
+             "modules{}) for kernel {} in {} ms\n",
              a.output, st.st_size / 1024, a.compression, cpio.size() / 1024, archive.size(), report.libraries.size(),
-             report.modules.size(),
+             report.modules.size(), report.optional_modules,
              report.busybox_applets ? fmt::format(", busybox with {} applets", report.busybox_applets) : "",
              in.kernel.release, ms.count());
   return Status::Ok();
@@ -72,6 +73,7 @@ int RunMkinitrd(int argc, char** argv) {
   app.add_option("--output", a.output, "initrd to write")->required();
   app.add_option("--kernel-out", a.kernel_out, "also copy the kernel image here");
   app.add_option("--module", a.extra_modules, "extra module for the boot set (repeatable)");
+  app.add_option("--optional-module", a.optional_modules, "extra module shipped but not loaded at boot (repeatable)");
   app.add_option("--busybox", a.busybox, "add this busybox and its applet links (debug image)");
   app.add_option("--compression", a.compression, "zstd|gzip|none")->capture_default_str();
   app.add_option("--level", a.level, "compression level (0: the format's default)");

@@ -52,7 +52,11 @@ std::vector<std::string> BootModules() {
 }
 
 TEST(AgentBoot, BootsServesAndPowersOffOnCtrlAltDel) {
-  auto guest = QemuGuest::Boot({});
+  // capsule.modules loads a shipped, non-boot module by name (with its
+  // dependencies) through the same path as CreateSandbox.kernel_modules.
+  GuestBootOptions options;
+  options.extra_append = "capsule.modules=9pnet_virtio,9p";
+  auto guest = QemuGuest::Boot(options);
   ASSERT_TRUE(guest.ok()) << guest.status().ToString();
   QemuGuest& g = **guest;
   std::cerr << "QEMU: " << g.CommandLine() << "\n";
@@ -79,6 +83,9 @@ TEST(AgentBoot, BootsServesAndPowersOffOnCtrlAltDel) {
   EXPECT_NE(log.find(fmt::format("kernel modules: {} loaded, 0 already loaded, 0 built in, 0 failed", modules.size())),
             std::string::npos)
       << log;
+  for (const char* m : {"9pnet", "9pnet_virtio", "netfs", "fscache", "9p"}) {
+    EXPECT_NE(log.find(std::string("loaded module ") + m + "\n"), std::string::npos) << m << ":\n" << log;
+  }
   EXPECT_EQ(log.find(" error "), std::string::npos) << "error lines in the boot log:\n" << log;
 
   // Ctrl-Alt-Del reaches PID 1 as SIGINT (RB_DISABLE_CAD): orderly power-off.

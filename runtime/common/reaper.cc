@@ -51,6 +51,7 @@ Status Reaper::Start() {
   if (::sigaction(SIGCHLD, &sa, nullptr) != 0) return ErrnoStatus("reaper: sigaction(SIGCHLD)");
   started_ = true;
   thread_ = std::thread([this] { Loop(); });
+  thread_id_ = thread_.get_id();
   thread_.detach();  // lives as long as the process
   return Status::Ok();
 }
@@ -68,6 +69,14 @@ int Reaper::Subscribe(Callback cb) {
 }
 
 void Reaper::Unsubscribe(int token) {
+  {
+    std::lock_guard lock(mu_);
+    if (std::this_thread::get_id() == thread_id_) {  // from a callback: callbacks_mu_ is ours already
+      subscribers_.erase(token);
+      return;
+    }
+  }
+  std::lock_guard callbacks(callbacks_mu_);
   std::lock_guard lock(mu_);
   subscribers_.erase(token);
 }
@@ -111,7 +120,24 @@ void Reaper::ReapAll() {
       if (pid < 0 && errno == EINTR) continue;
       return;
     }
-    std::map<int, Callback> subs;
+    // Subscribers first, so whoever waits for this pid sees its exit only
+    // after every subscriber has; a subscriber removed meanwhile is skipped.
+    {
+      std::lock_guard callbacks(callbacks_mu_);
+      std::map<int, Callback> subs;
+      {
+        std::lock_guard lock(mu_);
+        subs = subscribers_;
+      }
+      for (auto& [token, cb] : subs) {
+        bool still_subscribed;
+        {
+          std::lock_guard lock(mu_);
+          still_subscribed = subscribers_.count(token) != 0;
+        }
+        if (still_subscribed) cb(pid, status);
+      }
+    }
     {
       std::lock_guard lock(mu_);
       statuses_[pid] = status;
@@ -120,10 +146,8 @@ void Reaper::ReapAll() {
         statuses_.erase(order_.front());
         order_.pop_front();
       }
-      subs = subscribers_;
     }
     cv_.notify_all();
-    for (auto& [token, cb] : subs) cb(pid, status);
   }
 }
 

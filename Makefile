@@ -36,6 +36,7 @@ deps:
 	@if [ "$$(id -u)" != 0 ]; then echo "make deps: run as root (apt-get)"; exit 1; fi
 	DEBIAN_FRONTEND=noninteractive apt-get update -q
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(DEPS_PKGS)
+	deploy/fetch-guest-kernel.sh
 
 test: test-unit test-integration test-sanitize test-fuzz
 

@@ -51,6 +51,7 @@ Status Reaper::Start() {
   if (::sigaction(SIGCHLD, &sa, nullptr) != 0) return ErrnoStatus("reaper: sigaction(SIGCHLD)");
   started_ = true;
   thread_ = std::thread([this] { Loop(); });
+  thread_id_ = thread_.get_id();
   thread_.detach();  // lives as long as the process
   return Status::Ok();
 }
@@ -68,13 +69,16 @@ int Reaper::Subscribe(Callback cb) {
 }
 
 void Reaper::Unsubscribe(int token) {
-  std::unique_lock lock(mu_);
+  {
+    std::lock_guard lock(mu_);
+    if (std::this_thread::get_id() == thread_id_) {  // from a callback: callbacks_mu_ is ours already
+      subscribers_.erase(token);
+      return;
+    }
+  }
+  std::lock_guard callbacks(callbacks_mu_);
+  std::lock_guard lock(mu_);
   subscribers_.erase(token);
-  // A callback copied out before the erase may still be running; callers
-  // free what it captures right after Unsubscribe, so wait for it to end.
-  // (From inside a callback there is nothing to wait for but ourselves.)
-  if (std::this_thread::get_id() == reaper_thread_id_) return;
-  cv_.wait(lock, [&] { return dispatching_ == 0; });
 }
 
 std::optional<int> Reaper::TakeStatus(pid_t pid) {
@@ -97,10 +101,6 @@ std::optional<int> Reaper::WaitStatus(pid_t pid, std::chrono::steady_clock::time
 }
 
 void Reaper::Loop() {
-  {
-    std::lock_guard lock(mu_);
-    reaper_thread_id_ = std::this_thread::get_id();
-  }
   for (;;) {
     ReapAll();
     // The poll timeout covers a SIGCHLD that raced with the last waitpid.
@@ -120,30 +120,32 @@ void Reaper::ReapAll() {
       if (pid < 0 && errno == EINTR) continue;
       return;
     }
-    std::map<int, Callback> subs;
+    // Subscribers first, so whoever waits for this pid sees its exit only
+    // after every subscriber has; a subscriber removed meanwhile is skipped.
+    {
+      std::lock_guard callbacks(callbacks_mu_);
+      std::map<int, Callback> subs;
+      {
+        std::lock_guard lock(mu_);
+        subs = subscribers_;
+      }
+      for (auto& [token, cb] : subs) {
+        bool still_subscribed;
+        {
+          std::lock_guard lock(mu_);
+          still_subscribed = subscribers_.count(token) != 0;
+        }
+        if (still_subscribed) cb(pid, status);
+      }
+    }
     {
       std::lock_guard lock(mu_);
-      ++dispatching_;
       statuses_[pid] = status;
       order_.push_back(pid);
       while (order_.size() > kMaxUnclaimed) {
         statuses_.erase(order_.front());
         order_.pop_front();
       }
-      subs = subscribers_;
-    }
-    cv_.notify_all();
-    for (auto& [token, cb] : subs) {
-      bool still_subscribed;
-      {
-        std::lock_guard lock(mu_);
-        still_subscribed = subscribers_.count(token) != 0;
-      }
-      if (still_subscribed) cb(pid, status);
-    }
-    {
-      std::lock_guard lock(mu_);
-      --dispatching_;
     }
     cv_.notify_all();
   }

@@ -32,9 +32,12 @@ class Reaper {
   Status Start();
   bool active() const;
 
-  // Callbacks run on the reaper thread for every reaped child; keep them short.
+  // Callbacks run on the reaper thread for every reaped child, before its
+  // status becomes visible to TakeStatus/WaitStatus; keep them short.
   int Subscribe(Callback cb);
-  // After Unsubscribe returns, the callback is not running and never runs again.
+  // Once this returns the callback is not running and will not run again,
+  // so it may capture objects that die right after (also callable from
+  // inside a callback).
   void Unsubscribe(int token);
 
   // Takes (once) the wait status of `pid` if it has been reaped.
@@ -51,15 +54,17 @@ class Reaper {
   // Statuses nobody has taken yet, oldest first, bounded by kMaxUnclaimed.
   static constexpr size_t kMaxUnclaimed = 4096;
 
+  // Held while subscribers run (taken before mu_), so Unsubscribe can wait
+  // for a callback in flight.
+  std::mutex callbacks_mu_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  std::thread::id thread_id_;            // guarded by mu_
   bool started_ = false;                 // guarded by mu_
   std::map<pid_t, int> statuses_;        // guarded by mu_
   std::deque<pid_t> order_;              // guarded by mu_
   std::map<int, Callback> subscribers_;  // guarded by mu_
   int next_token_ = 1;                   // guarded by mu_
-  int dispatching_ = 0;                  // callbacks batches running; guarded by mu_
-  std::thread::id reaper_thread_id_;     // guarded by mu_
   UniqueFd wake_read_;
   std::thread thread_;
 };

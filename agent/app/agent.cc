@@ -1,0 +1,210 @@
+// Process lifecycle of capsule-agent. Signals are blocked in every thread
+// and read from a signalfd by the main thread, which also waits on the
+// power-off eventfd, so all ways to stop meet in one place (WaitForStop).
+#include "agent/app/agent.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <exception>
+
+#include "agent/init/boot.h"
+#include "agent/init/power.h"
+#include "agent/system/guest_system.h"
+#include "runtime/common/file_util.h"
+#include "runtime/common/guest_abi.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/reaper.h"
+#include "runtime/common/version.h"
+
+namespace capsule::agent::app {
+namespace {
+
+const log::Logger kLog("agent");
+
+// How long calls in flight may finish once the agent stops; long polls
+// (WaitProcess, ReadStdout) are cancelled after it.
+constexpr std::chrono::milliseconds kShutdownGrace(1000);
+
+sigset_t StopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
+// --no-init: private mount namespace (slave of the host's, so nothing we
+// mount propagates back) and UTS namespace (sethostname stays ours).
+Status EnterPrivateNamespaces() {
+  if (::unshare(CLONE_NEWNS | CLONE_NEWUTS) != 0) return ErrnoStatus("unshare(CLONE_NEWNS|CLONE_NEWUTS)");
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) return ErrnoStatus("make / rslave");
+  return Status::Ok();
+}
+
+}  // namespace
+
+AgentProcess::AgentProcess(AgentOptions options) : options_(std::move(options)) {}
+
+AgentProcess::~AgentProcess() {
+  if (server_) server_->Shutdown(std::chrono::milliseconds(0));
+}
+
+void AgentProcess::Fatal(const Status& status) {
+  kLog.Error("fatal: {}", status.ToString());
+  if (options_.init) init::PowerOff("fatal error: " + status.message());
+  std::_Exit(1);
+}
+
+Status AgentProcess::Prepare() {
+  const std::string dir =
+      options_.modules_dir.empty() ? modules::KernelModuleLoader::DefaultDir() : options_.modules_dir;
+  loader_ = std::make_unique<modules::KernelModuleLoader>(dir);
+  if (options_.init) {
+    ASSIGN_OR_RETURN(init::BootReport report, init::RunBootDuties(*loader_));
+    if (options_.log_level) log::SetLevel(*options_.log_level);
+    MaybeStartDebugShell(report.settings.debug_shell);
+    return Status::Ok();
+  }
+  if (options_.private_namespaces) RETURN_IF_ERROR(EnterPrivateNamespaces());
+  // Orphans of what the engine starts come back to us, not to the host's init.
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) return ErrnoStatus("prctl(PR_SET_CHILD_SUBREAPER)");
+  return Status::Ok();
+}
+
+Status AgentProcess::Serve() {
+  sandbox::SandboxEnvironment env;
+  env.resolv_conf_path = options_.resolv_conf;
+  env.apply_hostname = options_.init || options_.private_namespaces;
+  env.modules = loader_.get();
+  sandboxes_ = std::make_unique<sandbox::SandboxManager>(env);
+  server::AgentServiceOptions service_options;
+  service_options.may_set_clock = options_.init;
+  service_ = std::make_unique<server::AgentService>(service_options, sandboxes_.get(), this);
+  if (containers_) service_->SetContainerOps(containers_.get());
+  ASSIGN_OR_RETURN(server_, server::AgentServer::Start(service_.get(), options_.listen));
+  ready_us_ = system::BootTimeMicros();
+  std::string where;
+  for (const auto& ep : options_.listen) where += (where.empty() ? "" : " ") + ep.ToString();
+  kLog.Info("{}: serving capsule.agent.v1.Agent on {} ({:.3f} s after kernel start)", guest_abi::kAgentReadyMarker,
+            where, static_cast<double>(ready_us_.load()) / 1e6);
+  SignalReady();
+  return Status::Ok();
+}
+
+void AgentProcess::SignalReady() {
+  if (options_.ready_fd < 0) return;
+  (void)!::write(options_.ready_fd, "ready\n", 6);
+  ::close(options_.ready_fd);
+  options_.ready_fd = -1;
+}
+
+void AgentProcess::MaybeStartDebugShell(bool wanted) {
+  if (!wanted) return;
+  if (::access("/bin/sh", X_OK) != 0) {
+    kLog.Warn("capsule.debug_shell: no /bin/sh in this image (build the debug image)");
+    return;
+  }
+  SpawnOptions so;
+  so.argv = {"/bin/sh"};
+  so.env = std::vector<std::string>{"PATH=/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", "TERM=linux"};
+  so.stdin_fd = so.stdout_fd = so.stderr_fd = STDIN_FILENO;
+  so.new_session = true;
+  auto child = ChildProcess::Spawn(so);
+  if (!child.ok()) {
+    kLog.Warn("debug shell: {}", child.status().message());
+    return;
+  }
+  kLog.Warn("debug shell started on the console (pid {}): not for production", child->pid());
+  debug_shell_.emplace(std::move(child).value());
+}
+
+void AgentProcess::RequestPowerOff(std::string_view reason) {
+  {
+    std::lock_guard lock(reason_mu_);
+    power_off_reason_ = std::string(reason);
+  }
+  uint64_t one = 1;
+  (void)!::write(power_off_fd_.get(), &one, sizeof one);
+}
+
+std::string AgentProcess::WaitForStop() {
+  for (;;) {
+    pollfd fds[2] = {{signal_fd_.get(), POLLIN, 0}, {power_off_fd_.get(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return "poll failed: " + ErrnoStatus("poll").message();
+    }
+    if (fds[1].revents & POLLIN) {
+      std::lock_guard lock(reason_mu_);
+      return power_off_reason_;
+    }
+    signalfd_siginfo si{};
+    if ((fds[0].revents & POLLIN) && ::read(signal_fd_.get(), &si, sizeof si) == sizeof si) {
+      if (si.ssi_signo == SIGHUP) {
+        kLog.Info("SIGHUP ignored");
+        continue;
+      }
+      return fmt::format("signal {} from pid {}", ::strsignal(static_cast<int>(si.ssi_signo)), si.ssi_pid);
+    }
+  }
+}
+
+void AgentProcess::Stop(const std::string& reason) {
+  kLog.Info("stopping: {}", reason);
+  shutting_down_ = true;
+  // A no-op after DestroySandbox; after a signal it stops the containers
+  // and unmounts the storages before the VM goes.
+  if (sandboxes_) {
+    if (Status st = sandboxes_->Destroy(); !st.ok()) kLog.Error("sandbox teardown: {}", st.message());
+  }
+  // Calls in flight get kShutdownGrace; every connection is closed after it,
+  // which is also what flushes the DestroySandbox reply out of gRPC.
+  if (server_) server_->Shutdown(kShutdownGrace);
+  debug_shell_.reset();
+}
+
+int AgentProcess::Run() {
+  sigset_t stop = StopSignals();
+  ::pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // before any thread exists
+  ::signal(SIGPIPE, SIG_IGN);
+  signal_fd_.reset(::signalfd(-1, &stop, SFD_CLOEXEC));
+  power_off_fd_.reset(::eventfd(0, EFD_CLOEXEC));
+  if (!signal_fd_ || !power_off_fd_) Fatal(ErrnoStatus("signalfd/eventfd for the main loop"));
+  if (Status st = Prepare(); !st.ok()) Fatal(st);
+  if (Status st = Reaper::Instance().Start(); !st.ok()) Fatal(st);
+  if (Status st = Serve(); !st.ok()) Fatal(st);
+  std::string reason = WaitForStop();
+  Stop(reason);
+  if (options_.init) init::PowerOff(reason);
+  kLog.Info("exiting (--no-init)");
+  return 0;
+}
+
+int RunAgent(int argc, char** argv) {
+  const bool is_pid1 = ::getpid() == 1;
+  ParsedArgs args = ParseArgs(argc, argv, is_pid1);
+  if (args.exit_code) return *args.exit_code;
+  if (args.options.log_level) log::SetLevel(*args.options.log_level);
+  const bool init = args.options.init;
+  if (init) {
+    // An exception nobody caught must not kill PID 1 (a kernel panic).
+    std::set_terminate([] { init::PowerOff("std::terminate: uncaught exception"); });
+  }
+  kLog.Info("capsule-agent {} starting (pid {}, {})", kVersion, ::getpid(), init ? "init" : "--no-init");
+  AgentProcess agent(std::move(args.options));
+  // The container engine (agent/engine/) plugs in here:
+  //   agent.SetContainerOps(...);
+  return agent.Run();
+}
+
+}  // namespace capsule::agent::app

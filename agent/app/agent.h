@@ -1,0 +1,67 @@
+// AgentProcess: the capsule-agent program. As PID 1 it boots the guest
+// (agent/init), serves gRPC on vsock and, when told to stop (SIGTERM,
+// SIGINT, DestroySandbox with power_off) or when something fatal happens,
+// tears the sandbox down and powers the VM off; it never exits. As a normal
+// process (--no-init) it serves on a unix socket and exits instead.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "agent/app/options.h"
+#include "agent/modules/loader.h"
+#include "agent/sandbox/sandbox.h"
+#include "agent/server/agent_service.h"
+#include "agent/server/grpc_server.h"
+#include "agent/server/lifecycle.h"
+#include "runtime/common/subprocess.h"
+#include "runtime/common/unique_fd.h"
+
+namespace capsule::agent::app {
+
+// Entry point for main(): parses argv and runs the agent.
+int RunAgent(int argc, char** argv);
+
+class AgentProcess final : public server::AgentLifecycle {
+ public:
+  explicit AgentProcess(AgentOptions options);
+  ~AgentProcess() override;
+
+  // Returns the exit code (never returns as PID 1).
+  int Run();
+
+  // Plugs the container engine in; call before Run. Without one the
+  // container RPCs answer UNIMPLEMENTED.
+  void SetContainerOps(server::ContainerOpsPtr ops) { containers_ = std::move(ops); }
+
+  void RequestPowerOff(std::string_view reason) override;
+  bool shutting_down() const override { return shutting_down_.load(); }
+  uint64_t ready_monotonic_us() const override { return ready_us_.load(); }
+
+ private:
+  Status Prepare();  // PID-1 boot, or namespaces for --no-init
+  Status Serve();
+  std::string WaitForStop();  // returns why
+  void Stop(const std::string& reason);
+  [[noreturn]] void Fatal(const Status& status);
+  void MaybeStartDebugShell(bool wanted);
+  void SignalReady();
+
+  AgentOptions options_;
+  UniqueFd signal_fd_;     // SIGTERM, SIGINT, SIGHUP
+  UniqueFd power_off_fd_;  // eventfd written by RequestPowerOff
+  std::unique_ptr<modules::KernelModuleLoader> loader_;
+  std::unique_ptr<sandbox::SandboxManager> sandboxes_;
+  server::ContainerOpsPtr containers_;  // the engine; declared before the service that points at it
+  std::unique_ptr<server::AgentService> service_;
+  std::unique_ptr<server::AgentServer> server_;
+  std::optional<ChildProcess> debug_shell_;
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<uint64_t> ready_us_{0};
+  std::mutex reason_mu_;
+  std::string power_off_reason_;  // guarded by reason_mu_
+};
+
+}  // namespace capsule::agent::app

@@ -1,0 +1,60 @@
+// CLI11 parsing; as PID 1 unknown words are allowed and errors ignored.
+#include "agent/app/options.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "runtime/common/guest_abi.h"
+#include "runtime/common/version.h"
+
+namespace capsule::agent::app {
+
+ParsedArgs ParseArgs(int argc, char** argv, bool is_pid1) {
+  ParsedArgs out;
+  CLI::App app{"capsule-agent: PID 1 of a Capsule pod VM, serving capsule.agent.v1.Agent over vsock"};
+  app.set_version_flag("--version", std::string("capsule-agent ") + kVersion);
+  bool no_init = false;
+  std::vector<std::string> listen;
+  std::string level;
+  app.add_flag("--no-init", no_init, "run as a normal process: no PID-1 duties (implied when PID != 1)");
+  app.add_option("--listen", listen, "vsock:PORT or unix:/PATH, repeatable (default vsock:1024)");
+  app.add_option("--log-level", level, "trace|debug|info|warn|error");
+  app.add_option("--resolv-conf", out.options.resolv_conf, "where CreateSandbox writes DNS settings")
+      ->capture_default_str();
+  app.add_option("--modules-dir", out.options.modules_dir, "module tree (default /lib/modules/<uname -r>)");
+  app.add_flag("!--host-namespaces", out.options.private_namespaces,
+               "with --no-init: stay in the host's mount and UTS namespaces");
+  app.add_option("--ready-fd", out.options.ready_fd, "fd to write \"ready\\n\" to once serving");
+  if (is_pid1) app.allow_extras();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (!is_pid1) {
+      out.exit_code = app.exit(e);
+      return out;
+    }
+  }
+  out.options.init = is_pid1 && !no_init;
+  for (const auto& l : listen) {
+    auto ep = server::ParseEndpoint(l);
+    if (!ep.ok()) {
+      std::fprintf(stderr, "capsule-agent: --listen: %s\n", ep.status().message().c_str());
+      if (!is_pid1) out.exit_code = 2;
+      continue;
+    }
+    out.options.listen.push_back(*ep);
+  }
+  if (out.options.listen.empty()) {
+    out.options.listen.push_back(server::Endpoint{server::Endpoint::Kind::kVsock, guest_abi::kAgentVsockPort, ""});
+  }
+  if (!level.empty()) {
+    out.options.log_level = log::ParseLevel(level);
+    if (!out.options.log_level && !is_pid1) {
+      std::fprintf(stderr, "capsule-agent: --log-level: unknown level '%s'\n", level.c_str());
+      out.exit_code = 2;
+    }
+  }
+  return out;
+}
+
+}  // namespace capsule::agent::app

@@ -1,0 +1,82 @@
+// capsule.agent.v1.Agent, the agent's gRPC service. Handlers are thin, one
+// file per RPC (rpc_*.cc): check the request, call the sandbox manager, the
+// guest-system helpers or the container engine, map the Status. No handler
+// lets an exception or a bad request take the agent down.
+//
+// DestroySandbox uses gRPC's callback API so the power-off it may ask for
+// starts only after the reply has been handed to the transport (OnDone).
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+
+#include "agent/sandbox/sandbox.h"
+#include "agent/server/container_ops.h"
+#include "agent/server/lifecycle.h"
+#include "capsule/agent/v1/agent.grpc.pb.h"
+
+namespace capsule::agent::server {
+
+inline constexpr const char* kServiceName = "capsule.agent.v1.Agent";
+// ReadGuestFile's ceiling on max_bytes: well inside gRPC's 4 MiB messages.
+inline constexpr uint32_t kMaxReadGuestFileBytes = 1024 * 1024;
+
+struct AgentServiceOptions {
+  // False when the agent runs on a host for tests (--no-init): SetGuestTime
+  // then answers FAILED_PRECONDITION instead of setting the host's clock.
+  bool may_set_clock = true;
+};
+
+using AgentServiceBase = v1::Agent::WithCallbackMethod_DestroySandbox<v1::Agent::Service>;
+
+class AgentService final : public AgentServiceBase {
+ public:
+  // Neither pointer is owned; both must outlive the service.
+  AgentService(AgentServiceOptions options, sandbox::SandboxManager* sandboxes, AgentLifecycle* lifecycle);
+
+  // Plugs the container engine in (not owned); it also becomes the sandbox
+  // manager's observer. Call before the server starts.
+  void SetContainerOps(ContainerOps* ops);
+
+  using Ctx = grpc::ServerContext;
+  using Empty = google::protobuf::Empty;
+
+  grpc::Status Check(Ctx*, const v1::CheckRequest*, v1::CheckResponse*) override;
+  grpc::Status Version(Ctx*, const v1::VersionRequest*, v1::VersionResponse*) override;
+  grpc::Status SetGuestTime(Ctx*, const v1::SetGuestTimeRequest*, Empty*) override;
+  grpc::Status AddRandomness(Ctx*, const v1::AddRandomnessRequest*, Empty*) override;
+  grpc::Status CreateSandbox(Ctx*, const v1::CreateSandboxRequest*, Empty*) override;
+  grpc::ServerUnaryReactor* DestroySandbox(grpc::CallbackServerContext*, const v1::DestroySandboxRequest*,
+                                           Empty*) override;
+  grpc::Status ReadGuestFile(Ctx*, const v1::ReadGuestFileRequest*, v1::ReadGuestFileResponse*) override;
+
+  // Container RPCs, forwarded to ContainerOps (rpc_containers.cc).
+  grpc::Status CreateContainer(Ctx*, const v1::CreateContainerRequest*, Empty*) override;
+  grpc::Status StartContainer(Ctx*, const v1::StartContainerRequest*, v1::StartContainerResponse*) override;
+  grpc::Status RemoveContainer(Ctx*, const v1::RemoveContainerRequest*, Empty*) override;
+  grpc::Status ExecProcess(Ctx*, const v1::ExecProcessRequest*, v1::ExecProcessResponse*) override;
+  grpc::Status SignalProcess(Ctx*, const v1::SignalProcessRequest*, Empty*) override;
+  grpc::Status WaitProcess(Ctx*, const v1::WaitProcessRequest*, v1::WaitProcessResponse*) override;
+  grpc::Status ListProcesses(Ctx*, const v1::ListProcessesRequest*, v1::ListProcessesResponse*) override;
+  grpc::Status UpdateContainer(Ctx*, const v1::UpdateContainerRequest*, Empty*) override;
+  grpc::Status StatsContainer(Ctx*, const v1::StatsContainerRequest*, v1::StatsContainerResponse*) override;
+  grpc::Status PauseContainer(Ctx*, const v1::PauseContainerRequest*, Empty*) override;
+  grpc::Status ResumeContainer(Ctx*, const v1::ResumeContainerRequest*, Empty*) override;
+  grpc::Status WriteStdin(Ctx*, const v1::WriteStreamRequest*, v1::WriteStreamResponse*) override;
+  grpc::Status ReadStdout(Ctx*, const v1::ReadStreamRequest*, v1::ReadStreamResponse*) override;
+  grpc::Status ReadStderr(Ctx*, const v1::ReadStreamRequest*, v1::ReadStreamResponse*) override;
+  grpc::Status CloseStdin(Ctx*, const v1::CloseStdinRequest*, Empty*) override;
+  grpc::Status TtyWinResize(Ctx*, const v1::TtyWinResizeRequest*, Empty*) override;
+  grpc::Status GetOOMEvent(Ctx*, const v1::GetOOMEventRequest*, v1::OOMEvent*) override;
+  // The network RPCs (UpdateInterface, UpdateRoutes, ListInterfaces,
+  // ListRoutes) keep the generated UNIMPLEMENTED until guest networking lands.
+
+ private:
+  const AgentServiceOptions options_;
+  sandbox::SandboxManager* const sandboxes_;
+  AgentLifecycle* const lifecycle_;
+  std::atomic<ContainerOps*> containers_{nullptr};
+};
+
+}  // namespace capsule::agent::server

@@ -1,0 +1,82 @@
+// The seam between the agent's gRPC service and the container engine
+// (agent/engine/). The service validates nothing container-specific: it
+// hands each container RPC's request to ContainerOps and maps the Status.
+// Every method defaults to UNIMPLEMENTED, so the engine overrides what it
+// supports and the rest keeps answering UNIMPLEMENTED.
+//
+// Plugging the engine in: implement ContainerOps (converting the protobuf
+// messages to the engine's own types in one place), then in
+// agent/app/agent.cc RunAgent():
+//   agent.SetContainerOps(std::make_unique<engine::EngineOps>(...));
+// (AgentProcess hands it to AgentService::SetContainerOps before serving.) ContainerOps is also the SandboxObserver: it
+// hears when the sandbox (storages, hostname, sandbox_pidns) is ready and
+// must stop all containers when it is destroyed.
+//
+// Threading: methods are called concurrently from gRPC's threads; blocking
+// calls (WaitProcess, ReadStdout/ReadStderr, GetOOMEvent) should return when
+// ctx.cancelled() turns true (the host gave up or the agent shuts down).
+#pragma once
+
+#include <memory>
+
+#include "agent/sandbox/sandbox.h"
+#include "capsule/agent/v1/agent.pb.h"
+#include "runtime/common/status.h"
+
+namespace capsule::agent::server {
+
+namespace v1 = ::capsule::agent::v1;
+
+// Per-call facts a long-running call needs, without gRPC types.
+class CallContext {
+ public:
+  virtual ~CallContext() = default;
+  virtual bool cancelled() const = 0;
+};
+
+class ContainerOps : public sandbox::SandboxObserver {
+ public:
+  Status SandboxCreated(const sandbox::SandboxInfo&) override { return Status::Ok(); }
+  Status SandboxDestroying(const sandbox::SandboxInfo&) override { return Status::Ok(); }
+
+  virtual Status CreateContainer(const v1::CreateContainerRequest&) { return Missing("CreateContainer"); }
+  virtual Result<v1::StartContainerResponse> StartContainer(const v1::StartContainerRequest&) {
+    return Missing("StartContainer");
+  }
+  virtual Status RemoveContainer(const v1::RemoveContainerRequest&) { return Missing("RemoveContainer"); }
+  virtual Result<v1::ExecProcessResponse> ExecProcess(const v1::ExecProcessRequest&) { return Missing("ExecProcess"); }
+  virtual Status SignalProcess(const v1::SignalProcessRequest&) { return Missing("SignalProcess"); }
+  virtual Result<v1::WaitProcessResponse> WaitProcess(const v1::WaitProcessRequest&, const CallContext&) {
+    return Missing("WaitProcess");
+  }
+  virtual Result<v1::ListProcessesResponse> ListProcesses(const v1::ListProcessesRequest&) {
+    return Missing("ListProcesses");
+  }
+  virtual Status UpdateContainer(const v1::UpdateContainerRequest&) { return Missing("UpdateContainer"); }
+  virtual Result<v1::StatsContainerResponse> StatsContainer(const v1::StatsContainerRequest&) {
+    return Missing("StatsContainer");
+  }
+  virtual Status PauseContainer(const v1::PauseContainerRequest&) { return Missing("PauseContainer"); }
+  virtual Status ResumeContainer(const v1::ResumeContainerRequest&) { return Missing("ResumeContainer"); }
+  virtual Result<v1::WriteStreamResponse> WriteStdin(const v1::WriteStreamRequest&) { return Missing("WriteStdin"); }
+  virtual Result<v1::ReadStreamResponse> ReadStdout(const v1::ReadStreamRequest&, const CallContext&) {
+    return Missing("ReadStdout");
+  }
+  virtual Result<v1::ReadStreamResponse> ReadStderr(const v1::ReadStreamRequest&, const CallContext&) {
+    return Missing("ReadStderr");
+  }
+  virtual Status CloseStdin(const v1::CloseStdinRequest&) { return Missing("CloseStdin"); }
+  virtual Status TtyWinResize(const v1::TtyWinResizeRequest&) { return Missing("TtyWinResize"); }
+  virtual Result<v1::OOMEvent> GetOOMEvent(const v1::GetOOMEventRequest&, const CallContext&) {
+    return Missing("GetOOMEvent");
+  }
+
+ protected:
+  static Status Missing(std::string_view rpc) {
+    return Unimplemented(std::string(rpc) + " is not implemented by this agent's container engine");
+  }
+};
+
+using ContainerOpsPtr = std::unique_ptr<ContainerOps>;
+
+}  // namespace capsule::agent::server

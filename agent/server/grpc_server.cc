@@ -1,0 +1,81 @@
+// Accept loops poll the listening socket and a stop eventfd, so Shutdown
+// never races a blocked accept(2).
+#include "agent/server/grpc_server.h"
+
+#include <fcntl.h>
+#include <grpcpp/server_posix.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "runtime/common/logging.h"
+
+namespace capsule::agent::server {
+namespace {
+
+const log::Logger kLog("server");
+
+}  // namespace
+
+Result<std::unique_ptr<AgentServer>> AgentServer::Start(grpc::Service* service,
+                                                        const std::vector<Endpoint>& endpoints) {
+  auto s = std::make_unique<AgentServer>(Token{});
+  s->stop_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!s->stop_) return ErrnoStatus("eventfd for the server's stop signal");
+  for (const auto& ep : endpoints) {
+    auto fd = Listen(ep);
+    if (!fd.ok()) return std::move(fd).status().WithContext("listen on " + ep.ToString());
+    s->listeners_.push_back(std::make_unique<Listener>(Listener{ep, std::move(fd).value()}));
+  }
+  grpc::ServerBuilder builder;
+  builder.RegisterService(service);
+  s->server_ = builder.BuildAndStart();
+  if (!s->server_) return Internal("gRPC server failed to start");
+  for (auto& l : s->listeners_) {
+    Listener* raw = l.get();
+    s->threads_.emplace_back([srv = s.get(), raw] { srv->AcceptLoop(raw); });
+  }
+  return s;
+}
+
+AgentServer::~AgentServer() { Shutdown(std::chrono::milliseconds(0)); }
+
+void AgentServer::AcceptLoop(Listener* listener) {
+  const std::string name = listener->endpoint.ToString();
+  for (;;) {
+    pollfd fds[2] = {{listener->fd.get(), POLLIN, 0}, {stop_.get(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      kLog.Error("poll on {}: {}", name, ErrnoStatus("poll").message());
+      return;
+    }
+    if (fds[1].revents != 0) return;
+    if ((fds[0].revents & POLLIN) == 0) continue;
+    UniqueFd conn(::accept4(listener->fd.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!conn) {
+      // ECONNABORTED and friends: the peer gave up; keep serving the rest.
+      if (errno != EINTR && errno != EAGAIN) kLog.Warn("accept on {}: {}", name, ErrnoStatus("accept4").message());
+      continue;
+    }
+    kLog.Debug("connection on {} (fd {})", name, conn.get());
+    // gRPC owns the fd from here and closes it when the connection ends.
+    grpc::AddInsecureChannelFromFd(server_.get(), conn.release());
+  }
+}
+
+void AgentServer::Shutdown(std::chrono::milliseconds grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  uint64_t one = 1;
+  (void)!::write(stop_.get(), &one, sizeof one);
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  for (auto& l : listeners_) {
+    l->fd.reset();
+    if (l->endpoint.kind == Endpoint::Kind::kUnix) ::unlink(l->endpoint.path.c_str());
+  }
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + grace);
+}
+
+}  // namespace capsule::agent::server

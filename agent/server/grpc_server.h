@@ -1,0 +1,51 @@
+// The agent's gRPC server. gRPC cannot listen on AF_VSOCK itself, so the
+// server has no ports of its own: one thread per endpoint accepts
+// connections and hands each connected fd to gRPC
+// (grpc::AddInsecureChannelFromFd), which then owns and serves it.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "agent/server/endpoint.h"
+#include "runtime/common/status.h"
+#include "runtime/common/unique_fd.h"
+
+namespace capsule::agent::server {
+
+class AgentServer {
+  struct Token {};  // only Start can make one, so only Start constructs
+
+ public:
+  // Listens on every endpoint (all or none) and starts serving `service`
+  // (not owned; must outlive the server).
+  static Result<std::unique_ptr<AgentServer>> Start(grpc::Service* service, const std::vector<Endpoint>& endpoints);
+
+  explicit AgentServer(Token) {}
+  AgentServer(const AgentServer&) = delete;
+  AgentServer& operator=(const AgentServer&) = delete;
+  ~AgentServer();
+
+  // Stops accepting, lets calls in flight finish until `grace` has passed,
+  // then cancels the rest and closes every connection. Idempotent.
+  void Shutdown(std::chrono::milliseconds grace);
+
+ private:
+  struct Listener {
+    Endpoint endpoint;
+    UniqueFd fd;
+  };
+  void AcceptLoop(Listener* listener);
+
+  std::unique_ptr<grpc::Server> server_;
+  std::vector<std::unique_ptr<Listener>> listeners_;
+  std::vector<std::thread> threads_;
+  UniqueFd stop_;  // eventfd: readable once Shutdown begins
+  bool shut_down_ = false;
+};
+
+}  // namespace capsule::agent::server

@@ -1,0 +1,44 @@
+// Status mapping is the identity on codes: capsule::Code follows gRPC's.
+#include "agent/server/rpc_util.h"
+
+#include "runtime/common/logging.h"
+
+namespace capsule::agent::server {
+namespace {
+
+const log::Logger kLog("rpc");
+
+bool IsCallerError(Code code) {
+  switch (code) {
+    case Code::kInvalidArgument:
+    case Code::kNotFound:
+    case Code::kAlreadyExists:
+    case Code::kFailedPrecondition:
+    case Code::kOutOfRange:
+    case Code::kUnimplemented:
+    case Code::kCancelled:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), status.message());
+}
+
+grpc::Status Reply(std::string_view rpc, const Status& status) {
+  if (status.ok()) {
+    kLog.Debug("{}: ok", rpc);
+  } else if (IsCallerError(status.code())) {
+    kLog.Warn("{}: {}", rpc, status.ToString());
+  } else {
+    kLog.Error("{}: {}", rpc, status.ToString());
+  }
+  return ToGrpcStatus(status);
+}
+
+}  // namespace capsule::agent::server

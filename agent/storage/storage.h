@@ -1,0 +1,57 @@
+// A filesystem the agent mounts for the sandbox (and later for containers):
+// the virtio-fs share, a tmpfs, or a bind mount of a guest path. A mounted
+// storage is an RAII object: destroying it unmounts, so a failure half way
+// through a request leaves nothing mounted.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "agent/storage/mount_options.h"
+#include "runtime/common/status.h"
+
+namespace capsule::agent::storage {
+
+// Drivers (Storage.driver in agent.proto).
+inline constexpr std::string_view kDriverVirtioFs = "virtiofs";
+inline constexpr std::string_view kDriverTmpfs = "tmpfs";
+inline constexpr std::string_view kDriverBind = "bind";
+
+struct StorageSpec {
+  std::string driver;
+  std::string source;       // virtiofs: the tag; bind: a guest path; tmpfs: a name
+  std::string fstype;       // empty, or the driver's own type
+  std::vector<std::string> options;
+  std::string mount_point;  // absolute guest path, created when missing
+};
+
+// Everything that can be checked without touching the system. The message
+// names the field ("storage[1].mount_point ...") when `field` is given.
+Status ValidateStorage(const StorageSpec& spec, std::string_view field = "storage");
+
+class MountedStorage {
+ public:
+  // Validates, creates the mount point, mounts, applies propagation.
+  static Result<MountedStorage> Mount(const StorageSpec& spec);
+
+  MountedStorage(MountedStorage&& other) noexcept;
+  MountedStorage& operator=(MountedStorage&& other) noexcept;
+  MountedStorage(const MountedStorage&) = delete;
+  MountedStorage& operator=(const MountedStorage&) = delete;
+  ~MountedStorage();
+
+  // umount2; a busy mount is detached (MNT_DETACH) with a warning so the
+  // teardown always finishes. Idempotent.
+  Status Unmount();
+
+  const std::string& mount_point() const { return mount_point_; }
+  bool mounted() const { return mounted_; }
+
+ private:
+  explicit MountedStorage(std::string mount_point) : mount_point_(std::move(mount_point)), mounted_(true) {}
+
+  std::string mount_point_;
+  bool mounted_ = false;
+};
+
+}  // namespace capsule::agent::storage

@@ -1,0 +1,34 @@
+// The fixed contract between the host (shim, hypervisor driver, pool) and the
+// guest (capsule-agent, initrd): names and numbers both sides must agree on.
+// Changing one is a protocol change: bump kAgentApiVersion.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace capsule::guest_abi {
+
+// AF_VSOCK port the agent listens on (VMADDR_CID_ANY) for gRPC.
+inline constexpr uint32_t kAgentVsockPort = 1024;
+
+// capsule.agent.v1 API revision reported by Agent.Version.
+inline constexpr uint32_t kAgentApiVersion = 1;
+
+// The per-VM virtio-fs share: the host attaches it with this tag and asks,
+// through CreateSandbox's storages, to mount it at kSharedFsGuestPath.
+inline constexpr std::string_view kSharedFsTag = "capsule-shared";
+inline constexpr std::string_view kSharedFsGuestPath = "/run/capsule/shared";
+
+// Kernel command line every Capsule guest gets; the host appends its own
+// options (capsule.* keys understood by the agent are listed in
+// agent/config/settings.h) and config's hypervisor.kernel_params.
+//   console=ttyS0  agent log on the first serial port
+//   quiet          keep kernel chatter off that (slow under TCG) port
+//   panic=-1       reboot at once on panic; with QEMU -no-reboot the VM exits
+inline constexpr std::string_view kBaseKernelCmdline = "console=ttyS0 quiet panic=-1";
+
+// Line the agent prints on the console once it serves gRPC; hosts and tests
+// may wait for it in the serial log (the host should still dial and Check).
+inline constexpr std::string_view kAgentReadyMarker = "capsule-agent ready";
+
+}  // namespace capsule::guest_abi

@@ -1,0 +1,70 @@
+// capsule.* options: good values apply, bad ones warn and keep the default.
+#include "agent/config/settings.h"
+
+#include <gtest/gtest.h>
+
+namespace capsule::agent::config {
+namespace {
+
+BootSettings FromLine(std::string_view line) { return SettingsFromCmdline(ParseKernelCmdline(line)); }
+
+TEST(BootSettings, DefaultsWithoutCapsuleKeys) {
+  auto s = FromLine("console=ttyS0 quiet panic=-1");
+  EXPECT_EQ(s.log_level, log::Level::kInfo);
+  EXPECT_EQ(s.hostname, kDefaultHostname);
+  EXPECT_TRUE(s.extra_modules.empty());
+  EXPECT_FALSE(s.debug_shell);
+  EXPECT_TRUE(s.cgroups);
+  EXPECT_TRUE(s.warnings.empty());
+}
+
+TEST(BootSettings, ReadsEveryKey) {
+  auto s = FromLine("capsule.log=debug capsule.hostname=vm-1 capsule.modules=9p,virtio_rng "
+                    "capsule.debug_shell capsule.cgroups=0");
+  EXPECT_EQ(s.log_level, log::Level::kDebug);
+  EXPECT_EQ(s.hostname, "vm-1");
+  EXPECT_EQ(s.extra_modules, (std::vector<std::string>{"9p", "virtio_rng"}));
+  EXPECT_TRUE(s.debug_shell);
+  EXPECT_FALSE(s.cgroups);
+  EXPECT_TRUE(s.warnings.empty());
+}
+
+TEST(BootSettings, BadValuesWarnAndKeepDefaults) {
+  auto s = FromLine("capsule.log=loud capsule.hostname=-bad- capsule.modules=ok,no/slash capsule.cgroups=maybe");
+  EXPECT_EQ(s.log_level, log::Level::kInfo);
+  EXPECT_EQ(s.hostname, kDefaultHostname);
+  EXPECT_TRUE(s.extra_modules.empty());
+  EXPECT_TRUE(s.cgroups);
+  ASSERT_EQ(s.warnings.size(), 4u);
+  EXPECT_NE(s.warnings[0].find("capsule.log"), std::string::npos);
+  EXPECT_NE(s.warnings[0].find("loud"), std::string::npos);
+}
+
+TEST(BootSettings, UnknownCapsuleKeyWarnsNamingIt) {
+  auto s = FromLine("capsule.colour=blue");
+  ASSERT_EQ(s.warnings.size(), 1u);
+  EXPECT_NE(s.warnings[0].find("capsule.colour"), std::string::npos);
+}
+
+TEST(Hostname, Rfc1123) {
+  EXPECT_TRUE(IsValidHostname("a"));
+  EXPECT_TRUE(IsValidHostname("pod-1.example"));
+  EXPECT_FALSE(IsValidHostname(""));
+  EXPECT_FALSE(IsValidHostname("-a"));
+  EXPECT_FALSE(IsValidHostname("a-"));
+  EXPECT_FALSE(IsValidHostname("a..b"));
+  EXPECT_FALSE(IsValidHostname("a_b"));
+  EXPECT_FALSE(IsValidHostname(std::string(65, 'a')));
+  EXPECT_TRUE(IsValidHostname(std::string(64, 'a')));
+}
+
+TEST(ModuleName, Charset) {
+  EXPECT_TRUE(IsValidModuleName("vmw_vsock_virtio_transport"));
+  EXPECT_TRUE(IsValidModuleName("snd-hda"));
+  EXPECT_FALSE(IsValidModuleName(""));
+  EXPECT_FALSE(IsValidModuleName("../x"));
+  EXPECT_FALSE(IsValidModuleName(std::string(56, 'a')));
+}
+
+}  // namespace
+}  // namespace capsule::agent::config

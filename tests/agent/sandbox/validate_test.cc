@@ -1,0 +1,74 @@
+// SandboxSpec validation and resolv.conf generation; mounting is covered by
+// agent_service_test through the real agent.
+#include <gtest/gtest.h>
+
+#include "agent/sandbox/sandbox.h"
+
+namespace capsule::agent::sandbox {
+namespace {
+
+SandboxSpec Good() {
+  SandboxSpec s;
+  s.id = "pod-1";
+  s.hostname = "web-0";
+  s.dns = {"10.96.0.10", "search default.svc.cluster.local svc.cluster.local", "options ndots:5"};
+  s.storages = {{"virtiofs", "capsule-shared", "", {}, "/run/capsule/shared"}};
+  s.kernel_modules = {"9p"};
+  return s;
+}
+
+void ExpectInvalid(const SandboxSpec& s, std::string_view mention) {
+  Status st = ValidateSandboxSpec(s);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find(mention), std::string::npos) << st.message();
+}
+
+TEST(SandboxSpec, GoodSpecPasses) { EXPECT_TRUE(ValidateSandboxSpec(Good()).ok()); }
+
+TEST(SandboxSpec, IdRequiredAndPlain) {
+  auto s = Good();
+  s.id = "";
+  ExpectInvalid(s, "sandbox_id");
+  s.id = "a/b";
+  ExpectInvalid(s, "sandbox_id");
+}
+
+TEST(SandboxSpec, BadHostname) {
+  auto s = Good();
+  s.hostname = "under_score";
+  ExpectInvalid(s, "hostname");
+}
+
+TEST(SandboxSpec, BadStorageNamedByIndex) {
+  auto s = Good();
+  s.storages.push_back({"tmpfs", "", "", {}, "rel"});
+  ExpectInvalid(s, "storages[1].mount_point");
+}
+
+TEST(SandboxSpec, BadModuleName) {
+  auto s = Good();
+  s.kernel_modules = {"ok", "../../x"};
+  ExpectInvalid(s, "kernel_modules[1]");
+}
+
+TEST(ResolvConf, LinesAndBareAddresses) {
+  auto text = ResolvConfFromDns(Good().dns);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text,
+            "nameserver 10.96.0.10\nsearch default.svc.cluster.local svc.cluster.local\noptions ndots:5\n");
+  auto v6 = ResolvConfFromDns({"nameserver fd00::a"});
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(*v6, "nameserver fd00::a\n");
+}
+
+TEST(ResolvConf, RejectsInjectionAndJunk) {
+  EXPECT_EQ(ResolvConfFromDns({"nameserver 1.2.3.4\nnameserver 6.6.6.6"}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(ResolvConfFromDns({"nameserver example.com"}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(ResolvConfFromDns({"bogus line"}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(ResolvConfFromDns({"search"}).status().code(), Code::kInvalidArgument);
+  auto st = ResolvConfFromDns({"1.1.1.1", ""}).status();
+  EXPECT_NE(st.message().find("dns[1]"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace capsule::agent::sandbox

@@ -1,0 +1,147 @@
+// The seam for the container engine: a ContainerOps plugged into the service
+// receives the container RPCs and the sandbox lifecycle, and an engine
+// error keeps its code. Served in-process on a unix socket, as the agent does.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "agent/sandbox/sandbox.h"
+#include "agent/server/agent_service.h"
+#include "agent/server/grpc_server.h"
+#include "runtime/common/file_util.h"
+
+namespace capsule::agent::server {
+namespace {
+
+class FakeLifecycle : public AgentLifecycle {
+ public:
+  void RequestPowerOff(std::string_view) override { ++power_offs; }
+  bool shutting_down() const override { return false; }
+  uint64_t ready_monotonic_us() const override { return 1; }
+  std::atomic<int> power_offs{0};
+};
+
+class FakeEngine : public ContainerOps {
+ public:
+  Status SandboxCreated(const sandbox::SandboxInfo& info) override {
+    created = info;
+    return fail_sandbox ? Internal("engine refuses") : Status::Ok();
+  }
+  Status SandboxDestroying(const sandbox::SandboxInfo& info) override {
+    destroyed_id = info.id;
+    return Status::Ok();
+  }
+  Result<v1::StartContainerResponse> StartContainer(const v1::StartContainerRequest& req) override {
+    if (req.container_id() != "c1") return NotFound("container " + req.container_id() + " not found");
+    v1::StartContainerResponse resp;
+    resp.set_pid(42);
+    return resp;
+  }
+  std::optional<sandbox::SandboxInfo> created;
+  std::string destroyed_id;
+  bool fail_sandbox = false;
+};
+
+class ContainerOpsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto dir = TempDir::Create("seam");
+    ASSERT_TRUE(dir.ok());
+    dir_.emplace(std::move(dir).value());
+    sandbox::SandboxEnvironment env;
+    env.resolv_conf_path = dir_->Join("resolv.conf");
+    env.apply_hostname = false;
+    sandboxes_ = std::make_unique<sandbox::SandboxManager>(env);
+    service_ = std::make_unique<AgentService>(AgentServiceOptions{false}, sandboxes_.get(), &lifecycle_);
+  }
+  void Serve() {
+    Endpoint ep{Endpoint::Kind::kUnix, 0, dir_->Join("a.sock")};
+    auto server = AgentServer::Start(service_.get(), {ep});
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(server).value();
+    stub_ = v1::Agent::NewStub(grpc::CreateChannel("unix:" + ep.path, grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override {
+    stub_.reset();
+    if (server_) server_->Shutdown(std::chrono::milliseconds(0));
+  }
+  static std::unique_ptr<grpc::ClientContext> Ctx() {
+    auto c = std::make_unique<grpc::ClientContext>();
+    c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    return c;
+  }
+
+  std::optional<TempDir> dir_;
+  FakeLifecycle lifecycle_;
+  FakeEngine engine_;
+  std::unique_ptr<sandbox::SandboxManager> sandboxes_;
+  std::unique_ptr<AgentService> service_;
+  std::unique_ptr<AgentServer> server_;
+  std::unique_ptr<v1::Agent::Stub> stub_;
+};
+
+TEST_F(ContainerOpsTest, WithoutEngineContainerRpcsAreUnimplemented) {
+  Serve();
+  v1::StartContainerRequest req;
+  req.set_container_id("c1");
+  v1::StartContainerResponse resp;
+  EXPECT_EQ(stub_->StartContainer(Ctx().get(), req, &resp).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+}
+
+TEST_F(ContainerOpsTest, EngineGetsRpcsAndSandboxLifecycle) {
+  service_->SetContainerOps(&engine_);
+  Serve();
+  v1::StartContainerRequest req;
+  req.set_container_id("c1");
+  v1::StartContainerResponse resp;
+  ASSERT_TRUE(stub_->StartContainer(Ctx().get(), req, &resp).ok());
+  EXPECT_EQ(resp.pid(), 42u);
+  req.set_container_id("c2");
+  grpc::Status missing = stub_->StartContainer(Ctx().get(), req, &resp);
+  EXPECT_EQ(missing.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(missing.error_message(), "container c2 not found");
+  // Not overridden by the fake: the ContainerOps default.
+  v1::ListProcessesResponse list;
+  EXPECT_EQ(stub_->ListProcesses(Ctx().get(), v1::ListProcessesRequest(), &list).error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+
+  v1::CreateSandboxRequest create;
+  create.set_sandbox_id("pod-9");
+  create.set_sandbox_pidns(true);
+  google::protobuf::Empty e;
+  ASSERT_TRUE(stub_->CreateSandbox(Ctx().get(), create, &e).ok());
+  ASSERT_TRUE(engine_.created.has_value());
+  EXPECT_EQ(engine_.created->id, "pod-9");
+  EXPECT_TRUE(engine_.created->sandbox_pidns);
+  ASSERT_TRUE(stub_->DestroySandbox(Ctx().get(), v1::DestroySandboxRequest(), &e).ok());
+  EXPECT_EQ(engine_.destroyed_id, "pod-9");
+  EXPECT_EQ(lifecycle_.power_offs, 0);
+}
+
+TEST_F(ContainerOpsTest, EngineRefusingTheSandboxFailsCreateAndLeavesNone) {
+  engine_.fail_sandbox = true;
+  service_->SetContainerOps(&engine_);
+  Serve();
+  v1::CreateSandboxRequest create;
+  create.set_sandbox_id("pod-9");
+  google::protobuf::Empty e;
+  grpc::Status st = stub_->CreateSandbox(Ctx().get(), create, &e);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_NE(st.error_message().find("container engine"), std::string::npos) << st.error_message();
+  EXPECT_FALSE(sandboxes_->Current().has_value());
+}
+
+TEST_F(ContainerOpsTest, PowerOffIsRequestedOnceTheCallIsDone) {
+  Serve();
+  v1::DestroySandboxRequest req;
+  req.set_power_off(true);
+  google::protobuf::Empty e;
+  ASSERT_TRUE(stub_->DestroySandbox(Ctx().get(), req, &e).ok());
+  // OnDone may run just after the client saw the reply; Shutdown waits for it.
+  server_->Shutdown(std::chrono::milliseconds(1000));
+  EXPECT_EQ(lifecycle_.power_offs, 1);
+}
+
+}  // namespace
+}  // namespace capsule::agent::server

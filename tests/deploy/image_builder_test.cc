@@ -1,0 +1,77 @@
+// Pieces of the image builder that need no kernel: ldd output parsing and
+// the "run make deps" error when the kernel is missing.
+#include "deploy/mkinitrd/image_builder.h"
+
+#include <gtest/gtest.h>
+
+#include "deploy/mkinitrd/compress.h"
+#include "runtime/common/file_util.h"
+
+namespace capsule::deploy {
+namespace {
+
+constexpr std::string_view kLdd = R"(	linux-vdso.so.1 (0x00007ffcbf5d2000)
+	libgrpc++.so.1.51 => /lib/x86_64-linux-gnu/libgrpc++.so.1.51 (0x00007f0a1c9c1000)
+	libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f0a1b7e0000)
+	/lib64/ld-linux-x86-64.so.2 (0x00007f0a1cb7a000)
+)";
+
+TEST(Ldd, LibrariesAndLoaderInOrderVdsoSkipped) {
+  auto libs = ParseLddOutput(kLdd);
+  ASSERT_TRUE(libs.ok()) << libs.status().ToString();
+  EXPECT_EQ(*libs, (std::vector<std::string>{"/lib/x86_64-linux-gnu/libgrpc++.so.1.51",
+                                             "/lib/x86_64-linux-gnu/libc.so.6", "/lib64/ld-linux-x86-64.so.2"}));
+}
+
+TEST(Ldd, MissingLibraryIsNamed) {
+  auto libs = ParseLddOutput("\tlibgone.so.1 => not found\n\tlibc.so.6 => /lib/libc.so.6 (0x1)\n");
+  ASSERT_FALSE(libs.ok());
+  EXPECT_EQ(libs.status().code(), Code::kNotFound);
+  EXPECT_NE(libs.status().message().find("libgone.so.1"), std::string::npos);
+}
+
+TEST(Ldd, StaticBinaryIsAnError) {
+  EXPECT_FALSE(ParseLddOutput("\tnot a dynamic executable\n").ok());
+}
+
+TEST(FindKernel, MissingKernelSaysRunMakeDeps) {
+  auto dir = TempDir::Create("kernel");
+  ASSERT_TRUE(dir.ok());
+  auto k = FindKernel(dir->Join("nothing-here"));
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(k.status().message().find("make deps"), std::string::npos);
+}
+
+TEST(FindKernel, FindsAnUnpackedTree) {
+  auto dir = TempDir::Create("kernel");
+  ASSERT_TRUE(dir.ok());
+  ASSERT_TRUE(MkdirAll(dir->Join("lib/modules/6.1.0-9-amd64")).ok());
+  ASSERT_TRUE(MkdirAll(dir->Join("boot")).ok());
+  ASSERT_TRUE(WriteFile(dir->Join("lib/modules/6.1.0-9-amd64/modules.dep"), "").ok());
+  ASSERT_TRUE(WriteFile(dir->Join("boot/vmlinuz-6.1.0-9-amd64"), "k").ok());
+  auto k = FindKernel(dir->path());
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  EXPECT_EQ(k->release, "6.1.0-9-amd64");
+  EXPECT_EQ(k->vmlinuz, dir->Join("boot/vmlinuz-6.1.0-9-amd64"));
+}
+
+TEST(Compression, NamesAndDeterministicZstd) {
+  EXPECT_FALSE(ParseCompression("lz4").ok());
+  auto dir = TempDir::Create("zst");
+  ASSERT_TRUE(dir.ok());
+  std::string data(100000, 'z');
+  ASSERT_TRUE(WriteCompressed(data, Compression::kZstd, 0, dir->Join("a.zst")).ok());
+  ASSERT_TRUE(WriteCompressed(data, Compression::kZstd, 0, dir->Join("b.zst")).ok());
+  auto a = ReadFile(dir->Join("a.zst"));
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(*a, *ReadFile(dir->Join("b.zst")));
+  EXPECT_LT(a->size(), data.size() / 10);
+  EXPECT_EQ(a->substr(0, 4), std::string("\x28\xb5\x2f\xfd", 4));  // zstd frame magic
+  ASSERT_TRUE(WriteCompressed(data, Compression::kNone, 0, dir->Join("c")).ok());
+  EXPECT_EQ(*ReadFile(dir->Join("c")), data);
+  EXPECT_FALSE(PathExists(dir->Join("c.cpio.tmp")));
+}
+
+}  // namespace
+}  // namespace capsule::deploy

@@ -1,0 +1,89 @@
+// AgentClient: typed, deadline-bounded calls to capsule-agent
+// (capsule.agent.v1.Agent) over one gRPC channel made from a connected vsock
+// stream. The interface uses protobuf messages only, so including it does not
+// pull gRPC into the caller; the gRPC implementation lives in grpc_agent_client.cc.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "capsule/agent/v1/agent.pb.h"
+#include "runtime/common/status.h"
+#include "runtime/common/unique_fd.h"
+
+namespace capsule::agentclient {
+
+namespace v1 = ::capsule::agent::v1;
+
+// Deadline of calls that do not block on the guest's processes.
+inline constexpr std::chrono::milliseconds kDefaultCallTimeout{30000};
+
+class AgentClient {
+ public:
+  virtual ~AgentClient() = default;
+
+  virtual Result<v1::CheckResponse> Check(std::chrono::milliseconds timeout) = 0;
+  virtual Result<v1::VersionResponse> Version() = 0;
+  virtual Status SetGuestTime(const v1::SetGuestTimeRequest& req) = 0;
+  virtual Status AddRandomness(const v1::AddRandomnessRequest& req) = 0;
+
+  virtual Status CreateSandbox(const v1::CreateSandboxRequest& req) = 0;
+  // With power_off the agent may drop the connection before or after
+  // replying; both count as success.
+  virtual Status DestroySandbox(const v1::DestroySandboxRequest& req) = 0;
+
+  virtual Status CreateContainer(const v1::CreateContainerRequest& req) = 0;
+  virtual Result<v1::StartContainerResponse> StartContainer(const v1::StartContainerRequest& req) = 0;
+  virtual Status RemoveContainer(const v1::RemoveContainerRequest& req) = 0;
+  virtual Result<v1::ExecProcessResponse> ExecProcess(const v1::ExecProcessRequest& req) = 0;
+  virtual Status SignalProcess(const v1::SignalProcessRequest& req) = 0;
+  virtual Status RemoveProcess(const v1::RemoveProcessRequest& req) = 0;
+  virtual Result<v1::ListProcessesResponse> ListProcesses(const v1::ListProcessesRequest& req) = 0;
+  virtual Status UpdateContainer(const v1::UpdateContainerRequest& req) = 0;
+  virtual Result<v1::StatsContainerResponse> StatsContainer(const v1::StatsContainerRequest& req) = 0;
+  virtual Status PauseContainer(const v1::PauseContainerRequest& req) = 0;
+  virtual Status ResumeContainer(const v1::ResumeContainerRequest& req) = 0;
+
+  // Blocking calls: no deadline unless given; Close() cancels them (CANCELLED).
+  virtual Result<v1::WaitProcessResponse> WaitProcess(
+      const v1::WaitProcessRequest& req, std::optional<std::chrono::milliseconds> timeout = std::nullopt) = 0;
+  virtual Result<v1::ReadStreamResponse> ReadStdout(const v1::ReadStreamRequest& req) = 0;
+  virtual Result<v1::ReadStreamResponse> ReadStderr(const v1::ReadStreamRequest& req) = 0;
+  virtual Result<v1::OOMEvent> GetOOMEvent(std::chrono::milliseconds timeout) = 0;
+
+  virtual Result<v1::WriteStreamResponse> WriteStdin(const v1::WriteStreamRequest& req) = 0;
+  virtual Status CloseStdin(const v1::CloseStdinRequest& req) = 0;
+  virtual Status TtyWinResize(const v1::TtyWinResizeRequest& req) = 0;
+
+  virtual Result<v1::Interface> UpdateInterface(const v1::UpdateInterfaceRequest& req) = 0;
+  virtual Result<v1::Routes> UpdateRoutes(const v1::UpdateRoutesRequest& req) = 0;
+  virtual Result<v1::Interfaces> ListInterfaces() = 0;
+  virtual Result<v1::Routes> ListRoutes() = 0;
+
+  virtual Result<v1::ReadGuestFileResponse> ReadGuestFile(const v1::ReadGuestFileRequest& req) = 0;
+
+  // Cancels every call in flight and closes the channel; later calls fail
+  // with UNAVAILABLE.
+  virtual void Close() = 0;
+};
+using AgentClientPtr = std::unique_ptr<AgentClient>;
+
+// One attempt at a connected stream to the agent's port (vsock hybrid dial,
+// AF_VSOCK, or a unix socket in tests). UNAVAILABLE means "try again".
+using Dialer = std::function<Result<UniqueFd>(std::chrono::milliseconds attempt_timeout)>;
+
+struct ConnectOptions {
+  // Overall deadline: a booting guest is dialled and checked until then.
+  std::chrono::milliseconds deadline{60000};
+  // Pause between attempts while the guest is not answering yet.
+  std::chrono::milliseconds retry_interval{20};
+  std::chrono::milliseconds default_call_timeout = kDefaultCallTimeout;
+};
+
+// Dials until the agent answers Check (SERVING) or the deadline passes
+// (DEADLINE_EXCEEDED naming the last error).
+Result<AgentClientPtr> ConnectAgent(const Dialer& dial, const ConnectOptions& options);
+
+}  // namespace capsule::agentclient

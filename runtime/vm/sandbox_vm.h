@@ -1,0 +1,86 @@
+// SandboxVm: one pod's VM with everything it is made of: its state dir
+// (<runtime.state_dir>/vm/<id>/), the virtio-fs share served by virtiofsd, the
+// vsock host end (capsule-vsockd or kernel vhost-vsock), the VMM (QEMU through
+// the Hypervisor interface) and a connected AgentClient. Boot() cold-boots a
+// VM; Adopt() takes over one another process booted and detached (the warm
+// pool, or a shim's `delete` cleaning up after a dead shim). Destroying a
+// SandboxVm stops everything and removes its files unless Detach() was called.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "capsule/agent/v1/agent.pb.h"
+#include "runtime/agentclient/agent_client.h"
+#include "runtime/common/status.h"
+#include "runtime/config/config.h"
+#include "runtime/hypervisor/hypervisor.h"
+
+namespace capsule::vm {
+
+struct SandboxVmSpec {
+  std::string id;            // becomes the VM id and state dir name
+  uint32_t vcpus = 0;        // 0: config guest.default_vcpus
+  uint32_t memory_mib = 0;   // 0: config guest.default_memory_mib
+  std::string extra_kernel_params;
+};
+
+// Where the time of a cold boot went (milliseconds, wall clock).
+struct BootTimings {
+  double prepare_ms = 0;      // state dir, virtiofsd, vsock host end
+  double vmm_start_ms = 0;    // VMM process start until it takes commands
+  double agent_ready_ms = 0;  // guest running until the agent answered Check
+  double total_ms = 0;
+};
+
+class SandboxVm {
+ public:
+  using ExitCallback = std::function<void(const hypervisor::VmExit&)>;
+
+  // Cold boot: on failure nothing is left (no process, mount, socket, dir)
+  // and the error carries the console tail when the guest got that far.
+  static Result<std::unique_ptr<SandboxVm>> Boot(const config::Config& config, const SandboxVmSpec& spec);
+  // Takes over a detached VM from its state dir. A VM whose VMM died is
+  // returned anyway (agent unreachable) so Stop() can clean it up.
+  static Result<std::unique_ptr<SandboxVm>> Adopt(const config::Config& config, const std::string& state_dir);
+  static std::string StateDirFor(const config::Config& config, std::string_view id);
+
+  virtual ~SandboxVm() = default;
+
+  virtual const std::string& id() const = 0;
+  virtual const std::string& state_dir() const = 0;
+  virtual pid_t vmm_pid() const = 0;
+  virtual hypervisor::Accelerator accelerator() const = 0;
+  virtual const BootTimings& timings() const = 0;
+
+  // FAILED_PRECONDITION once the VM is gone.
+  virtual Result<agentclient::AgentClient*> agent() = 0;
+  // The VMM for pause/resume and hot-plug.
+  virtual hypervisor::Vm& vmm() = 0;
+
+  // The share as the host sees it (<state_dir>/shared/<rel>) and as the guest
+  // does (/run/capsule/shared/<rel>).
+  virtual std::string HostSharedPath(std::string_view rel = "") const = 0;
+  virtual std::string GuestSharedPath(std::string_view rel = "") const = 0;
+  // The storage to pass in CreateSandbox so the agent mounts the share.
+  virtual agent::v1::Storage SharedFsStorage() const = 0;
+
+  // Called once, on an internal thread, when the VMM exits for any reason
+  // (Stop() included). Do not destroy the SandboxVm from inside it.
+  virtual void OnExit(ExitCallback callback) = 0;
+
+  // Agent DestroySandbox(power_off) and up to `graceful` for the guest to go,
+  // then the VMM is stopped, virtiofsd and the vsock host end too, the state
+  // dir removed. Idempotent.
+  virtual Status Stop(std::chrono::milliseconds graceful) = 0;
+  // Leaves everything running for Adopt().
+  virtual Status Detach() = 0;
+};
+using SandboxVmPtr = std::unique_ptr<SandboxVm>;
+
+}  // namespace capsule::vm

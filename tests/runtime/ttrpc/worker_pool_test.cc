@@ -1,0 +1,115 @@
+#include "runtime/ttrpc/worker_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <latch>
+
+#include "tests/runtime/ttrpc/test_util.h"
+
+namespace capsule::ttrpc {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(WorkerPoolTest, BlockedJobDoesNotDelayOthers) {
+  WorkerPool pool(8, 30s);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::latch blocked_started(1);
+  ASSERT_TRUE(pool.TrySubmit([&] {
+    blocked_started.count_down();
+    released.wait();
+  }));
+  blocked_started.wait();
+  std::latch others(5);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(pool.TrySubmit([&] { others.count_down(); }));
+  others.wait();  // would hang if the jobs queued behind the blocked one
+  release.set_value();
+  pool.Close();
+}
+
+TEST(WorkerPoolTest, RefusesBeyondCapAndAcceptsAgainWhenASlotFrees) {
+  WorkerPool pool(2, 30s);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::latch started(2);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(pool.TrySubmit([&] {
+      started.count_down();
+      released.wait();
+    }));
+  }
+  started.wait();
+  EXPECT_FALSE(pool.TrySubmit([] {}));
+  release.set_value();
+  // Slots free as the blocked jobs return; a job gets in then.
+  std::promise<void> ran;
+  while (!pool.TrySubmit([&] { ran.set_value(); })) std::this_thread::yield();
+  ran.get_future().wait();
+  EXPECT_LE(pool.threads(), 2u);
+}
+
+TEST(WorkerPoolTest, CloseWaitsForRunningJobAndRefusesNewOnes) {
+  WorkerPool pool(4, 30s);
+  std::atomic<bool> finished{false};
+  std::latch started(1);
+  std::promise<void> release;
+  ASSERT_TRUE(pool.TrySubmit([&, f = release.get_future().share()] {
+    started.count_down();
+    f.wait();
+    finished = true;
+  }));
+  started.wait();
+  auto closer = std::async(std::launch::async, [&] { pool.Close(); });
+  release.set_value();
+  closer.get();
+  EXPECT_TRUE(finished);
+  EXPECT_FALSE(pool.TrySubmit([] {}));
+  EXPECT_EQ(pool.threads(), 0u);
+}
+
+TEST(WorkerPoolTest, ThreadsAreReusedForSequentialJobs) {
+  WorkerPool pool(16, 30s);
+  for (int i = 0; i < 50; ++i) {
+    std::promise<void> done;
+    ASSERT_TRUE(pool.TrySubmit([&] { done.set_value(); }));
+    done.get_future().wait();
+  }
+  // One job at a time never needs more than a couple of threads (a worker
+  // may not yet count as idle when the next job arrives).
+  EXPECT_LE(pool.threads(), 3u);
+}
+
+TEST(WorkerPoolTest, IdleThreadsExitAndAreJoined) {
+  const int before = testing::Threads();
+  WorkerPool pool(4, 20ms);
+  std::latch done(3);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(pool.TrySubmit([&] {
+      done.count_down();
+      released.wait();
+    }));
+  }
+  done.wait();
+  EXPECT_EQ(pool.threads(), 3u);
+  release.set_value();
+  // No event marks an idle exit; poll within a generous bound.
+  auto limit = std::chrono::steady_clock::now() + 10s;
+  while (pool.threads() > 0 && std::chrono::steady_clock::now() < limit) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(pool.threads(), 0u);
+  // A new job spawns a thread and joins the exited ones.
+  std::promise<void> ran;
+  ASSERT_TRUE(pool.TrySubmit([&] { ran.set_value(); }));
+  ran.get_future().wait();
+  pool.Close();
+  EXPECT_EQ(testing::Threads(), before);
+}
+
+}  // namespace
+}  // namespace capsule::ttrpc

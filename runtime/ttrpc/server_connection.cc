@@ -79,10 +79,16 @@ void ServerConnection::ReadLoop() {
       open = HandleFrame(std::move(*frame));
     }
   }
-  // Stop the peer's traffic both ways; running handlers finish, and their
-  // responses fail to send, before the connection reports itself done.
-  Close();
-  pool_.Close();
+  if (open) {
+    // EOF or read error: calls already running still answer (a peer that
+    // only half-closed gets its responses), then the socket goes.
+    pool_.Close();
+    Close();
+  } else {
+    // Protocol violation: cut the peer off now, then let handlers finish.
+    Close();
+    pool_.Close();
+  }
   kLog.Debug("{}: closed", name_);
   on_finished_();
 }

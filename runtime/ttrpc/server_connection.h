@@ -1,9 +1,9 @@
 // One accepted ttrpc connection on the server side. A reader thread decodes
 // frames and hands each call to the connection's WorkerPool; handlers write
 // their responses themselves, one whole frame at a time under write_mu_, so
-// responses leave in completion order. On EOF, a read error or a protocol
-// violation the reader shuts the socket, waits for running handlers and
-// reports itself finished.
+// responses leave in completion order. At EOF the reader waits for running
+// handlers (their responses still go out) and then shuts the socket; on a
+// protocol violation it shuts the socket first. Then it reports itself done.
 #pragma once
 
 #include <cstdint>

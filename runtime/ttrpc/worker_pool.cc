@@ -36,6 +36,7 @@ void WorkerPool::SpawnLocked() {
   JoinExitedLocked();
   const size_t key = next_key_++;
   threads_.emplace(key, std::thread([this, key] { WorkerLoop(key); }));
+  ++idle_;  // after emplace: a failed thread start must not count
 }
 
 void WorkerPool::JoinExitedLocked() {
@@ -52,8 +53,9 @@ void WorkerPool::JoinExitedLocked() {
 
 void WorkerPool::WorkerLoop(size_t key) {
   std::unique_lock lock(mu_);
+  // SpawnLocked() already counted this thread as idle, so that a job
+  // submitted while it starts up does not spawn yet another thread.
   while (true) {
-    ++idle_;
     const bool woken =
         cv_.wait_for(lock, idle_timeout_, [this] { return closing_ || !queue_.empty(); });
     --idle_;
@@ -69,6 +71,7 @@ void WorkerPool::WorkerLoop(size_t key) {
     job = nullptr;  // destroy captures before the slot is released
     lock.lock();
     --jobs_;
+    ++idle_;
   }
 }
 
@@ -89,6 +92,11 @@ void WorkerPool::Close() {
 size_t WorkerPool::threads() const {
   std::lock_guard lock(mu_);
   return threads_.size() - exited_.size();
+}
+
+size_t WorkerPool::idle_threads() const {
+  std::lock_guard lock(mu_);
+  return idle_;
 }
 
 }  // namespace capsule::ttrpc

@@ -31,6 +31,8 @@ class WorkerPool {
   void Close();
 
   size_t threads() const;
+  // Threads waiting for work (including ones still starting up).
+  size_t idle_threads() const;
 
  private:
   void WorkerLoop(size_t key);

@@ -78,11 +78,9 @@ std::optional<DecodedFrame> FrameDecoder::Next() {
     discard_left_ = h.length;
     return Next();
   }
-  if (buffered() < kFrameHeaderSize + h.length) {
-    // Reserve once for the whole frame instead of growing step by step.
-    buffer_.reserve(offset_ + kFrameHeaderSize + h.length);
-    return std::nullopt;
-  }
+  // No reserve() for the announced length: ten bytes from a peer must not
+  // buy a 4 MiB allocation. Appends grow the buffer geometrically instead.
+  if (buffered() < kFrameHeaderSize + h.length) return std::nullopt;
   DecodedFrame out;
   out.header = h;
   out.payload.assign(buffer_, offset_ + kFrameHeaderSize, h.length);

@@ -21,6 +21,7 @@
 #include "runtime/common/logging.h"
 #include "runtime/ttrpc/handler_registry.h"
 #include "runtime/ttrpc/server_connection.h"
+#include "runtime/ttrpc/socket_io.h"
 #include "runtime/ttrpc/unix_socket.h"
 
 namespace capsule::ttrpc {
@@ -52,7 +53,10 @@ class Server::Impl {
   }
   Status Listen(const std::string& path, mode_t mode);
   Status ListenFd(UniqueFd fd);
-  Status ServeConnection(UniqueFd fd) { return Adopt(std::move(fd), "fd"); }
+  Status ServeConnection(UniqueFd fd) {
+    RETURN_IF_ERROR_CTX(SetBlocking(fd.get()), "ttrpc: serve connection");
+    return Adopt(std::move(fd), "fd");
+  }
   void Shutdown();
 
  private:

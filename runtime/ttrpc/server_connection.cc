@@ -53,7 +53,12 @@ ServerConnection::~ServerConnection() {
 
 void ServerConnection::Start() { reader_ = std::thread([this] { ReadLoop(); }); }
 
-void ServerConnection::Close() { ::shutdown(fd_.get(), SHUT_RDWR); }
+void ServerConnection::Close() {
+  closed_locally_ = true;
+  ShutdownSocket();
+}
+
+void ServerConnection::ShutdownSocket() { ::shutdown(fd_.get(), SHUT_RDWR); }
 
 void ServerConnection::ReadLoop() {
   FrameDecoder decoder;
@@ -79,14 +84,14 @@ void ServerConnection::ReadLoop() {
       open = HandleFrame(std::move(*frame));
     }
   }
-  if (open) {
-    // EOF or read error: calls already running still answer (a peer that
-    // only half-closed gets its responses), then the socket goes.
-    pool_.Close();
-    Close();
+  if (open && !closed_locally_) {
+    // The peer closed its side: answer what was read, then shut.
+    pool_.Drain();
+    ShutdownSocket();
   } else {
-    // Protocol violation: cut the peer off now, then let handlers finish.
-    Close();
+    // Protocol violation or local Close(): cut the peer off now, then wait
+    // for the handlers already running.
+    ShutdownSocket();
     pool_.Close();
   }
   kLog.Debug("{}: closed", name_);

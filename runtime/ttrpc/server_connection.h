@@ -1,11 +1,14 @@
 // One accepted ttrpc connection on the server side. A reader thread decodes
 // frames and hands each call to the connection's WorkerPool; handlers write
 // their responses themselves, one whole frame at a time under write_mu_, so
-// responses leave in completion order. At EOF the reader waits for running
-// handlers (their responses still go out) and then shuts the socket; on a
-// protocol violation it shuts the socket first. Then it reports itself done.
+// responses leave in completion order. When the peer closes its side, calls
+// already read still run and answer (a half-closed peer gets its responses)
+// before the socket is shut; on a protocol violation or a local Close() the
+// socket is shut at once, calls not yet started are dropped and running
+// ones finish. Then the connection reports itself done.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -39,6 +42,7 @@ class ServerConnection {
 
  private:
   void ReadLoop();
+  void ShutdownSocket();
   // False when the connection must close.
   bool HandleFrame(DecodedFrame frame);
   void Dispatch(InboundCall call);
@@ -52,6 +56,7 @@ class ServerConnection {
   std::function<void()> on_finished_;
   RequestStream stream_;  // reader thread only
   WorkerPool pool_;
+  std::atomic<bool> closed_locally_{false};  // Close() was called
   std::mutex write_mu_;  // serialises frames written to fd_
   std::thread reader_;
 };

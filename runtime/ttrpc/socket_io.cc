@@ -2,6 +2,7 @@
 // so the descriptor itself stays blocking for the reader thread.
 #include "runtime/ttrpc/socket_io.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -36,6 +37,15 @@ Status SendAllBefore(int fd, std::string_view data,
       continue;
     }
     return ErrnoStatus("send");
+  }
+  return Status::Ok();
+}
+
+Status SetBlocking(int fd) {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0) return ErrnoStatus("fcntl(F_GETFL) on fd " + std::to_string(fd));
+  if ((flags & O_NONBLOCK) != 0 && ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    return ErrnoStatus("fcntl(F_SETFL) on fd " + std::to_string(fd));
   }
   return Status::Ok();
 }

@@ -14,7 +14,7 @@ WorkerPool::~WorkerPool() { Close(); }
 
 bool WorkerPool::TrySubmit(std::function<void()> job) {
   std::lock_guard lock(mu_);
-  if (closing_ || jobs_ >= max_jobs_) return false;
+  if (closing_ || draining_ || jobs_ >= max_jobs_) return false;
   ++jobs_;
   queue_.push_back(std::move(job));
   if (idle_ >= queue_.size()) {
@@ -70,9 +70,18 @@ void WorkerPool::WorkerLoop(size_t key) {
     job();
     job = nullptr;  // destroy captures before the slot is released
     lock.lock();
-    --jobs_;
+    if (--jobs_ == 0) drained_.notify_all();
     ++idle_;
   }
+}
+
+void WorkerPool::Drain() {
+  {
+    std::unique_lock lock(mu_);
+    draining_ = true;
+    drained_.wait(lock, [this] { return jobs_ == 0; });
+  }
+  Close();
 }
 
 void WorkerPool::Close() {

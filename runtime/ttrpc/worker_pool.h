@@ -29,6 +29,8 @@ class WorkerPool {
 
   // Drops jobs not yet started, waits for running ones, joins every thread.
   void Close();
+  // Refuses new jobs, lets queued and running ones finish, then Close().
+  void Drain();
 
   size_t threads() const;
   // Threads waiting for work (including ones still starting up).
@@ -43,11 +45,13 @@ class WorkerPool {
   const std::chrono::milliseconds idle_timeout_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;        // work queued, or closing_
+  std::condition_variable drained_;  // jobs_ dropped to zero
   std::deque<std::function<void()>> queue_;  // guarded by mu_
   size_t jobs_ = 0;                          // queued + running, guarded by mu_
   size_t idle_ = 0;                          // threads waiting for work, guarded by mu_
   bool closing_ = false;                     // guarded by mu_
+  bool draining_ = false;                    // guarded by mu_
   size_t next_key_ = 0;                      // guarded by mu_
   std::map<size_t, std::thread> threads_;    // guarded by mu_
   std::vector<size_t> exited_;               // idle-exited, to join; guarded by mu_

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <future>
 #include <latch>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -231,6 +232,42 @@ TEST_F(TtrpcTest, GoodCallsBeforeGarbageOnSameConnectionAreAnswered) {
   EXPECT_EQ(resp->payload(), "first");
   ASSERT_TRUE(peer.WriteFrame(3, 77, "junk"));
   EXPECT_TRUE(peer.ReadsEof());
+}
+
+TEST_F(TtrpcTest, HalfClosedPeerStillGetsResponsesToCallsItSent) {
+  Gate gate;
+  auto server = StartServer();
+  server->Register(kTask, "Gated", [&](const CallContext&, std::string_view p) {
+    gate.Wait();
+    return Result<std::string>(std::string(p));
+  });
+  auto [ours, theirs] = SocketPair();
+  ASSERT_TRUE(server->ServeConnection(std::move(theirs)).ok());
+  RawPeer peer(std::move(ours));
+  for (uint32_t id : {1u, 3u, 5u}) {
+    ASSERT_TRUE(peer.WriteRequest(id, MakeRequest(kTask, "Gated", "r" + std::to_string(id))));
+  }
+  ASSERT_EQ(::shutdown(peer.fd(), SHUT_WR), 0);
+  gate.Open();
+  std::set<std::string> got;
+  for (int i = 0; i < 3; ++i) {
+    auto r = peer.ReadResponse();
+    ASSERT_TRUE(r) << "response " << i;
+    EXPECT_EQ(r->status().code(), 0);
+    got.insert(r->payload());
+  }
+  EXPECT_EQ(got, (std::set<std::string>{"r1", "r3", "r5"}));
+  EXPECT_TRUE(peer.ReadsEof());
+}
+
+TEST_F(TtrpcTest, NonBlockingFdsAreServedAndUsed) {
+  auto server = StartServer();
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+  ASSERT_TRUE(server->ServeConnection(UniqueFd(sv[1])).ok());
+  auto client = Client::FromFd(UniqueFd(sv[0]));
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ExpectStateWorks(**client);
 }
 
 TEST_F(TtrpcTest, StreamIdRulesAnswerInvalidArgumentAndKeepConnection) {

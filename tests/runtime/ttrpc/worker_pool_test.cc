@@ -70,6 +70,26 @@ TEST(WorkerPoolTest, CloseWaitsForRunningJobAndRefusesNewOnes) {
   EXPECT_EQ(pool.threads(), 0u);
 }
 
+TEST(WorkerPoolTest, DrainRefusesNewJobsAndLetsStartedOnesFinish) {
+  WorkerPool pool(4, 30s);
+  std::latch started(1);
+  std::promise<void> release;
+  std::atomic<bool> finished{false};
+  ASSERT_TRUE(pool.TrySubmit([&, f = release.get_future().share()] {
+    started.count_down();
+    f.wait();
+    finished = true;
+  }));
+  started.wait();
+  auto drainer = std::async(std::launch::async, [&] { pool.Drain(); });
+  // Drain() refuses as soon as it begins; wait for that, then release.
+  while (pool.TrySubmit([] {})) std::this_thread::yield();
+  release.set_value();
+  drainer.get();
+  EXPECT_TRUE(finished);
+  EXPECT_EQ(pool.threads(), 0u);
+}
+
 TEST(WorkerPoolTest, ThreadsAreReusedForSequentialJobs) {
   WorkerPool pool(16, 30s);
   for (int i = 0; i < 50; ++i) {

@@ -93,7 +93,7 @@ Result<std::string> ClientImpl::BuildFrame(const std::string& service, const std
                              std::to_string(kMaxPayloadBytes));
   }
   // Stream id 0 for now; Send() patches it in under the write lock.
-  return EncodeFrame(0, FrameType::kRequest, req.SerializeAsString());
+  return EncodeFrame(0, FrameType::kRequest, req);
 }
 
 Result<std::string> ClientImpl::CallRaw(const std::string& service, const std::string& method,

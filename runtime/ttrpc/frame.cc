@@ -49,6 +49,16 @@ std::string EncodeFrame(uint32_t stream_id, FrameType type, std::string_view pay
   return out;
 }
 
+std::string EncodeFrame(uint32_t stream_id, FrameType type,
+                        const google::protobuf::MessageLite& message) {
+  const size_t size = message.ByteSizeLong();
+  std::string out(kFrameHeaderSize + size, '\0');
+  FrameHeader h{static_cast<uint32_t>(size), stream_id, static_cast<uint8_t>(type), 0};
+  EncodeFrameHeader(h, out.data());
+  message.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out.data()) + kFrameHeaderSize);
+  return out;
+}
+
 void FrameDecoder::Feed(std::string_view bytes) {
   if (discarding_ && buffered() == 0) {
     // Skip payload bytes of an oversized frame without copying them.

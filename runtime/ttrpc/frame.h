@@ -4,6 +4,8 @@
 // without buffering and reported once their bytes have gone by.
 #pragma once
 
+#include <google/protobuf/message_lite.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -33,6 +35,10 @@ FrameHeader DecodeFrameHeader(const char in[kFrameHeaderSize]);
 // payload.size() <= kMaxPayloadBytes (checked by the sender, which can answer
 // with a status instead).
 std::string EncodeFrame(uint32_t stream_id, FrameType type, std::string_view payload);
+// The same for a message serialised straight behind the header (one buffer,
+// no intermediate copy). The caller checks ByteSizeLong() against the limit.
+std::string EncodeFrame(uint32_t stream_id, FrameType type,
+                        const google::protobuf::MessageLite& message);
 
 // One decoded unit: a whole frame, or the header of an oversized frame whose
 // payload was discarded.

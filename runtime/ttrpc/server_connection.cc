@@ -153,18 +153,17 @@ void ServerConnection::WriteResponse(uint32_t stream_id, const Status& status,
   // Always present, even when OK: Go clients reject a response without one.
   StatusToProto(status, resp.mutable_status());
   resp.set_payload(std::move(payload));
-  std::string bytes = resp.SerializeAsString();
-  if (bytes.size() > kMaxPayloadBytes) {
+  const size_t size = resp.ByteSizeLong();
+  if (size > kMaxPayloadBytes) {
     kLog.Warn("{}: stream {}: response of {} bytes over the {} byte limit", name_, stream_id,
-              bytes.size(), kMaxPayloadBytes);
+              size, kMaxPayloadBytes);
     resp.Clear();
-    StatusToProto(ResourceExhausted("ttrpc: response of " + std::to_string(bytes.size()) +
+    StatusToProto(ResourceExhausted("ttrpc: response of " + std::to_string(size) +
                                     " bytes exceeds maximum message size of " +
                                     std::to_string(kMaxPayloadBytes)),
                   resp.mutable_status());
-    bytes = resp.SerializeAsString();
   }
-  std::string frame = EncodeFrame(stream_id, FrameType::kResponse, bytes);
+  std::string frame = EncodeFrame(stream_id, FrameType::kResponse, resp);
   std::lock_guard lock(write_mu_);
   Status st = SendAll(fd_.get(), frame);
   if (!st.ok()) kLog.Debug("{}: stream {}: response dropped: {}", name_, stream_id, st.ToString());

@@ -40,7 +40,8 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // Registration must happen before serving starts.
+  // May be called at any time (also while serving); registering the same
+  // service/method again replaces the handler for later calls.
   void Register(const std::string& service, const std::string& method, RawHandler handler);
 
   // Typed registration: a payload that does not parse as Req answers

@@ -327,6 +327,21 @@ TEST_F(TtrpcTest, UnknownServiceAndMethodAreUnimplemented) {
   ExpectStateWorks(*client);
 }
 
+TEST_F(TtrpcTest, RegisteringWhileServingTakesEffect) {
+  auto server = StartServer();
+  auto client = Dial();
+  ASSERT_TRUE(client);
+  EXPECT_EQ(client->CallRaw(kTask, "Late", "", {}).status().code(), Code::kUnimplemented);
+  server->Register(kTask, "Late", [](const CallContext&, std::string_view) {
+    return Result<std::string>(std::string("v1"));
+  });
+  EXPECT_EQ(*client->CallRaw(kTask, "Late", "", {}), "v1");
+  server->Register(kTask, "Late", [](const CallContext&, std::string_view) {
+    return Result<std::string>(std::string("v2"));
+  });
+  EXPECT_EQ(*client->CallRaw(kTask, "Late", "", {}), "v2");
+}
+
 TEST_F(TtrpcTest, StatusCodesMapOneToOne) {
   auto server = StartServer();
   server->Register(kTask, "Fail", [](const CallContext&, std::string_view p) {

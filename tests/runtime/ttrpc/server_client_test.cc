@@ -74,6 +74,22 @@ class TtrpcTest : public ::testing::Test {
     return c.ok() ? std::move(*c) : nullptr;
   }
 
+  // A client on a socketpair whose other end the test drives as the server.
+  static std::pair<ClientPtr, RawPeer> ClientWithRawServer() {
+    auto [ours, theirs] = SocketPair();
+    auto client = Client::FromFd(std::move(ours));
+    EXPECT_TRUE(client.ok()) << client.status().ToString();
+    return {client.ok() ? std::move(*client) : nullptr, RawPeer(std::move(theirs))};
+  }
+
+  // A hand-driven client on a socketpair the server serves.
+  static RawPeer ServeRawPeer(Server& server) {
+    auto [ours, theirs] = SocketPair();
+    Status st = server.ServeConnection(std::move(theirs));
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return RawPeer(std::move(ours));
+  }
+
   // A State call that must succeed: proves a server/connection still works.
   void ExpectStateWorks(Client& client) {
     task::StateRequest req;
@@ -142,9 +158,7 @@ TEST_F(TtrpcTest, HundredConcurrentCallsCompleteWhileOneHandlerBlocks) {
 
 TEST_F(TtrpcTest, OversizedRequestFrameGetsResourceExhaustedAndConnectionStaysUsable) {
   auto server = StartServer();
-  auto [ours, theirs] = SocketPair();
-  ASSERT_TRUE(server->ServeConnection(std::move(theirs)).ok());
-  RawPeer peer(std::move(ours));
+  RawPeer peer = ServeRawPeer(*server);
   const uint32_t big = kMaxPayloadBytes + 1;
   char hdr[kFrameHeaderSize];
   EncodeFrameHeader({big, 1, 1, 0}, hdr);
@@ -223,9 +237,7 @@ TEST_F(TtrpcTest, GarbageAndTruncatedFramesCloseOnlyThatConnection) {
 
 TEST_F(TtrpcTest, GoodCallsBeforeGarbageOnSameConnectionAreAnswered) {
   auto server = StartServer();
-  auto [ours, theirs] = SocketPair();
-  ASSERT_TRUE(server->ServeConnection(std::move(theirs)).ok());
-  RawPeer peer(std::move(ours));
+  RawPeer peer = ServeRawPeer(*server);
   ASSERT_TRUE(peer.WriteRequest(1, MakeRequest(kTask, "Echo", "first")));
   auto resp = peer.ReadResponse();
   ASSERT_TRUE(resp);
@@ -241,9 +253,7 @@ TEST_F(TtrpcTest, HalfClosedPeerStillGetsResponsesToCallsItSent) {
     gate.Wait();
     return Result<std::string>(std::string(p));
   });
-  auto [ours, theirs] = SocketPair();
-  ASSERT_TRUE(server->ServeConnection(std::move(theirs)).ok());
-  RawPeer peer(std::move(ours));
+  RawPeer peer = ServeRawPeer(*server);
   for (uint32_t id : {1u, 3u, 5u}) {
     ASSERT_TRUE(peer.WriteRequest(id, MakeRequest(kTask, "Gated", "r" + std::to_string(id))));
   }
@@ -272,9 +282,7 @@ TEST_F(TtrpcTest, NonBlockingFdsAreServedAndUsed) {
 
 TEST_F(TtrpcTest, StreamIdRulesAnswerInvalidArgumentAndKeepConnection) {
   auto server = StartServer();
-  auto [ours, theirs] = SocketPair();
-  ASSERT_TRUE(server->ServeConnection(std::move(theirs)).ok());
-  RawPeer peer(std::move(ours));
+  RawPeer peer = ServeRawPeer(*server);
   uint32_t id = 0;
   ASSERT_TRUE(peer.WriteRequest(2, MakeRequest(kTask, "Echo", "even")));
   auto r = peer.ReadResponse(&id);
@@ -299,9 +307,7 @@ TEST_F(TtrpcTest, StreamIdRulesAnswerInvalidArgumentAndKeepConnection) {
 TEST_F(TtrpcTest, OkResponseAlwaysCarriesStatusField) {
   // Go's ttrpc client rejects a Response without status, even for OK.
   auto server = StartServer();
-  auto [ours, theirs] = SocketPair();
-  ASSERT_TRUE(server->ServeConnection(std::move(theirs)).ok());
-  RawPeer peer(std::move(ours));
+  RawPeer peer = ServeRawPeer(*server);
   ASSERT_TRUE(peer.WriteRequest(1, MakeRequest(kTask, "Echo", "x")));
   auto f = peer.ReadFrame();
   ASSERT_TRUE(f);
@@ -410,9 +416,7 @@ TEST_F(TtrpcTest, ExpiredTimeoutNanoIsAnsweredWithoutRunningHandler) {
     ++runs;
     return Result<std::string>(std::string());
   });
-  auto [ours, theirs] = SocketPair();
-  ASSERT_TRUE(server->ServeConnection(std::move(theirs)).ok());
-  RawPeer peer(std::move(ours));
+  RawPeer peer = ServeRawPeer(*server);
   auto req = MakeRequest(kTask, "Count");
   req.set_timeout_nano(-1);
   ASSERT_TRUE(peer.WriteRequest(1, req));
@@ -535,13 +539,10 @@ TEST_F(TtrpcTest, ShutdownWhileHandlerBlocksWaitsForItAndLeaksNothing) {
 }
 
 TEST_F(TtrpcTest, ConnectionLossFailsPendingCallsWithUnavailable) {
-  auto [ours, theirs] = SocketPair();
-  auto client = Client::FromFd(std::move(ours));
-  ASSERT_TRUE(client.ok());
-  RawPeer server_end(std::move(theirs));
+  auto [client, server_end] = ClientWithRawServer();
   std::vector<std::future<Result<std::string>>> calls;
   for (int i = 0; i < 3; ++i) {
-    calls.push_back(std::async(std::launch::async, [&] { return (*client)->CallRaw("s", "m", "", {}); }));
+    calls.push_back(std::async(std::launch::async, [&] { return client->CallRaw("s", "m", "", {}); }));
   }
   // Wait until all three requests are on the wire; check the ids on the way.
   std::vector<uint32_t> ids;
@@ -554,7 +555,7 @@ TEST_F(TtrpcTest, ConnectionLossFailsPendingCallsWithUnavailable) {
   EXPECT_EQ(ids, (std::vector<uint32_t>{1, 3, 5}));
   { RawPeer gone = std::move(server_end); }
   for (auto& c : calls) EXPECT_EQ(c.get().status().code(), Code::kUnavailable);
-  EXPECT_EQ((*client)->CallRaw("s", "m", "", {}).status().code(), Code::kUnavailable);
+  EXPECT_EQ(client->CallRaw("s", "m", "", {}).status().code(), Code::kUnavailable);
 }
 
 TEST_F(TtrpcTest, ClientCloseFailsPendingCalls) {
@@ -577,11 +578,8 @@ TEST_F(TtrpcTest, ClientCloseFailsPendingCalls) {
 }
 
 TEST_F(TtrpcTest, ServerResponseForUnknownStreamIsIgnoredByClient) {
-  auto [ours, theirs] = SocketPair();
-  auto client = Client::FromFd(std::move(ours));
-  ASSERT_TRUE(client.ok());
-  RawPeer server_end(std::move(theirs));
-  auto call = std::async(std::launch::async, [&] { return (*client)->CallRaw("s", "m", "", {}); });
+  auto [client, server_end] = ClientWithRawServer();
+  auto call = std::async(std::launch::async, [&] { return client->CallRaw("s", "m", "", {}); });
   auto req = server_end.ReadFrame();
   ASSERT_TRUE(req);
   ::ttrpc::Response stray;

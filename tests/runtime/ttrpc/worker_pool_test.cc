@@ -13,17 +13,21 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// Each test declares its pool after the objects its jobs capture, so the
+// pool (and every job) is gone before they are destroyed, even when an
+// assertion returns early.
+
 TEST(WorkerPoolTest, BlockedJobDoesNotDelayOthers) {
-  WorkerPool pool(8, 30s);
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
   std::latch blocked_started(1);
+  std::latch others(5);
+  WorkerPool pool(8, 30s);
   ASSERT_TRUE(pool.TrySubmit([&] {
     blocked_started.count_down();
     released.wait();
   }));
   blocked_started.wait();
-  std::latch others(5);
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(pool.TrySubmit([&] { others.count_down(); }));
   others.wait();  // would hang if the jobs queued behind the blocked one
   release.set_value();
@@ -31,10 +35,11 @@ TEST(WorkerPoolTest, BlockedJobDoesNotDelayOthers) {
 }
 
 TEST(WorkerPoolTest, RefusesBeyondCapAndAcceptsAgainWhenASlotFrees) {
-  WorkerPool pool(2, 30s);
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
   std::latch started(2);
+  std::promise<void> ran;
+  WorkerPool pool(2, 30s);
   for (int i = 0; i < 2; ++i) {
     ASSERT_TRUE(pool.TrySubmit([&] {
       started.count_down();
@@ -45,17 +50,17 @@ TEST(WorkerPoolTest, RefusesBeyondCapAndAcceptsAgainWhenASlotFrees) {
   EXPECT_FALSE(pool.TrySubmit([] {}));
   release.set_value();
   // Slots free as the blocked jobs return; a job gets in then.
-  std::promise<void> ran;
   while (!pool.TrySubmit([&] { ran.set_value(); })) std::this_thread::yield();
   ran.get_future().wait();
   EXPECT_LE(pool.threads(), 2u);
+  pool.Close();
 }
 
 TEST(WorkerPoolTest, CloseWaitsForRunningJobAndRefusesNewOnes) {
-  WorkerPool pool(4, 30s);
   std::atomic<bool> finished{false};
   std::latch started(1);
   std::promise<void> release;
+  WorkerPool pool(4, 30s);
   ASSERT_TRUE(pool.TrySubmit([&, f = release.get_future().share()] {
     started.count_down();
     f.wait();
@@ -71,10 +76,10 @@ TEST(WorkerPoolTest, CloseWaitsForRunningJobAndRefusesNewOnes) {
 }
 
 TEST(WorkerPoolTest, DrainRefusesNewJobsAndLetsStartedOnesFinish) {
-  WorkerPool pool(4, 30s);
   std::latch started(1);
   std::promise<void> release;
   std::atomic<bool> finished{false};
+  WorkerPool pool(4, 30s);
   ASSERT_TRUE(pool.TrySubmit([&, f = release.get_future().share()] {
     started.count_down();
     f.wait();
@@ -106,10 +111,11 @@ TEST(WorkerPoolTest, ThreadsAreReusedForSequentialJobs) {
 
 TEST(WorkerPoolTest, IdleThreadsExitAndAreJoined) {
   const int before = testing::Threads();
-  WorkerPool pool(4, 20ms);
   std::latch done(3);
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
+  std::promise<void> ran;
+  WorkerPool pool(4, 20ms);
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(pool.TrySubmit([&] {
       done.count_down();
@@ -126,7 +132,6 @@ TEST(WorkerPoolTest, IdleThreadsExitAndAreJoined) {
   }
   EXPECT_EQ(pool.threads(), 0u);
   // A new job spawns a thread and joins the exited ones.
-  std::promise<void> ran;
   ASSERT_TRUE(pool.TrySubmit([&] { ran.set_value(); }));
   ran.get_future().wait();
   pool.Close();

@@ -594,6 +594,42 @@ TEST_F(TtrpcTest, ServerResponseForUnknownStreamIsIgnoredByClient) {
   EXPECT_EQ(*r, "real");
 }
 
+TEST_F(TtrpcTest, ErrorMessageThatIsNotUtf8KeepsItsCode) {
+  // Go peers put arbitrary bytes (e.g. a file name) in status messages; the
+  // code must survive even though proto3 `string` would demand UTF-8.
+  auto [client, server_end] = ClientWithRawServer();
+  auto call = std::async(std::launch::async, [&] { return client->CallRaw("s", "m", "", {}); });
+  auto req = server_end.ReadFrame();
+  ASSERT_TRUE(req);
+  ::ttrpc::Response resp;
+  resp.mutable_status()->set_code(5);
+  resp.mutable_status()->set_message("open /run/\xff\xfe: no such file");
+  ASSERT_TRUE(server_end.WriteBytes(
+      EncodeFrame(req->header.stream_id, FrameType::kResponse, resp.SerializeAsString())));
+  auto r = call.get();
+  EXPECT_EQ(r.status().code(), Code::kNotFound) << r.status().ToString();
+  EXPECT_EQ(r.status().message(), "open /run/\xff\xfe: no such file");
+}
+
+TEST_F(TtrpcTest, RequestWithNonUtf8MetadataIsServed) {
+  std::promise<CallContext> seen;
+  auto server = StartServer();
+  server->Register(kTask, "Meta", [&](const CallContext& ctx, std::string_view) {
+    seen.set_value(ctx);
+    return Result<std::string>(std::string());
+  });
+  RawPeer peer = ServeRawPeer(*server);
+  auto req = MakeRequest(kTask, "Meta");
+  auto* kv = req.add_metadata();
+  kv->set_key("k");
+  kv->set_value("\xc3\x28");  // invalid UTF-8, as a Go client may send
+  ASSERT_TRUE(peer.WriteRequest(1, req));
+  auto resp = peer.ReadResponse();
+  ASSERT_TRUE(resp);
+  EXPECT_EQ(resp->status().code(), 0);
+  EXPECT_EQ(seen.get_future().get().Get("k"), "\xc3\x28");
+}
+
 TEST_F(TtrpcTest, ListenRefusesExistingPathAndOverlongPath) {
   ASSERT_TRUE(WriteFile(socket_, "x").ok());
   Server server;

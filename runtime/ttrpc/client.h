@@ -19,15 +19,18 @@ namespace capsule::ttrpc {
 
 class Client {
  public:
-  // Connects to a unix socket ("unix://" prefix accepted).
+  // Connects to a unix socket ("unix://" prefix accepted), retrying while
+  // the path is missing or refusing until `timeout` (0: one attempt).
   static Result<std::unique_ptr<Client>> Dial(const std::string& address,
                                               std::chrono::milliseconds timeout);
-  // Takes an already-connected stream.
+  // Takes an already-connected stream socket (O_NONBLOCK is cleared).
   static Result<std::unique_ptr<Client>> FromFd(UniqueFd fd);
 
   virtual ~Client() = default;
 
-  // Sends one request and waits for its response payload.
+  // Sends one request and waits for its response payload. Thread-safe;
+  // calls from many threads share the connection. A request over 4 MiB
+  // fails locally with RESOURCE_EXHAUSTED.
   virtual Result<std::string> CallRaw(const std::string& service, const std::string& method,
                                       std::string_view payload, const CallOptions& options) = 0;
 

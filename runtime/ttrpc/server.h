@@ -26,7 +26,10 @@ struct ServerOptions {
   // Accept a connection only from a peer whose SO_PEERCRED uid passes; unset
   // accepts any peer. The shim allows only its own uid (containerd's).
   std::function<bool(uid_t peer_uid)> authorize_uid;
-  // Upper bound on concurrently running handlers per connection.
+  // Upper bound on concurrently running handlers per connection; a request
+  // beyond it is answered RESOURCE_EXHAUSTED at once (never queued behind
+  // handlers that may block for minutes). Threads are made on demand and
+  // leave after 30 s idle.
   size_t max_inflight_per_connection = 128;
 };
 
@@ -37,7 +40,8 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // Registration must happen before serving starts.
+  // May be called at any time (also while serving); registering the same
+  // service/method again replaces the handler for later calls.
   void Register(const std::string& service, const std::string& method, RawHandler handler);
 
   // Typed registration: a payload that does not parse as Req answers
@@ -62,11 +66,14 @@ class Server {
   Status Listen(const std::string& path, mode_t mode = 0600);
   // Serves an already-listening socket (e.g. inherited from a parent).
   Status ListenFd(UniqueFd listening_fd);
-  // Serves one already-connected stream (e.g. a vsock connection).
+  // Serves one already-connected stream socket (e.g. a vsock connection).
+  // authorize_uid applies here too: a socket without SO_PEERCRED is then
+  // refused (PERMISSION_DENIED). O_NONBLOCK is cleared.
   Status ServeConnection(UniqueFd connected_fd);
 
-  // Stops accepting, closes connections, waits for running handlers, and
-  // removes a socket file created by Listen().
+  // Stops accepting, closes connections, waits for running handlers (a
+  // handler that never returns blocks Shutdown), and removes a socket file
+  // created by Listen(). Idempotent; later Listen/Serve calls fail.
   void Shutdown();
 
  private:

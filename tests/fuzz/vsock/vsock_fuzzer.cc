@@ -222,18 +222,3 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   return 0;
 }
-
-#ifdef CAPSULE_FUZZ_REPLAY
-// Ordinary builds: replay the files named on the command line.
-int main(int argc, char** argv) {
-  int n = 0;
-  for (int i = 1; i < argc; ++i) {
-    std::ifstream f(argv[i], std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-    ++n;
-  }
-  std::printf("vsock_fuzzer replay: %d inputs ok\n", n);
-  return n > 0 ? 0 : 2;
-}
-#endif

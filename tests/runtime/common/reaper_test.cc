@@ -21,10 +21,15 @@ TEST(ReaperTest, ChildProcessWaitsThroughReaperAndSubscribersSeeEveryExit) {
   ASSERT_TRUE(Reaper::Instance().active());
   std::mutex mu;
   std::set<pid_t> seen;
-  int token = Reaper::Instance().Subscribe([&](pid_t pid, int) {
+  // Unsubscribes on every exit path: a failed ASSERT must not leave the
+  // reaper calling into this stack frame.
+  struct Subscription {
+    int token;
+    ~Subscription() { Reaper::Instance().Unsubscribe(token); }
+  } sub{Reaper::Instance().Subscribe([&](pid_t pid, int) {
     std::lock_guard lock(mu);
     seen.insert(pid);
-  });
+  })};
 
   SpawnOptions o;
   o.argv = {"/bin/sh", "-c", "exit 7"};
@@ -47,7 +52,6 @@ TEST(ReaperTest, ChildProcessWaitsThroughReaperAndSubscribersSeeEveryExit) {
     EXPECT_TRUE(seen.count(child->pid()));
     EXPECT_TRUE(seen.count(raw));
   }
-  Reaper::Instance().Unsubscribe(token);
 }
 
 TEST(ReaperTest, KilledChildReportsSignal) {

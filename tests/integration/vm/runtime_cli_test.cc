@@ -17,7 +17,7 @@ using vm::testing::TestEnv;
 constexpr milliseconds kCheckTimeout{60000};
 constexpr milliseconds kBootTimeout{180000};
 
-Captured Run(const TestEnv& env, std::vector<std::string> args, milliseconds timeout = kCheckTimeout) {
+Captured RunCli(const TestEnv& env, std::vector<std::string> args, milliseconds timeout = kCheckTimeout) {
   std::vector<std::string> argv = {CAPSULE_RUNTIME_BIN, "--config", env.config_path()};
   argv.insert(argv.end(), args.begin(), args.end());
   auto r = RunAndCapture(argv, timeout);
@@ -36,10 +36,10 @@ bool Has(const Captured& c, std::string_view s) { return c.output.find(s) != std
 TEST(RuntimeCli, VersionAndHelp) {
   auto env = MakeEnv();
   ASSERT_TRUE(env);
-  auto v = Run(*env, {"--version"});
+  auto v = RunCli(*env, {"--version"});
   EXPECT_EQ(v.exit_code, 0);
   EXPECT_TRUE(Has(v, "capsule-runtime ")) << v.output;
-  auto h = Run(*env, {"vm", "boot", "--help"});
+  auto h = RunCli(*env, {"vm", "boot", "--help"});
   EXPECT_EQ(h.exit_code, 0);
   EXPECT_TRUE(Has(h, "--keep") && Has(h, "--vcpus") && Has(h, "--memory")) << h.output;
 }
@@ -47,7 +47,7 @@ TEST(RuntimeCli, VersionAndHelp) {
 TEST(RuntimeCli, CheckReportsTheAcceleratorAndWhyAndPasses) {
   auto env = MakeEnv();
   ASSERT_TRUE(env);
-  auto c = Run(*env, {"check"});
+  auto c = RunCli(*env, {"check"});
   EXPECT_EQ(c.exit_code, 0) << c.output;
   EXPECT_TRUE(Has(c, "verdict: this host can run Capsule pods")) << c.output;
   EXPECT_TRUE(Has(c, "vhost-user-vsock-pci, vhost-user-fs-pci, virtio-net-pci, pcie-root-port")) << c.output;
@@ -70,7 +70,7 @@ TEST(RuntimeCli, CheckFailsNamingAMissingKernel) {
   o.kernel = "/nonexistent/capsule/vmlinuz";
   auto env = MakeEnv(o);
   ASSERT_TRUE(env);
-  auto c = Run(*env, {"check"});
+  auto c = RunCli(*env, {"check"});
   EXPECT_EQ(c.exit_code, 1) << c.output;
   EXPECT_TRUE(Has(c, "[FAIL] guest kernel    guest.kernel /nonexistent/capsule/vmlinuz: No such file or directory"))
       << c.output;
@@ -82,23 +82,23 @@ TEST(RuntimeCli, CheckFailsNamingAMissingKernel) {
 TEST(RuntimeCli, VmBootKeepThenLsThenStop) {
   auto env = MakeEnv();
   ASSERT_TRUE(env);
-  auto boot = Run(*env, {"vm", "boot", "--id", "cli-vm", "--keep", "--memory", "256"}, kBootTimeout);
+  auto boot = RunCli(*env, {"vm", "boot", "--id", "cli-vm", "--keep", "--memory", "256"}, kBootTimeout);
   ASSERT_EQ(boot.exit_code, 0) << boot.output;
   EXPECT_TRUE(Has(boot, "VM cli-vm booted")) << boot.output;
   EXPECT_TRUE(Has(boot, "agent: capsule-agent ")) << boot.output;
   EXPECT_TRUE(Has(boot, "boot: ") && Has(boot, "prepare ") && Has(boot, "kernel and agent ")) << boot.output;
   EXPECT_TRUE(Has(boot, "left running")) << boot.output;
 
-  auto ls = Run(*env, {"vm", "ls"});
+  auto ls = RunCli(*env, {"vm", "ls"});
   EXPECT_EQ(ls.exit_code, 0) << ls.output;
   EXPECT_TRUE(Has(ls, "cli-vm") && Has(ls, "running")) << ls.output;
 
-  auto stop = Run(*env, {"vm", "stop", "cli-vm"}, kBootTimeout);
+  auto stop = RunCli(*env, {"vm", "stop", "cli-vm"}, kBootTimeout);
   EXPECT_EQ(stop.exit_code, 0) << stop.output;
   EXPECT_TRUE(Has(stop, "VM cli-vm stopped")) << stop.output;
   EXPECT_TRUE(env->Leftovers().empty()) << ::testing::PrintToString(env->Leftovers());
 
-  auto again = Run(*env, {"vm", "stop", "cli-vm"});
+  auto again = RunCli(*env, {"vm", "stop", "cli-vm"});
   EXPECT_EQ(again.exit_code, 1);
   EXPECT_TRUE(Has(again, "no VM 'cli-vm'")) << again.output;
 }

@@ -8,6 +8,10 @@
 
 #include <fmt/format.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <future>
 
 #include "runtime/common/file_util.h"
@@ -29,6 +33,19 @@ std::string Join(std::string_view base, std::string_view rel) {
   while (!rel.empty() && rel.front() == '/') rel.remove_prefix(1);
   if (!rel.empty()) out += "/" + std::string(rel);
   return out;
+}
+
+// Reaps `pid` when it is an exited child of this process. Only a child we
+// released (ChildProcess::Release) can be one: no ChildProcess or Reaper
+// subscriber waits for it any more, so taking its status steals nothing.
+void ReapIfOurZombie(pid_t pid) {
+  if (pid <= 0) return;
+  auto stat = ReadFile(fmt::format("/proc/{}/stat", pid));
+  if (!stat.ok()) return;
+  size_t close = stat->rfind(')');
+  if (close == std::string::npos || close + 4 >= stat->size()) return;
+  if ((*stat)[close + 2] != 'Z' || std::strtol(stat->c_str() + close + 4, nullptr, 10) != ::getpid()) return;
+  if (::waitpid(pid, nullptr, WNOHANG) == pid) kLog.Debug("reaped released child {}", pid);
 }
 
 }  // namespace
@@ -156,6 +173,7 @@ Status SandboxVmImpl::TearDown() {
     if (share.ok()) note(share->Release(), "unmount the share");
   }
   if (vsock_) note(vsock_->Shutdown(kDaemonGrace), "stop the vsock host end");
+  for (pid_t pid : reap_after_stop_) ReapIfOurZombie(pid);
   note(RemoveAll(state_dir_), "remove the state dir");
   if (first.ok()) kLog.Info("VM {} stopped; {} removed", id_, state_dir_);
   return first;

@@ -54,8 +54,34 @@ std::vector<pid_t> ProcessesMentioning(const std::string& needle) {
   return out;
 }
 
+// Our own children in any state, zombies included: a QEMU (or anything
+// else) we started but never reaped shows up here even with an empty cmdline.
+std::vector<std::string> ChildrenOfUs() {
+  std::vector<std::string> out;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0) continue;
+    auto stat = ReadFile(fmt::format("/proc/{}/stat", pid));
+    if (!stat.ok()) continue;
+    // "pid (comm) S ppid ...": comm may hold spaces, so parse after the last ')'.
+    size_t close = stat->rfind(')');
+    size_t open = stat->find('(');
+    if (close == std::string::npos || open == std::string::npos || close + 4 >= stat->size()) continue;
+    char state = (*stat)[close + 2];
+    long ppid = std::strtol(stat->c_str() + close + 4, nullptr, 10);
+    if (ppid != ::getpid()) continue;
+    out.push_back(fmt::format("child process {} ({}) in state {}", pid, stat->substr(open + 1, close - open - 1),
+                              state));
+  }
+  ::closedir(d);
+  return out;
+}
+
 std::vector<std::string> TestEnv::Leftovers() const {
-  std::vector<std::string> left;
+  std::vector<std::string> left = ChildrenOfUs();
   for (pid_t p : ProcessesMentioning(root())) {
     auto cmd = ReadFile(fmt::format("/proc/{}/cmdline", p));
     left.push_back(fmt::format("process {}: {}", p, cmd.ok() ? cmd->substr(0, cmd->find('\0')) : "?"));

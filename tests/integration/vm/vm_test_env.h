@@ -38,8 +38,9 @@ class TestEnv {
   std::string state_dir() const { return root_.Join("state"); }
   const config::Config& config() const { return config_; }
 
-  // Whatever is left of VMs under root(): processes mentioning it, mounts
-  // under it, entries in state/vm. Empty when everything was cleaned up.
+  // Whatever is left of VMs under root(): children of this process (zombies
+  // too), processes mentioning root(), mounts under it, entries in state/vm
+  // (sockets, pid files, the share). Empty when everything was cleaned up.
   std::vector<std::string> Leftovers() const;
 
  private:
@@ -50,6 +51,9 @@ class TestEnv {
 
 // memfd mappings or descriptors this process holds ("" when none).
 std::string MemfdsHeldByUs();
+
+// Children of this process in any state ("child process PID (comm) in state S").
+std::vector<std::string> ChildrenOfUs();
 
 // Pids of live processes whose command line mentions `needle`.
 std::vector<pid_t> ProcessesMentioning(const std::string& needle);

@@ -52,6 +52,14 @@ void FindVsockdInBuildTree() {
   if (::realpath(candidate.c_str(), real) != nullptr && ::access(real, X_OK) == 0) ::setenv("CAPSULE_VSOCKD", real, 0);
 }
 
+// `--version` on every subcommand too, as `--help` is.
+void AddVersionFlagEverywhere(CLI::App& app, const std::string& version) {
+  for (CLI::App* sub : app.get_subcommands({})) {
+    sub->set_version_flag("--version", version);
+    AddVersionFlagEverywhere(*sub, version);
+  }
+}
+
 }  // namespace
 
 int Run(int argc, char** argv) {
@@ -67,6 +75,7 @@ int Run(int argc, char** argv) {
   std::vector<Command> commands = {AddEnvCommand(app, flags), AddCheckCommand(app, flags)};
   for (Command& c : AddVmCommands(app, flags)) commands.push_back(std::move(c));
   auto* version = app.add_subcommand("version", "print the version");
+  AddVersionFlagEverywhere(app, std::string("capsule-runtime ") + kVersion);
 
   try {
     app.parse(argc, argv);

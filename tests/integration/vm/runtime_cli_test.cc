@@ -39,6 +39,9 @@ TEST(RuntimeCli, VersionAndHelp) {
   auto v = RunCli(*env, {"--version"});
   EXPECT_EQ(v.exit_code, 0);
   EXPECT_TRUE(Has(v, "capsule-runtime ")) << v.output;
+  auto sv = RunCli(*env, {"vm", "stop", "--version"});
+  EXPECT_EQ(sv.exit_code, 0);
+  EXPECT_TRUE(Has(sv, "capsule-runtime ")) << sv.output;
   auto h = RunCli(*env, {"vm", "boot", "--help"});
   EXPECT_EQ(h.exit_code, 0);
   EXPECT_TRUE(Has(h, "--keep") && Has(h, "--vcpus") && Has(h, "--memory")) << h.output;

@@ -62,6 +62,10 @@ class FakeSandboxVm : public vm::SandboxVm {
   std::string HostSharedPath(std::string_view rel = "") const override;
   std::string GuestSharedPath(std::string_view rel = "") const override;
   agent::v1::Storage SharedFsStorage() const override;
+  // The shim dials the agent through agent() only.
+  Result<UniqueFd> DialGuest(uint32_t port, std::chrono::milliseconds) override {
+    return Unimplemented("fake VM: no guest vsock (port " + std::to_string(port) + ")");
+  }
   void OnExit(ExitCallback callback) override;
   Status Stop(std::chrono::milliseconds graceful) override;
   Status Detach() override { return Status::Ok(); }

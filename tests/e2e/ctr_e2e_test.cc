@@ -1,9 +1,10 @@
 // containerd-shim-capsule-v2 under a real containerd 1.6 driven by `ctr`,
-// each task in a real QEMU microVM (TCG here: ~10-20 s per boot, so three
+// each task in a real QEMU microVM (TCG here: ~10-20 s per boot, so four
 // boots in all): `ctr run --rm` output and exit codes, and a detached task
 // with exec, ps, metrics and kill. After each test nothing of ours is left
 // (shim, QEMU, virtiofsd, capsule-vsockd, mounts, VM dir, shim socket).
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <memory>
 
@@ -145,6 +146,37 @@ TEST_F(CtrE2eTest, DetachedTaskExecPsMetricsAndKill) {
   ASSERT_TRUE(rm.ok());
   EXPECT_EQ(rm->exit_code, 0) << rm->err;
   auto crm = Ctr({"containers", "rm", "sleeper"});
+  ASSERT_TRUE(crm.ok());
+  EXPECT_EQ(crm->exit_code, 0) << crm->err;
+}
+
+// containerd runs `containerd-shim-capsule-v2 delete` when a shim's
+// connection drops; for a shim that died (SIGKILL) that must stop the VM it
+// left, adopted from its state dir, and undo its mounts.
+TEST_F(CtrE2eTest, DeleteCleansUpAfterAKilledShim) {
+  auto r = Run("orphan", {"sleep", "600"}, /*detach=*/true);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->exit_code, 0) << r->err;
+  std::vector<pid_t> shims;
+  for (const auto& [pid, cmd] : E2eEnv::Processes({"containerd-shim-capsule-v2"})) {
+    if (cmd.find(" -id orphan ") != std::string::npos && cmd.find(ctrd_->grpc_address()) != std::string::npos)
+      shims.push_back(pid);
+  }
+  ASSERT_EQ(shims.size(), 1u) << "one shim daemon for the task";
+  ASSERT_FALSE(E2eEnv::Processes({env_->state_dir()}).empty()) << "the VM's processes run";
+
+  auto events = ctrd_->SubscribeEvents();
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  ASSERT_EQ(::kill(shims[0], SIGKILL), 0);
+  // containerd publishes the task's exit once `delete` returned.
+  auto exited = events->WaitForOutput("/tasks/exit", std::chrono::seconds(90));
+  EXPECT_TRUE(exited.ok()) << exited.status().ToString();
+  events->Stop();
+  EXPECT_TRUE(E2eEnv::Processes({env_->state_dir()}).empty()) << "delete stopped the dead shim's VM";
+
+  auto rm = Ctr({"task", "rm", "orphan"});
+  ASSERT_TRUE(rm.ok());
+  auto crm = Ctr({"containers", "rm", "orphan"});
   ASSERT_TRUE(crm.ok());
   EXPECT_EQ(crm->exit_code, 0) << crm->err;
 }

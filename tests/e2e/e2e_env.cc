@@ -57,6 +57,10 @@ std::vector<std::pair<pid_t, std::string>> ProcessesNaming(const std::vector<std
 
 }  // namespace
 
+std::vector<std::pair<pid_t, std::string>> E2eEnv::Processes(const std::vector<std::string>& needles) {
+  return ProcessesNaming(needles);
+}
+
 std::string E2eEnv::ShimDir() { return BuildDir() + "/shim/cmd"; }
 
 std::string E2eEnv::PathWithShim() {

@@ -7,8 +7,11 @@
 // dirs, no VM dir, no shim socket left.
 #pragma once
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/common/file_util.h"
@@ -40,6 +43,8 @@ class E2eEnv {
   std::vector<std::string> Leaks(const std::string& containerd_address,
                                  const std::vector<std::string>& extra_dirs, const std::string& ns = "",
                                  const std::vector<std::string>& shim_groups = {}) const;
+  // pid and command line (NULs as spaces) of every process naming a needle.
+  static std::vector<std::pair<pid_t, std::string>> Processes(const std::vector<std::string>& needles);
   // Kills and unmounts what Leaks() finds (after a failed test).
   void Reap(const std::string& containerd_address, const std::vector<std::string>& extra_dirs) const;
 

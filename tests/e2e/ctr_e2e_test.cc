@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstdlib>
+#include <iostream>
 #include <memory>
 
 #include "tests/e2e/e2e_env.h"
@@ -173,6 +175,10 @@ TEST_F(CtrE2eTest, DeleteCleansUpAfterAKilledShim) {
   EXPECT_TRUE(exited.ok()) << exited.status().ToString();
   events->Stop();
   EXPECT_TRUE(E2eEnv::Processes({env_->state_dir()}).empty()) << "delete stopped the dead shim's VM";
+  const std::string log = ctrd_->LogTail(65536);
+  EXPECT_NE(log.find("cleaning up dead shim"), std::string::npos) << log;
+  EXPECT_EQ(log.find("failed to clean up after shim disconnected"), std::string::npos) << log;
+  if (std::getenv("E2E_PRINT_LOG") != nullptr) std::cout << log;
 
   auto rm = Ctr({"task", "rm", "orphan"});
   ASSERT_TRUE(rm.ok());

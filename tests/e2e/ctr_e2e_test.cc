@@ -74,6 +74,23 @@ class CtrE2eTest : public ::testing::Test {
     return ctrd_->Ctr(argv, timeout);
   }
 
+  // `ctr events`, returned once it demonstrably receives events. (The
+  // harness's SubscribeEvents reuses its probe names, so it works once per
+  // containerd; this suite shares one containerd between tests.)
+  static Result<StreamingCommand> SubscribeEvents(const std::string& tag) {
+    ASSIGN_OR_RETURN(StreamingCommand events, ctrd_->StartCtr({"events"}));
+    for (int i = 0; i < 20; ++i) {
+      const std::string probe = "e2e-probe-" + tag + "-" + std::to_string(i);
+      ASSIGN_OR_RETURN(CommandResult r, ctrd_->Ctr({"namespaces", "create", probe}));
+      if (!r.ok()) return Internal("ctr namespaces create " + probe + ": " + r.err);
+      auto seen = events.WaitForOutput("\"name\":\"" + probe + "\"", std::chrono::milliseconds(1000));
+      (void)ctrd_->Ctr({"namespaces", "rm", probe});
+      if (seen.ok()) return events;
+      if (seen.status().code() != Code::kDeadlineExceeded) return std::move(seen).status();
+    }
+    return DeadlineExceeded("ctr events never showed a probe namespace");
+  }
+
   static E2eEnv* env_;
   static ContainerdHarness* ctrd_;
   std::vector<std::string> ids_;
@@ -132,7 +149,7 @@ TEST_F(CtrE2eTest, DetachedTaskExecPsMetricsAndKill) {
   EXPECT_EQ(metrics->exit_code, 0) << metrics->err;
   EXPECT_NE(metrics->out.find("pids.current"), std::string::npos) << "cgroups v2 metrics: " << metrics->out;
 
-  auto events = ctrd_->SubscribeEvents();
+  auto events = SubscribeEvents("kill");
   ASSERT_TRUE(events.ok()) << events.status().ToString();
   auto kill = Ctr({"task", "kill", "-s", "SIGKILL", "sleeper"});
   ASSERT_TRUE(kill.ok());
@@ -167,7 +184,7 @@ TEST_F(CtrE2eTest, DeleteCleansUpAfterAKilledShim) {
   ASSERT_EQ(shims.size(), 1u) << "one shim daemon for the task";
   ASSERT_FALSE(E2eEnv::Processes({env_->state_dir()}).empty()) << "the VM's processes run";
 
-  auto events = ctrd_->SubscribeEvents();
+  auto events = SubscribeEvents("dead-shim");
   ASSERT_TRUE(events.ok()) << events.status().ToString();
   ASSERT_EQ(::kill(shims[0], SIGKILL), 0);
   // containerd publishes the task's exit once `delete` returned.

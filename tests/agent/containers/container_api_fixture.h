@@ -64,10 +64,10 @@ Status StatusOf(const Result<T>& r) {
     EXPECT_TRUE(capsule_st_.ok()) << #expr << ": " << capsule_st_.ToString();    \
   } while (0)
 // The call failed with `code` and its message mentions `needle`.
-#define EXPECT_ERROR(expr, code, needle)                                         \
+#define EXPECT_ERROR(expr, want_code, needle)                                         \
   do {                                                                           \
     const ::capsule::Status capsule_st_ = ::capsule::agent::testing::StatusOf(expr); \
-    EXPECT_EQ(capsule_st_.code(), code) << #expr << ": " << capsule_st_.ToString(); \
+    EXPECT_EQ(capsule_st_.code(), want_code) << #expr << ": " << capsule_st_.ToString(); \
     EXPECT_NE(capsule_st_.message().find(needle), std::string::npos)            \
         << #expr << ": message lacks \"" << (needle) << "\": " << capsule_st_.message(); \
   } while (0)

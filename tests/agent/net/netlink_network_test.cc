@@ -33,7 +33,9 @@ class NetlinkNetworkTest : public ::testing::Test {
     net_ = std::move(n).value();
   }
   void TearDown() override {
-    if (net_) EXPECT_TRUE(net_->UpdateRoutes({}).ok());
+    if (net_) {
+      EXPECT_TRUE(net_->UpdateRoutes({}).ok());
+    }
   }
   std::unique_ptr<NetlinkNetwork> net_;
 };
@@ -83,11 +85,13 @@ TEST_F(NetlinkNetworkTest, UnknownNameFallsBackToTheMacInDeviceHint) {
 }
 
 TEST_F(NetlinkNetworkTest, KernelErrorsNameTheInterface) {
-  VethPair veth("nt-a2", "nt-b2");
-  Interface too_big{"nt-a2", "", 65535, {}, true, ""};  // veth's max MTU is smaller
+  VethPair veth("nt-a2", "nt-b2");  // deleting it takes the macvlan on it along
+  testing::Ip({"link", "add", "nt-m2", "link", "nt-a2", "type", "macvlan"});
+  // A macvlan's MTU cannot exceed its lower link's (1500): the kernel says EINVAL.
+  Interface too_big{"nt-m2", "", 9000, {}, true, ""};
   auto got = net_->UpdateInterface(too_big);
   ASSERT_FALSE(got.ok());
-  EXPECT_NE(got.status().message().find("interface nt-a2"), std::string::npos) << got.status().message();
+  EXPECT_NE(got.status().message().find("interface nt-m2"), std::string::npos) << got.status().message();
 }
 
 TEST_F(NetlinkNetworkTest, UpdateRoutesReplacesTheTableAndKeepsKernelPrefixRoutes) {

@@ -14,9 +14,17 @@ namespace capsule::agent::net::testing {
 
 inline bool InPrivateNetns() { return ::geteuid() == 0; }
 
+// iproute2's `ip` (spawning does not search PATH).
+inline std::string IpPath() {
+  for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"}) {
+    if (::access(p, X_OK) == 0) return p;
+  }
+  return "ip";  // the spawn error then names it
+}
+
 // Runs `ip args...`; the test fails with ip's stderr if it does.
 inline void Ip(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {"ip"};
+  std::vector<std::string> argv = {IpPath()};
   argv.insert(argv.end(), args.begin(), args.end());
   auto r = capsule::testing::RunCommand(argv, std::chrono::seconds(10));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -28,7 +36,7 @@ class VethPair {
   VethPair(std::string a, std::string b) : a_(std::move(a)), b_(std::move(b)) {
     Ip({"link", "add", a_, "type", "veth", "peer", "name", b_});
   }
-  ~VethPair() { (void)capsule::testing::RunCommand({"ip", "link", "del", a_}, std::chrono::seconds(10)); }
+  ~VethPair() { (void)capsule::testing::RunCommand({IpPath(), "link", "del", a_}, std::chrono::seconds(10)); }
   const std::string& a() const { return a_; }
   const std::string& b() const { return b_; }
 

@@ -57,8 +57,10 @@ Status EnterPrivateNamespaces() {
 }
 
 // The guest mounts cgroup2 on /sys/fs/cgroup; a hybrid host (tests with
-// --no-init) has it at /sys/fs/cgroup/unified.
-std::string DefaultCgroupRoot() {
+// --no-init) has it at /sys/fs/cgroup/unified. As PID 1 this runs before the
+// boot duties mounted anything, so init mode names the guest's path outright.
+std::string DefaultCgroupRoot(bool init) {
+  if (init) return "/sys/fs/cgroup";
   struct statfs st{};
   if (::statfs("/sys/fs/cgroup", &st) == 0 && st.f_type == CGROUP2_SUPER_MAGIC) return "/sys/fs/cgroup";
   return "/sys/fs/cgroup/unified";
@@ -66,7 +68,7 @@ std::string DefaultCgroupRoot() {
 
 engine::EngineOptions EngineOptionsFrom(const AgentOptions& options) {
   engine::EngineOptions out;
-  out.cgroup_root = options.cgroup_root.empty() ? DefaultCgroupRoot() : options.cgroup_root;
+  out.cgroup_root = options.cgroup_root.empty() ? DefaultCgroupRoot(options.init) : options.cgroup_root;
   out.cgroup_parent = options.cgroup_parent;
   return out;
 }

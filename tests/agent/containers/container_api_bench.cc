@@ -1,7 +1,9 @@
 // Benchmark (label bench): CreateContainer + StartContainer to the first
-// byte of ReadStdout through gRPC, against capsule-agent as a host process,
-// over 10 busybox `echo` containers (run 0 warms caches and is dropped).
-// Prints the median and the split; asserts nothing about speed.
+// byte of ReadStdout through gRPC, over 10 busybox `echo` containers (run 0
+// warms caches and is dropped), against capsule-agent as a host process
+// (container_api_bench) or as PID 1 of a TCG pod VM over vsock
+// (container_api_vm_bench: built with CAPSULE_BENCH_VM). Prints the median
+// and the split; asserts nothing about speed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +12,9 @@
 
 #include "tests/agent/containers/container_api_fixture.h"
 #include "tests/agent/containers/host_endpoint.h"
+#ifdef CAPSULE_BENCH_VM
+#include "tests/agent/containers/vm_endpoint.h"
+#endif
 
 namespace capsule::agent::testing {
 namespace {
@@ -26,7 +31,13 @@ double Median(std::vector<double> v) {
 TEST(ContainerApiBench, CreateStartToFirstOutputThroughGrpc) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root";
   constexpr int kRuns = 10;
-  auto ep = HostEndpoint::Start();
+#ifdef CAPSULE_BENCH_VM
+  auto ep = StartVmEndpoint();
+  const char* transport = "vsock via capsule-vsockd, TCG";
+#else
+  auto ep = StartHostEndpoint();
+  const char* transport = "unix socket";
+#endif
   ASSERT_OK(ep);
   ApiClient api(**ep);
   ASSERT_OK(api.CreateSandbox("bench"));
@@ -51,9 +62,9 @@ TEST(ContainerApiBench, CreateStartToFirstOutputThroughGrpc) {
     first.push_back(Ms(t3 - t2));
     total.push_back(Ms(t3 - t0));
   }
-  std::printf("container_api_bench (%s agent, gRPC over unix socket): Create+Start to first output over %d runs: "
+  std::printf("container_api_bench (%s agent, gRPC over %s): Create+Start to first output over %d runs: "
               "median %.2f ms (create %.2f, start %.2f, first byte %.2f); min %.2f, max %.2f\n",
-              (*ep)->name().c_str(), kRuns, Median(total), Median(create), Median(start), Median(first),
+              (*ep)->name().c_str(), transport, kRuns, Median(total), Median(create), Median(start), Median(first),
               *std::min_element(total.begin(), total.end()), *std::max_element(total.begin(), total.end()));
   EXPECT_OK(api.DestroySandbox());
 }

@@ -65,7 +65,8 @@ class ApiClient {
   v1::Agent::Stub& stub_;
 };
 
-// The agent's mount points (mountinfo field 5), sorted.
+// The agent's own mount points (mountinfo field 5), sorted; mounts that
+// propagated in from the host (slaves: "master:N") are left out.
 std::vector<std::string> MountPoints(const std::string& mountinfo);
 
 }  // namespace capsule::agent::testing

@@ -15,9 +15,13 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 
 namespace capsule::engine {
 namespace {
+
+// Signals the kernel knows on x86_64 (_NSIG in linux/signal.h).
+constexpr int kKernelSignals = 64;
 
 // From runc/containerd: what a container gets when its env has no PATH.
 constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -132,13 +136,21 @@ Status ExecUserProcess(const ProcessPlan& plan, const std::string& path) {
 }
 
 void ResetSignals() {
-  for (int sig = 1; sig < NSIG; ++sig) {
+  // Raw syscalls, not glibc: glibc refuses to touch the two real-time
+  // signals it reserves for itself (32, 33), and a supervisor that ignored
+  // them would otherwise pass that on to every container.
+  struct KernelSigaction {
+    uintptr_t handler;
+    unsigned long flags;
+    uintptr_t restorer;
+    uint64_t mask;
+  } dfl{};  // handler 0 == SIG_DFL
+  for (int sig = 1; sig <= kKernelSignals; ++sig) {
     if (sig == SIGKILL || sig == SIGSTOP) continue;
-    ::signal(sig, SIG_DFL);
+    (void)::syscall(SYS_rt_sigaction, sig, &dfl, nullptr, sizeof(uint64_t));
   }
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  const uint64_t none = 0;
+  (void)::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, nullptr, sizeof(uint64_t));
 }
 
 void CloseAllExcept(std::vector<int> keep) {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "capsule/agent/v1/agent.pb.h"
 #include "runtime/common/status.h"
@@ -80,10 +81,22 @@ struct ConnectOptions {
   // Pause between attempts while the guest is not answering yet.
   std::chrono::milliseconds retry_interval{20};
   std::chrono::milliseconds default_call_timeout = kDefaultCallTimeout;
+  // Bound of one attempt (dial + Check), so a stalled stream is retried on a
+  // fresh one instead of eating the whole deadline.
+  std::chrono::milliseconds attempt_timeout{5000};
+  // When >= 0: give up with ABORTED as soon as this fd is readable (e.g. the
+  // VMM's exit fd, so a dead VM ends the wait at once). Not owned.
+  int abort_fd = -1;
 };
 
 // Dials until the agent answers Check (SERVING) or the deadline passes
-// (DEADLINE_EXCEEDED naming the last error).
+// (DEADLINE_EXCEEDED naming the last error). Dial errors other than
+// UNAVAILABLE / DEADLINE_EXCEEDED end the wait at once.
 Result<AgentClientPtr> ConnectAgent(const Dialer& dial, const ConnectOptions& options);
+
+// A connected unix stream socket: for an agent run with --listen unix:PATH
+// (tests, tools). A missing socket or a refused connection is UNAVAILABLE,
+// as the Dialer contract asks.
+Result<UniqueFd> DialUnix(const std::string& path, std::chrono::milliseconds timeout);
 
 }  // namespace capsule::agentclient

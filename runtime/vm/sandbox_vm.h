@@ -18,6 +18,7 @@
 #include "capsule/agent/v1/agent.pb.h"
 #include "runtime/agentclient/agent_client.h"
 #include "runtime/common/status.h"
+#include "runtime/common/unique_fd.h"
 #include "runtime/config/config.h"
 #include "runtime/hypervisor/hypervisor.h"
 
@@ -69,6 +70,10 @@ class SandboxVm {
   virtual std::string GuestSharedPath(std::string_view rel = "") const = 0;
   // The storage to pass in CreateSandbox so the agent mounts the share.
   virtual agent::v1::Storage SharedFsStorage() const = 0;
+
+  // A connected byte stream to guest vsock port `port` (the agent's is
+  // guest_abi::kAgentVsockPort). UNAVAILABLE when nothing listens there.
+  virtual Result<UniqueFd> DialGuest(uint32_t port, std::chrono::milliseconds timeout) = 0;
 
   // Called once, on an internal thread, when the VMM exits for any reason
   // (Stop() included). Do not destroy the SandboxVm from inside it.

@@ -1,6 +1,7 @@
 // The process's confinement: user and groups, env and cwd, read-only rootfs,
 // masked and read-only paths, seccomp (errno, argument conditions),
 // capabilities, no_new_privs, rlimits.
+#include <pthread.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -113,11 +114,21 @@ TEST_F(EngineTest, RlimitNofileVisibleToUlimit) {
 }
 
 TEST_F(EngineTest, SignalDispositionsAreReset) {
-  // An agent ignoring SIGPIPE must not hand that to its containers.
-  auto old = ::signal(SIGPIPE, SIG_IGN);
+  // An agent ignoring or blocking signals must not hand that to its
+  // containers: neither SIGPIPE, nor a real-time signal, nor a blocked one.
+  const int rt = SIGRTMIN + 2;
+  auto old_pipe = ::signal(SIGPIPE, SIG_IGN);
+  auto old_rt = ::signal(rt, SIG_IGN);
+  sigset_t block, old_mask;
+  sigemptyset(&block);
+  sigaddset(&block, SIGUSR2);
+  ::pthread_sigmask(SIG_BLOCK, &block, &old_mask);
   RunResult r = Run("sigpipe", DefaultSpec({"grep", "-E", "Sig(Ign|Blk)", "/proc/self/status"}));
-  ::signal(SIGPIPE, old);
-  EXPECT_EQ(r.out, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  ::signal(rt, old_rt);
+  ::signal(SIGPIPE, old_pipe);
+  EXPECT_EQ(r.out, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n")
+      << "exit " << r.exit.status << ", stderr: " << r.err;
 }
 
 }  // namespace

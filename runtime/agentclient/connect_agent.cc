@@ -1,0 +1,113 @@
+// ConnectAgent: dial, wrap the stream in a gRPC client, Check; repeat on a
+// fresh stream while the guest is not up yet (UNAVAILABLE, or an attempt
+// that ran out of time), until the deadline or the abort fd fires. The
+// pauses between attempts poll the abort fd, so a VMM that dies ends the
+// wait at once.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/agentclient/agent_client.h"
+#include "runtime/agentclient/grpc_agent_client.h"
+#include "runtime/common/logging.h"
+
+namespace capsule::agentclient {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+const log::Logger kLog("agentclient");
+
+milliseconds Left(Clock::time_point deadline) {
+  return std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+}
+
+// Waits up to `wait` for `fd` to become readable; false when fd < 0.
+bool Readable(int fd, milliseconds wait) {
+  if (fd < 0) {
+    if (wait.count() > 0) ::poll(nullptr, 0, static_cast<int>(wait.count()));
+    return false;
+  }
+  pollfd p{fd, POLLIN, 0};
+  int r;
+  do {
+    r = ::poll(&p, 1, static_cast<int>(wait.count()));
+  } while (r < 0 && errno == EINTR);
+  return r > 0;
+}
+
+// "Not up yet" as opposed to "will never work".
+bool Retryable(const Status& st) {
+  return st.code() == Code::kUnavailable || st.code() == Code::kDeadlineExceeded;
+}
+
+Result<AgentClientPtr> TryOnce(const Dialer& dial, milliseconds budget, const ConnectOptions& o) {
+  auto until = Clock::now() + budget;
+  ASSIGN_OR_RETURN(UniqueFd fd, dial(budget));
+  ClientOptions co;
+  co.default_call_timeout = o.default_call_timeout;
+  AgentClientPtr client = NewGrpcAgentClient(std::move(fd), co);
+  ASSIGN_OR_RETURN(v1::CheckResponse resp, client->Check(std::max(Left(until), milliseconds(1))));
+  if (resp.status() != v1::CheckResponse::SERVING)
+    return Unavailable(fmt::format("agent Check: status {}", v1::CheckResponse::ServingStatus_Name(resp.status())));
+  return client;
+}
+
+}  // namespace
+
+Result<AgentClientPtr> ConnectAgent(const Dialer& dial, const ConnectOptions& o) {
+  auto start = Clock::now();
+  auto deadline = start + o.deadline;
+  Status last = DeadlineExceeded("no attempt fitted in the deadline");
+  int attempts = 0;
+  for (milliseconds left = Left(deadline); left.count() > 0; left = Left(deadline)) {
+    if (Readable(o.abort_fd, milliseconds(0))) break;
+    ++attempts;
+    auto client = TryOnce(dial, std::min(left, o.attempt_timeout), o);
+    if (client.ok()) {
+      kLog.Debug("agent answered Check after {} attempt(s), {} ms", attempts,
+                 std::chrono::duration_cast<milliseconds>(Clock::now() - start).count());
+      return client;
+    }
+    last = std::move(client).status();
+    if (!Retryable(last)) return last.WithContext(fmt::format("connect to the agent (attempt {})", attempts));
+    kLog.Trace("agent not answering yet (attempt {}): {}", attempts, last.message());
+    if (Readable(o.abort_fd, std::min(o.retry_interval, Left(deadline)))) break;
+  }
+  if (Readable(o.abort_fd, milliseconds(0)))
+    return Status(Code::kAborted, fmt::format("connect to the agent: given up after {} attempt(s) (abort requested); "
+                                              "last error: {}", attempts, last.message()));
+  return DeadlineExceeded(fmt::format("the agent did not answer Check within {} ms ({} attempt(s)); last error: {}",
+                                      o.deadline.count(), attempts, last.message()));
+}
+
+Result<UniqueFd> DialUnix(const std::string& path, milliseconds timeout) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) return InvalidArgument("agent socket path too long: " + path);
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return ErrnoStatus("socket(AF_UNIX)");
+  // A unix connect either completes or fails at once (a full backlog blocks;
+  // bound it like any stalled peer).
+  timeval tv{static_cast<time_t>(timeout.count() / 1000), static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
+  (void)::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    int err = errno;
+    Status st = ErrnoStatus("connect " + path, err);
+    if (err == ENOENT || err == ECONNREFUSED || err == EAGAIN || err == EINPROGRESS)
+      return Status(Code::kUnavailable, st.message());
+    return st;
+  }
+  timeval none{};
+  (void)::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &none, sizeof none);
+  return fd;
+}
+
+}  // namespace capsule::agentclient

@@ -1,0 +1,82 @@
+// SandboxVm::Adopt: takes over a VM another process booted and detached,
+// part by part from its state dir: the VMM (Hypervisor::Attach: lock,
+// vm.json, the very same QEMU process, QMP), the vsock host end
+// (vsock.json), virtiofsd (its pid file and share mount), then a short
+// ConnectAgent. A part that is gone is logged and left out, and a VM whose
+// VMM died is still returned, so that Stop() can clean up whatever is left.
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+
+#include "runtime/common/file_util.h"
+#include "runtime/common/guest_abi.h"
+#include "runtime/common/logging.h"
+#include "runtime/hypervisor/qemu_hypervisor.h"
+#include "runtime/vm/sandbox_vm_impl.h"
+
+namespace capsule::vm {
+namespace {
+
+using std::chrono::milliseconds;
+const log::Logger kLog("vm");
+
+// An adopted VM's agent is already up: it answers at once or not at all.
+constexpr milliseconds kAdoptConnectTimeout{5000};
+
+void AdoptHostEnds(SandboxVmImpl& vm) {
+  auto v = vsock::AdoptVmVsock(vm.state_dir());
+  if (v.ok()) {
+    // capsule-vsockd is its starter's direct child (not double-forked): when
+    // this very process detached the VM, it must reap the daemon itself.
+    auto pid = ReadFile(vm.state_dir() + "/" + vsock::kVsockdPidName);
+    if (pid.ok()) vm.ReapAfterStop(static_cast<pid_t>(std::atoi(pid->c_str())));
+    vm.SetVsock(std::move(*v));
+  } else {
+    kLog.Warn("VM {}: vsock host end not adopted: {}", vm.id(), v.status().message());
+  }
+  auto fs = virtiofs::VirtiofsDaemon::Attach(vm.state_dir());
+  if (fs.ok()) {
+    vm.SetVirtiofsd(std::move(*fs));
+  } else {
+    kLog.Warn("VM {}: virtiofsd not adopted: {}", vm.id(), fs.status().message());
+  }
+}
+
+Status ConnectAdopted(SandboxVmImpl& vm) {
+  hypervisor::Vm& vmm = vm.vmm();
+  if (vmm.state() != hypervisor::VmState::kRunning)
+    return FailedPrecondition(fmt::format("VM {} is {}, not running", vm.id(), hypervisor::VmStateName(vmm.state())));
+  vsock::VmVsock* v = vm.vsock();
+  if (v == nullptr) return Unavailable(fmt::format("VM {}: its vsock host end is gone", vm.id()));
+  agentclient::ConnectOptions o;
+  o.deadline = kAdoptConnectTimeout;
+  o.abort_fd = vmm.exit_fd();
+  auto client = agentclient::ConnectAgent([v](milliseconds t) { return v->Dial(guest_abi::kAgentVsockPort, t); }, o);
+  if (!client.ok()) return client.status();
+  vm.SetAgent(std::move(*client));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SandboxVm>> SandboxVm::Adopt(const config::Config& config, const std::string& state_dir) {
+  std::string what = "adopt VM at " + state_dir;
+  struct stat st{};
+  if (::stat(state_dir.c_str(), &st) != 0) return ErrnoStatus(what);
+  auto vmm = hypervisor::NewQemuHypervisor(config)->Attach(state_dir);
+  if (!vmm.ok()) return vmm.status().WithContext(what);
+  auto vm = std::make_unique<SandboxVmImpl>((*vmm)->id(), state_dir);
+  vm->SetVmm(std::move(*vmm));
+  AdoptHostEnds(*vm);
+  Status agent = ConnectAdopted(*vm);
+  if (agent.ok()) {
+    kLog.Info("adopted VM {} (QEMU pid {}); the agent answers", vm->id(), vm->vmm_pid());
+  } else {
+    kLog.Warn("adopted VM {} without an agent: {}", vm->id(), agent.message());
+    vm->SetAgentError(std::move(agent).WithContext("adopt VM " + vm->id()));
+  }
+  return std::unique_ptr<SandboxVm>(std::move(vm));
+}
+
+}  // namespace capsule::vm

@@ -1,0 +1,174 @@
+// SandboxVm with every real part: QEMU (TCG here), capsule-vsockd's
+// vhost-user vsock, virtiofsd, the built guest image with capsule-agent as
+// PID 1. One VM is booted for the whole suite (a TCG cold boot costs
+// 10-20 s); the cases run in order on it: agent over vsock, the virtio-fs
+// share (a file and a late bind mount), a dial to a dead port, detach and
+// adopt, stop with nothing left. The failure cases boot no guest to the end.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mount.h>
+
+#include <future>
+
+#include "runtime/common/daemon.h"
+#include "runtime/common/guest_abi.h"
+#include "runtime/hypervisor/vm_paths.h"
+#include "runtime/vm/sandbox_vm.h"
+#include "runtime/vsock/vsock_backend.h"
+#include "tests/integration/vm/vm_test_env.h"
+
+namespace capsule::vm {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+using testing::TestEnv;
+
+constexpr milliseconds kGraceful{10000};
+
+void ExpectNothingLeft(const TestEnv& env) {
+  EXPECT_TRUE(env.Leftovers().empty()) << ::testing::PrintToString(env.Leftovers());
+  EXPECT_EQ(testing::MemfdsHeldByUs(), "");
+}
+
+Result<std::string> ReadInGuest(SandboxVm& vm, const std::string& path) {
+  ASSIGN_OR_RETURN(agentclient::AgentClient * agent, vm.agent());
+  agent::v1::ReadGuestFileRequest req;
+  req.set_path(path);
+  req.set_max_bytes(4096);
+  ASSIGN_OR_RETURN(auto resp, agent->ReadGuestFile(req));
+  return resp.data();
+}
+
+// ---- one booted VM, shared by the cases below, in order ----
+
+class BootedVmTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto env = TestEnv::Create();
+    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    env_ = std::move(*env);
+    SandboxVmSpec spec;
+    spec.id = "it-shared";
+    auto vm = SandboxVm::Boot(env_->config(), spec);
+    ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+    vm_ = std::move(*vm);
+  }
+  static void TearDownTestSuite() {
+    if (vm_) (void)vm_->Stop(milliseconds(0));
+    vm_.reset();
+    env_.reset();
+  }
+  void SetUp() override {
+    if (!vm_) GTEST_SKIP() << "the shared VM did not boot";
+  }
+
+  static inline std::unique_ptr<TestEnv> env_;
+  static inline SandboxVmPtr vm_;
+};
+
+TEST_F(BootedVmTest, AgentAnswersCheckAndVersionOverVhostUserVsock) {
+  EXPECT_EQ(vm_->state_dir(), env_->state_dir() + "/vm/it-shared");
+  // The vhost-user back end carries it: capsule-vsockd's sockets are there.
+  EXPECT_TRUE(PathExists(vm_->state_dir() + "/" + vsock::kVhostUserSocketName));
+  EXPECT_TRUE(PathExists(vm_->state_dir() + "/" + vsock::kHybridSocketName));
+  auto agent = vm_->agent();
+  ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+  auto check = (*agent)->Check(milliseconds(10000));
+  ASSERT_TRUE(check.ok()) << check.status().ToString();
+  EXPECT_EQ(check->status(), agent::v1::CheckResponse::SERVING);
+  auto version = (*agent)->Version();
+  ASSERT_TRUE(version.ok()) << version.status().ToString();
+  EXPECT_EQ(version->api_version(), guest_abi::kAgentApiVersion);
+  EXPECT_FALSE(version->kernel_release().empty());
+  EXPECT_GT(version->ready_monotonic_us(), 0u);
+
+  const BootTimings& t = vm_->timings();
+  EXPECT_GT(t.prepare_ms, 0);
+  EXPECT_GT(t.vmm_start_ms, 0);
+  EXPECT_GT(t.agent_ready_ms, 0);
+  EXPECT_GE(t.total_ms, t.prepare_ms + t.vmm_start_ms + t.agent_ready_ms - 1);
+  EXPECT_GT(vm_->vmm_pid(), 0);
+}
+
+TEST_F(BootedVmTest, FilesAndLateBindMountsUnderTheShareReachTheGuest) {
+  auto agent = vm_->agent();
+  ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+  agent::v1::CreateSandboxRequest req;
+  req.set_sandbox_id("pod-it");
+  *req.add_storages() = vm_->SharedFsStorage();
+  Status created = (*agent)->CreateSandbox(req);
+  ASSERT_TRUE(created.ok()) << created.ToString();
+
+  // A file written on the host after the guest mounted the share.
+  ASSERT_TRUE(WriteFile(vm_->HostSharedPath("hello.txt"), "hello from the host\n").ok());
+  auto hello = ReadInGuest(*vm_, vm_->GuestSharedPath("hello.txt"));
+  ASSERT_TRUE(hello.ok()) << hello.status().ToString();
+  EXPECT_EQ(*hello, "hello from the host\n");
+
+  // A directory bind-mounted there afterwards, as container rootfs arrive.
+  std::string src = env_->root() + "/rootfs-src";
+  ASSERT_TRUE(MkdirAll(src + "/etc").ok());
+  ASSERT_TRUE(WriteFile(src + "/etc/marker", "rootfs via bind mount\n").ok());
+  std::string target = vm_->HostSharedPath("c1/rootfs");
+  ASSERT_TRUE(MkdirAll(target).ok());
+  ASSERT_EQ(::mount(src.c_str(), target.c_str(), nullptr, MS_BIND, nullptr), 0) << std::strerror(errno);
+  auto marker = ReadInGuest(*vm_, vm_->GuestSharedPath("c1/rootfs/etc/marker"));
+  EXPECT_EQ(::umount2(target.c_str(), MNT_DETACH), 0);
+  ASSERT_TRUE(marker.ok()) << marker.status().ToString();
+  EXPECT_EQ(*marker, "rootfs via bind mount\n");
+}
+
+TEST_F(BootedVmTest, DialToAGuestPortNobodyListensOnIsUnavailableAndHarmless) {
+  auto t0 = Clock::now();
+  auto fd = vm_->DialGuest(4242, milliseconds(5000));
+  ASSERT_FALSE(fd.ok());
+  EXPECT_EQ(fd.status().code(), Code::kUnavailable) << fd.status().ToString();
+  EXPECT_NE(fd.status().message().find("4242"), std::string::npos) << fd.status().message();
+  EXPECT_LT(Clock::now() - t0, milliseconds(5000)) << "a refused port must not wait for the timeout";
+  auto agent = vm_->agent();
+  ASSERT_TRUE(agent.ok());
+  EXPECT_TRUE((*agent)->Check(milliseconds(10000)).ok());
+}
+
+TEST_F(BootedVmTest, DetachThenAdoptFromANewObject) {
+  pid_t qemu = vm_->vmm_pid();
+  std::string dir = vm_->state_dir();
+  ASSERT_TRUE(vm_->Detach().ok());
+  EXPECT_EQ(vm_->agent().status().code(), Code::kFailedPrecondition);
+  vm_.reset();  // a detached VM survives its object
+  EXPECT_FALSE(testing::ProcessesMentioning(dir).empty());
+
+  auto adopted = SandboxVm::Adopt(env_->config(), dir);
+  ASSERT_TRUE(adopted.ok()) << adopted.status().ToString();
+  vm_ = std::move(*adopted);
+  EXPECT_EQ(vm_->id(), "it-shared");
+  EXPECT_EQ(vm_->vmm_pid(), qemu);
+  auto agent = vm_->agent();
+  ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+  EXPECT_TRUE((*agent)->Check(milliseconds(10000)).ok());
+  // Same guest: the file written before the hand-over is still served.
+  auto hello = ReadInGuest(*vm_, vm_->GuestSharedPath("hello.txt"));
+  ASSERT_TRUE(hello.ok()) << hello.status().ToString();
+  EXPECT_EQ(*hello, "hello from the host\n");
+}
+
+TEST_F(BootedVmTest, StopPowersOffAndLeavesNothing) {
+  std::promise<hypervisor::VmExit> exited;
+  vm_->OnExit([&](const hypervisor::VmExit& e) { exited.set_value(e); });
+  std::string dir = vm_->state_dir();
+  Status st = vm_->Stop(kGraceful);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto exit = exited.get_future();
+  ASSERT_EQ(exit.wait_for(milliseconds(5000)), std::future_status::ready);
+  // The agent powered the guest off: QEMU saw the guest's own shutdown.
+  EXPECT_NE(exit.get().reason.find("guest-shutdown"), std::string::npos);
+  EXPECT_TRUE(vm_->Stop(kGraceful).ok()) << "Stop is idempotent";
+  EXPECT_EQ(vm_->agent().status().code(), Code::kFailedPrecondition);
+  EXPECT_FALSE(PathExists(dir));
+  ExpectNothingLeft(*env_);
+  vm_.reset();
+}
+
+}  // namespace
+}  // namespace capsule::vm

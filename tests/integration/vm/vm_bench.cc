@@ -1,0 +1,139 @@
+// Benchmark (ctest -L bench): cold boot of a SandboxVm until the agent
+// answers Check over vsock, median of kRuns with the breakdown, then the
+// resident memory of one idle VM's host processes: QEMU (RSS, and RSS minus
+// the guest RAM it has touched: memfd pages count as RssShmem), virtiofsd
+// (both processes: the launcher and its sandboxed server) and
+// capsule-vsockd; Pss and private bytes from smaps_rollup.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <cstdio>
+#include <sstream>
+#include <thread>
+
+#include "runtime/vm/sandbox_vm.h"
+#include "tests/integration/vm/vm_test_env.h"
+
+namespace capsule::vm {
+namespace {
+
+using std::chrono::milliseconds;
+constexpr int kRuns = 5;
+// Lets the guest settle (agent idle, no console output) before measuring.
+constexpr milliseconds kSettle{3000};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// kB values of `keys` in a /proc "Key:   N kB" file.
+std::map<std::string, long> ProcKb(const std::string& path) {
+  std::map<std::string, long> out;
+  auto text = ReadFile(path);
+  if (!text.ok()) return out;
+  std::istringstream in(*text);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t colon = line.find(':');
+    if (colon == std::string::npos || line.find(" kB") == std::string::npos) continue;
+    out[line.substr(0, colon)] = std::atol(line.c_str() + colon + 1);
+  }
+  return out;
+}
+
+struct Mem {
+  long rss = 0, anon = 0, file = 0, shmem = 0, pss = 0, priv = 0;
+  Mem& operator+=(const Mem& o) {
+    rss += o.rss, anon += o.anon, file += o.file, shmem += o.shmem, pss += o.pss, priv += o.priv;
+    return *this;
+  }
+};
+
+Mem MemOf(pid_t pid) {
+  auto st = ProcKb("/proc/" + std::to_string(pid) + "/status");
+  auto sm = ProcKb("/proc/" + std::to_string(pid) + "/smaps_rollup");
+  return Mem{st["VmRSS"], st["RssAnon"], st["RssFile"], st["RssShmem"], sm["Pss"],
+             sm["Private_Clean"] + sm["Private_Dirty"]};
+}
+
+pid_t PidFromFile(const std::string& path) {
+  auto t = ReadFile(path);
+  return t.ok() ? static_cast<pid_t>(std::atoi(t->c_str())) : -1;
+}
+
+std::vector<pid_t> WithChildren(pid_t pid) {
+  std::vector<pid_t> out = {pid};
+  auto kids = ReadFile("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  if (kids.ok()) {
+    std::istringstream in(*kids);
+    pid_t k;
+    while (in >> k) out.push_back(k);
+  }
+  return out;
+}
+
+void PrintMem(const char* who, const Mem& m) {
+  std::printf("  %-22s VmRSS %7.1f MB (anon %6.1f, file %6.1f, shmem %6.1f)  Pss %7.1f MB  private %6.1f MB\n", who,
+              m.rss / 1024.0, m.anon / 1024.0, m.file / 1024.0, m.shmem / 1024.0, m.pss / 1024.0, m.priv / 1024.0);
+}
+
+void ReportMemory(const SandboxVm& vm, uint32_t guest_mib) {
+  Mem qemu = MemOf(vm.vmm_pid());
+  Mem vfs;
+  for (pid_t p : WithChildren(PidFromFile(vm.state_dir() + "/virtiofsd.pid"))) vfs += MemOf(p);
+  Mem vsockd = MemOf(PidFromFile(vm.state_dir() + "/vsockd.pid"));
+  std::printf("\nmemory of one idle VM (%u MiB guest, TCG, memfd RAM), %lld s after boot:\n",
+              guest_mib,
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(kSettle).count()));
+  PrintMem("QEMU", qemu);
+  std::printf("  %-22s %7.1f MB (VmRSS minus RssShmem = guest RAM touched %.1f MB)\n", "QEMU own overhead",
+              (qemu.rss - qemu.shmem) / 1024.0, qemu.shmem / 1024.0);
+  PrintMem("virtiofsd (2 procs)", vfs);
+  PrintMem("capsule-vsockd", vsockd);
+  Mem all = qemu;
+  all += vfs;
+  all += vsockd;
+  std::printf("  %-22s Pss %.1f MB, Pss minus guest RAM %.1f MB\n", "all three", all.pss / 1024.0,
+              (all.pss - qemu.shmem) / 1024.0);
+}
+
+TEST(VmBench, ColdBootToAgentCheckAndIdleMemory) {
+  auto env = testing::TestEnv::Create();
+  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  std::vector<double> total, prepare, vmm, agent, guest_ready;
+  SandboxVmPtr last;
+  for (int i = 0; i < kRuns; ++i) {
+    SandboxVmSpec spec;
+    spec.id = "bench-" + std::to_string(i);
+    auto vm = SandboxVm::Boot((*env)->config(), spec);
+    ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+    const BootTimings& t = (*vm)->timings();
+    auto version = (*(*vm)->agent())->Version();
+    ASSERT_TRUE(version.ok()) << version.status().ToString();
+    total.push_back(t.total_ms), prepare.push_back(t.prepare_ms), vmm.push_back(t.vmm_start_ms);
+    agent.push_back(t.agent_ready_ms), guest_ready.push_back(version->ready_monotonic_us() / 1000.0);
+    std::printf("boot %d: total %6.0f ms = prepare %5.0f + VMM start %5.0f + kernel+agent %6.0f  (guest clock at "
+                "agent ready %.0f ms)\n",
+                i + 1, t.total_ms, t.prepare_ms, t.vmm_start_ms, t.agent_ready_ms, guest_ready.back());
+    std::fflush(stdout);
+    if (i + 1 < kRuns) {
+      ASSERT_TRUE((*vm)->Stop(milliseconds(10000)).ok());
+    } else {
+      last = std::move(*vm);
+    }
+  }
+  std::printf("\ncold boot to agent Check, median of %d: %.0f ms = prepare %.0f ms + VMM start %.0f ms + "
+              "kernel and agent %.0f ms (guest CLOCK_BOOTTIME at agent ready: %.0f ms)\n",
+              kRuns, Median(total), Median(prepare), Median(vmm), Median(agent), Median(guest_ready));
+  std::this_thread::sleep_for(kSettle);
+  ReportMemory(*last, (*env)->config().guest.default_memory_mib);
+  std::fflush(stdout);
+  ASSERT_TRUE(last->Stop(milliseconds(10000)).ok());
+  EXPECT_TRUE((*env)->Leftovers().empty());
+}
+
+}  // namespace
+}  // namespace capsule::vm

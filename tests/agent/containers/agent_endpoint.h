@@ -32,6 +32,11 @@ class AgentEndpoint {
   // The agent's cgroup folder for containers without cgroupsPath (its
   // --cgroup-parent under the cgroup2 root), for leak and limit checks.
   virtual std::string cgroup_parent_dir() const = 0;
+  // Whether the leak checks look at this mount point of the agent's. A host
+  // agent's namespace is rslave of the host's, where other programs mount
+  // and unmount at any time: it watches only its own temp dirs, the only
+  // places the tests make the agent mount anything.
+  virtual bool WatchesMount(const std::string& /*mount_point*/) const { return true; }
   // memory, pids and cpu controllers available to containers (pure cgroup2
   // in a VM; a hybrid v1/v2 host has none of them on its v2 hierarchy).
   virtual bool has_resource_controllers() const = 0;

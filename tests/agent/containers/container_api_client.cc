@@ -223,11 +223,6 @@ std::vector<std::string> MountPoints(const std::string& mountinfo) {
   std::istringstream in(mountinfo);
   std::string line;
   while (std::getline(in, line)) {
-    // A mount that is a slave of another peer group came from the host by
-    // propagation (a --no-init agent's namespace is rslave of the host's,
-    // where other programs mount and unmount at any time): not the agent's.
-    const std::string optional = line.substr(0, line.find(" - "));
-    if (optional.find(" master:") != std::string::npos) continue;
     std::istringstream fields(line);
     std::string f[5];
     for (auto& x : f) fields >> x;

@@ -65,8 +65,7 @@ class ApiClient {
   v1::Agent::Stub& stub_;
 };
 
-// The agent's own mount points (mountinfo field 5), sorted; mounts that
-// propagated in from the host (slaves: "master:N") are left out.
+// The agent's mount points (mountinfo field 5), sorted.
 std::vector<std::string> MountPoints(const std::string& mountinfo);
 
 }  // namespace capsule::agent::testing

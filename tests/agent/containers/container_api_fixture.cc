@@ -90,7 +90,12 @@ int ContainerApiTest::CgroupDescendants() {
 std::vector<std::string> ContainerApiTest::AgentMounts() {
   auto info = api_->ReadFile("/proc/self/mountinfo");
   EXPECT_TRUE(info.ok()) << info.status().ToString();
-  return info.ok() ? MountPoints(*info) : std::vector<std::string>{};
+  if (!info.ok()) return {};
+  std::vector<std::string> out;
+  for (auto& m : MountPoints(*info)) {
+    if (endpoint_->WatchesMount(m)) out.push_back(std::move(m));
+  }
+  return out;
 }
 
 }  // namespace capsule::agent::testing

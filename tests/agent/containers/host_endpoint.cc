@@ -56,6 +56,13 @@ HostEndpoint::~HostEndpoint() {
   ::rmdir(cgroup_parent_dir().c_str());
 }
 
+bool HostEndpoint::WatchesMount(const std::string& mount_point) const {
+  for (const std::string& dir : {rootfs(), scratch_dir()}) {
+    if (mount_point == dir || mount_point.starts_with(dir + "/")) return true;
+  }
+  return false;
+}
+
 Result<AgentEndpointPtr> StartHostEndpoint() {
   ASSIGN_OR_RETURN(std::unique_ptr<HostEndpoint> ep, HostEndpoint::Start());
   return AgentEndpointPtr(std::move(ep));

@@ -12,11 +12,16 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/statfs.h>
 #include <unistd.h>
+
+#include <linux/magic.h>
 
 #include <exception>
 
+#include "agent/containers/engine_ops.h"
 #include "agent/init/boot.h"
+#include "agent/net/netlink_network.h"
 #include "agent/init/power.h"
 #include "agent/system/guest_system.h"
 #include "runtime/common/file_util.h"
@@ -49,6 +54,23 @@ Status EnterPrivateNamespaces() {
   if (::unshare(CLONE_NEWNS | CLONE_NEWUTS) != 0) return ErrnoStatus("unshare(CLONE_NEWNS|CLONE_NEWUTS)");
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) return ErrnoStatus("make / rslave");
   return Status::Ok();
+}
+
+// The guest mounts cgroup2 on /sys/fs/cgroup; a hybrid host (tests with
+// --no-init) has it at /sys/fs/cgroup/unified. As PID 1 this runs before the
+// boot duties mounted anything, so init mode names the guest's path outright.
+std::string DefaultCgroupRoot(bool init) {
+  if (init) return "/sys/fs/cgroup";
+  struct statfs st{};
+  if (::statfs("/sys/fs/cgroup", &st) == 0 && st.f_type == CGROUP2_SUPER_MAGIC) return "/sys/fs/cgroup";
+  return "/sys/fs/cgroup/unified";
+}
+
+engine::EngineOptions EngineOptionsFrom(const AgentOptions& options) {
+  engine::EngineOptions out;
+  out.cgroup_root = options.cgroup_root.empty() ? DefaultCgroupRoot(options.init) : options.cgroup_root;
+  out.cgroup_parent = options.cgroup_parent;
+  return out;
 }
 
 }  // namespace
@@ -89,9 +111,19 @@ Status AgentProcess::Serve() {
   sandboxes_ = std::make_unique<sandbox::SandboxManager>(env);
   server::AgentServiceOptions service_options;
   service_options.may_set_clock = options_.init;
+  service_options.max_blocking_calls = options_.max_blocking_calls;
   service_ = std::make_unique<server::AgentService>(service_options, sandboxes_.get(), this);
   if (containers_) service_->SetContainerOps(containers_.get());
-  ASSIGN_OR_RETURN(server_, server::AgentServer::Start(service_.get(), options_.listen));
+  auto network = net::NetlinkNetwork::Open();
+  if (network.ok()) {
+    network_ = std::move(network).value();
+    service_->SetNetwork(network_.get());
+  } else {
+    kLog.Warn("guest network RPCs disabled: {}", network.status().message());
+  }
+  server::ServerLimits limits;
+  limits.max_blocking_calls = options_.max_blocking_calls;
+  ASSIGN_OR_RETURN(server_, server::AgentServer::Start(service_.get(), options_.listen, limits));
   ready_us_ = system::BootTimeMicros();
   std::string where;
   for (const auto& ep : options_.listen) where += (where.empty() ? "" : " ") + ep.ToString();
@@ -201,9 +233,12 @@ int RunAgent(int argc, char** argv) {
     std::set_terminate([] { init::PowerOff("std::terminate: uncaught exception"); });
   }
   kLog.Info("capsule-agent {} starting (pid {}, {})", kVersion, ::getpid(), init ? "init" : "--no-init");
+  const engine::EngineOptions engine_options = EngineOptionsFrom(args.options);
   AgentProcess agent(std::move(args.options));
-  // The container engine (agent/engine/) plugs in here:
-  //   agent.SetContainerOps(...);
+  // The engine itself starts with the first sandbox (CreateSandbox), when
+  // the reaper it needs is running.
+  agent.SetContainerOps(
+      std::make_unique<containers::EngineOps>(containers::EngineOps::LinuxEngine(engine_options)));
   return agent.Run();
 }
 

@@ -12,6 +12,7 @@
 
 #include "agent/app/options.h"
 #include "agent/modules/loader.h"
+#include "agent/net/network.h"
 #include "agent/sandbox/sandbox.h"
 #include "agent/server/agent_service.h"
 #include "agent/server/grpc_server.h"
@@ -55,6 +56,7 @@ class AgentProcess final : public server::AgentLifecycle {
   std::unique_ptr<modules::KernelModuleLoader> loader_;
   std::unique_ptr<sandbox::SandboxManager> sandboxes_;
   server::ContainerOpsPtr containers_;  // the engine; declared before the service that points at it
+  net::NetworkPtr network_;              // likewise
   std::unique_ptr<server::AgentService> service_;
   std::unique_ptr<server::AgentServer> server_;
   std::optional<ChildProcess> debug_shell_;

@@ -25,6 +25,15 @@ ParsedArgs ParseArgs(int argc, char** argv, bool is_pid1) {
   app.add_flag("!--host-namespaces", out.options.private_namespaces,
                "with --no-init: stay in the host's mount and UTS namespaces");
   app.add_option("--ready-fd", out.options.ready_fd, "fd to write \"ready\\n\" to once serving");
+  app.add_option("--cgroup-root", out.options.cgroup_root,
+                 "cgroup2 mount for containers (default /sys/fs/cgroup, or /sys/fs/cgroup/unified on hybrid hosts)");
+  app.add_option("--cgroup-parent", out.options.cgroup_parent,
+                 "cgroup under the root for containers without linux.cgroupsPath")
+      ->capture_default_str();
+  app.add_option("--max-blocking-calls", out.options.max_blocking_calls,
+                 "blocking RPCs (Wait, Read*, WriteStdin, GetOOMEvent) admitted at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 100000u));
   if (is_pid1) app.allow_extras();
   try {
     app.parse(argc, argv);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "agent/server/endpoint.h"
+#include "agent/server/limits.h"
 #include "runtime/common/logging.h"
 
 namespace capsule::agent::app {
@@ -24,6 +25,13 @@ struct AgentOptions {
   // mounts and the hostname never reach the host.
   bool private_namespaces = true;
   int ready_fd = -1;  // written "ready\n" and closed once serving
+  // Container engine: the cgroup2 mount (empty: /sys/fs/cgroup when it is
+  // cgroup2, else a hybrid host's /sys/fs/cgroup/unified) and the folder
+  // under it for containers without linux.cgroupsPath.
+  std::string cgroup_root;
+  std::string cgroup_parent = "capsule";
+  // Blocking calls admitted at once (agent/server/limits.h).
+  uint32_t max_blocking_calls = server::kDefaultMaxBlockingCalls;
 };
 
 struct ParsedArgs {

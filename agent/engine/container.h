@@ -41,8 +41,13 @@ class Container {
   // One process, or with `all` every process of the container's cgroup.
   // NOT_FOUND when the target has exited.
   virtual Status Signal(const std::string& exec_id, int signal, bool all) = 0;
-  // Blocks until the process exits.
-  virtual Result<ExitInfo> Wait(const std::string& exec_id) = 0;
+  // Blocks until the process exits; CANCELLED once `cancel` reports it.
+  virtual Result<ExitInfo> Wait(const std::string& exec_id, const CancelCheck& cancel) = 0;
+  Result<ExitInfo> Wait(const std::string& exec_id) { return Wait(exec_id, CancelCheck()); }
+  // Forgets an exited exec: its stdio is released and the id may be reused.
+  // INVALID_ARGUMENT for the init (""; it goes with the container), NOT_FOUND
+  // for an unknown id, FAILED_PRECONDITION while the process runs.
+  virtual Status RemoveProcess(const std::string& exec_id) = 0;
   // stdio of a process, for Write/Read/CloseStdin/Resize.
   virtual Result<ProcessIoPtr> Io(const std::string& exec_id) = 0;
   virtual Result<std::vector<ProcessInfo>> ListProcesses() = 0;

@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "agent/engine/cgroup2.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
@@ -223,12 +225,33 @@ Status LinuxContainer::Signal(const std::string& exec_id, int signal, bool all) 
   return cgroup_->SignalAll(signal);
 }
 
-Result<ExitInfo> LinuxContainer::Wait(const std::string& exec_id) {
+Result<ExitInfo> LinuxContainer::Wait(const std::string& exec_id, const CancelCheck& cancel) {
   ASSIGN_OR_RETURN(ProcessPtr p, Find(exec_id));
-  ExitInfo info = p->Wait();
+  std::optional<ExitInfo> info = p->Wait(cancel);
+  if (!info) return Cancelled("wait for " + (exec_id.empty() ? "init" : "exec " + exec_id) + " of container " + id_ +
+                              ": the caller gave up");
   std::lock_guard lock(mu_);
   SweepExecs();
-  return info;
+  return *info;
+}
+
+Status LinuxContainer::RemoveProcess(const std::string& exec_id) {
+  if (exec_id.empty())
+    return InvalidArgument("exec_id: the init process of container " + id_ + " goes with RemoveContainer");
+  ASSIGN_OR_RETURN(ProcessPtr p, Find(exec_id));
+  if (!p->exited())
+    return FailedPrecondition("container " + id_ + ": exec " + exec_id + " is still running; signal it first");
+  p->io()->Release();  // wakes a reader still blocked on it
+  std::lock_guard lock(mu_);
+  ForgetExec(exec_id);
+  kLog.Debug("container {}: exec {} removed", id_, exec_id);
+  return Status::Ok();
+}
+
+void LinuxContainer::ForgetExec(const std::string& exec_id) {
+  execs_.erase(exec_id);
+  if (released_set_.erase(exec_id) != 0)
+    released_execs_.erase(std::find(released_execs_.begin(), released_execs_.end(), exec_id));
 }
 
 Result<ProcessIoPtr> LinuxContainer::Io(const std::string& exec_id) {
@@ -243,11 +266,7 @@ void LinuxContainer::SweepExecs() {
     released_set_.insert(id);
     released_execs_.push_back(id);
   }
-  while (released_execs_.size() > kMaxExecTombstones) {
-    execs_.erase(released_execs_.front());
-    released_set_.erase(released_execs_.front());
-    released_execs_.pop_front();
-  }
+  while (released_execs_.size() > kMaxExecTombstones) ForgetExec(std::string(released_execs_.front()));
 }
 
 Result<std::vector<ProcessInfo>> LinuxContainer::ListProcesses() {

@@ -43,7 +43,9 @@ class LinuxContainer : public Container, public std::enable_shared_from_this<Lin
   Result<pid_t> Start() override;
   Result<pid_t> Exec(const std::string& exec_id, const oci::Process& process) override;
   Status Signal(const std::string& exec_id, int signal, bool all) override;
-  Result<ExitInfo> Wait(const std::string& exec_id) override;
+  using Container::Wait;
+  Result<ExitInfo> Wait(const std::string& exec_id, const CancelCheck& cancel) override;
+  Status RemoveProcess(const std::string& exec_id) override;
   Result<ProcessIoPtr> Io(const std::string& exec_id) override;
   Result<std::vector<ProcessInfo>> ListProcesses() override;
   Status Update(const oci::LinuxResources& resources) override;
@@ -69,6 +71,7 @@ class LinuxContainer : public Container, public std::enable_shared_from_this<Lin
   Result<ProcessPtr> Find(const std::string& exec_id) const;
   Result<LaunchRequest> ExecRequest();
   void SweepExecs();  // needs mu_
+  void ForgetExec(const std::string& exec_id);  // needs mu_
   Status WaitAllExited(std::chrono::steady_clock::time_point deadline);
 
   const std::string id_;

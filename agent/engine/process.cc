@@ -59,6 +59,16 @@ ExitInfo Process::Wait() {
   return *exit_;
 }
 
+std::optional<ExitInfo> Process::Wait(const CancelCheck& cancel) {
+  if (!cancel.polls()) return Wait();
+  std::unique_lock lock(mu_);
+  while (!cv_.wait_for(lock, kCancelPollInterval, [&] { return exit_.has_value(); })) {
+    if (cancel.cancelled()) return std::nullopt;
+  }
+  waited_ = true;
+  return *exit_;
+}
+
 std::optional<ExitInfo> Process::WaitUntil(std::chrono::steady_clock::time_point deadline) {
   std::unique_lock lock(mu_);
   if (!cv_.wait_until(lock, deadline, [&] { return exit_.has_value(); })) return std::nullopt;

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "agent/engine/cancel.h"
 #include "agent/engine/stdio.h"
 #include "runtime/common/status.h"
 #include "runtime/common/unique_fd.h"
@@ -46,6 +47,8 @@ class Process {
   bool exited() const;
   // Blocks until the process exited; marks it waited.
   ExitInfo Wait();
+  // Same, but nullopt (not marked waited) once `cancel` reports cancelled.
+  std::optional<ExitInfo> Wait(const CancelCheck& cancel);
   // nullopt if still running at `deadline`.
   std::optional<ExitInfo> WaitUntil(std::chrono::steady_clock::time_point deadline);
   // Exited, waited for, and all output delivered: its fds can go.

@@ -14,12 +14,21 @@
 #include <algorithm>
 
 #include "agent/engine/terminal.h"
+#include "runtime/common/logging.h"
 
 namespace capsule::engine {
 namespace {
 
 // Upper bound for one read, whatever the caller asks (bytes).
 constexpr size_t kMaxReadBytes = 1 << 20;
+
+const log::Logger kLog("engine.stdio");
+
+Status SetNonBlocking(int fd) {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return ErrnoStatus("fcntl O_NONBLOCK on stdin");
+  return Status::Ok();
+}
 
 Result<UniqueFd> MakeEventFd() {
   int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -58,6 +67,9 @@ Result<std::shared_ptr<ProcessIo>> ProcessIo::CreatePipes(ChildStdio* child) {
   }
   child->in.reset(p[0][0]);
   io->stdin_.fd.reset(p[0][1]);
+  // Ours only (the child's end is its own file description): a write never
+  // blocks past poll, so Shutdown and cancellation always reach it.
+  RETURN_IF_ERROR(SetNonBlocking(io->stdin_.fd.get()));
   io->stdout_.fd.reset(p[1][0]);
   child->out.reset(p[1][1]);
   io->stderr_.fd.reset(p[2][0]);
@@ -76,62 +88,72 @@ ProcessIo::~ProcessIo() = default;
 
 void ProcessIo::SetConsole(UniqueFd master) {
   std::scoped_lock lock(stdin_.mu, stdout_.mu, console_mu_);
+  // Shared with stdin's dup: writes must not block past poll (see CreatePipes).
+  if (Status st = SetNonBlocking(master.get()); !st.ok()) kLog.Warn("{}", st.message());
   stdin_.fd.reset(::fcntl(master.get(), F_DUPFD_CLOEXEC, 3));
   console_.reset(::fcntl(master.get(), F_DUPFD_CLOEXEC, 3));
   stdout_.fd = std::move(master);
 }
 
-Result<bool> ProcessIo::WaitReady(int fd, short events) {
+Result<ProcessIo::Readiness> ProcessIo::WaitReady(int fd, short events, const CancelCheck& cancel) {
   pollfd p[2] = {{fd, events, 0}, {cancel_.get(), POLLIN, 0}};
+  const int timeout_ms = cancel.polls() ? static_cast<int>(kCancelPollInterval.count()) : -1;
   for (;;) {
-    int r = ::poll(p, 2, -1);
+    int r = ::poll(p, 2, timeout_ms);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return ErrnoStatus("poll stdio");
-    if (p[1].revents) return false;
-    if (p[0].revents) return true;
+    if (p[1].revents) return Readiness::kShutdown;
+    if (p[0].revents) return Readiness::kReady;
+    if (cancel.cancelled()) return Readiness::kCancelled;
   }
 }
 
-Result<ReadResult> ProcessIo::ReadChannel(Channel& ch, size_t max) {
+Result<ReadResult> ProcessIo::ReadChannel(Channel& ch, size_t max, const CancelCheck& cancel) {
   std::lock_guard lock(ch.mu);
   ReadResult out;
-  if (ch.eof || !ch.fd) {
-    out.eof = true;
+  for (;;) {
+    if (ch.eof || !ch.fd) {
+      out.eof = true;
+      return out;
+    }
+    ASSIGN_OR_RETURN(Readiness ready, WaitReady(ch.fd.get(), POLLIN, cancel));
+    if (ready == Readiness::kCancelled) return Cancelled("read process output: the caller gave up");
+    if (ready == Readiness::kShutdown) {
+      out.eof = true;  // shut down: nothing more will be delivered
+      return out;
+    }
+    out.data.resize(std::clamp<size_t>(max, 1, kMaxReadBytes));
+    ssize_t n;
+    do {
+      n = ::read(ch.fd.get(), out.data.data(), out.data.size());
+    } while (n < 0 && errno == EINTR);
+    // A tty master shares its (non-blocking) file description with stdin.
+    if (n < 0 && errno == EAGAIN) continue;
+    if (n < 0 && errno != EIO) return ErrnoStatus("read process output");
+    if (n <= 0) {
+      ch.eof = true;
+      ch.fd.reset();
+      out.data.clear();
+      out.eof = true;
+      return out;
+    }
+    out.data.resize(static_cast<size_t>(n));
     return out;
   }
-  ASSIGN_OR_RETURN(bool ready, WaitReady(ch.fd.get(), POLLIN));
-  if (!ready) {
-    out.eof = true;  // shut down: nothing more will be delivered
-    return out;
-  }
-  out.data.resize(std::clamp<size_t>(max, 1, kMaxReadBytes));
-  ssize_t n;
-  do {
-    n = ::read(ch.fd.get(), out.data.data(), out.data.size());
-  } while (n < 0 && errno == EINTR);
-  if (n < 0 && errno != EIO) return ErrnoStatus("read process output");
-  if (n <= 0) {
-    ch.eof = true;
-    ch.fd.reset();
-    out.data.clear();
-    out.eof = true;
-    return out;
-  }
-  out.data.resize(static_cast<size_t>(n));
-  return out;
 }
 
-Result<ReadResult> ProcessIo::Read(Stream stream, size_t max) {
-  return ReadChannel(stream == Stream::kStdout ? stdout_ : stderr_, max);
+Result<ReadResult> ProcessIo::Read(Stream stream, size_t max, const CancelCheck& cancel) {
+  return ReadChannel(stream == Stream::kStdout ? stdout_ : stderr_, max, cancel);
 }
 
-Result<size_t> ProcessIo::Write(std::string_view data) {
+Result<size_t> ProcessIo::Write(std::string_view data, const CancelCheck& cancel) {
   std::lock_guard lock(stdin_.mu);
   if (!stdin_.fd || stdin_.eof) return FailedPrecondition("stdin is closed");
   size_t done = 0;
   while (done < data.size()) {
-    ASSIGN_OR_RETURN(bool ready, WaitReady(stdin_.fd.get(), POLLOUT));
-    if (!ready) return Cancelled("stdin: process I/O shut down");
+    ASSIGN_OR_RETURN(Readiness ready, WaitReady(stdin_.fd.get(), POLLOUT, cancel));
+    if (ready == Readiness::kCancelled) return Cancelled("write stdin: the caller gave up");
+    if (ready == Readiness::kShutdown) return Cancelled("stdin: process I/O shut down");
     ssize_t n = WriteNoSigpipe(stdin_.fd.get(), data.data() + done, data.size() - done);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n < 0) return ErrnoStatus("write stdin");

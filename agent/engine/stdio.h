@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "agent/engine/cancel.h"
 #include "runtime/common/status.h"
 #include "runtime/common/unique_fd.h"
 
@@ -44,9 +45,11 @@ class ProcessIo {
   void SetConsole(UniqueFd master);
 
   // Up to `max` bytes (at least 1 unless eof). A tty has no stderr: eof at once.
-  Result<ReadResult> Read(Stream stream, size_t max);
-  // Writes all of `data` (blocking while the pipe is full).
-  Result<size_t> Write(std::string_view data);
+  // CANCELLED once `cancel` reports it (nothing was consumed then).
+  Result<ReadResult> Read(Stream stream, size_t max, const CancelCheck& cancel = {});
+  // Writes all of `data` (blocking while the pipe is full). CANCELLED once
+  // `cancel` reports it; the bytes written until then stay written.
+  Result<size_t> Write(std::string_view data, const CancelCheck& cancel = {});
   // Pipes: closes the write end, the process reads eof. Tty: sends VEOF.
   Status CloseStdin();
   Status Resize(uint32_t rows, uint32_t cols);
@@ -66,9 +69,10 @@ class ProcessIo {
   };
 
   ProcessIo(bool terminal, UniqueFd cancel) : terminal_(terminal), cancel_(std::move(cancel)) {}
-  // Waits until fd is ready for `events` or Shutdown; false on shutdown.
-  Result<bool> WaitReady(int fd, short events);
-  Result<ReadResult> ReadChannel(Channel& ch, size_t max);
+  enum class Readiness { kReady, kShutdown, kCancelled };
+  // Waits until fd is ready for `events`, Shutdown, or `cancel`.
+  Result<Readiness> WaitReady(int fd, short events, const CancelCheck& cancel);
+  Result<ReadResult> ReadChannel(Channel& ch, size_t max, const CancelCheck& cancel);
 
   const bool terminal_;
   // eventfd, readable after Shutdown. Closed by Release while it holds every

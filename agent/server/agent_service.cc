@@ -5,7 +5,7 @@ namespace capsule::agent::server {
 
 AgentService::AgentService(AgentServiceOptions options, sandbox::SandboxManager* sandboxes,
                            AgentLifecycle* lifecycle)
-    : options_(options), sandboxes_(sandboxes), lifecycle_(lifecycle) {}
+    : options_(options), sandboxes_(sandboxes), lifecycle_(lifecycle), blocking_(options.max_blocking_calls) {}
 
 void AgentService::SetContainerOps(ContainerOps* ops) {
   containers_.store(ops);

@@ -11,8 +11,11 @@
 
 #include <atomic>
 
+#include "agent/net/network.h"
 #include "agent/sandbox/sandbox.h"
+#include "agent/server/blocking_gate.h"
 #include "agent/server/container_ops.h"
+#include "agent/server/limits.h"
 #include "agent/server/lifecycle.h"
 #include "capsule/agent/v1/agent.grpc.pb.h"
 
@@ -26,6 +29,8 @@ struct AgentServiceOptions {
   // False when the agent runs on a host for tests (--no-init): SetGuestTime
   // then answers FAILED_PRECONDITION instead of setting the host's clock.
   bool may_set_clock = true;
+  // Blocking calls admitted at once (limits.h).
+  uint32_t max_blocking_calls = kDefaultMaxBlockingCalls;
 };
 
 using AgentServiceBase = v1::Agent::WithCallbackMethod_DestroySandbox<v1::Agent::Service>;
@@ -38,6 +43,9 @@ class AgentService final : public AgentServiceBase {
   // Plugs the container engine in (not owned); it also becomes the sandbox
   // manager's observer. Call before the server starts.
   void SetContainerOps(ContainerOps* ops);
+  // Plugs the guest network in (not owned). Call before the server starts;
+  // without one the network RPCs answer UNIMPLEMENTED.
+  void SetNetwork(net::Network* network) { network_ = network; }
 
   using Ctx = grpc::ServerContext;
   using Empty = google::protobuf::Empty;
@@ -57,6 +65,7 @@ class AgentService final : public AgentServiceBase {
   grpc::Status RemoveContainer(Ctx*, const v1::RemoveContainerRequest*, Empty*) override;
   grpc::Status ExecProcess(Ctx*, const v1::ExecProcessRequest*, v1::ExecProcessResponse*) override;
   grpc::Status SignalProcess(Ctx*, const v1::SignalProcessRequest*, Empty*) override;
+  grpc::Status RemoveProcess(Ctx*, const v1::RemoveProcessRequest*, Empty*) override;
   grpc::Status WaitProcess(Ctx*, const v1::WaitProcessRequest*, v1::WaitProcessResponse*) override;
   grpc::Status ListProcesses(Ctx*, const v1::ListProcessesRequest*, v1::ListProcessesResponse*) override;
   grpc::Status UpdateContainer(Ctx*, const v1::UpdateContainerRequest*, Empty*) override;
@@ -69,14 +78,20 @@ class AgentService final : public AgentServiceBase {
   grpc::Status CloseStdin(Ctx*, const v1::CloseStdinRequest*, Empty*) override;
   grpc::Status TtyWinResize(Ctx*, const v1::TtyWinResizeRequest*, Empty*) override;
   grpc::Status GetOOMEvent(Ctx*, const v1::GetOOMEventRequest*, v1::OOMEvent*) override;
-  // The network RPCs (UpdateInterface, UpdateRoutes, ListInterfaces,
-  // ListRoutes) keep the generated UNIMPLEMENTED until guest networking lands.
+
+  // Guest network RPCs (rpc_network.cc).
+  grpc::Status UpdateInterface(Ctx*, const v1::UpdateInterfaceRequest*, v1::Interface*) override;
+  grpc::Status UpdateRoutes(Ctx*, const v1::UpdateRoutesRequest*, v1::Routes*) override;
+  grpc::Status ListInterfaces(Ctx*, const v1::ListInterfacesRequest*, v1::Interfaces*) override;
+  grpc::Status ListRoutes(Ctx*, const v1::ListRoutesRequest*, v1::Routes*) override;
 
  private:
   const AgentServiceOptions options_;
   sandbox::SandboxManager* const sandboxes_;
   AgentLifecycle* const lifecycle_;
   std::atomic<ContainerOps*> containers_{nullptr};
+  net::Network* network_ = nullptr;  // set before serving, read-only after
+  BlockingGate blocking_;
 };
 
 }  // namespace capsule::agent::server

@@ -4,17 +4,17 @@
 // Every method defaults to UNIMPLEMENTED, so the engine overrides what it
 // supports and the rest keeps answering UNIMPLEMENTED.
 //
-// Plugging the engine in: implement ContainerOps (converting the protobuf
-// messages to the engine's own types in one place), then in
-// agent/app/agent.cc RunAgent():
-//   agent.SetContainerOps(std::make_unique<engine::EngineOps>(...));
-// (AgentProcess hands it to AgentService::SetContainerOps before serving.) ContainerOps is also the SandboxObserver: it
-// hears when the sandbox (storages, hostname, sandbox_pidns) is ready and
-// must stop all containers when it is destroyed.
+// The implementation over agent/engine is agent/containers/engine_ops.h,
+// plugged in by agent/app (AgentProcess::SetContainerOps, handed to
+// AgentService::SetContainerOps before serving). ContainerOps is also the
+// SandboxObserver: it hears when the sandbox (storages, hostname,
+// sandbox_pidns) is ready and must stop all containers when it is destroyed.
 //
 // Threading: methods are called concurrently from gRPC's threads; blocking
-// calls (WaitProcess, ReadStdout/ReadStderr, GetOOMEvent) should return when
-// ctx.cancelled() turns true (the host gave up or the agent shuts down).
+// calls (WaitProcess, ReadStdout/ReadStderr, WriteStdin, GetOOMEvent) should
+// return when ctx.cancelled() turns true (the host gave up or the agent shuts
+// down). Each holds a server thread while it blocks: the service admits at
+// most ServerLimits::max_blocking_calls of them at once (grpc_server.h).
 #pragma once
 
 #include <memory>
@@ -46,6 +46,7 @@ class ContainerOps : public sandbox::SandboxObserver {
   virtual Status RemoveContainer(const v1::RemoveContainerRequest&) { return Missing("RemoveContainer"); }
   virtual Result<v1::ExecProcessResponse> ExecProcess(const v1::ExecProcessRequest&) { return Missing("ExecProcess"); }
   virtual Status SignalProcess(const v1::SignalProcessRequest&) { return Missing("SignalProcess"); }
+  virtual Status RemoveProcess(const v1::RemoveProcessRequest&) { return Missing("RemoveProcess"); }
   virtual Result<v1::WaitProcessResponse> WaitProcess(const v1::WaitProcessRequest&, const CallContext&) {
     return Missing("WaitProcess");
   }
@@ -58,7 +59,9 @@ class ContainerOps : public sandbox::SandboxObserver {
   }
   virtual Status PauseContainer(const v1::PauseContainerRequest&) { return Missing("PauseContainer"); }
   virtual Status ResumeContainer(const v1::ResumeContainerRequest&) { return Missing("ResumeContainer"); }
-  virtual Result<v1::WriteStreamResponse> WriteStdin(const v1::WriteStreamRequest&) { return Missing("WriteStdin"); }
+  virtual Result<v1::WriteStreamResponse> WriteStdin(const v1::WriteStreamRequest&, const CallContext&) {
+    return Missing("WriteStdin");
+  }
   virtual Result<v1::ReadStreamResponse> ReadStdout(const v1::ReadStreamRequest&, const CallContext&) {
     return Missing("ReadStdout");
   }

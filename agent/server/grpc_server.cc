@@ -3,6 +3,7 @@
 #include "agent/server/grpc_server.h"
 
 #include <fcntl.h>
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/server_posix.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -19,7 +20,8 @@ const log::Logger kLog("server");
 }  // namespace
 
 Result<std::unique_ptr<AgentServer>> AgentServer::Start(grpc::Service* service,
-                                                        const std::vector<Endpoint>& endpoints) {
+                                                        const std::vector<Endpoint>& endpoints,
+                                                        const ServerLimits& limits) {
   auto s = std::make_unique<AgentServer>(Token{});
   s->stop_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!s->stop_) return ErrnoStatus("eventfd for the server's stop signal");
@@ -30,6 +32,13 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(grpc::Service* service,
   }
   grpc::ServerBuilder builder;
   builder.RegisterService(service);
+  // limits.h: blocking calls are admitted below this, so the rest always
+  // find a thread; the default quota would be unbounded.
+  grpc::ResourceQuota quota("capsule-agent");
+  quota.SetMaxThreads(limits.MaxThreads());
+  builder.SetResourceQuota(quota);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, kMinPollers);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, kMaxPollers);
   s->server_ = builder.BuildAndStart();
   if (!s->server_) return Internal("gRPC server failed to start");
   for (auto& l : s->listeners_) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "agent/server/endpoint.h"
+#include "agent/server/limits.h"
 #include "runtime/common/status.h"
 #include "runtime/common/unique_fd.h"
 
@@ -22,8 +23,9 @@ class AgentServer {
 
  public:
   // Listens on every endpoint (all or none) and starts serving `service`
-  // (not owned; must outlive the server).
-  static Result<std::unique_ptr<AgentServer>> Start(grpc::Service* service, const std::vector<Endpoint>& endpoints);
+  // (not owned; must outlive the server) with the thread budget `limits`.
+  static Result<std::unique_ptr<AgentServer>> Start(grpc::Service* service, const std::vector<Endpoint>& endpoints,
+                                                    const ServerLimits& limits = {});
 
   explicit AgentServer(Token) {}
   AgentServer(const AgentServer&) = delete;

@@ -1,6 +1,7 @@
 // Container and process RPCs: forwarded to the container engine when one is
 // plugged in (SetContainerOps), UNIMPLEMENTED otherwise. Each is one line on
-// purpose: the engine owns the logic and the request checks.
+// purpose: the engine owns the logic and the request checks. The blocking
+// ones first take a slot of the blocking-call gate (limits.h).
 #include "agent/server/agent_service.h"
 #include "agent/server/rpc_util.h"
 
@@ -29,6 +30,14 @@ grpc::Status CallInto(std::string_view rpc, ContainerOps* ops, Resp* out, Fn&& f
   });
 }
 
+// CallInto for a blocking call: admitted through `gate` first.
+template <typename Resp, typename Fn>
+grpc::Status CallBlocking(std::string_view rpc, BlockingGate& gate, ContainerOps* ops, Resp* out, Fn&& fn) {
+  auto slot = gate.Enter(rpc);
+  if (!slot.ok()) return Reply(rpc, slot.status());
+  return CallInto(rpc, ops, out, std::forward<Fn>(fn));
+}
+
 }  // namespace
 
 grpc::Status AgentService::CreateContainer(Ctx*, const v1::CreateContainerRequest* req, Empty*) {
@@ -52,9 +61,14 @@ grpc::Status AgentService::SignalProcess(Ctx*, const v1::SignalProcessRequest* r
   return Call("SignalProcess", containers_.load(), [&](ContainerOps& o) { return o.SignalProcess(*req); });
 }
 
+grpc::Status AgentService::RemoveProcess(Ctx*, const v1::RemoveProcessRequest* req, Empty*) {
+  return Call("RemoveProcess", containers_.load(), [&](ContainerOps& o) { return o.RemoveProcess(*req); });
+}
+
 grpc::Status AgentService::WaitProcess(Ctx* ctx, const v1::WaitProcessRequest* req, v1::WaitProcessResponse* resp) {
   GrpcCallContext call(ctx);
-  return CallInto("WaitProcess", containers_.load(), resp, [&](ContainerOps& o) { return o.WaitProcess(*req, call); });
+  return CallBlocking("WaitProcess", blocking_, containers_.load(), resp,
+                      [&](ContainerOps& o) { return o.WaitProcess(*req, call); });
 }
 
 grpc::Status AgentService::ListProcesses(Ctx*, const v1::ListProcessesRequest* req,
@@ -79,18 +93,22 @@ grpc::Status AgentService::ResumeContainer(Ctx*, const v1::ResumeContainerReques
   return Call("ResumeContainer", containers_.load(), [&](ContainerOps& o) { return o.ResumeContainer(*req); });
 }
 
-grpc::Status AgentService::WriteStdin(Ctx*, const v1::WriteStreamRequest* req, v1::WriteStreamResponse* resp) {
-  return CallInto("WriteStdin", containers_.load(), resp, [&](ContainerOps& o) { return o.WriteStdin(*req); });
+grpc::Status AgentService::WriteStdin(Ctx* ctx, const v1::WriteStreamRequest* req, v1::WriteStreamResponse* resp) {
+  GrpcCallContext call(ctx);
+  return CallBlocking("WriteStdin", blocking_, containers_.load(), resp,
+                      [&](ContainerOps& o) { return o.WriteStdin(*req, call); });
 }
 
 grpc::Status AgentService::ReadStdout(Ctx* ctx, const v1::ReadStreamRequest* req, v1::ReadStreamResponse* resp) {
   GrpcCallContext call(ctx);
-  return CallInto("ReadStdout", containers_.load(), resp, [&](ContainerOps& o) { return o.ReadStdout(*req, call); });
+  return CallBlocking("ReadStdout", blocking_, containers_.load(), resp,
+                      [&](ContainerOps& o) { return o.ReadStdout(*req, call); });
 }
 
 grpc::Status AgentService::ReadStderr(Ctx* ctx, const v1::ReadStreamRequest* req, v1::ReadStreamResponse* resp) {
   GrpcCallContext call(ctx);
-  return CallInto("ReadStderr", containers_.load(), resp, [&](ContainerOps& o) { return o.ReadStderr(*req, call); });
+  return CallBlocking("ReadStderr", blocking_, containers_.load(), resp,
+                      [&](ContainerOps& o) { return o.ReadStderr(*req, call); });
 }
 
 grpc::Status AgentService::CloseStdin(Ctx*, const v1::CloseStdinRequest* req, Empty*) {
@@ -103,7 +121,8 @@ grpc::Status AgentService::TtyWinResize(Ctx*, const v1::TtyWinResizeRequest* req
 
 grpc::Status AgentService::GetOOMEvent(Ctx* ctx, const v1::GetOOMEventRequest* req, v1::OOMEvent* resp) {
   GrpcCallContext call(ctx);
-  return CallInto("GetOOMEvent", containers_.load(), resp, [&](ContainerOps& o) { return o.GetOOMEvent(*req, call); });
+  return CallBlocking("GetOOMEvent", blocking_, containers_.load(), resp,
+                      [&](ContainerOps& o) { return o.GetOOMEvent(*req, call); });
 }
 
 }  // namespace capsule::agent::server

@@ -57,11 +57,25 @@ VhostUserServer::~VhostUserServer() {
   }
 }
 
+namespace {
+
+bool PeerClosed(int fd) {
+  char c;
+  return ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+}  // namespace
+
 void VhostUserServer::OnAccept() {
   UniqueFd fd(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
   if (!fd) {
     if (errno != EAGAIN && errno != EINTR) log_.Warn("accept on {}: {}", path_, std::strerror(errno));
     return;
+  }
+  if (channel_ && !channel_->received_any() && PeerClosed(channel_->fd())) {
+    // The liveness probe of ListenUnix may still look connected here when
+    // its hang-up and the real front end arrive in the same epoll round.
+    Disconnect(Unavailable("a silent client closed " + path_));
   }
   if (channel_) {
     log_.Warn("refused a second front end on {}: one is already connected", path_);

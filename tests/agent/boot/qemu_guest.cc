@@ -44,7 +44,8 @@ Result<std::unique_ptr<QemuGuest>> QemuGuest::Boot(const GuestBootOptions& o) {
       "-no-user-config", "-display", "none", "-no-reboot", "-kernel", kernel, "-initrd", initrd, "-append", append,
       "-serial", "stdio", "-monitor", "none", "-qmp", "unix:" + dir.Join("qmp.sock") + ",server=on,wait=off",
       "-object", fmt::format("memory-backend-memfd,id=mem,size={}M,share=on", o.memory_mib), "-numa",
-      "node,memdev=mem"};
+      "node,memdev=mem", "-smp", std::to_string(o.vcpus)};
+  argv.insert(argv.end(), o.extra_qemu_args.begin(), o.extra_qemu_args.end());
   auto guest = std::make_unique<QemuGuest>(std::move(dir), std::move(argv));
   RETURN_IF_ERROR(guest->Start());
   return guest;

@@ -23,6 +23,9 @@ struct GuestBootOptions {
   std::string initrd;  // default $CAPSULE_BUILD_DIR/deploy/capsule-initrd.img
   std::string extra_append;  // appended to guest_abi::kBaseKernelCmdline
   int memory_mib = 256;
+  int vcpus = 1;
+  // Appended to QEMU's command line (devices: vsock, virtio-fs).
+  std::vector<std::string> extra_qemu_args;
 };
 
 class QemuGuest {

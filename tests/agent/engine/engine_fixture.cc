@@ -18,6 +18,7 @@
 #include "runtime/common/reaper.h"
 #include "runtime/common/subprocess.h"
 #include "runtime/oci/spec_parser.h"
+#include "tests/agent/support/busybox_rootfs.h"
 
 namespace capsule::engine::testing {
 namespace {
@@ -77,21 +78,7 @@ std::string BuildRootfs() {
   if (!d.ok()) return "";
   RootfsDir() = std::move(*d);
   const std::string root = RootfsDir()->path();
-  ::chmod(root.c_str(), 0755);  // it becomes "/" for non-root users too
-  for (const char* sub : {"bin", "proc", "sys", "dev", "tmp", "etc", "root"}) (void)MkdirAll(root + "/" + sub);
-  auto busybox = ReadFile("/bin/busybox");
-  if (!busybox.ok() || !WriteFileAtomic(root + "/bin/busybox", *busybox, 0755).ok()) return "";
-  (void)WriteFile(root + "/etc/passwd", "root:x:0:0:root:/root:/bin/sh\n");
-  (void)WriteFile(root + "/etc/group", "root:x:0:\n");
-  FILE* list = ::popen("/bin/busybox --list", "r");
-  char name[256];
-  while (list && std::fgets(name, sizeof name, list)) {
-    std::string applet(name);
-    applet.erase(applet.find_last_not_of("\n") + 1);
-    if (!applet.empty() && applet != "busybox") (void)!::symlink("busybox", (root + "/bin/" + applet).c_str());
-  }
-  if (list) ::pclose(list);
-  return root;
+  return agent::testing::BuildBusyboxRootfs(root).ok() ? root : "";
 }
 
 // The reaper thread handles exits one at a time, callbacks included: once a
@@ -130,41 +117,7 @@ bool HasController(const std::string& root, const std::string& controller) {
 }
 
 nlohmann::json DefaultSpec(const std::vector<std::string>& args) {
-  using nlohmann::json;
-  json caps = {"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW",
-               "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
-               "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE"};
-  return json{
-      {"ociVersion", "1.0.2-dev"},
-      {"root", {{"path", BusyboxRootfs()}, {"readonly", false}}},
-      {"process",
-       {{"args", args},
-        {"env", {"PATH=/bin", "HOME=/root"}},
-        {"cwd", "/"},
-        {"user", {{"uid", 0}, {"gid", 0}}},
-        {"capabilities",
-         {{"bounding", caps}, {"effective", caps}, {"permitted", caps}, {"inheritable", json::array()}}}}},
-      {"hostname", "capsule-test"},
-      {"mounts",
-       {{{"destination", "/proc"}, {"type", "proc"}, {"source", "proc"}, {"options", {"nosuid", "noexec", "nodev"}}},
-        {{"destination", "/dev"}, {"type", "tmpfs"}, {"source", "tmpfs"},
-         {"options", {"nosuid", "strictatime", "mode=755", "size=65536k"}}},
-        {{"destination", "/dev/pts"}, {"type", "devpts"}, {"source", "devpts"},
-         {"options", {"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}}},
-        {{"destination", "/dev/shm"}, {"type", "tmpfs"}, {"source", "shm"},
-         {"options", {"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}}},
-        {{"destination", "/dev/mqueue"}, {"type", "mqueue"}, {"source", "mqueue"},
-         {"options", {"nosuid", "noexec", "nodev"}}},
-        {{"destination", "/sys"}, {"type", "sysfs"}, {"source", "sysfs"}, {"options", {"nosuid", "noexec", "nodev", "ro"}}},
-        {{"destination", "/sys/fs/cgroup"}, {"type", "cgroup"}, {"source", "cgroup"},
-         {"options", {"nosuid", "noexec", "nodev", "relatime", "ro"}}},
-        {{"destination", "/tmp"}, {"type", "tmpfs"}, {"source", "tmpfs"}, {"options", {"nosuid", "nodev", "mode=1777"}}}}},
-      {"linux",
-       {{"namespaces", {{{"type", "pid"}}, {{"type", "ipc"}}, {{"type", "uts"}}, {{"type", "mount"}},
-                        {{"type", "cgroup"}}, {{"type", "network"}, {"path", "/var/run/netns/cni-ignored"}}}},
-        {"maskedPaths", {"/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
-                         "/proc/sched_debug", "/proc/scsi", "/sys/firmware"}},
-        {"readonlyPaths", {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}}}}};
+  return agent::testing::DefaultSpec(args, BusyboxRootfs());
 }
 
 oci::Spec Parse(const nlohmann::json& spec) {

@@ -28,7 +28,7 @@ std::unique_ptr<grpc::ClientContext> Ctx() {
   return ctx;
 }
 
-Result<std::unique_ptr<AgentUnderTest>> AgentUnderTest::Start() {
+Result<std::unique_ptr<AgentUnderTest>> AgentUnderTest::Start(const std::vector<std::string>& extra_args) {
   ASSIGN_OR_RETURN(TempDir dir, TempDir::Create("agent-test"));
   auto a = std::make_unique<AgentUnderTest>(std::move(dir));
   RETURN_IF_ERROR(MkdirAll(a->dir_.Join("modules")));
@@ -39,6 +39,7 @@ Result<std::unique_ptr<AgentUnderTest>> AgentUnderTest::Start() {
   so.argv = {AgentBinary(), "--no-init", "--listen", "unix:" + a->socket_path(), "--resolv-conf",
              a->dir_.Join("etc/resolv.conf"), "--modules-dir", a->dir_.Join("modules"), "--ready-fd",
              std::to_string(ready_write.get()), "--log-level", "debug"};
+  so.argv.insert(so.argv.end(), extra_args.begin(), extra_args.end());
   so.stdout_fd = so.stderr_fd = STDERR_FILENO;  // agent log in the test output
   so.keep_fds = {ready_write.get()};
   so.die_with_parent = true;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "capsule/agent/v1/agent.grpc.pb.h"
 #include "runtime/common/file_util.h"
@@ -18,8 +19,8 @@ namespace capsule::agent::testing {
 
 class AgentUnderTest {
  public:
-  // Starts the agent; fails the test (ASSERT-style, check ok()) on error.
-  static Result<std::unique_ptr<AgentUnderTest>> Start();
+  // Starts the agent with `extra_args` after the fixture's own; check ok().
+  static Result<std::unique_ptr<AgentUnderTest>> Start(const std::vector<std::string>& extra_args = {});
   explicit AgentUnderTest(TempDir dir) : dir_(std::move(dir)) {}
   ~AgentUnderTest();
 

@@ -225,16 +225,15 @@ TEST_F(AgentServiceTest, BadSandboxRequestsNameTheField) {
   EXPECT_EQ(AgentMounts().find(agent_->dir().Join("x")), std::string::npos);
 }
 
-TEST_F(AgentServiceTest, ContainerAndNetworkRpcsAreUnimplemented) {
+TEST_F(AgentServiceTest, ContainerRpcsCheckTheirFieldsAndNeedASandbox) {
   v1::StartContainerRequest start;
   start.set_container_id("c1");
   v1::StartContainerResponse started;
-  ExpectCode(stub().StartContainer(Ctx().get(), start, &started), grpc::StatusCode::UNIMPLEMENTED, "StartContainer");
+  ExpectCode(stub().StartContainer(Ctx().get(), start, &started), grpc::StatusCode::FAILED_PRECONDITION,
+             "CreateSandbox");
   v1::WaitProcessResponse waited;
-  ExpectCode(stub().WaitProcess(Ctx().get(), v1::WaitProcessRequest(), &waited), grpc::StatusCode::UNIMPLEMENTED);
-  v1::Interfaces ifaces;
-  ExpectCode(stub().ListInterfaces(Ctx().get(), v1::ListInterfacesRequest(), &ifaces),
-             grpc::StatusCode::UNIMPLEMENTED);
+  ExpectCode(stub().WaitProcess(Ctx().get(), v1::WaitProcessRequest(), &waited), grpc::StatusCode::INVALID_ARGUMENT,
+             "container_id");
 }
 
 TEST_F(AgentServiceTest, GuestTimeIsValidatedAndRefusedOnAHost) {

@@ -2,6 +2,7 @@
 // calls, error mapping, deadlines, Close() cancelling a call that is really
 // blocked (the agent is stopped with SIGSTOP, so nothing can answer), and
 // ConnectAgent's retry loop. The vsock path is tests/integration/vm.
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -25,6 +26,28 @@ namespace {
 
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
+
+// kill(SIGSTOP) returns before the target's threads have stopped; a call
+// sent in that window would still be answered.
+bool WaitUntilStopped(pid_t pid) {
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (Clock::now() < deadline) {
+    bool all = true;
+    DIR* d = ::opendir(("/proc/" + std::to_string(pid) + "/task").c_str());
+    if (!d) return false;
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      auto stat = ReadFile("/proc/" + std::to_string(pid) + "/task/" + e->d_name + "/stat");
+      if (!stat.ok()) continue;  // a thread that just ended
+      auto paren = stat->rfind(')');
+      if (paren == std::string::npos || paren + 2 >= stat->size() || (*stat)[paren + 2] != 'T') all = false;
+    }
+    ::closedir(d);
+    if (all) return true;
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  return false;
+}
 
 constexpr int kAgentReadyTimeoutMs = 30000;
 
@@ -129,6 +152,7 @@ TEST_F(AgentClientTest, CallsHitTheirDeadlineWhenTheAgentStalls) {
   ASSERT_TRUE(client);
   ASSERT_TRUE(client->Check(milliseconds(5000)).ok());  // the stream is up
   ASSERT_TRUE(agent_->process().Signal(SIGSTOP).ok());
+  ASSERT_TRUE(WaitUntilStopped(agent_->process().pid()));
 
   auto t0 = Clock::now();
   auto check = client->Check(milliseconds(200));
@@ -157,6 +181,7 @@ TEST_F(AgentClientTest, CloseCancelsACallBlockedInTheAgent) {
   ASSERT_TRUE(client);
   ASSERT_TRUE(client->Check(milliseconds(5000)).ok());
   ASSERT_TRUE(agent_->process().Signal(SIGSTOP).ok());
+  ASSERT_TRUE(WaitUntilStopped(agent_->process().pid()));
 
   // WaitProcess has no deadline unless given one: only Close() ends it.
   auto waiting = std::async(std::launch::async, [&] { return client->WaitProcess(v1::WaitProcessRequest()); });

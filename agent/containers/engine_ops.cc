@@ -1,0 +1,98 @@
+// EngineOps: the sandbox's engine lifecycle and container lookups.
+#include "agent/containers/engine_ops.h"
+
+#include "agent/engine/sandbox.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/reaper.h"
+
+namespace capsule::agent::containers {
+namespace {
+const log::Logger kLog("containers");
+}  // namespace
+
+EngineOps::EngineFactory EngineOps::LinuxEngine(engine::EngineOptions options) {
+  return [options]() -> Result<engine::ContainerManagerPtr> {
+    ASSIGN_OR_RETURN(std::unique_ptr<engine::Sandbox> sandbox, engine::Sandbox::Create(options, Reaper::Instance()));
+    return engine::ContainerManagerPtr(std::move(sandbox));
+  };
+}
+
+EngineOps::~EngineOps() {
+  PodPtr pod;
+  {
+    std::lock_guard lock(mu_);
+    pod.swap(pod_);
+  }
+  if (pod) (void)pod->engine->RemoveAll(kDefaultRemoveTimeout);
+}
+
+Status EngineOps::SandboxCreated(const sandbox::SandboxInfo& info) {
+  ASSIGN_OR_RETURN(engine::ContainerManagerPtr engine, factory_());
+  std::lock_guard lock(mu_);
+  if (pod_) return FailedPrecondition("sandbox " + pod_->id + " still has a container engine");
+  pod_ = std::make_shared<Pod>(info.id, info.sandbox_pidns, std::move(engine));
+  return Status::Ok();
+}
+
+Status EngineOps::SandboxDestroying(const sandbox::SandboxInfo& info) {
+  PodPtr pod;
+  {
+    std::lock_guard lock(mu_);
+    pod.swap(pod_);  // new container calls fail from here on
+  }
+  if (!pod) return Status::Ok();
+  // A CreateContainer in flight finishes first, so nothing is created behind
+  // the removal.
+  std::lock_guard create(pod->create_mu);
+  Status removed = pod->engine->RemoveAll(kDefaultRemoveTimeout);
+  std::vector<std::string> ids;
+  {
+    std::lock_guard lock(pod->storages_mu);
+    for (const auto& [id, mounts] : pod->storages) ids.push_back(id);
+  }
+  Status unmounted;
+  for (const auto& id : ids) {
+    Status st = UnmountStorages(*pod, id);
+    if (!st.ok() && unmounted.ok()) unmounted = st;
+  }
+  kLog.Info("sandbox {}: {} container storages unmounted, engine {}", info.id, ids.size(),
+            removed.ok() ? "emptied" : removed.ToString());
+  RETURN_IF_ERROR_CTX(removed, "remove containers");
+  return unmounted;
+}
+
+Result<EngineOps::PodPtr> EngineOps::CurrentPod() const {
+  std::lock_guard lock(mu_);
+  if (!pod_) return FailedPrecondition("no sandbox: call CreateSandbox first");
+  return pod_;
+}
+
+Result<EngineOps::Target> EngineOps::Lookup(const std::string& container_id) const {
+  ASSIGN_OR_RETURN(PodPtr pod, CurrentPod());
+  ASSIGN_OR_RETURN(engine::ContainerPtr c, pod->engine->Get(container_id));
+  return Target{std::move(pod), std::move(c)};
+}
+
+Result<engine::ProcessIoPtr> EngineOps::LookupIo(const std::string& container_id, const std::string& exec_id) const {
+  ASSIGN_OR_RETURN(Target t, Lookup(container_id));
+  return t->Io(exec_id);
+}
+
+Status EngineOps::UnmountStorages(Pod& pod, const std::string& id) {
+  std::vector<storage::MountedStorage> mounts;
+  {
+    std::lock_guard lock(pod.storages_mu);
+    auto it = pod.storages.find(id);
+    if (it == pod.storages.end()) return Status::Ok();
+    mounts = std::move(it->second);
+    pod.storages.erase(it);
+  }
+  Status first;
+  for (auto it = mounts.rbegin(); it != mounts.rend(); ++it) {
+    Status st = it->Unmount();
+    if (!st.ok() && first.ok()) first = std::move(st).WithContext("container " + id + " storage");
+  }
+  return first;
+}
+
+}  // namespace capsule::agent::containers

@@ -1,0 +1,125 @@
+// Container RPCs: create (storages, namespace joins), start, remove, update,
+// stats, pause and resume.
+#include <fmt/format.h>
+
+#include "agent/containers/convert.h"
+#include "agent/containers/engine_ops.h"
+#include "agent/containers/validate.h"
+#include "agent/engine/metrics_proto.h"
+#include "agent/net/link_stats.h"
+#include "agent/server/convert.h"
+#include "runtime/common/logging.h"
+#include "runtime/oci/spec_parser.h"
+
+namespace capsule::agent::containers {
+namespace {
+
+const log::Logger kLog("containers");
+
+// CreateContainerRequest.storages, validated all before any is mounted and
+// unmounted again (RAII) if a later step fails.
+constexpr int kMaxStorages = 64;
+
+Result<std::vector<storage::MountedStorage>> MountStorages(
+    const google::protobuf::RepeatedPtrField<v1::Storage>& storages) {
+  if (storages.size() > kMaxStorages)
+    return InvalidArgument(fmt::format("storages: {} entries, at most {}", storages.size(), kMaxStorages));
+  std::vector<storage::StorageSpec> specs;
+  for (int i = 0; i < storages.size(); ++i) {
+    specs.push_back(server::StorageFromProto(storages[i]));
+    RETURN_IF_ERROR(storage::ValidateStorage(specs.back(), fmt::format("storages[{}]", i)));
+  }
+  std::vector<storage::MountedStorage> mounted;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto m = storage::MountedStorage::Mount(specs[i]);
+    if (!m.ok()) return std::move(m).status().WithContext(fmt::format("storages[{}]", i));
+    mounted.push_back(std::move(m).value());
+  }
+  return mounted;
+}
+
+}  // namespace
+
+Status EngineOps::CreateContainer(const v1::CreateContainerRequest& req) {
+  RETURN_IF_ERROR(CheckContainerId("container_id", req.container_id()));
+  if (req.oci_spec_json().empty()) return InvalidArgument("oci_spec_json is required");
+  ASSIGN_OR_RETURN(PodPtr pod, CurrentPod());
+  auto spec = oci::ParseSpec(req.oci_spec_json());
+  if (!spec.ok()) return std::move(spec).status().WithContext("oci_spec_json");
+  return CreateInPod(*pod, req.container_id(), std::move(spec).value(), req);
+}
+
+Status EngineOps::CreateInPod(Pod& pod, const std::string& id, oci::Spec spec, const v1::CreateContainerRequest& req) {
+  auto role = RoleFromAnnotations(spec);
+  if (!role.ok()) return std::move(role).status().WithContext("oci_spec_json");
+  std::lock_guard lock(pod.create_mu);
+  if (pod.engine->Get(id).ok()) return AlreadyExists("container " + id + " already exists");
+  ASSIGN_OR_RETURN(NamespaceJoinPlan plan, pod.namespaces.Plan(id, *role, req.sandbox_pidns(), &spec));
+  ASSIGN_OR_RETURN(std::vector<storage::MountedStorage> mounts, MountStorages(req.storages()));
+  engine::CreateOptions options;
+  options.share_namespaces_from = plan.share_from;
+  options.share_types = plan.share_types;
+  RETURN_IF_ERROR(pod.engine->Create(id, spec, options).status());  // `mounts` unmount on failure
+  pod.namespaces.Created(id, plan);
+  kLog.Info("container {} created in sandbox {} ({}{} storages)", id, pod.id,
+            plan.anchor ? "namespace anchor, " : "joins " + plan.share_from + ", ", mounts.size());
+  std::lock_guard storages(pod.storages_mu);
+  pod.storages[id] = std::move(mounts);
+  return Status::Ok();
+}
+
+Result<v1::StartContainerResponse> EngineOps::StartContainer(const v1::StartContainerRequest& req) {
+  RETURN_IF_ERROR(CheckContainerId("container_id", req.container_id()));
+  ASSIGN_OR_RETURN(Target c, Lookup(req.container_id()));
+  ASSIGN_OR_RETURN(pid_t pid, c->Start());
+  v1::StartContainerResponse resp;
+  resp.set_pid(static_cast<uint32_t>(pid));
+  return resp;
+}
+
+Status EngineOps::RemoveContainer(const v1::RemoveContainerRequest& req) {
+  RETURN_IF_ERROR(CheckContainerId("container_id", req.container_id()));
+  ASSIGN_OR_RETURN(PodPtr pod, CurrentPod());
+  const auto timeout = req.timeout() == 0 ? kDefaultRemoveTimeout : std::chrono::seconds(req.timeout());
+  RETURN_IF_ERROR(pod->engine->Remove(req.container_id(), timeout));
+  pod->namespaces.Removed(req.container_id());
+  return UnmountStorages(*pod, req.container_id());
+}
+
+Status EngineOps::UpdateContainer(const v1::UpdateContainerRequest& req) {
+  RETURN_IF_ERROR(CheckContainerId("container_id", req.container_id()));
+  auto resources = oci::ParseLinuxResources(req.resources_json());
+  if (!resources.ok()) return std::move(resources).status().WithContext("resources_json");
+  ASSIGN_OR_RETURN(Target c, Lookup(req.container_id()));
+  return c->Update(*resources);
+}
+
+Result<v1::StatsContainerResponse> EngineOps::StatsContainer(const v1::StatsContainerRequest& req) {
+  RETURN_IF_ERROR(CheckContainerId("container_id", req.container_id()));
+  ASSIGN_OR_RETURN(Target c, Lookup(req.container_id()));
+  ASSIGN_OR_RETURN(engine::CgroupMetrics metrics, c->Stats());
+  v1::StatsContainerResponse resp;
+  engine::ToProto(metrics, resp.mutable_metrics());
+  // The VM is the pod: its interfaces are every container's network.
+  auto network = net::ReadInterfaceStats();
+  if (network.ok()) {
+    NetworkStatsToProto(*network, &resp);
+  } else {
+    kLog.Warn("stats of container {}: network counters: {}", req.container_id(), network.status().message());
+  }
+  return resp;
+}
+
+Status EngineOps::PauseContainer(const v1::PauseContainerRequest& req) {
+  RETURN_IF_ERROR(CheckContainerId("container_id", req.container_id()));
+  ASSIGN_OR_RETURN(Target c, Lookup(req.container_id()));
+  return c->Pause();
+}
+
+Status EngineOps::ResumeContainer(const v1::ResumeContainerRequest& req) {
+  RETURN_IF_ERROR(CheckContainerId("container_id", req.container_id()));
+  ASSIGN_OR_RETURN(Target c, Lookup(req.container_id()));
+  return c->Resume();
+}
+
+}  // namespace capsule::agent::containers

@@ -1,0 +1,45 @@
+// Field checks shared by the container handlers.
+#include "agent/containers/validate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace capsule::agent::containers {
+namespace {
+
+bool IsIdChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+         c == '.';
+}
+
+}  // namespace
+
+Status CheckContainerId(std::string_view field, const std::string& id) {
+  if (id.empty()) return InvalidArgument(fmt::format("{} is required", field));
+  if (id.size() > kMaxIdBytes) return InvalidArgument(fmt::format("{} is longer than {} bytes", field, kMaxIdBytes));
+  if (id == "." || id == ".." || !std::all_of(id.begin(), id.end(), IsIdChar))
+    return InvalidArgument(fmt::format("{} \"{}\" must be [A-Za-z0-9_.-] and not . or ..", field, id));
+  return Status::Ok();
+}
+
+Status CheckExecId(std::string_view field, const std::string& id, bool allow_init) {
+  if (id.empty() && allow_init) return Status::Ok();
+  if (id.empty()) return InvalidArgument(fmt::format("{} is required (the init goes with its container)", field));
+  return CheckContainerId(field, id);
+}
+
+Status CheckSignal(uint32_t signal) {
+  if (signal > kMaxSignal) return InvalidArgument(fmt::format("signal {} is not 0..{}", signal, kMaxSignal));
+  return Status::Ok();
+}
+
+Status CheckWinSize(uint32_t row, uint32_t column) {
+  if (row > kMaxWinSize) return InvalidArgument(fmt::format("row {} is more than {}", row, kMaxWinSize));
+  if (column > kMaxWinSize) return InvalidArgument(fmt::format("column {} is more than {}", column, kMaxWinSize));
+  return Status::Ok();
+}
+
+size_t ReadLen(uint32_t len) { return len == 0 ? kDefaultReadLen : std::min(len, kMaxReadLen); }
+
+}  // namespace capsule::agent::containers

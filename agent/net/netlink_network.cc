@@ -1,0 +1,144 @@
+// Links and addresses: find a link by name or MAC, set MTU and up/down,
+// replace its address set, describe it back.
+#include "agent/net/netlink_network.h"
+
+#include <fmt/format.h>
+#include <linux/if.h>
+
+#include <algorithm>
+
+#include "agent/net/validate.h"
+#include "runtime/common/logging.h"
+
+namespace capsule::agent::net {
+namespace {
+
+const log::Logger kLog("net");
+
+bool IsKernelLinkLocal(const IpAddress& a) { return a.family == AF_INET6 && a.address.rfind("fe80:", 0) == 0; }
+
+IpAddress AddressOf(rtnl_addr* a) {
+  return IpAddress{rtnl_addr_get_family(a), AddrToString(rtnl_addr_get_local(a)),
+                   static_cast<uint32_t>(rtnl_addr_get_prefixlen(a))};
+}
+
+// Addresses of `ifindex` in `addrs`, with their libnl objects (referenced).
+std::vector<std::pair<IpAddress, AddrPtr>> AddressesOf(nl_cache* addrs, int ifindex) {
+  std::vector<std::pair<IpAddress, AddrPtr>> out;
+  for (nl_object* o = nl_cache_get_first(addrs); o != nullptr; o = nl_cache_get_next(o)) {
+    auto* a = reinterpret_cast<rtnl_addr*>(o);
+    if (rtnl_addr_get_ifindex(a) != ifindex) continue;
+    nl_object_get(o);
+    out.emplace_back(AddressOf(a), AddrPtr(a));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NetlinkNetwork>> NetlinkNetwork::Open() {
+  ASSIGN_OR_RETURN(std::unique_ptr<NetlinkSocket> sock, NetlinkSocket::Open());
+  return std::unique_ptr<NetlinkNetwork>(new NetlinkNetwork(std::move(sock)));
+}
+
+Result<LinkPtr> NetlinkNetwork::FindLink(nl_cache* links, const Interface& want) {
+  if (!want.name.empty()) {
+    if (rtnl_link* l = rtnl_link_get_by_name(links, want.name.c_str())) return LinkPtr(l);
+  }
+  const std::string& mac_field = want.device_hint.empty() ? want.hw_addr : want.device_hint;
+  if (!mac_field.empty()) {
+    ASSIGN_OR_RETURN(std::string mac, NormalizeMac("interface.device_hint", mac_field));
+    for (nl_object* o = nl_cache_get_first(links); o != nullptr; o = nl_cache_get_next(o)) {
+      auto* l = reinterpret_cast<rtnl_link*>(o);
+      if (MacToString(rtnl_link_get_addr(l)) != mac) continue;
+      nl_object_get(o);
+      return LinkPtr(l);
+    }
+    return NotFound(fmt::format("interface {}: no link named so and none with MAC {}",
+                                want.name.empty() ? "(unnamed)" : want.name, mac));
+  }
+  return NotFound(fmt::format("interface {}: no such link", want.name));
+}
+
+Status NetlinkNetwork::SetLink(rtnl_link* link, const Interface& want, const std::string& name) {
+  LinkPtr change(rtnl_link_alloc());
+  if (!change) return Internal("rtnl_link_alloc: out of memory");
+  if (want.mtu != 0) rtnl_link_set_mtu(change.get(), want.mtu);
+  if (want.up) {
+    rtnl_link_set_flags(change.get(), IFF_UP);
+  } else {
+    rtnl_link_unset_flags(change.get(), IFF_UP);
+  }
+  sock_->ResetError();
+  return sock_->Check(rtnl_link_change(sock_->get(), link, change.get(), 0),
+                      fmt::format("interface {}: set mtu {} and {}", name, want.mtu, want.up ? "up" : "down"));
+}
+
+Status NetlinkNetwork::ReplaceAddresses(int ifindex, const std::vector<IpAddress>& want, const std::string& name) {
+  ASSIGN_OR_RETURN(NlCachePtr addrs, sock_->Addresses());
+  auto have = AddressesOf(addrs.get(), ifindex);
+  for (auto& [address, obj] : have) {
+    if (std::find(want.begin(), want.end(), address) != want.end() || IsKernelLinkLocal(address)) continue;
+    sock_->ResetError();
+    RETURN_IF_ERROR(sock_->Check(rtnl_addr_delete(sock_->get(), obj.get(), 0),
+                                 fmt::format("interface {}: delete address {}/{}", name, address.address,
+                                             address.prefix_len)));
+  }
+  for (const IpAddress& a : want) {
+    if (std::any_of(have.begin(), have.end(), [&](const auto& h) { return h.first == a; })) continue;
+    AddrPtr add(rtnl_addr_alloc());
+    ASSIGN_OR_RETURN(NlAddrPtr local, ParseAddr(a.address, a.family));
+    if (!add) return Internal("rtnl_addr_alloc: out of memory");
+    rtnl_addr_set_ifindex(add.get(), ifindex);
+    rtnl_addr_set_family(add.get(), a.family);
+    RETURN_IF_ERROR(sock_->Check(rtnl_addr_set_local(add.get(), local.get()), "set address"));
+    rtnl_addr_set_prefixlen(add.get(), static_cast<int>(a.prefix_len));
+    sock_->ResetError();
+    RETURN_IF_ERROR(sock_->Check(rtnl_addr_add(sock_->get(), add.get(), 0),
+                                 fmt::format("interface {}: add address {}/{}", name, a.address, a.prefix_len)));
+  }
+  return Status::Ok();
+}
+
+Result<Interface> NetlinkNetwork::Describe(rtnl_link* link, nl_cache* addrs) {
+  Interface out;
+  out.name = rtnl_link_get_name(link) ? rtnl_link_get_name(link) : "";
+  out.hw_addr = MacToString(rtnl_link_get_addr(link));
+  out.mtu = rtnl_link_get_mtu(link);
+  out.up = (rtnl_link_get_flags(link) & IFF_UP) != 0;
+  for (auto& [address, obj] : AddressesOf(addrs, rtnl_link_get_ifindex(link))) out.addresses.push_back(address);
+  return out;
+}
+
+Result<Interface> NetlinkNetwork::UpdateInterface(const Interface& want) {
+  RETURN_IF_ERROR(ValidateInterface(want));
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(NlCachePtr links, sock_->Links());
+  ASSIGN_OR_RETURN(LinkPtr link, FindLink(links.get(), want));
+  const std::string name = rtnl_link_get_name(link.get());
+  const int ifindex = rtnl_link_get_ifindex(link.get());
+  RETURN_IF_ERROR(SetLink(link.get(), want, name));
+  RETURN_IF_ERROR(ReplaceAddresses(ifindex, want.addresses, name));
+  ASSIGN_OR_RETURN(links, sock_->Links());
+  ASSIGN_OR_RETURN(NlCachePtr addrs, sock_->Addresses());
+  rtnl_link* now = rtnl_link_get(links.get(), ifindex);
+  if (now == nullptr) return NotFound(fmt::format("interface {} vanished while being updated", name));
+  LinkPtr hold(now);
+  kLog.Info("interface {}: mtu {}, {} addresses, {}", name, rtnl_link_get_mtu(now), want.addresses.size(),
+            want.up ? "up" : "down");
+  return Describe(now, addrs.get());
+}
+
+Result<std::vector<Interface>> NetlinkNetwork::ListInterfaces() {
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(NlCachePtr links, sock_->Links());
+  ASSIGN_OR_RETURN(NlCachePtr addrs, sock_->Addresses());
+  std::vector<Interface> out;
+  for (nl_object* o = nl_cache_get_first(links.get()); o != nullptr; o = nl_cache_get_next(o)) {
+    ASSIGN_OR_RETURN(Interface i, Describe(reinterpret_cast<rtnl_link*>(o), addrs.get()));
+    out.push_back(std::move(i));
+  }
+  return out;
+}
+
+}  // namespace capsule::agent::net

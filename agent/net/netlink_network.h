@@ -1,0 +1,39 @@
+// NetlinkNetwork: Network over rtnetlink (libnl-route-3). One socket,
+// used under a mutex (libnl sockets are not thread-safe); every call reads
+// fresh caches, so changes made by others (the kernel, udev) are seen.
+#pragma once
+
+#include <mutex>
+
+#include "agent/net/netlink_socket.h"
+#include "agent/net/network.h"
+
+namespace capsule::agent::net {
+
+class NetlinkNetwork final : public Network {
+ public:
+  static Result<std::unique_ptr<NetlinkNetwork>> Open();
+
+  Result<Interface> UpdateInterface(const Interface& want) override;
+  Result<std::vector<Route>> UpdateRoutes(const std::vector<Route>& routes) override;
+  Result<std::vector<Interface>> ListInterfaces() override;
+  Result<std::vector<Route>> ListRoutes() override;
+
+ private:
+  explicit NetlinkNetwork(std::unique_ptr<NetlinkSocket> sock) : sock_(std::move(sock)) {}
+
+  // All need mu_.
+  Result<LinkPtr> FindLink(nl_cache* links, const Interface& want);
+  Status SetLink(rtnl_link* link, const Interface& want, const std::string& name);
+  Status ReplaceAddresses(int ifindex, const std::vector<IpAddress>& want, const std::string& name);
+  Result<Interface> Describe(rtnl_link* link, nl_cache* addrs);
+  Result<std::vector<Route>> MainRoutes(nl_cache* links);
+  Status AddRoute(nl_cache* links, const Route& route, const std::string& field);
+  // Puts back routes UpdateRoutes removed, after a failed add (best effort).
+  void RestoreRoutes(const std::vector<RoutePtr>& removed);
+
+  std::mutex mu_;
+  const std::unique_ptr<NetlinkSocket> sock_;  // used under mu_
+};
+
+}  // namespace capsule::agent::net

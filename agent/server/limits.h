@@ -1,0 +1,36 @@
+// Thread budget of the agent's synchronous gRPC server. Every call holds a
+// server thread while its handler runs; the blocking ones (WaitProcess,
+// ReadStdout, ReadStderr, WriteStdin, GetOOMEvent) hold it until a process
+// exits, writes, reads or is OOM-killed: a shim keeps up to three of them
+// per process (wait + two output streams) plus one GetOOMEvent per pod.
+//
+// gRPC's sync server answers RESOURCE_EXHAUSTED for any call once its
+// thread quota is used up, so if blocking calls could take every thread,
+// the very calls that unblock them (SignalProcess, CloseStdin,
+// RemoveContainer) could no longer run: a pod would wedge. Hence two
+// limits: at most `max_blocking_calls` blocking calls are admitted at once
+// (more are answered RESOURCE_EXHAUSTED at once, naming the limit), and
+// the thread quota is that plus `reserved_threads` for all other calls
+// plus gRPC's own pollers. With the defaults a pod can stream stdio of
+// ~340 processes at once; non-blocking calls always find a thread unless
+// more than 64 of them run at the same moment.
+#pragma once
+
+#include <cstdint>
+
+namespace capsule::agent::server {
+
+inline constexpr uint32_t kDefaultMaxBlockingCalls = 1024;
+inline constexpr uint32_t kDefaultReservedThreads = 64;
+// gRPC sync server poller threads (ServerBuilder MIN_POLLERS/MAX_POLLERS).
+inline constexpr int kMinPollers = 1;
+inline constexpr int kMaxPollers = 2;
+
+struct ServerLimits {
+  uint32_t max_blocking_calls = kDefaultMaxBlockingCalls;
+  uint32_t reserved_threads = kDefaultReservedThreads;
+  // The ResourceQuota's thread limit.
+  int MaxThreads() const { return static_cast<int>(max_blocking_calls + reserved_threads) + kMaxPollers; }
+};
+
+}  // namespace capsule::agent::server

@@ -1,0 +1,155 @@
+// NetlinkNetwork against the kernel, in the test's private network
+// namespace (netns_main.cc) on veth pairs: links found by name or MAC,
+// MTU/addresses/up applied and read back, the route table replaced, and
+// errors that name the link or route (with the old routes put back).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "agent/net/netlink_network.h"
+#include "tests/agent/net/netns_links.h"
+
+namespace capsule::agent::net {
+namespace {
+
+using testing::Ip;
+using testing::VethPair;
+
+bool Has(const std::vector<IpAddress>& v, const IpAddress& a) { return std::find(v.begin(), v.end(), a) != v.end(); }
+
+bool HasRoute(const std::vector<Route>& routes, const std::string& dest, const std::string& gateway,
+              const std::string& device) {
+  return std::any_of(routes.begin(), routes.end(), [&](const Route& r) {
+    return r.dest == dest && r.gateway == gateway && r.device == device;
+  });
+}
+
+class NetlinkNetworkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!testing::InPrivateNetns()) GTEST_SKIP() << "needs root (runs in a private network namespace)";
+    auto n = NetlinkNetwork::Open();
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    net_ = std::move(n).value();
+  }
+  void TearDown() override {
+    if (net_) {
+      EXPECT_TRUE(net_->UpdateRoutes({}).ok());
+    }
+  }
+  std::unique_ptr<NetlinkNetwork> net_;
+};
+
+TEST_F(NetlinkNetworkTest, UpdateInterfaceSetsMtuReplacesAddressesAndBringsItUp) {
+  VethPair veth("nt-a0", "nt-b0");
+  Interface want{"nt-a0", "", 1400, {{AF_INET, "10.10.0.2", 24}, {AF_INET6, "fd00::2", 64}}, true, ""};
+  auto got = net_->UpdateInterface(want);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->name, "nt-a0");
+  EXPECT_EQ(got->mtu, 1400u);
+  EXPECT_TRUE(got->up);
+  EXPECT_TRUE(Has(got->addresses, {AF_INET, "10.10.0.2", 24}));
+  EXPECT_TRUE(Has(got->addresses, {AF_INET6, "fd00::2", 64}));
+  // The set is replaced, not merged.
+  want.addresses = {{AF_INET, "10.10.0.3", 24}};
+  want.up = false;
+  got = net_->UpdateInterface(want);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_FALSE(got->up);
+  EXPECT_TRUE(Has(got->addresses, {AF_INET, "10.10.0.3", 24}));
+  EXPECT_FALSE(Has(got->addresses, {AF_INET, "10.10.0.2", 24}));
+  EXPECT_FALSE(Has(got->addresses, {AF_INET6, "fd00::2", 64}));
+  auto list = net_->ListInterfaces();
+  ASSERT_TRUE(list.ok());
+  auto it = std::find_if(list->begin(), list->end(), [](const Interface& i) { return i.name == "nt-a0"; });
+  ASSERT_NE(it, list->end());
+  EXPECT_EQ(it->mtu, 1400u);
+  EXPECT_EQ(it->addresses, got->addresses);
+  EXPECT_EQ(it->hw_addr.size(), 17u);
+}
+
+TEST_F(NetlinkNetworkTest, UnknownNameFallsBackToTheMacInDeviceHint) {
+  VethPair veth("nt-a1", "nt-b1");
+  Ip({"link", "set", "nt-b1", "address", "02:00:00:00:00:42"});
+  Interface want{"eth0-guest", "", 1300, {}, true, "02:00:00:00:00:42"};
+  auto got = net_->UpdateInterface(want);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->name, "nt-b1");
+  EXPECT_EQ(got->hw_addr, "02:00:00:00:00:42");
+  EXPECT_EQ(got->mtu, 1300u);
+  want.device_hint = "02:00:00:00:00:43";
+  auto missing = net_->UpdateInterface(want);
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+  EXPECT_NE(missing.status().message().find("eth0-guest"), std::string::npos) << missing.status().message();
+  EXPECT_NE(missing.status().message().find("02:00:00:00:00:43"), std::string::npos);
+}
+
+TEST_F(NetlinkNetworkTest, KernelErrorsNameTheInterface) {
+  VethPair veth("nt-a2", "nt-b2");  // deleting it takes the macvlan on it along
+  testing::Ip({"link", "add", "nt-m2", "link", "nt-a2", "type", "macvlan"});
+  // A macvlan's MTU cannot exceed its lower link's (1500): the kernel says EINVAL.
+  Interface too_big{"nt-m2", "", 9000, {}, true, ""};
+  auto got = net_->UpdateInterface(too_big);
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find("interface nt-m2"), std::string::npos) << got.status().message();
+}
+
+TEST_F(NetlinkNetworkTest, UpdateRoutesReplacesTheTableAndKeepsKernelPrefixRoutes) {
+  VethPair veth("nt-a3", "nt-b3");
+  ASSERT_TRUE(net_->UpdateInterface({"nt-a3", "", 0, {{AF_INET, "10.30.0.2", 24}}, true, ""}).ok());
+  Ip({"link", "set", "nt-b3", "up"});
+  std::vector<Route> first = {{"", "10.30.0.1", "nt-a3", "", kScopeUniverse, AF_INET},
+                              {"10.31.0.0/16", "", "nt-a3", "10.30.0.2", kScopeLink, AF_INET}};
+  auto routes = net_->UpdateRoutes(first);
+  ASSERT_TRUE(routes.ok()) << routes.status().ToString();
+  EXPECT_TRUE(HasRoute(*routes, "", "10.30.0.1", "nt-a3"));
+  EXPECT_TRUE(HasRoute(*routes, "10.31.0.0/16", "", "nt-a3"));
+  EXPECT_TRUE(HasRoute(*routes, "10.30.0.0/24", "", "nt-a3")) << "the kernel's prefix route must stay";
+  std::vector<Route> second = {{"192.168.5.0/24", "10.30.0.1", "nt-a3", "", kScopeUniverse, AF_INET}};
+  routes = net_->UpdateRoutes(second);
+  ASSERT_TRUE(routes.ok()) << routes.status().ToString();
+  EXPECT_FALSE(HasRoute(*routes, "", "10.30.0.1", "nt-a3"));
+  EXPECT_FALSE(HasRoute(*routes, "10.31.0.0/16", "", "nt-a3"));
+  EXPECT_TRUE(HasRoute(*routes, "192.168.5.0/24", "10.30.0.1", "nt-a3"));
+  EXPECT_TRUE(HasRoute(*routes, "10.30.0.0/24", "", "nt-a3"));
+  auto listed = net_->ListRoutes();
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->size(), routes->size());
+}
+
+TEST_F(NetlinkNetworkTest, AFailedRouteIsNamedAndTheOldTableComesBack) {
+  VethPair veth("nt-a4", "nt-b4");
+  ASSERT_TRUE(net_->UpdateInterface({"nt-a4", "", 0, {{AF_INET, "10.40.0.2", 24}}, true, ""}).ok());
+  Ip({"link", "set", "nt-b4", "up"});
+  ASSERT_TRUE(net_->UpdateRoutes({{"", "10.40.0.1", "nt-a4", "", kScopeUniverse, AF_INET}}).ok());
+  // 10.99.0.1 is on no link: the kernel refuses the gateway.
+  auto bad = net_->UpdateRoutes({{"10.50.0.0/16", "", "nt-a4", "", kScopeLink, AF_INET},
+                                 {"", "10.99.0.1", "nt-a4", "", kScopeUniverse, AF_INET}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("routes[1] (default via 10.99.0.1 dev nt-a4)"), std::string::npos)
+      << bad.status().message();
+  auto now = net_->ListRoutes();
+  ASSERT_TRUE(now.ok());
+  EXPECT_TRUE(HasRoute(*now, "", "10.40.0.1", "nt-a4")) << "old default route not restored";
+  EXPECT_FALSE(HasRoute(*now, "10.50.0.0/16", "", "nt-a4")) << "half-applied route left";
+  auto no_dev = net_->UpdateRoutes({{"", "10.40.0.1", "nt-zz", "", kScopeUniverse, AF_INET}});
+  EXPECT_EQ(no_dev.status().code(), Code::kNotFound);
+  EXPECT_NE(no_dev.status().message().find("routes[0] (default via 10.40.0.1 dev nt-zz): no link named nt-zz"),
+            std::string::npos)
+      << no_dev.status().message();
+}
+
+TEST_F(NetlinkNetworkTest, Ipv6RoutesToo) {
+  VethPair veth("nt-a5", "nt-b5");
+  ASSERT_TRUE(net_->UpdateInterface({"nt-a5", "", 0, {{AF_INET6, "fd05::2", 64}}, true, ""}).ok());
+  Ip({"link", "set", "nt-b5", "up"});
+  auto routes = net_->UpdateRoutes({{"fd06::/64", "", "nt-a5", "", kScopeUniverse, AF_INET6}});
+  ASSERT_TRUE(routes.ok()) << routes.status().ToString();
+  auto it = std::find_if(routes->begin(), routes->end(), [](const Route& r) { return r.dest == "fd06::/64"; });
+  ASSERT_NE(it, routes->end());
+  EXPECT_EQ(it->family, AF_INET6);
+  EXPECT_EQ(it->device, "nt-a5");
+}
+
+}  // namespace
+}  // namespace capsule::agent::net

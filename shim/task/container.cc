@@ -46,7 +46,7 @@ Result<std::unique_ptr<Container>> Container::Create(ContainerParams params, San
   pp.host_pid = static_cast<uint32_t>(sb->vmm_pid());
   pp.stdio = c->p_.stdio;
   pp.agent = sb->agent();
-  pp.vm_gone = [sb] { return sb->vm_gone(); };
+  pp.vm_gone = sb->GoneProbe();  // never a raw Sandbox*: the Process may outlive it
   pp.on_exit = c->p_.on_exit;
   ASSIGN_OR_RETURN(c->init_, Process::Create(std::move(pp)));
 

@@ -57,6 +57,12 @@ class Sandbox {
   const AgentHandlePtr& agent() const { return agent_; }
   // True once the VMM exited (stopped or crashed).
   bool vm_gone() const { return watch_->gone.load(); }
+  // vm_gone() as a callable that stays valid after the Sandbox is destroyed
+  // (a Process, shared with in-flight Task calls, may outlive it): true once
+  // the VMM exited or Stop() began.
+  std::function<bool()> GoneProbe() const {
+    return [w = watch_] { return w->gone.load() || w->stopping.load(); };
+  }
 
   std::string HostSharedPath(std::string_view rel) const;
   std::string GuestSharedPath(std::string_view rel) const;

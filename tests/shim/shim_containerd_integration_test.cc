@@ -1,10 +1,11 @@
 // containerd-shim-capsule-v2's launcher against a real containerd 1.6, via
-// ctr and via CRI. Until the Task service is linked in, the daemon serves
-// nothing and exits, so task creation fails; what this checks is the
-// protocol around it: containerd finds and runs `start` with our flags and
-// runtime options and copies the shim's log FIFO into its log; after a
+// ctr and via CRI, without booting a VM: the runtime options name a config
+// file that does not exist, so every Create fails with that error (which
+// must reach the user) and no VM starts. What this checks is the protocol
+// around the Task service: containerd finds and runs `start` with our flags
+// and runtime options and copies the shim's log FIFO into its log; after a
 // restart it runs `delete` for a dead shim and accepts its DeleteResponse;
-// nothing (socket, daemon, bundle) is left behind.
+// nothing (socket, daemon, bundle) is left behind. tests/e2e runs real pods.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -73,12 +74,12 @@ class ShimWithContainerdTest : public ::testing::Test {
 TEST_F(ShimWithContainerdTest, CtrRunStartsTheShimWithItsFlagsAndOptions) {
   auto run = ctrd_->Ctr({"run", "--runtime", CAPSULE_SHIM_BINARY, "--runtime-config-path",
                          "/etc/capsule/from-ctr.yaml", kBusyboxImage, "shim-ctr-1", "true"});
-  ASSERT_FALSE(run.ok()) << "no Task service yet: creating the task must fail";
+  ASSERT_FALSE(run.ok()) << "the config file is missing: creating the task must fail";
+  EXPECT_NE(run.status().message().find("/etc/capsule/from-ctr.yaml"), std::string::npos)
+      << "the error names the missing config file: " << run.status().message();
   EXPECT_TRUE(ctrd_->Ctr({"containers", "rm", "shim-ctr-1"}).ok());
   // start ran with containerd's flags, got the options from stdin, and its
   // log lines went through the bundle's log FIFO into containerd's log.
-  // (Whether containerd's dial beats the placeholder daemon's exit varies,
-  // so the exact error does too.)
   const std::string log = Log();
   EXPECT_NE(log.find("info shim.start: started shim daemon pid"), std::string::npos) << log;
   EXPECT_NE(log.find("for group shim-ctr-1 at unix:///run/containerd/s/"), std::string::npos) << log;
@@ -92,7 +93,9 @@ TEST_F(ShimWithContainerdTest, CriRunPodSandboxFindsTheShimAndPassesConfigPath) 
   pod.name = "shim-cri";
   pod.runtime_handler = "capsule";
   auto id = (*client)->RunPod(pod);
-  ASSERT_FALSE(id.ok()) << "no Task service yet: RunPodSandbox must fail";
+  ASSERT_FALSE(id.ok()) << "the config file is missing: RunPodSandbox must fail";
+  EXPECT_NE(id.status().message().find("/etc/capsule/from-cri.yaml"), std::string::npos)
+      << "the error names the missing config file: " << id.status().message();
   const std::string log = Log();
   EXPECT_NE(log.find("info shim.start: started shim daemon pid"), std::string::npos) << log;
   EXPECT_NE(log.find("(config /etc/capsule/from-cri.yaml)"), std::string::npos) << log;

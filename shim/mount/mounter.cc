@@ -1,0 +1,161 @@
+// LinuxMounter and ScopedMount. Option words follow containerd's
+// mount_linux.go table so a snapshotter's mounts mean the same here.
+#include "shim/mount/mounter.h"
+
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <map>
+#include <utility>
+
+#include "runtime/common/logging.h"
+
+namespace capsule::shim::mount {
+namespace {
+
+const log::Logger kLog("shim.mount");
+
+// mount(2) copies at most one page of data.
+constexpr size_t kMaxMountDataBytes = 4096 - 1;
+
+struct FlagWord {
+  bool clear;
+  unsigned long flag;
+};
+
+const std::map<std::string, FlagWord>& FlagWords() {
+  static const std::map<std::string, FlagWord> words{
+      {"async", {true, MS_SYNCHRONOUS}},  {"atime", {true, MS_NOATIME}},
+      {"bind", {false, MS_BIND}},         {"defaults", {false, 0}},
+      {"dev", {true, MS_NODEV}},          {"diratime", {true, MS_NODIRATIME}},
+      {"dirsync", {false, MS_DIRSYNC}},   {"exec", {true, MS_NOEXEC}},
+      {"mand", {false, MS_MANDLOCK}},     {"noatime", {false, MS_NOATIME}},
+      {"nodev", {false, MS_NODEV}},       {"nodiratime", {false, MS_NODIRATIME}},
+      {"noexec", {false, MS_NOEXEC}},     {"nomand", {true, MS_MANDLOCK}},
+      {"norelatime", {true, MS_RELATIME}}, {"nostrictatime", {true, MS_STRICTATIME}},
+      {"nosuid", {false, MS_NOSUID}},     {"rbind", {false, MS_BIND | MS_REC}},
+      {"relatime", {false, MS_RELATIME}}, {"remount", {false, MS_REMOUNT}},
+      {"ro", {false, MS_RDONLY}},         {"rw", {true, MS_RDONLY}},
+      {"strictatime", {false, MS_STRICTATIME}}, {"suid", {true, MS_NOSUID}},
+      {"sync", {false, MS_SYNCHRONOUS}},
+  };
+  return words;
+}
+
+const std::map<std::string, unsigned long>& PropagationWords() {
+  static const std::map<std::string, unsigned long> words{
+      {"private", MS_PRIVATE},       {"rprivate", MS_PRIVATE | MS_REC},
+      {"shared", MS_SHARED},         {"rshared", MS_SHARED | MS_REC},
+      {"slave", MS_SLAVE},           {"rslave", MS_SLAVE | MS_REC},
+      {"unbindable", MS_UNBINDABLE}, {"runbindable", MS_UNBINDABLE | MS_REC},
+  };
+  return words;
+}
+
+struct ParsedOptions {
+  unsigned long flags = 0;
+  unsigned long propagation = 0;
+  std::string data;
+};
+
+ParsedOptions Parse(const std::vector<std::string>& options) {
+  ParsedOptions p;
+  for (const auto& o : options) {
+    if (auto f = FlagWords().find(o); f != FlagWords().end()) {
+      if (f->second.clear) {
+        p.flags &= ~f->second.flag;
+      } else {
+        p.flags |= f->second.flag;
+      }
+    } else if (auto pr = PropagationWords().find(o); pr != PropagationWords().end()) {
+      p.propagation = pr->second;
+    } else {
+      p.data += (p.data.empty() ? "" : ",") + o;
+    }
+  }
+  return p;
+}
+
+std::string Describe(const MountSpec& s) {
+  return "mount " + (s.type.empty() ? std::string("bind") : s.type) + " " + s.source + " on " + s.target;
+}
+
+}  // namespace
+
+Status LinuxMounter::Mount(const MountSpec& spec) {
+  ParsedOptions p = Parse(spec.options);
+  if (spec.type == "bind") p.flags |= MS_BIND;
+  if (p.data.size() > kMaxMountDataBytes) {
+    return InvalidArgument(Describe(spec) + ": mount options are " + std::to_string(p.data.size()) +
+                           " bytes, more than mount(2) takes (" + std::to_string(kMaxMountDataBytes) +
+                           "); an image with fewer layers is needed");
+  }
+  const bool bind = (p.flags & MS_BIND) != 0;
+  const unsigned long first = bind ? (p.flags & (MS_BIND | MS_REC)) : p.flags;
+  const char* type = bind ? "" : spec.type.c_str();
+  if (::mount(spec.source.c_str(), spec.target.c_str(), type, first, p.data.empty() ? nullptr : p.data.c_str()) != 0)
+    return ErrnoStatus(Describe(spec));
+  // A bind mount ignores most flags on the first call: apply them by remount.
+  const unsigned long rest = p.flags & ~(MS_BIND | MS_REC | MS_REMOUNT);
+  if (bind && rest != 0 &&
+      ::mount("", spec.target.c_str(), "", MS_REMOUNT | MS_BIND | rest, nullptr) != 0) {
+    Status st = ErrnoStatus("remount " + spec.target + " with its bind options");
+    ::umount2(spec.target.c_str(), MNT_DETACH);
+    return st;
+  }
+  if (p.propagation != 0 && ::mount("", spec.target.c_str(), "", p.propagation, nullptr) != 0) {
+    Status st = ErrnoStatus("set propagation of " + spec.target);
+    ::umount2(spec.target.c_str(), MNT_DETACH);
+    return st;
+  }
+  return Status::Ok();
+}
+
+Status LinuxMounter::Unmount(const std::string& target) {
+  if (::umount2(target.c_str(), UMOUNT_NOFOLLOW) == 0) return Status::Ok();
+  if (errno == EINVAL || errno == ENOENT) return Status::Ok();  // not (or no longer) mounted
+  if (errno != EBUSY) return ErrnoStatus("umount " + target);
+  kLog.Warn("umount {}: busy; detaching it lazily", target);
+  if (::umount2(target.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0) return ErrnoStatus("detach " + target);
+  return Status::Ok();
+}
+
+ScopedMount::ScopedMount(ScopedMount&& other) noexcept
+    : mounter_(std::exchange(other.mounter_, nullptr)), target_(std::move(other.target_)) {
+  other.target_.clear();
+}
+
+ScopedMount& ScopedMount::operator=(ScopedMount&& other) noexcept {
+  if (this != &other) {
+    (void)Unmount();
+    mounter_ = std::exchange(other.mounter_, nullptr);
+    target_ = std::exchange(other.target_, std::string());
+  }
+  return *this;
+}
+
+ScopedMount::~ScopedMount() {
+  if (Status st = Unmount(); !st.ok()) kLog.Error("{}", st.ToString());
+}
+
+Result<ScopedMount> ScopedMount::Make(Mounter* mounter, const MountSpec& spec) {
+  RETURN_IF_ERROR(mounter->Mount(spec));
+  return ScopedMount(mounter, spec.target);
+}
+
+Status ScopedMount::Unmount() {
+  if (!active()) return Status::Ok();
+  Status st = mounter_->Unmount(target_);
+  if (st.ok()) {
+    mounter_ = nullptr;
+    target_.clear();
+  }
+  return st;
+}
+
+std::string ScopedMount::Release() {
+  mounter_ = nullptr;
+  return std::exchange(target_, std::string());
+}
+
+}  // namespace capsule::shim::mount

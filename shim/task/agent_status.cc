@@ -1,0 +1,32 @@
+// See agent_status.h.
+#include "shim/task/agent_status.h"
+
+namespace capsule::shim::task {
+
+Status FromAgent(const Status& st, std::string_view what) {
+  if (st.ok()) return st;
+  const std::string msg = std::string(what) + ": agent: " + st.message();
+  switch (st.code()) {
+    // Meaningful to containerd as they are.
+    case Code::kNotFound:
+    case Code::kAlreadyExists:
+    case Code::kInvalidArgument:
+    case Code::kFailedPrecondition:
+    case Code::kUnimplemented:
+    case Code::kResourceExhausted:
+    case Code::kPermissionDenied:
+    case Code::kOutOfRange:
+    case Code::kDeadlineExceeded:
+    case Code::kAborted:
+      return Status(st.code(), msg);
+    // The connection to the guest broke or was closed: the VM is gone or
+    // going, which containerd should see as unavailable, not cancelled.
+    case Code::kCancelled:
+    case Code::kUnavailable:
+      return Unavailable(msg);
+    default:
+      return Internal(msg);
+  }
+}
+
+}  // namespace capsule::shim::task

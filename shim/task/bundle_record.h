@@ -1,0 +1,26 @@
+// What the shim leaves in a container's bundle so that `delete` (run by
+// containerd after the shim died) can find and stop the VM and undo the
+// host mounts: <bundle>/capsule.json, written before the VM boots.
+#pragma once
+
+#include <string>
+
+#include "runtime/common/status.h"
+
+namespace capsule::shim::task {
+
+inline constexpr const char* kBundleRecordFile = "capsule.json";
+
+struct BundleRecord {
+  std::string sandbox_id;
+  std::string vm_id;
+  std::string vm_state_dir;
+  std::string container_share_dir;  // host dir under the share holding this container's mounts
+  std::string config_path;          // "" = the default config
+};
+
+Status WriteBundleRecord(const std::string& bundle, const BundleRecord& record);
+// NOT_FOUND when absent; INVALID_ARGUMENT naming the file when malformed.
+Result<BundleRecord> ReadBundleRecord(const std::string& bundle);
+
+}  // namespace capsule::shim::task

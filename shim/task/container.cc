@@ -1,0 +1,262 @@
+// See container.h.
+#include "shim/task/container.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "runtime/common/file_util.h"
+#include "runtime/common/logging.h"
+#include "shim/task/agent_status.h"
+
+namespace capsule::shim::task {
+namespace {
+
+const log::Logger kLog("shim.container");
+namespace v1 = agentclient::v1;
+using agentclient::AgentClient;
+
+// CRI's POD pid mode: the container's pid namespace names the sandbox's.
+bool JoinsPodPidNamespace(const nlohmann::json& spec) {
+  const auto linux = spec.find("linux");
+  if (linux == spec.end() || !linux->is_object() || !linux->contains("namespaces")) return false;
+  for (const auto& ns : (*linux)["namespaces"]) {
+    if (ns.is_object() && ns.value("type", "") == "pid" && !ns.value("path", "").empty()) return true;
+  }
+  return false;
+}
+
+Status CreateEmptyFile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
+  if (!fd) return ErrnoStatus("create bind target " + path);
+  return Status::Ok();
+}
+
+std::string Parent(const std::string& path) { return path.substr(0, path.rfind('/')); }
+
+}  // namespace
+
+Result<std::unique_ptr<Container>> Container::Create(ContainerParams params, SandboxPtr sandbox,
+                                                     mount::Mounter* mounter) {
+  std::unique_ptr<Container> c(new Container(std::move(params), std::move(sandbox)));
+  Sandbox* sb = c->sandbox_.get();
+  ProcessParams pp;
+  pp.container_id = c->p_.id;
+  pp.host_pid = static_cast<uint32_t>(sb->vmm_pid());
+  pp.stdio = c->p_.stdio;
+  pp.agent = sb->agent();
+  pp.vm_gone = sb->GoneProbe();  // never a raw Sandbox*: the Process may outlive it
+  pp.on_exit = c->p_.on_exit;
+  ASSIGN_OR_RETURN(c->init_, Process::Create(std::move(pp)));
+
+  GuestSpecInput in{c->p_.id, c->Rel("rootfs"), [sb](std::string_view rel) { return sb->GuestSharedPath(rel); }};
+  ASSIGN_OR_RETURN(GuestSpec guest, MakeGuestSpec(c->p_.host_spec, in));
+  for (const auto& note : guest.notes) kLog.Info("container {}: {}", c->p_.id, note);
+  // From here on ~Container undoes whatever was done.
+  RETURN_IF_ERROR_CTX(c->MountRootfs(mounter), "rootfs of " + c->p_.id);
+  RETURN_IF_ERROR_CTX(c->MountShares(mounter, guest.binds), "mounts of " + c->p_.id);
+  RETURN_IF_ERROR(c->CreateInAgent(guest.spec.dump()));
+  RETURN_IF_ERROR_CTX(c->init_->AttachStdio(), "stdio of " + c->p_.id);
+  return c;
+}
+
+Container::~Container() {
+  if (init_) init_->Abandon(kKilledExitStatus);  // wakes a Wait on a never-started init
+  if (Status st = RemoveFromAgent(); !st.ok()) kLog.Error("{}", st.ToString());
+  execs_.clear();
+  init_.reset();
+  if (Status st = UnmountAll(); !st.ok()) kLog.Error("{}", st.ToString());
+}
+
+Status Container::MountRootfs(mount::Mounter* mounter) {
+  const std::string target = sandbox_->HostSharedPath(Rel("rootfs"));
+  RETURN_IF_ERROR(MkdirAll(target, 0755));
+  std::vector<mount::MountSpec> specs = p_.rootfs;
+  // No mounts from containerd: the bundle's rootfs dir is the rootfs.
+  if (specs.empty()) specs.push_back({"bind", p_.bundle + "/rootfs", "", {"rbind"}});
+  for (auto& m : specs) {
+    m.target = target;
+    ASSIGN_OR_RETURN(mount::ScopedMount sm, mount::ScopedMount::Make(mounter, m));
+    mounts_.push_back(std::move(sm));
+  }
+  return Status::Ok();
+}
+
+Status Container::MountShares(mount::Mounter* mounter, const std::vector<ShareBind>& binds) {
+  for (const auto& b : binds) {
+    const std::string target = sandbox_->HostSharedPath(b.rel);
+    RETURN_IF_ERROR(MkdirAll(b.directory ? target : Parent(target), 0755));
+    if (!b.directory) RETURN_IF_ERROR(CreateEmptyFile(target));
+    mount::MountSpec m{"bind", b.host_source, target, {"rbind"}};
+    for (const auto& o : b.options) {
+      if (o == "ro") m.options.push_back("ro");
+    }
+    ASSIGN_OR_RETURN(mount::ScopedMount sm, mount::ScopedMount::Make(mounter, m));
+    mounts_.push_back(std::move(sm));
+  }
+  return Status::Ok();
+}
+
+Status Container::CreateInAgent(const std::string& spec_json) {
+  v1::CreateContainerRequest req;
+  req.set_container_id(p_.id);
+  req.set_oci_spec_json(spec_json);
+  req.set_sandbox_pidns(JoinsPodPidNamespace(p_.host_spec));
+  RETURN_IF_ERROR(FromAgent(sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.CreateContainer(req); }),
+                            "create container " + p_.id));
+  in_agent_ = true;
+  return Status::Ok();
+}
+
+Status Container::RemoveFromAgent() {
+  if (!in_agent_) return Status::Ok();
+  in_agent_ = false;
+  if (sandbox_->vm_gone() || sandbox_->agent()->revoked()) return Status::Ok();  // went with its VM
+  v1::RemoveContainerRequest req;
+  req.set_container_id(p_.id);
+  req.set_timeout(kRemoveTimeoutSeconds);
+  Status st = sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.RemoveContainer(req); });
+  if (st.code() == Code::kNotFound || sandbox_->vm_gone() || sandbox_->agent()->revoked()) return Status::Ok();
+  return FromAgent(st, "remove container " + p_.id + " from the guest");
+}
+
+Status Container::UnmountAll() {
+  Status result;
+  for (auto it = mounts_.rbegin(); it != mounts_.rend(); ++it) {
+    if (Status st = it->Unmount(); !st.ok() && result.ok()) result = st;
+  }
+  mounts_.clear();  // a mount that would not go is logged by its destructor
+  if (Status st = RemoveAll(sandbox_->HostSharedPath(p_.id)); !st.ok() && result.ok()) result = st;
+  return result;
+}
+
+Result<ProcessPtr> Container::Find(const std::string& exec_id) {
+  if (exec_id.empty()) return init_;
+  std::lock_guard lock(mu_);
+  auto it = execs_.find(exec_id);
+  if (it == execs_.end()) return NotFound(fmt::format("exec {} of container {} not found", exec_id, p_.id));
+  return it->second;
+}
+
+Result<ProcessPtr> Container::AddExec(const std::string& exec_id, const std::string& process_json,
+                                      const io::StdioSpec& stdio) {
+  if (exec_id.empty()) return InvalidArgument("exec of container " + p_.id + ": exec_id is empty");
+  std::lock_guard lock(mu_);
+  if (execs_.count(exec_id) != 0)
+    return AlreadyExists(fmt::format("exec {} of container {} already exists", exec_id, p_.id));
+  const ProcessState init_state = init_->Snapshot().state;
+  if (deleted_ || init_state != ProcessState::kRunning)
+    return FailedPrecondition(fmt::format("cannot exec in container {} in state {}", p_.id,
+                                          deleted_ ? "deleted" : ProcessStateName(init_state)));
+  ProcessParams pp;
+  pp.container_id = p_.id;
+  pp.exec_id = exec_id;
+  pp.process_json = process_json;
+  pp.host_pid = static_cast<uint32_t>(sandbox_->vmm_pid());
+  pp.stdio = stdio;
+  pp.agent = sandbox_->agent();
+  pp.vm_gone = [sb = sandbox_.get()] { return sb->vm_gone(); };
+  pp.on_exit = p_.on_exit;
+  ASSIGN_OR_RETURN(ProcessPtr p, Process::Create(std::move(pp)));
+  execs_[exec_id] = p;
+  return p;
+}
+
+Result<ExitInfo> Container::DeleteExec(const std::string& exec_id) {
+  ASSIGN_OR_RETURN(ProcessPtr p, Find(exec_id));
+  ASSIGN_OR_RETURN(ExitInfo exit, p->Delete());
+  std::lock_guard lock(mu_);
+  execs_.erase(exec_id);
+  return exit;
+}
+
+Result<ExitInfo> Container::DeleteContainer() {
+  {
+    std::lock_guard lock(mu_);
+    if (deleted_) return NotFound("container " + p_.id + " was already deleted");
+  }
+  ASSIGN_OR_RETURN(ExitInfo exit, init_->Delete());
+  // Past this point containerd considers the task gone: finish the clean-up
+  // whatever fails, and report failures in the log only.
+  if (Status st = RemoveFromAgent(); !st.ok()) kLog.Error("{}", st.ToString());
+  std::map<std::string, ProcessPtr> execs;
+  {
+    std::lock_guard lock(mu_);
+    deleted_ = true;
+    execs.swap(execs_);
+  }
+  execs.clear();  // their watchers return now that the guest container is gone
+  if (Status st = UnmountAll(); !st.ok()) kLog.Error("container {}: {}", p_.id, st.ToString());
+  return exit;
+}
+
+Result<v1::ListProcessesResponse> Container::Pids() {
+  v1::ListProcessesRequest req;
+  req.set_container_id(p_.id);
+  auto r = sandbox_->agent()->Call<Result<v1::ListProcessesResponse>>(
+      [&](AgentClient& a) { return a.ListProcesses(req); });
+  if (!r.ok()) return FromAgent(r.status(), "list processes of " + p_.id);
+  return r;
+}
+
+Result<v1::StatsContainerResponse> Container::Stats() {
+  v1::StatsContainerRequest req;
+  req.set_container_id(p_.id);
+  auto r = sandbox_->agent()->Call<Result<v1::StatsContainerResponse>>(
+      [&](AgentClient& a) { return a.StatsContainer(req); });
+  if (!r.ok()) return FromAgent(r.status(), "stats of " + p_.id);
+  return r;
+}
+
+Status Container::Update(const std::string& resources_json) {
+  v1::UpdateContainerRequest req;
+  req.set_container_id(p_.id);
+  req.set_resources_json(resources_json);
+  return FromAgent(sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.UpdateContainer(req); }),
+                   "update resources of " + p_.id);
+}
+
+Status Container::Pause() {
+  std::lock_guard lock(mu_);
+  const ProcessState s = init_->Snapshot().state;
+  if (deleted_ || s != ProcessState::kRunning || paused_)
+    return FailedPrecondition(fmt::format("cannot pause container {} in state {}", p_.id,
+                                          paused_ ? "paused" : deleted_ ? "deleted" : ProcessStateName(s)));
+  if (p_.sandbox_container) {
+    RETURN_IF_ERROR(sandbox_->PauseVm());
+  } else {
+    v1::PauseContainerRequest req;
+    req.set_container_id(p_.id);
+    RETURN_IF_ERROR(FromAgent(sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.PauseContainer(req); }),
+                              "pause " + p_.id));
+  }
+  paused_ = true;
+  return Status::Ok();
+}
+
+Status Container::Resume() {
+  std::lock_guard lock(mu_);
+  if (!paused_) {
+    const ProcessState s = init_->Snapshot().state;
+    return FailedPrecondition(fmt::format("cannot resume container {} in state {}", p_.id,
+                                          deleted_ ? "deleted" : ProcessStateName(s)));
+  }
+  if (p_.sandbox_container) {
+    RETURN_IF_ERROR(sandbox_->ResumeVm());
+  } else {
+    v1::ResumeContainerRequest req;
+    req.set_container_id(p_.id);
+    RETURN_IF_ERROR(FromAgent(
+        sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.ResumeContainer(req); }), "resume " + p_.id));
+  }
+  paused_ = false;
+  return Status::Ok();
+}
+
+bool Container::paused() const {
+  std::lock_guard lock(mu_);
+  return paused_ || sandbox_->vm_paused();
+}
+
+}  // namespace capsule::shim::task

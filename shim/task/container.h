@@ -1,0 +1,94 @@
+// Container: one containerd task in a pod's VM. Create exposes its rootfs
+// and host bind mounts under the VM's share, rewrites its spec for the
+// guest and has the agent create it; it owns its init Process and its execs.
+// Delete removes it from the guest and undoes every host mount. Resource
+// calls (Pids, Stats, Update, Pause/Resume) go to the agent, except that the
+// pod's sandbox container pauses and resumes the whole VM.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "capsule/agent/v1/agent.pb.h"
+#include "shim/io/stdio_uri.h"
+#include "shim/mount/mounter.h"
+#include "shim/task/guest_spec.h"
+#include "shim/task/process.h"
+#include "shim/task/sandbox.h"
+
+namespace capsule::shim::task {
+
+// How long the agent may take to kill a removed container's processes.
+inline constexpr uint32_t kRemoveTimeoutSeconds = 10;
+
+struct ContainerParams {
+  std::string id;
+  std::string bundle;
+  nlohmann::json host_spec;                 // the bundle's config.json
+  std::vector<mount::MountSpec> rootfs;     // containerd's rootfs mounts (no target)
+  io::StdioSpec stdio;
+  // The pod's sandbox container (or a pod of one): pause/resume is the VM's.
+  bool sandbox_container = false;
+  ExitObserver on_exit;
+};
+
+class Container {
+ public:
+  // On failure nothing is left: no host mount, no share dir, no guest container.
+  static Result<std::unique_ptr<Container>> Create(ContainerParams params, SandboxPtr sandbox,
+                                                   mount::Mounter* mounter);
+  ~Container();
+  Container(const Container&) = delete;
+  Container& operator=(const Container&) = delete;
+
+  const std::string& id() const { return p_.id; }
+  const std::string& bundle() const { return p_.bundle; }
+  const SandboxPtr& sandbox() const { return sandbox_; }
+  bool sandbox_container() const { return p_.sandbox_container; }
+  const ProcessPtr& init() const { return init_; }
+
+  // exec_id "" is the init. NOT_FOUND names the missing process.
+  Result<ProcessPtr> Find(const std::string& exec_id);
+  // ALREADY_EXISTS for a used exec id; FAILED_PRECONDITION unless running.
+  Result<ProcessPtr> AddExec(const std::string& exec_id, const std::string& process_json, const io::StdioSpec& stdio);
+  // An exec: Process::Delete, then forgotten. The init: see DeleteContainer.
+  Result<ExitInfo> DeleteExec(const std::string& exec_id);
+  // The init must be stopped (or never started): removes the container
+  // from the guest and unmounts what Create mounted.
+  Result<ExitInfo> DeleteContainer();
+
+  Result<agentclient::v1::ListProcessesResponse> Pids();
+  Result<agentclient::v1::StatsContainerResponse> Stats();
+  Status Update(const std::string& resources_json);
+  Status Pause();
+  Status Resume();
+  bool paused() const;
+
+ private:
+  Container(ContainerParams params, SandboxPtr sandbox) : p_(std::move(params)), sandbox_(std::move(sandbox)) {}
+  Status MountRootfs(mount::Mounter* mounter);
+  Status MountShares(mount::Mounter* mounter, const std::vector<ShareBind>& binds);
+  Status CreateInAgent(const std::string& spec_json);
+  Status RemoveFromAgent();
+  Status UnmountAll();
+  std::string Rel(std::string_view sub) const { return p_.id + "/" + std::string(sub); }
+
+  const ContainerParams p_;
+  const SandboxPtr sandbox_;
+  ProcessPtr init_;
+  std::vector<mount::ScopedMount> mounts_;  // rootfs first; unmounted in reverse
+  bool in_agent_ = false;
+
+  mutable std::mutex mu_;
+  std::map<std::string, ProcessPtr> execs_;  // guarded by mu_
+  bool paused_ = false;                      // guarded by mu_
+  bool deleted_ = false;                     // guarded by mu_
+};
+using ContainerPtr = std::shared_ptr<Container>;
+
+}  // namespace capsule::shim::task

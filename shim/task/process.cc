@@ -1,0 +1,209 @@
+// See process.h.
+#include "shim/task/process.h"
+
+#include <fmt/format.h>
+
+#include "runtime/common/logging.h"
+#include "shim/task/agent_stdio.h"
+#include "shim/task/agent_status.h"
+
+namespace capsule::shim::task {
+namespace {
+
+const log::Logger kLog("shim.process");
+namespace v1 = agentclient::v1;
+using agentclient::AgentClient;
+
+// WaitProcess failures that are neither "the VM is gone" nor final are
+// retried this often, this far apart, before the exit is reported unknown.
+constexpr int kWaitAttempts = 5;
+constexpr std::chrono::milliseconds kWaitRetryDelay{200};
+
+}  // namespace
+
+Result<std::unique_ptr<Process>> Process::Create(ProcessParams params) {
+  std::unique_ptr<Process> p(new Process(std::move(params)));
+  auto copier = io::StdioCopier::Open(p->p_.stdio);
+  if (!copier.ok()) return std::move(copier).status().WithContext("stdio of " + p->Name());
+  p->copier_ = std::move(*copier);
+  return p;
+}
+
+Process::~Process() {
+  if (watcher_.joinable()) watcher_.join();
+}
+
+std::string Process::Name() const {
+  return is_init() ? "container " + p_.container_id : "exec " + p_.exec_id + " of " + p_.container_id;
+}
+
+Status Process::AttachStdio() {
+  std::lock_guard lock(mu_);
+  if (stdio_attached_ || !copier_) return Status::Ok();
+  stdio_attached_ = true;
+  return copier_->Start(std::make_shared<AgentStdio>(p_.agent, p_.container_id, p_.exec_id));
+}
+
+Result<uint32_t> Process::StartInAgent() {
+  if (is_init()) {
+    v1::StartContainerRequest req;
+    req.set_container_id(p_.container_id);
+    auto r = p_.agent->Call<Result<v1::StartContainerResponse>>([&](AgentClient& a) { return a.StartContainer(req); });
+    if (!r.ok()) return FromAgent(r.status(), "start " + Name());
+    return r->pid();
+  }
+  v1::ExecProcessRequest req;
+  req.set_container_id(p_.container_id);
+  req.set_exec_id(p_.exec_id);
+  req.set_process_json(p_.process_json);
+  auto r = p_.agent->Call<Result<v1::ExecProcessResponse>>([&](AgentClient& a) { return a.ExecProcess(req); });
+  if (!r.ok()) return FromAgent(r.status(), "start " + Name());
+  return r->pid();
+}
+
+Result<uint32_t> Process::Start() {
+  std::unique_lock lock(mu_);
+  RETURN_IF_ERROR(CheckTransition(state_, ProcessState::kRunning, "start " + Name()));
+  ASSIGN_OR_RETURN(guest_pid_, StartInAgent());
+  state_ = ProcessState::kRunning;
+  lock.unlock();
+  if (!is_init()) RETURN_IF_ERROR_CTX(AttachStdio(), "stdio of " + Name());
+  kLog.Info("{} started (guest pid {})", Name(), guest_pid_);
+  return p_.host_pid;
+}
+
+void Process::WatchExit() {
+  std::lock_guard lock(mu_);
+  // A created init is watched too once it was signalled (killed before start).
+  if (state_ == ProcessState::kStopped || state_ == ProcessState::kDeleted || watcher_.joinable()) return;
+  watcher_ = std::thread([this] {
+    ExitInfo exit = AwaitExit();
+    DrainOutput();
+    RecordExit(exit);
+  });
+}
+
+ExitInfo Process::AwaitExit() {
+  v1::WaitProcessRequest req;
+  req.set_container_id(p_.container_id);
+  req.set_exec_id(p_.exec_id);
+  for (int attempt = 1;; ++attempt) {
+    auto r = p_.agent->Call<Result<v1::WaitProcessResponse>>([&](AgentClient& a) { return a.WaitProcess(req); });
+    if (r.ok()) {
+      ExitInfo e{static_cast<uint32_t>(r->status()), r->exited_at_unix_nanos(), r->oom_killed()};
+      if (e.exited_at_ns == 0) e.exited_at_ns = NowUnixNanos();
+      return e;
+    }
+    if ((p_.vm_gone && p_.vm_gone()) || p_.agent->revoked()) {
+      kLog.Warn("{}: its VM is gone; reporting it killed", Name());
+      return ExitInfo{kKilledExitStatus, NowUnixNanos(), false};
+    }
+    if (r.status().code() == Code::kNotFound || attempt >= kWaitAttempts) {
+      kLog.Error("wait for {}: {}; reporting exit status {}", Name(), r.status().ToString(), kUnknownExitStatus);
+      return ExitInfo{kUnknownExitStatus, NowUnixNanos(), false};
+    }
+    kLog.Warn("wait for {} (attempt {}): {}; retrying", Name(), attempt, r.status().ToString());
+    std::this_thread::sleep_for(kWaitRetryDelay);
+  }
+}
+
+void Process::DrainOutput() {
+  std::shared_ptr<io::StdioCopier> copier;
+  {
+    std::lock_guard lock(mu_);
+    if (!stdio_attached_) return;
+    copier = copier_;
+  }
+  if (!copier) return;
+  if (Status st = copier->WaitOutput(kExitDrainTimeout); !st.ok())
+    kLog.Warn("{}: {}; closing its output now", Name(), st.ToString());
+  std::lock_guard lock(mu_);
+  copier_.reset();  // closes the host ends (CRI's ExecSync reads them to EOF)
+}
+
+void Process::RecordExit(const ExitInfo& exit) {
+  std::lock_guard lock(mu_);
+  if (state_ != ProcessState::kRunning && state_ != ProcessState::kCreated) return;
+  state_ = ProcessState::kStopped;
+  exit_ = exit;
+  kLog.Info("{} exited with status {}", Name(), exit.status);
+  if (p_.on_exit) p_.on_exit(*this, exit);  // queues /tasks/exit before anyone can Delete
+  cv_.notify_all();
+}
+
+void Process::Abandon(uint32_t status) { RecordExit(ExitInfo{status, NowUnixNanos(), false}); }
+
+Status Process::Kill(uint32_t signal, bool all) {
+  {
+    std::lock_guard lock(mu_);
+    if (state_ == ProcessState::kStopped || state_ == ProcessState::kDeleted)
+      return NotFound(fmt::format("{} has already exited", Name()));
+    if (state_ == ProcessState::kCreated && !is_init())
+      return NotFound(fmt::format("{} has not been started", Name()));
+  }
+  v1::SignalProcessRequest req;
+  req.set_container_id(p_.container_id);
+  req.set_exec_id(p_.exec_id);
+  req.set_signal(signal);
+  req.set_all(all);
+  Status st = FromAgent(p_.agent->Call<Status>([&](AgentClient& a) { return a.SignalProcess(req); }),
+                        fmt::format("signal {} to {}", signal, Name()));
+  if (st.ok() && is_init()) WatchExit();  // no-op once watched; catches a kill before start
+  return st;
+}
+
+ExitInfo Process::Wait() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return exit_.has_value(); });
+  return *exit_;
+}
+
+Result<ExitInfo> Process::Delete() {
+  std::unique_lock lock(mu_);
+  RETURN_IF_ERROR(CheckTransition(state_, ProcessState::kDeleted, "delete " + Name()));
+  const bool started = state_ == ProcessState::kStopped;
+  ExitInfo exit = exit_.value_or(ExitInfo{0, NowUnixNanos(), false});
+  state_ = ProcessState::kDeleted;
+  if (!exit_) {
+    exit_ = exit;  // a Wait on a never-started process returns now
+    cv_.notify_all();
+  }
+  lock.unlock();
+  // The copier stays until the Process goes: an init's copy threads end
+  // only once its container is removed from the guest.
+  if (started && !is_init()) {
+    // The agent keeps an exec's status until told; the init goes with its container.
+    v1::RemoveProcessRequest req;
+    req.set_container_id(p_.container_id);
+    req.set_exec_id(p_.exec_id);
+    Status st = p_.agent->Call<Status>([&](AgentClient& a) { return a.RemoveProcess(req); });
+    if (!st.ok() && st.code() != Code::kNotFound) kLog.Warn("forget {} in the agent: {}", Name(), st.ToString());
+  }
+  return exit;
+}
+
+Status Process::ResizePty(uint32_t width, uint32_t height) {
+  v1::TtyWinResizeRequest req;
+  req.set_container_id(p_.container_id);
+  req.set_exec_id(p_.exec_id);
+  req.set_row(height);
+  req.set_column(width);
+  return FromAgent(p_.agent->Call<Status>([&](AgentClient& a) { return a.TtyWinResize(req); }),
+                   "resize the terminal of " + Name());
+}
+
+void Process::CloseStdin() {
+  std::shared_ptr<io::StdioCopier> copier;
+  {
+    std::lock_guard lock(mu_);
+    copier = copier_;
+  }
+  if (copier) copier->CloseStdin();
+}
+
+ProcessSnapshot Process::Snapshot() const {
+  std::lock_guard lock(mu_);
+  return ProcessSnapshot{state_, p_.host_pid, guest_pid_, exit_};
+}
+
+}  // namespace capsule::shim::task

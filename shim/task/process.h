@@ -1,0 +1,115 @@
+// Process: one process of a container in the guest — its init or an exec —
+// with its state (process_state.h), its stdio copier and an exit watcher.
+//
+// Threads: Task calls come in on ttrpc workers; after Start, one watcher
+// thread blocks in the agent's WaitProcess, then drains the output (so no
+// output is lost and CRI's ExecSync sees its FIFOs close), then records the
+// exit and calls the exit observer (which only queues /tasks/exit) under the
+// process lock, so a Delete that follows a Wait always finds the process
+// stopped and its exit event already queued.
+#pragma once
+
+#include <sys/types.h>
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "shim/io/stdio_copier.h"
+#include "shim/task/agent_handle.h"
+#include "shim/task/process_state.h"
+
+namespace capsule::shim::task {
+
+// How long output may keep flowing after a process exited (a daemonized
+// grandchild holding the pipe) before the exit is reported anyway and the
+// host ends are closed.
+inline constexpr std::chrono::milliseconds kExitDrainTimeout{5000};
+
+class Process;
+// Called once per process, under the process's lock: must only queue.
+using ExitObserver = std::function<void(const Process& process, const ExitInfo& exit)>;
+
+struct ProcessParams {
+  std::string container_id;
+  std::string exec_id;       // "" for the container's init
+  std::string process_json;  // an exec's OCI Process; unused for the init
+  uint32_t host_pid = 0;     // reported to containerd: the VMM's pid
+  io::StdioSpec stdio;
+  AgentHandlePtr agent;
+  // True once the VM is gone: a failed wait then means "killed with it".
+  std::function<bool()> vm_gone;
+  ExitObserver on_exit;
+};
+
+struct ProcessSnapshot {
+  ProcessState state = ProcessState::kCreated;
+  uint32_t host_pid = 0;
+  uint32_t guest_pid = 0;
+  std::optional<ExitInfo> exit;
+};
+
+class Process {
+ public:
+  // Opens the host ends of its stdio (FIFOs, file, logging binary).
+  static Result<std::unique_ptr<Process>> Create(ProcessParams params);
+  ~Process();  // joins the watcher (it returns once the agent answers or is revoked)
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  const std::string& container_id() const { return p_.container_id; }
+  const std::string& exec_id() const { return p_.exec_id; }
+  bool is_init() const { return p_.exec_id.empty(); }
+  uint32_t host_pid() const { return p_.host_pid; }
+  const io::StdioSpec& stdio() const { return p_.stdio; }
+  std::string Name() const;  // "container c1" / "exec e1 of c1"
+
+  // Init only: the agent created the container; start copying its output.
+  Status AttachStdio();
+  // created -> running. Returns the host pid. The init's agent
+  // StartContainer, an exec's ExecProcess.
+  Result<uint32_t> Start();
+  // Starts the exit watcher; call after the start event was queued, so
+  // /tasks/exit always follows /tasks/start. Idempotent.
+  void WatchExit();
+  // NOT_FOUND once stopped (containerd's contract: CRI's stop relies on it).
+  Status Kill(uint32_t signal, bool all);
+  // Blocks until the process stopped (works before Start).
+  ExitInfo Wait();
+  // created|stopped -> deleted; FAILED_PRECONDITION while running. An
+  // exec is forgotten by the agent; an init goes with its container.
+  Result<ExitInfo> Delete();
+  // The process can no longer run (its container's creation was undone, or
+  // its VM is gone before start): created -> stopped without the agent.
+  void Abandon(uint32_t status);
+  Status ResizePty(uint32_t width, uint32_t height);
+  void CloseStdin();
+  ProcessSnapshot Snapshot() const;
+
+ private:
+  explicit Process(ProcessParams params) : p_(std::move(params)) {}
+  Result<uint32_t> StartInAgent();
+  ExitInfo AwaitExit();
+  void DrainOutput();
+  void RecordExit(const ExitInfo& exit);
+
+  const ProcessParams p_;
+  std::thread watcher_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  ProcessState state_ = ProcessState::kCreated;  // guarded by mu_
+  uint32_t guest_pid_ = 0;                       // guarded by mu_
+  std::optional<ExitInfo> exit_;                 // guarded by mu_
+  bool stdio_attached_ = false;                  // guarded by mu_
+  // Set at Create; dropped once drained, which closes the host ends.
+  std::shared_ptr<io::StdioCopier> copier_;      // guarded by mu_
+};
+// Shared: a Task call may hold a process while another deletes it.
+using ProcessPtr = std::shared_ptr<Process>;
+
+}  // namespace capsule::shim::task

@@ -1,0 +1,111 @@
+// Sandbox: one pod = one VM. It boots the VM through a VmProvider, tells the
+// agent about the pod (CreateSandbox: the virtio-fs share, the pod's
+// /dev/shm), watches the agent for OOM kills, and is shared by the pod's
+// containers (TaskManager stops it after the last one is deleted). A container run without
+// CRI (`ctr run`) is a pod of one. Pause/resume of the pod stop and continue
+// the whole VM (QMP stop/cont).
+//
+// Threads: the OOM watcher long-polls GetOOMEvent; the VM's exit callback
+// (SandboxVm's thread) revokes the agent handle so every blocked call ends.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "runtime/vm/sandbox_vm.h"
+#include "shim/task/agent_handle.h"
+#include "shim/task/vm_provider.h"
+#include "shim/task/vm_sizing.h"
+
+namespace capsule::shim::task {
+
+// One GetOOMEvent long poll; the watcher polls again after it.
+inline constexpr std::chrono::milliseconds kOomPollTimeout{30000};
+// The guest gets this long to power off before the VMM is stopped.
+inline constexpr std::chrono::milliseconds kVmStopGrace{2000};
+// The pod's /dev/shm tmpfs (Docker's and CRI's default size).
+inline constexpr const char* kPodShmSize = "size=65536k";
+
+struct SandboxParams {
+  std::string id;     // the pod's sandbox id (CRI), or the container's id
+  std::string vm_id;  // short, unique per namespace (VmIdFor)
+  VmSize size;
+  std::string hostname;
+  // Called with a container id when the guest OOM-killed one of its processes.
+  std::function<void(const std::string& container_id)> on_oom;
+};
+
+class Sandbox {
+ public:
+  // Boots the VM and creates the pod in the agent. On failure the VM is
+  // stopped and nothing is left.
+  static Result<std::shared_ptr<Sandbox>> Create(SandboxParams params, VmProvider& provider);
+  ~Sandbox();  // Stop()
+  Sandbox(const Sandbox&) = delete;
+  Sandbox& operator=(const Sandbox&) = delete;
+
+  const std::string& id() const { return p_.id; }
+  const std::string& vm_id() const { return p_.vm_id; }
+  pid_t vmm_pid() const { return vmm_pid_; }
+  const AgentHandlePtr& agent() const { return agent_; }
+  // True once the VMM exited (stopped or crashed).
+  bool vm_gone() const { return watch_->gone.load(); }
+  // vm_gone() as a callable that stays valid after the Sandbox is destroyed
+  // (a Process, shared with in-flight Task calls, may outlive it): true once
+  // the VMM exited or Stop() began.
+  std::function<bool()> GoneProbe() const {
+    return [w = watch_] { return w->gone.load() || w->stopping.load(); };
+  }
+
+  std::string HostSharedPath(std::string_view rel) const;
+  std::string GuestSharedPath(std::string_view rel) const;
+
+  // QMP stop/cont of the whole VM.
+  Status PauseVm();
+  Status ResumeVm();
+  bool vm_paused() const { return vm_paused_.load(); }
+
+  // Revokes the agent (ending every blocked call), stops the VMM and its
+  // helpers, removes the VM's state. Idempotent.
+  Status Stop();
+
+ private:
+  Sandbox(SandboxParams params, vm::SandboxVmPtr vm);
+  Status CreateInAgent();
+  void OomLoop();
+
+  // What the VM's exit callback touches: shared with it, so the callback
+  // never holds (and so never destroys) the Sandbox or its SandboxVm.
+  struct VmWatch {
+    std::atomic<bool> gone{false};
+    std::atomic<bool> stopping{false};
+    AgentHandlePtr agent;
+    std::string vm_id;
+  };
+
+  const SandboxParams p_;
+  vm::SandboxVmPtr vm_;  // its methods are thread-safe
+  pid_t vmm_pid_ = 0;
+  AgentHandlePtr agent_;
+  std::shared_ptr<VmWatch> watch_ = std::make_shared<VmWatch>();
+  std::thread oom_thread_;
+  std::atomic<bool> vm_paused_{false};
+
+  std::mutex stop_mu_;  // serializes Stop and pause/resume
+  bool stopped_ = false;  // guarded by stop_mu_
+};
+using SandboxPtr = std::shared_ptr<Sandbox>;
+
+// "<id prefix>-<8 hex of sha256(ns/id)>": short enough for the unix socket
+// paths under the VM's state dir (CRI ids are 64 hex digits), and distinct
+// for equal ids in different containerd namespaces.
+std::string VmIdFor(std::string_view ns, std::string_view sandbox_id);
+
+}  // namespace capsule::shim::task

@@ -1,0 +1,84 @@
+// TaskManager: the shim's containers and pods. It decides where a new task
+// goes — a CRI sandbox or an annotation-less container gets a new VM, a CRI
+// container joins its pod's VM — keeps the id -> Container map, stops a VM
+// once its last container is deleted, and turns process exits and OOM
+// kills into events. The ttrpc handlers (shim/service) are thin calls into
+// this and into Container/Process.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "runtime/config/config.h"
+#include "shim/events/publisher.h"
+#include "shim/io/stdio_uri.h"
+#include "shim/mount/mounter.h"
+#include "shim/task/container.h"
+#include "shim/task/sandbox.h"
+#include "shim/task/vm_provider.h"
+
+namespace capsule::shim::task {
+
+// CRI's annotations (containerd pkg/cri/annotations).
+inline constexpr const char* kContainerTypeAnnotation = "io.kubernetes.cri.container-type";
+inline constexpr const char* kSandboxIdAnnotation = "io.kubernetes.cri.sandbox-id";
+inline constexpr const char* kContainerTypeSandbox = "sandbox";
+inline constexpr const char* kContainerTypeContainer = "container";
+
+struct TaskManagerDeps {
+  std::string ns;
+  config::Config config;
+  // Why the config could not be loaded: every Create fails with it.
+  Status config_error;
+  std::string config_path;  // recorded in bundles for `delete`
+  VmProvider* vms = nullptr;
+  mount::Mounter* mounter = nullptr;
+  events::Publisher* events = nullptr;
+};
+
+struct CreateParams {
+  std::string id;
+  std::string bundle;
+  std::vector<mount::MountSpec> rootfs;
+  bool terminal = false;
+  std::string stdin_path, stdout_path, stderr_path;
+};
+
+class TaskManager {
+ public:
+  explicit TaskManager(TaskManagerDeps deps) : d_(std::move(deps)) {}
+  ~TaskManager();  // StopAll()
+
+  // ALREADY_EXISTS for a known id; the rest as Container::Create.
+  Result<ContainerPtr> Create(const CreateParams& params);
+  // NOT_FOUND naming the id.
+  Result<ContainerPtr> Get(const std::string& id) const;
+  // An exec, or the container (then its VM too when it was the pod's last).
+  Result<ExitInfo> Delete(const std::string& id, const std::string& exec_id);
+  bool Empty() const;
+  // Stops every VM (so every blocked call returns) and forgets everything.
+  void StopAll();
+
+  const TaskManagerDeps& deps() const { return d_; }
+
+ private:
+  // Create's work once the id is reserved.
+  Result<ContainerPtr> CreateReserved(const CreateParams& params);
+  Result<SandboxPtr> NewSandbox(const std::string& sandbox_id, const std::string& vm_id, const nlohmann::json& spec,
+                                const std::map<std::string, std::string>& annotations, bool cri_sandbox);
+  // Run under a process's lock: they only queue.
+  void PublishExit(const Process& process, const ExitInfo& exit);
+  void PublishOom(const std::string& container_id);
+
+  const TaskManagerDeps d_;
+  mutable std::mutex mu_;
+  std::set<std::string> creating_;                 // guarded by mu_: ids being created
+  std::map<std::string, ContainerPtr> containers_;  // guarded by mu_
+  std::map<std::string, SandboxPtr> sandboxes_;     // guarded by mu_: by sandbox id
+};
+
+}  // namespace capsule::shim::task

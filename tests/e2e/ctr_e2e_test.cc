@@ -1,0 +1,208 @@
+// containerd-shim-capsule-v2 under a real containerd 1.6 driven by `ctr`,
+// each task in a real QEMU microVM (TCG here: ~10-20 s per boot, so four
+// boots in all): `ctr run --rm` output and exit codes, and a detached task
+// with exec, ps, metrics and kill. After each test nothing of ours is left
+// (shim, QEMU, virtiofsd, capsule-vsockd, mounts, VM dir, shim socket).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+
+#include "tests/e2e/e2e_env.h"
+#include "tests/support/containerd_harness.h"
+#include "tests/support/images/test_images.h"
+
+namespace capsule::testing {
+namespace {
+
+using std::chrono::seconds;
+
+constexpr const char* kNs = "e2e";
+// A cold boot under TCG plus the task itself.
+constexpr seconds kRunTimeout{180};
+
+class CtrE2eTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!CAPSULE_SHIM_HAS_VM) GTEST_SKIP() << "the shim was built without runtime/vm: it cannot boot VMs";
+    auto env = E2eEnv::Create();
+    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    env_ = new E2eEnv(std::move(*env));
+    ContainerdOptions o;
+    o.env = {{"PATH", E2eEnv::PathWithShim()}};
+    auto h = ContainerdHarness::Start(o);
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    ctrd_ = h->release();
+    auto imported = ctrd_->Ctr({"-n", kNs, "images", "import", TestImageTar("busybox")}, seconds(120));
+    ASSERT_TRUE(imported.ok() && imported->ok()) << (imported.ok() ? imported->err : imported.status().ToString());
+  }
+  static void TearDownTestSuite() {
+    if (ctrd_ != nullptr && env_ != nullptr) env_->Reap(ctrd_->grpc_address(), {ctrd_->dir()});
+    delete ctrd_;
+    ctrd_ = nullptr;
+    delete env_;
+    env_ = nullptr;
+  }
+  void SetUp() override {
+    if (!CAPSULE_SHIM_HAS_VM) GTEST_SKIP() << "the shim was built without runtime/vm: it cannot boot VMs";
+    ASSERT_NE(ctrd_, nullptr) << "containerd did not start";
+  }
+  void TearDown() override {
+    if (ctrd_ == nullptr) return;
+    auto leaks = env_->Leaks(ctrd_->grpc_address(), {ctrd_->dir()}, kNs, ids_);
+    EXPECT_TRUE(leaks.empty()) << leaks.size() << " leaks, first: " << leaks.front();
+    if (!leaks.empty()) env_->Reap(ctrd_->grpc_address(), {ctrd_->dir()});
+    if (HasFailure()) ADD_FAILURE() << "containerd log tail:\n" << ctrd_->LogTail(8192);
+  }
+
+  // `ctr -n e2e run --rm --runtime io.containerd.capsule.v2 ... busybox <id> args...`
+  Result<CommandResult> Run(const std::string& id, const std::vector<std::string>& args, bool detach = false) {
+    ids_.push_back(id);
+    std::vector<std::string> argv = {"-n", kNs, "run", "--runtime", kCapsuleRuntimeType, "--runtime-config-path",
+                                     env_->config_path()};
+    argv.push_back(detach ? "-d" : "--rm");
+    argv.push_back(kBusyboxImage);
+    argv.push_back(id);
+    argv.insert(argv.end(), args.begin(), args.end());
+    return ctrd_->Ctr(argv, kRunTimeout);
+  }
+  Result<CommandResult> Ctr(const std::vector<std::string>& args, seconds timeout = seconds(60)) {
+    std::vector<std::string> argv = {"-n", kNs};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return ctrd_->Ctr(argv, timeout);
+  }
+
+  // `ctr events`, returned once it demonstrably receives events. (The
+  // harness's SubscribeEvents reuses its probe names, so it works once per
+  // containerd; this suite shares one containerd between tests.)
+  static Result<StreamingCommand> SubscribeEvents(const std::string& tag) {
+    ASSIGN_OR_RETURN(StreamingCommand events, ctrd_->StartCtr({"events"}));
+    for (int i = 0; i < 20; ++i) {
+      const std::string probe = "e2e-probe-" + tag + "-" + std::to_string(i);
+      ASSIGN_OR_RETURN(CommandResult r, ctrd_->Ctr({"namespaces", "create", probe}));
+      if (!r.ok()) return Internal("ctr namespaces create " + probe + ": " + r.err);
+      auto seen = events.WaitForOutput("\"name\":\"" + probe + "\"", std::chrono::milliseconds(1000));
+      (void)ctrd_->Ctr({"namespaces", "rm", probe});
+      if (seen.ok()) return events;
+      if (seen.status().code() != Code::kDeadlineExceeded) return std::move(seen).status();
+    }
+    return DeadlineExceeded("ctr events never showed a probe namespace");
+  }
+
+  static E2eEnv* env_;
+  static ContainerdHarness* ctrd_;
+  std::vector<std::string> ids_;
+};
+E2eEnv* CtrE2eTest::env_ = nullptr;
+ContainerdHarness* CtrE2eTest::ctrd_ = nullptr;
+
+TEST_F(CtrE2eTest, RunRmPrintsTheOutputAndExitsZero) {
+  auto r = Run("id", {"echo", "hello"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->exit_code, 0) << "stderr: " << r->err;
+  EXPECT_EQ(r->out, "hello\n") << "stderr: " << r->err;
+  auto ls = Ctr({"containers", "ls", "-q"});
+  ASSERT_TRUE(ls.ok());
+  EXPECT_EQ(ls->out.find("id\n"), std::string::npos) << "--rm removed the container";
+}
+
+TEST_F(CtrE2eTest, RunRmReturnsTheTasksExitCode) {
+  auto r = Run("exit3", {"sh", "-c", "echo to-stderr >&2; exit 3"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->exit_code, 3) << "stdout: " << r->out << " stderr: " << r->err;
+  EXPECT_NE(r->err.find("to-stderr"), std::string::npos) << "stderr is proxied too: " << r->err;
+}
+
+TEST_F(CtrE2eTest, DetachedTaskExecPsMetricsAndKill) {
+  auto r = Run("sleeper", {"sleep", "600"}, /*detach=*/true);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->exit_code, 0) << r->err;
+
+  auto ls = Ctr({"task", "ls"});
+  ASSERT_TRUE(ls.ok());
+  EXPECT_NE(ls->out.find("RUNNING"), std::string::npos) << ls->out;
+
+  auto exec = Ctr({"task", "exec", "--exec-id", "e1", "sleeper", "echo", "hi"});
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  EXPECT_EQ(exec->exit_code, 0) << exec->err;
+  EXPECT_EQ(exec->out, "hi\n");
+  auto failing = Ctr({"task", "exec", "--exec-id", "e2", "sleeper", "sh", "-c", "exit 5"});
+  ASSERT_TRUE(failing.ok());
+  EXPECT_EQ(failing->exit_code, 5) << failing->err;
+  auto dup = Ctr({"task", "exec", "-d", "--exec-id", "e3", "sleeper", "sleep", "600"});
+  ASSERT_TRUE(dup.ok());
+  EXPECT_EQ(dup->exit_code, 0) << dup->err;
+  auto again = Ctr({"task", "exec", "-d", "--exec-id", "e3", "sleeper", "true"});
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE(again->exit_code, 0) << "a duplicate exec id is refused";
+
+  auto ps = Ctr({"task", "ps", "sleeper"});
+  ASSERT_TRUE(ps.ok());
+  EXPECT_EQ(ps->exit_code, 0) << ps->err;
+  EXPECT_NE(ps->out.find("PID"), std::string::npos) << ps->out;
+  EXPECT_GE(std::count(ps->out.begin(), ps->out.end(), '\n'), 3) << "header, sleep and the e3 exec: " << ps->out;
+
+  auto metrics = Ctr({"task", "metrics", "sleeper"});
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_EQ(metrics->exit_code, 0) << metrics->err;
+  EXPECT_NE(metrics->out.find("pids.current"), std::string::npos) << "cgroups v2 metrics: " << metrics->out;
+
+  auto events = SubscribeEvents("kill");
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  auto kill = Ctr({"task", "kill", "-s", "SIGKILL", "sleeper"});
+  ASSERT_TRUE(kill.ok());
+  EXPECT_EQ(kill->exit_code, 0) << kill->err;
+  auto exited = events->WaitForOutput("\"id\":\"sleeper\"", std::chrono::seconds(60));  // the init's /tasks/exit
+  EXPECT_TRUE(exited.ok()) << exited.status().ToString();
+  events->Stop();
+  auto after = Ctr({"task", "kill", "-s", "SIGKILL", "sleeper"});
+  ASSERT_TRUE(after.ok());
+  EXPECT_NE(after->exit_code, 0) << "kill of an exited task fails (NotFound)";
+
+  auto rm = Ctr({"task", "rm", "sleeper"});
+  ASSERT_TRUE(rm.ok());
+  EXPECT_EQ(rm->exit_code, 0) << rm->err;
+  auto crm = Ctr({"containers", "rm", "sleeper"});
+  ASSERT_TRUE(crm.ok());
+  EXPECT_EQ(crm->exit_code, 0) << crm->err;
+}
+
+// containerd runs `containerd-shim-capsule-v2 delete` when a shim's
+// connection drops; for a shim that died (SIGKILL) that must stop the VM it
+// left, adopted from its state dir, and undo its mounts.
+TEST_F(CtrE2eTest, DeleteCleansUpAfterAKilledShim) {
+  auto r = Run("orphan", {"sleep", "600"}, /*detach=*/true);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->exit_code, 0) << r->err;
+  std::vector<pid_t> shims;
+  for (const auto& [pid, cmd] : E2eEnv::Processes({"containerd-shim-capsule-v2"})) {
+    if (cmd.find(" -id orphan ") != std::string::npos && cmd.find(ctrd_->grpc_address()) != std::string::npos)
+      shims.push_back(pid);
+  }
+  ASSERT_EQ(shims.size(), 1u) << "one shim daemon for the task";
+  ASSERT_FALSE(E2eEnv::Processes({env_->state_dir()}).empty()) << "the VM's processes run";
+
+  auto events = SubscribeEvents("dead-shim");
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  ASSERT_EQ(::kill(shims[0], SIGKILL), 0);
+  // containerd publishes the task's exit once `delete` returned.
+  auto exited = events->WaitForOutput("/tasks/exit", std::chrono::seconds(90));
+  EXPECT_TRUE(exited.ok()) << exited.status().ToString();
+  events->Stop();
+  EXPECT_TRUE(E2eEnv::Processes({env_->state_dir()}).empty()) << "delete stopped the dead shim's VM";
+  const std::string log = ctrd_->LogTail(65536);
+  EXPECT_NE(log.find("cleaning up dead shim"), std::string::npos) << log;
+  EXPECT_EQ(log.find("failed to clean up after shim disconnected"), std::string::npos) << log;
+  if (std::getenv("E2E_PRINT_LOG") != nullptr) std::cout << log;
+
+  auto rm = Ctr({"task", "rm", "orphan"});
+  ASSERT_TRUE(rm.ok());
+  auto crm = Ctr({"containers", "rm", "orphan"});
+  ASSERT_TRUE(crm.ok());
+  EXPECT_EQ(crm->exit_code, 0) << crm->err;
+}
+
+}  // namespace
+}  // namespace capsule::testing

@@ -1,0 +1,119 @@
+// See e2e_env.h.
+#include "tests/e2e/e2e_env.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "shim/launcher/socket.h"
+#include "shim/mount/mount_table.h"
+
+namespace capsule::testing {
+namespace {
+
+std::string BuildDir() {
+  const char* b = std::getenv("CAPSULE_BUILD_DIR");
+  return b != nullptr ? b : ".";
+}
+
+std::set<std::string> Entries(const std::string& dir) {
+  std::set<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  while (dirent* e = d != nullptr ? ::readdir(d) : nullptr) {
+    if (e->d_name[0] != '.') out.insert(e->d_name);
+  }
+  if (d != nullptr) ::closedir(d);
+  return out;
+}
+
+// pid -> command line (NULs as spaces) of processes naming any needle.
+std::vector<std::pair<pid_t, std::string>> ProcessesNaming(const std::vector<std::string>& needles) {
+  std::vector<std::pair<pid_t, std::string>> out;
+  const pid_t self = ::getpid();
+  for (const std::string& name : Entries("/proc")) {
+    if (!std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    const pid_t pid = std::atoi(name.c_str());
+    if (pid == self) continue;
+    auto cmdline = ReadFile("/proc/" + name + "/cmdline");
+    if (!cmdline.ok() || cmdline->empty()) continue;
+    std::replace(cmdline->begin(), cmdline->end(), '\0', ' ');
+    for (const auto& n : needles) {
+      if (!n.empty() && cmdline->find(n) != std::string::npos) {
+        out.emplace_back(pid, *cmdline);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::pair<pid_t, std::string>> E2eEnv::Processes(const std::vector<std::string>& needles) {
+  return ProcessesNaming(needles);
+}
+
+std::string E2eEnv::ShimDir() { return BuildDir() + "/shim/cmd"; }
+
+std::string E2eEnv::PathWithShim() {
+  const char* path = std::getenv("PATH");
+  return ShimDir() + ":" + (path != nullptr ? path : "/usr/sbin:/usr/bin:/sbin:/bin");
+}
+
+Result<E2eEnv> E2eEnv::Create() {
+  const std::string kernel = BuildDir() + "/deploy/vmlinuz";
+  const std::string initrd = BuildDir() + "/deploy/capsule-initrd.img";
+  for (const auto& f : {kernel, initrd, ShimDir() + "/containerd-shim-capsule-v2"}) {
+    if (!PathExists(f)) return FailedPrecondition(f + " is missing: build it first (make deps && make)");
+  }
+  // Short parent: unix socket paths under the VM dirs stay below 108 bytes.
+  ASSIGN_OR_RETURN(TempDir tmp, TempDir::Create("cap-e2e", "/tmp"));
+  E2eEnv env(std::move(tmp));
+  RETURN_IF_ERROR(MkdirAll(env.state_dir(), 0700));
+  const std::string yaml = fmt::format(
+      "guest:\n  kernel: {}\n  initrd: {}\n  default_memory_mib: 256\n"
+      "runtime:\n  state_dir: {}\n  boot_timeout_ms: 90000\n  log_level: debug\n",
+      kernel, initrd, env.state_dir());
+  RETURN_IF_ERROR(WriteFile(env.config_path(), yaml));
+  return env;
+}
+
+std::vector<std::string> E2eEnv::Leaks(const std::string& containerd_address,
+                                       const std::vector<std::string>& extra_dirs, const std::string& ns,
+                                       const std::vector<std::string>& shim_groups) const {
+  std::vector<std::string> leaks;
+  for (const auto& [pid, cmd] : ProcessesNaming({containerd_address, state_dir()}))
+    leaks.push_back(fmt::format("process {}: {}", pid, cmd));
+  std::vector<std::string> dirs = extra_dirs;
+  dirs.push_back(state_dir());
+  for (const auto& d : dirs) {
+    auto mounts = shim::mount::MountsUnder(d, /*include_dir=*/true);
+    if (mounts.ok()) {
+      for (const auto& m : *mounts) leaks.push_back("mount " + m);
+    }
+  }
+  for (const auto& vm : Entries(state_dir() + "/vm")) leaks.push_back("VM dir " + state_dir() + "/vm/" + vm);
+  for (const auto& group : shim_groups) {
+    auto path = shim::launcher::SocketPathFromAddress(
+        shim::launcher::SocketAddress(containerd_address, ns, group, shim::launcher::kDefaultSocketDir));
+    struct stat st{};
+    if (path.ok() && ::lstat(path->c_str(), &st) == 0) leaks.push_back("socket " + *path + " of " + group);
+  }
+  return leaks;
+}
+
+void E2eEnv::Reap(const std::string& containerd_address, const std::vector<std::string>& extra_dirs) const {
+  for (const auto& [pid, cmd] : ProcessesNaming({containerd_address, state_dir()})) ::kill(pid, SIGKILL);
+  for (const auto& d : extra_dirs) (void)shim::mount::UnmountTree(d);
+  (void)shim::mount::UnmountTree(state_dir());
+}
+
+}  // namespace capsule::testing

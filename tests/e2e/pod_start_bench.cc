@@ -1,0 +1,104 @@
+// Pod start latency through CRI on one containerd 1.6: RunPodSandbox +
+// CreateContainer + StartContainer of a busybox container, Capsule (a cold
+// microVM boot per pod; TCG on hosts without usable KVM) against runc.
+// Prints each run and the medians; asserts only that every run worked.
+// `make bench` runs it (label bench). CAPSULE_BENCH_RUNS sets the number of
+// Capsule runs (default 3; runc gets twice as many).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+
+#include "tests/e2e/e2e_env.h"
+#include "tests/support/cri/cri_client.h"
+#include "tests/support/cri/mini_containerd.h"
+#include "tests/support/images/test_images.h"
+
+namespace capsule::testing {
+namespace {
+
+using std::chrono::milliseconds;
+namespace v1 = ::runtime::v1;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+class PodStartBench : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!CAPSULE_SHIM_HAS_VM) GTEST_SKIP() << "the shim was built without runtime/vm";
+    auto env = E2eEnv::Create();
+    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    env_.emplace(std::move(*env));
+    MiniContainerdOptions o;
+    o.path_prepend = {E2eEnv::ShimDir()};
+    o.extra_config = R"(
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.capsule]
+      runtime_type = "io.containerd.capsule.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.capsule.options]
+        ConfigPath = ")" + env_->config_path() + "\"\n";
+    auto c = MiniContainerd::Start(o);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ctrd_ = std::move(*c);
+    ASSERT_TRUE(ctrd_->ImportImage(TestImageTar("busybox")).ok());
+    ASSERT_TRUE(ctrd_->ImportImage(TestImageTar("pause")).ok());
+    auto client = cri::CriClient::Connect(ctrd_->address(), milliseconds(20000));
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    cri_ = std::move(*client);
+    cri_->set_call_timeout(milliseconds(180000));
+  }
+  void TearDown() override {
+    cri_.reset();
+    if (!ctrd_) return;
+    auto leaks = env_->Leaks(ctrd_->address(), {ctrd_->dir()});
+    EXPECT_TRUE(leaks.empty()) << leaks.front();
+    if (!leaks.empty()) env_->Reap(ctrd_->address(), {ctrd_->dir()});
+  }
+
+  // One pod start (timed) and its tear-down (not timed); ms.
+  double StartOnePod(const std::string& handler, int n) {
+    cri::PodOptions pod;
+    pod.name = "bench-" + (handler.empty() ? std::string("runc") : handler) + "-" + std::to_string(n);
+    pod.runtime_handler = handler;
+    const v1::PodSandboxConfig config = cri::MakePodConfig(pod);
+    cri::ContainerOptions c;
+    c.name = "sleeper";
+    c.image = kBusyboxImage;
+    c.command = {"sleep", "3600"};
+    const auto t0 = std::chrono::steady_clock::now();
+    auto pod_id = cri_->RunPod(config, handler);
+    EXPECT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+    if (!pod_id.ok()) return 0;
+    auto cid = cri_->CreateContainer(*pod_id, config, c);
+    EXPECT_TRUE(cid.ok()) << cid.status().ToString();
+    Status started = cid.ok() ? cri_->StartContainer(*cid) : cid.status();
+    EXPECT_TRUE(started.ok()) << started.ToString();
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_TRUE(cri_->StopPod(*pod_id).ok());
+    EXPECT_TRUE(cri_->RemovePod(*pod_id).ok());
+    return ms;
+  }
+
+  std::optional<E2eEnv> env_;
+  std::unique_ptr<MiniContainerd> ctrd_;
+  std::unique_ptr<cri::CriClient> cri_;
+};
+
+TEST_F(PodStartBench, CapsuleAgainstRunc) {
+  const char* runs_env = std::getenv("CAPSULE_BENCH_RUNS");
+  const int runs = runs_env != nullptr ? std::max(1, std::atoi(runs_env)) : 3;
+  std::vector<double> capsule, runc;
+  for (int i = 0; i < 2 * runs; ++i) runc.push_back(StartOnePod("", i));
+  for (int i = 0; i < runs; ++i) capsule.push_back(StartOnePod("capsule", i));
+  for (double ms : runc) std::cout << "runc    pod start (RunPodSandbox+Create+Start): " << ms << " ms\n";
+  for (double ms : capsule) std::cout << "capsule pod start (RunPodSandbox+Create+Start): " << ms << " ms\n";
+  std::cout << "median runc " << Median(runc) << " ms over " << runc.size() << " runs; median capsule "
+            << Median(capsule) << " ms over " << capsule.size() << " runs\n";
+}
+
+}  // namespace
+}  // namespace capsule::testing

@@ -1,0 +1,99 @@
+// LinuxMounter and the mount-table helpers against the real kernel: the
+// overlay a snapshotter hands the shim, read-only binds, the clear error for
+// option strings mount(2) cannot take, and UnmountTree leaving nothing.
+// (The unit tests use FakeMounter; this covers the real one.)
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runtime/common/file_util.h"
+#include "shim/mount/mount_table.h"
+#include "shim/mount/mounter.h"
+
+namespace capsule::testing {
+namespace {
+
+using shim::mount::LinuxMounter;
+using shim::mount::MountSpec;
+using shim::mount::MountsUnder;
+using shim::mount::ScopedMount;
+
+class MounterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto t = TempDir::Create("shimmount");
+    ASSERT_TRUE(t.ok());
+    tmp_.emplace(std::move(*t));
+    for (const char* d : {"lower1", "lower2", "upper", "work", "target", "src"})
+      ASSERT_TRUE(MkdirAll(tmp_->Join(d), 0755).ok());
+    ASSERT_TRUE(WriteFileAtomic(tmp_->Join("lower1/a"), "from lower1").ok());
+    ASSERT_TRUE(WriteFileAtomic(tmp_->Join("lower2/b"), "from lower2").ok());
+    ASSERT_TRUE(WriteFileAtomic(tmp_->Join("src/f"), "bound").ok());
+  }
+  void TearDown() override {
+    auto left = MountsUnder(tmp_->path(), true);
+    ASSERT_TRUE(left.ok());
+    EXPECT_TRUE(left->empty()) << "left mounted: " << left->front();
+    (void)shim::mount::UnmountTree(tmp_->path());
+  }
+  std::optional<TempDir> tmp_;
+  LinuxMounter mounter_;
+};
+
+TEST_F(MounterTest, OverlayFromContainerdsMountIsWritableAndGoesAway) {
+  MountSpec m{"overlay", "overlay", tmp_->Join("target"),
+              {"index=off", "workdir=" + tmp_->Join("work"), "upperdir=" + tmp_->Join("upper"),
+               "lowerdir=" + tmp_->Join("lower1") + ":" + tmp_->Join("lower2")}};
+  {
+    auto sm = ScopedMount::Make(&mounter_, m);
+    ASSERT_TRUE(sm.ok()) << sm.status().ToString();
+    EXPECT_EQ(*ReadFile(tmp_->Join("target/a")), "from lower1");
+    EXPECT_EQ(*ReadFile(tmp_->Join("target/b")), "from lower2");
+    ASSERT_TRUE(WriteFileAtomic(tmp_->Join("target/new"), "x").ok());
+    EXPECT_TRUE(PathExists(tmp_->Join("upper/new"))) << "writes land in the upper dir";
+    EXPECT_EQ(MountsUnder(tmp_->path())->size(), 1u);
+  }
+  EXPECT_TRUE(MountsUnder(tmp_->path())->empty()) << "ScopedMount unmounts on destruction";
+  EXPECT_FALSE(PathExists(tmp_->Join("target/a")));
+}
+
+TEST_F(MounterTest, ReadOnlyBindRefusesWrites) {
+  MountSpec m{"bind", tmp_->Join("src"), tmp_->Join("target"), {"rbind", "ro"}};
+  auto sm = ScopedMount::Make(&mounter_, m);
+  ASSERT_TRUE(sm.ok()) << sm.status().ToString();
+  EXPECT_EQ(*ReadFile(tmp_->Join("target/f")), "bound");
+  EXPECT_EQ(::mkdir(tmp_->Join("target/d").c_str(), 0755), -1);
+  EXPECT_EQ(errno, EROFS);
+  ASSERT_TRUE(sm->Unmount().ok());
+  EXPECT_TRUE(sm->Unmount().ok()) << "idempotent";
+}
+
+TEST_F(MounterTest, OptionsLongerThanAPageAreRefusedByName) {
+  MountSpec m{"overlay", "overlay", tmp_->Join("target"), {"lowerdir=" + std::string(5000, 'x')}};
+  Status st = mounter_.Mount(m);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find(tmp_->Join("target")), std::string::npos) << st.message();
+}
+
+TEST_F(MounterTest, FailedMountNamesTheTargetAndLeavesNothing) {
+  MountSpec m{"overlay", "overlay", tmp_->Join("target"), {"lowerdir=" + tmp_->Join("missing")}};
+  Status st = mounter_.Mount(m);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("target"), std::string::npos) << st.message();
+}
+
+TEST_F(MounterTest, UnmountTreeDetachesNestedMountsDeepestFirst) {
+  ASSERT_TRUE(mounter_.Mount({"bind", tmp_->Join("lower1"), tmp_->Join("target"), {"rbind"}}).ok());
+  ASSERT_TRUE(MkdirAll(tmp_->Join("target/nested"), 0755).ok());
+  ASSERT_TRUE(mounter_.Mount({"bind", tmp_->Join("src"), tmp_->Join("target/nested"), {"rbind"}}).ok());
+  auto under = MountsUnder(tmp_->path());
+  ASSERT_TRUE(under.ok());
+  ASSERT_EQ(under->size(), 2u);
+  EXPECT_EQ(under->front(), tmp_->Join("target/nested")) << "deepest first";
+  ASSERT_TRUE(shim::mount::UnmountTree(tmp_->path()).ok());
+  EXPECT_TRUE(MountsUnder(tmp_->path())->empty());
+  ASSERT_TRUE(RemoveAll(tmp_->Join("lower1/nested")).ok());
+}
+
+}  // namespace
+}  // namespace capsule::testing

@@ -1,0 +1,509 @@
+// The Task service and the task layer below it (TaskManager, Container,
+// Process, Sandbox) against fakes of the VM, the agent, the host mounts and
+// the event publisher: the containerd contract of each call (SHIM-PROTOCOL),
+// event order, pod grouping, VM sizing and stop, and that no failure leaves
+// a VM or a mount behind. The real VM, agent and containerd are covered by
+// tests/integration/shim.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <future>
+#include <thread>
+
+#include "containerd/events/task.pb.h"
+#include "shim/service/task_service.h"
+#include "tests/shim/fakes/fake_mounter.h"
+#include "tests/shim/fakes/fake_vm.h"
+#include "tests/shim/fakes/recording_publisher.h"
+#include "tests/shim/fakes/test_bundle.h"
+
+namespace capsule::testing {
+namespace {
+
+namespace v2 = ::containerd::task::v2;
+namespace cev = ::containerd::events;
+using shim::service::TaskService;
+using shim::task::TaskManager;
+using std::chrono::milliseconds;
+
+constexpr const char* kNs = "default";
+constexpr const char* kTypeKey = "io.kubernetes.cri.container-type";
+constexpr const char* kSandboxKey = "io.kubernetes.cri.sandbox-id";
+
+class TaskServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto t = TempDir::Create("shimsvc");
+    ASSERT_TRUE(t.ok());
+    tmp_.emplace(std::move(*t));
+    vms_ = std::make_unique<FakeVmProvider>(tmp_->Join("state"));
+    shim::task::TaskManagerDeps d;
+    d.ns = kNs;
+    d.vms = vms_.get();
+    d.mounter = &mounter_;
+    d.events = &events_;
+    d.config_error = config_error_;
+    tasks_ = std::make_unique<TaskManager>(d);
+    service_ = std::make_unique<TaskService>(tasks_.get(), &events_, [this](std::string why) {
+      std::lock_guard lock(mu_);
+      shutdown_ = why;
+    });
+  }
+  void TearDown() override {
+    service_.reset();
+    tasks_.reset();
+    EXPECT_EQ(vms_->live_vms(), 0) << "a VM was left running";
+    EXPECT_TRUE(mounter_.live().empty()) << "a mount was left: " << *mounter_.live().begin();
+  }
+
+  v2::CreateTaskRequest CreateReq(const std::string& id, const nlohmann::json& spec, const std::string& out = "",
+                                  const std::string& err = "") {
+    v2::CreateTaskRequest req;
+    req.set_id(id);
+    req.set_bundle(MakeBundle(tmp_->path(), id, spec));
+    req.set_stdout(out);
+    req.set_stderr(err);
+    auto* m = req.add_rootfs();
+    m->set_type("overlay");
+    m->set_source("overlay");
+    m->add_options("lowerdir=/l");
+    return req;
+  }
+  std::string Fifo(const std::string& name) { return tmp_->Join(name); }
+  std::string VmId(const std::string& sandbox_id) { return shim::task::VmIdFor(kNs, sandbox_id); }
+  std::shared_ptr<FakeAgentClient> Agent(const std::string& sandbox_id) { return vms_->agent_of(VmId(sandbox_id)); }
+
+  v2::StartResponse MustStart(const std::string& id, const std::string& exec_id = "") {
+    v2::StartRequest req;
+    req.set_id(id);
+    req.set_exec_id(exec_id);
+    auto r = service_->Start(req);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : v2::StartResponse();
+  }
+  Result<v2::WaitResponse> Wait(const std::string& id, const std::string& exec_id = "") {
+    v2::WaitRequest req;
+    req.set_id(id);
+    req.set_exec_id(exec_id);
+    return service_->Wait(req);
+  }
+  Result<v2::DeleteResponse> Delete(const std::string& id, const std::string& exec_id = "") {
+    v2::DeleteRequest req;
+    req.set_id(id);
+    req.set_exec_id(exec_id);
+    return service_->Delete(req);
+  }
+  Status Kill(const std::string& id, uint32_t sig, const std::string& exec_id = "", bool all = false) {
+    v2::KillRequest req;
+    req.set_id(id);
+    req.set_exec_id(exec_id);
+    req.set_signal(sig);
+    req.set_all(all);
+    return service_->Kill(req).status();
+  }
+  Result<v2::StateResponse> State(const std::string& id, const std::string& exec_id = "") {
+    v2::StateRequest req;
+    req.set_id(id);
+    req.set_exec_id(exec_id);
+    return service_->State(req);
+  }
+  Status Exec(const std::string& id, const std::string& exec_id, const std::string& out = "",
+              const std::string& json = R"({"args":["echo","hi"],"cwd":"/"})") {
+    v2::ExecProcessRequest req;
+    req.set_id(id);
+    req.set_exec_id(exec_id);
+    req.set_stdout(out);
+    req.mutable_spec()->set_type_url("types.containerd.io/opencontainers/runtime-spec/1/Process");
+    req.mutable_spec()->set_value(json);
+    return service_->Exec(req).status();
+  }
+  std::string ShutdownReason() {
+    std::lock_guard lock(mu_);
+    return shutdown_;
+  }
+  // Creates and starts a long-running ctr-style container.
+  void RunSleeper(const std::string& id) {
+    auto r = service_->Create(CreateReq(id, BaseSpec()));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    MustStart(id);
+  }
+  // Kills it (SIGKILL), waits and deletes it.
+  void StopAndDelete(const std::string& id) {
+    ASSERT_TRUE(Kill(id, SIGKILL).ok());
+    ASSERT_TRUE(Wait(id).ok());
+    ASSERT_TRUE(Delete(id).ok());
+  }
+
+  Status config_error_;
+  std::optional<TempDir> tmp_;
+  std::unique_ptr<FakeVmProvider> vms_;
+  FakeMounter mounter_;
+  RecordingPublisher events_;
+  std::unique_ptr<TaskManager> tasks_;
+  std::unique_ptr<TaskService> service_;
+  std::mutex mu_;
+  std::string shutdown_;
+};
+
+TEST_F(TaskServiceTest, CtrRunLifecycleWithOutputExitAndOrderedEvents) {
+  FifoReader out(Fifo("out"));
+  vms_->next_agent()->SetScript("c1", "", {"hello\n", "", 0});
+  auto created = service_->Create(CreateReq("c1", BaseSpec(), out.path()));
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  out.Start();
+  EXPECT_EQ(created->pid(), static_cast<uint32_t>(::getpid())) << "the task pid is the VMM's";
+  ASSERT_EQ(vms_->boots().size(), 1u);
+  EXPECT_EQ(vms_->boots()[0].vcpus, 1u);
+  EXPECT_EQ(vms_->boots()[0].memory_mib, 256u);
+  EXPECT_EQ(State("c1")->status(), containerd::v1::types::CREATED);
+
+  auto waited = std::async(std::launch::async, [&] { return Wait("c1"); });  // Wait before Start
+  EXPECT_EQ(waited.wait_for(milliseconds(50)), std::future_status::timeout);
+  EXPECT_EQ(MustStart("c1").pid(), created->pid());
+  auto w = waited.get();
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->exit_status(), 0u);
+  EXPECT_EQ(w->exited_at().seconds(), 1700000000);
+  EXPECT_EQ(out.Get(), "hello\n");
+  auto st = State("c1");
+  EXPECT_EQ(st->status(), containerd::v1::types::STOPPED);
+  EXPECT_EQ(st->stdout(), out.path());
+
+  auto del = Delete("c1");
+  ASSERT_TRUE(del.ok()) << del.status().ToString();
+  EXPECT_EQ(del->pid(), created->pid());
+  EXPECT_EQ(del->exit_status(), 0u);
+  EXPECT_EQ(del->exited_at().seconds(), 1700000000);
+  EXPECT_EQ(vms_->live_vms(), 0) << "a pod of one: its VM stops with it";
+  EXPECT_TRUE(mounter_.live().empty());
+  EXPECT_EQ(events_.topics(), (std::vector<std::string>{"/tasks/create", "/tasks/start", "/tasks/exit",
+                                                        "/tasks/delete"}));
+  for (const auto& e : events_.events()) EXPECT_EQ(e.any.type_url().find('/'), std::string::npos) << e.any.type_url();
+  auto exit = events_.Last<cev::TaskExit>("/tasks/exit");
+  EXPECT_EQ(exit.container_id(), "c1");
+  EXPECT_EQ(exit.id(), "c1");
+  EXPECT_EQ(exit.pid(), created->pid());
+
+  ASSERT_TRUE(service_->Shutdown(v2::ShutdownRequest()).ok());
+  EXPECT_NE(ShutdownReason(), "") << "no task left: the shim exits";
+}
+
+TEST_F(TaskServiceTest, ExitCodeSignalAndKillAfterExit) {
+  vms_->next_agent()->SetScript("c1", "", {"", "", 3});
+  ASSERT_TRUE(service_->Create(CreateReq("c1", BaseSpec())).ok());
+  MustStart("c1");
+  EXPECT_EQ(Wait("c1")->exit_status(), 3u);
+  EXPECT_EQ(State("c1")->exit_status(), 3u);
+  Status k = Kill("c1", SIGTERM);
+  EXPECT_EQ(k.code(), Code::kNotFound) << "CRI's stop relies on NotFound for an exited task: " << k.ToString();
+  ASSERT_TRUE(Delete("c1").ok());
+
+  RunSleeper("c2");
+  ASSERT_TRUE(Kill("c2", SIGKILL).ok());
+  EXPECT_EQ(Wait("c2")->exit_status(), 137u) << "128 + SIGKILL";
+  ASSERT_TRUE(Delete("c2").ok());
+}
+
+TEST_F(TaskServiceTest, DeleteOfARunningTaskNamesBothStates) {
+  RunSleeper("c1");
+  auto del = Delete("c1");
+  ASSERT_FALSE(del.ok());
+  EXPECT_EQ(del.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(del.status().message().find("cannot go from running to deleted"), std::string::npos)
+      << del.status().message();
+  EXPECT_EQ(vms_->live_vms(), 1);
+  StopAndDelete("c1");
+  EXPECT_EQ(Delete("c1").status().code(), Code::kNotFound);
+}
+
+TEST_F(TaskServiceTest, ExecLifecycleClosesItsOutputAndRejectsDuplicates) {
+  RunSleeper("c1");
+  FifoReader out(Fifo("exec-out"));
+  Agent("c1")->SetScript("c1", "e1", {"hi\n", "", 7});
+  ASSERT_TRUE(Exec("c1", "e1", out.path()).ok());
+  out.Start();
+  EXPECT_EQ(Exec("c1", "e1").code(), Code::kAlreadyExists);
+  EXPECT_EQ(State("c1", "e1")->status(), containerd::v1::types::CREATED);
+  auto waited = std::async(std::launch::async, [&] { return Wait("c1", "e1"); });
+  MustStart("c1", "e1");
+  EXPECT_EQ(waited.get()->exit_status(), 7u);
+  EXPECT_EQ(out.Get(), "hi\n") << "the exec's output FIFO must close after it exits (CRI ExecSync)";
+  EXPECT_EQ(Kill("c1", SIGKILL, "e1").code(), Code::kNotFound);
+  ASSERT_TRUE(Delete("c1", "e1").ok());
+  EXPECT_TRUE(Agent("c1")->called("RemoveProcess"));
+  EXPECT_EQ(State("c1", "e1").status().code(), Code::kNotFound);
+  EXPECT_EQ(State("c1")->status(), containerd::v1::types::RUNNING) << "the init keeps running";
+
+  ASSERT_TRUE(events_.WaitFor("/tasks/exit"));
+  std::vector<std::string> exec_topics;
+  for (const auto& t : events_.topics())
+    if (t != "/tasks/create" && t != "/tasks/start") exec_topics.push_back(t);
+  EXPECT_EQ(exec_topics, (std::vector<std::string>{"/tasks/exec-added", "/tasks/exec-started", "/tasks/exit"}));
+  auto exit = events_.Last<cev::TaskExit>("/tasks/exit");
+  EXPECT_EQ(exit.container_id(), "c1");
+  EXPECT_EQ(exit.id(), "e1") << "an exec's exit names the exec";
+  EXPECT_EQ(exit.exit_status(), 7u);
+  StopAndDelete("c1");
+}
+
+TEST_F(TaskServiceTest, ExecNeedsARunningContainerAndAValidSpec) {
+  ASSERT_TRUE(service_->Create(CreateReq("c1", BaseSpec())).ok());
+  Status st = Exec("c1", "e1");
+  EXPECT_EQ(st.code(), Code::kFailedPrecondition) << st.ToString();
+  EXPECT_NE(st.message().find("state created"), std::string::npos) << st.message();
+  MustStart("c1");
+  st = Exec("c1", "e2", "", R"({"args": "not-a-list"})");
+  EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("args"), std::string::npos) << st.message();
+  EXPECT_EQ(Exec("nope", "e1").code(), Code::kNotFound);
+  StopAndDelete("c1");
+}
+
+TEST_F(TaskServiceTest, StdinIsForwardedAndCloseIOClosesIt) {
+  const std::string in_path = Fifo("in");
+  ASSERT_EQ(::mkfifo(in_path.c_str(), 0600), 0);
+  auto req = CreateReq("c1", BaseSpec());
+  req.set_stdin(in_path);
+  ASSERT_TRUE(service_->Create(req).ok());
+  MustStart("c1");
+  UniqueFd w(::open(in_path.c_str(), O_WRONLY | O_CLOEXEC));
+  ASSERT_TRUE(w.valid());
+  ASSERT_EQ(::write(w.get(), "ping\n", 5), 5);
+  v2::CloseIORequest close;
+  close.set_id("c1");
+  close.set_stdin(true);
+  ASSERT_TRUE(service_->CloseIO(close).ok());
+  auto agent = Agent("c1");
+  for (int i = 0; i < 500 && !agent->stdin_closed("c1", ""); ++i) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_TRUE(agent->stdin_closed("c1", ""));
+  EXPECT_EQ(agent->stdin_of("c1", ""), "ping\n") << "what the FIFO held is forwarded before the close";
+  StopAndDelete("c1");
+}
+
+TEST_F(TaskServiceTest, CriPodSharesOneVmSizedFromItsAnnotations) {
+  auto sandbox_spec = BaseSpec({{kTypeKey, "sandbox"},
+                                {"io.kubernetes.cri.sandbox-memory", std::to_string(128 << 20)},
+                                {"io.kubernetes.cri.sandbox-cpu-quota", "150000"},
+                                {"io.kubernetes.cri.sandbox-cpu-period", "100000"}});
+  sandbox_spec["mounts"].push_back({{"destination", "/dev/shm"}, {"type", "bind"}, {"source", "/dev/shm"},
+                                    {"options", {"rbind", "ro"}}});
+  ASSERT_TRUE(service_->Create(CreateReq("pod1", sandbox_spec)).ok());
+  MustStart("pod1");
+  ASSERT_EQ(vms_->boots().size(), 1u);
+  EXPECT_EQ(vms_->boots()[0].memory_mib, 256u + 128u);
+  EXPECT_EQ(vms_->boots()[0].vcpus, 1u + 2u);
+  auto agent = Agent("pod1");
+  const auto sb = agent->sandbox();
+  EXPECT_EQ(sb.sandbox_id(), "pod1");
+  EXPECT_EQ(sb.hostname(), "box");
+  ASSERT_EQ(sb.storages_size(), 2);
+  EXPECT_EQ(sb.storages(0).driver(), "virtiofs");
+  EXPECT_EQ(sb.storages(1).mount_point(), "/run/capsule/pod-shm");
+
+  const std::string hosts = tmp_->Join("hosts");
+  ASSERT_TRUE(WriteFile(hosts, "127.0.0.1 localhost\n").ok());
+  auto spec = BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}});
+  spec["linux"]["namespaces"] = {{{"type", "pid"}, {"path", "/proc/1/ns/pid"}}, {{"type", "mount"}},
+                                 {{"type", "network"}, {"path", "/var/run/netns/cni-1"}}};
+  spec["mounts"].push_back({{"destination", "/etc/hosts"}, {"type", "bind"}, {"source", hosts},
+                            {"options", {"rbind", "rprivate", "ro"}}});
+  ASSERT_TRUE(service_->Create(CreateReq("app", spec)).ok());
+  EXPECT_EQ(vms_->boots().size(), 1u) << "a CRI container joins its pod's VM";
+  auto created = agent->created("app");
+  ASSERT_TRUE(created.has_value());
+  EXPECT_TRUE(created->sandbox_pidns()) << "POD pid mode";
+  auto guest = nlohmann::json::parse(created->oci_spec_json());
+  EXPECT_EQ(guest["root"]["path"], "/run/capsule/shared/app/rootfs");
+  EXPECT_EQ(guest["linux"]["namespaces"].size(), 2u) << guest["linux"].dump();
+  EXPECT_FALSE(guest["linux"]["namespaces"][0].contains("path"));
+  EXPECT_EQ(guest["mounts"].back()["source"], "/run/capsule/shared/app/mounts/2-hosts");
+  const auto live = mounter_.live();
+  EXPECT_EQ(live.count(tmp_->Join("state/vm/" + VmId("pod1") + "/shared/app/rootfs")), 1u);
+  EXPECT_EQ(live.count(tmp_->Join("state/vm/" + VmId("pod1") + "/shared/app/mounts/2-hosts")), 1u);
+  MustStart("app");
+
+  StopAndDelete("app");
+  EXPECT_EQ(vms_->live_vms(), 1) << "the pod's VM stays while its sandbox exists";
+  ASSERT_TRUE(service_->Shutdown(v2::ShutdownRequest()).ok());
+  EXPECT_EQ(ShutdownReason(), "") << "a shim with a task left must not exit";
+  StopAndDelete("pod1");
+  EXPECT_EQ(vms_->live_vms(), 0);
+  ASSERT_TRUE(service_->Shutdown(v2::ShutdownRequest()).ok());
+  EXPECT_NE(ShutdownReason(), "");
+}
+
+TEST_F(TaskServiceTest, ContainerOfAnUnknownPodFails) {
+  auto r = service_->Create(CreateReq("app", BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "nopod"}})));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("nopod"), std::string::npos) << r.status().message();
+  EXPECT_TRUE(vms_->boots().empty());
+}
+
+TEST_F(TaskServiceTest, FailedCreatesLeaveNoVmNoMountAndFreeTheId) {
+  mounter_.FailTargetsContaining("rootfs");
+  auto r = service_->Create(CreateReq("c1", BaseSpec()));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("rootfs of c1"), std::string::npos) << r.status().message();
+  EXPECT_EQ(vms_->live_vms(), 0);
+  EXPECT_TRUE(mounter_.live().empty());
+  mounter_.FailTargetsContaining("");
+
+  vms_->next_agent()->FailNext("CreateContainer", InvalidArgument("bad spec"));
+  r = service_->Create(CreateReq("c1", BaseSpec()));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("create container c1: agent: bad spec"), std::string::npos)
+      << r.status().message();
+  EXPECT_EQ(vms_->live_vms(), 0);
+  EXPECT_TRUE(mounter_.live().empty()) << "the rootfs mount is undone";
+  EXPECT_EQ(Delete("c1").status().code(), Code::kNotFound) << "containerd deletes after a failed create";
+
+  vms_->FailNextBoot(Unavailable("qemu: no"));
+  r = service_->Create(CreateReq("c1", BaseSpec()));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("qemu: no"), std::string::npos);
+
+  auto bad = CreateReq("c1", BaseSpec());
+  bad.set_stdout(tmp_->Join("no-such-fifo"));
+  r = service_->Create(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no-such-fifo"), std::string::npos) << r.status().message();
+  EXPECT_EQ(vms_->live_vms(), 0);
+
+  ASSERT_TRUE(service_->Create(CreateReq("c1", BaseSpec())).ok()) << "the id is free again";
+  EXPECT_EQ(service_->Create(CreateReq("c1", BaseSpec())).status().code(), Code::kAlreadyExists);
+  ASSERT_TRUE(Delete("c1").ok()) << "a never-started task can be deleted";
+}
+
+TEST_F(TaskServiceTest, AVmThatDiesKillsItsProcesses) {
+  RunSleeper("c1");
+  auto waited = std::async(std::launch::async, [&] { return Wait("c1"); });
+  vms_->vm(VmId("c1"))->Crash();
+  auto w = waited.get();
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->exit_status(), 137u);
+  ASSERT_TRUE(events_.WaitFor("/tasks/exit"));
+  EXPECT_EQ(Kill("c1", SIGKILL).code(), Code::kNotFound);
+  ASSERT_TRUE(Delete("c1").ok());
+}
+
+TEST_F(TaskServiceTest, OomKillsArePublished) {
+  RunSleeper("c1");
+  Agent("c1")->InjectOom("c1");
+  ASSERT_TRUE(events_.WaitFor("/tasks/oom"));
+  EXPECT_EQ(events_.Last<cev::TaskOOM>("/tasks/oom").container_id(), "c1");
+  StopAndDelete("c1");
+}
+
+TEST_F(TaskServiceTest, StatsPidsAndUpdateGoToTheAgent) {
+  RunSleeper("c1");
+  v2::StatsRequest sreq;
+  sreq.set_id("c1");
+  auto stats = service_->Stats(sreq);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ(stats->stats().type_url(), "io.containerd.cgroups.v2.Metrics") << "bare, as CRI's typeurl wants it";
+  io::containerd::cgroups::v2::Metrics m;
+  ASSERT_TRUE(m.ParseFromString(stats->stats().value()));
+  EXPECT_EQ(m.cpu().usage_usec(), 4242u);
+
+  v2::PidsRequest preq;
+  preq.set_id("c1");
+  auto pids = service_->Pids(preq);
+  ASSERT_TRUE(pids.ok());
+  ASSERT_EQ(pids->processes_size(), 1);
+  EXPECT_EQ(pids->processes(0).pid(), 100u) << "guest pids";
+
+  v2::UpdateTaskRequest ureq;
+  ureq.set_id("c1");
+  ureq.mutable_resources()->set_value(R"({"memory":{"limit":1048576}})");
+  ASSERT_TRUE(service_->Update(ureq).ok());
+  EXPECT_EQ(Agent("c1")->last_update(), R"({"memory":{"limit":1048576}})");
+  ureq.mutable_resources()->set_value(R"({"memory":{"limit":"lots"}})");
+  EXPECT_EQ(service_->Update(ureq).status().code(), Code::kInvalidArgument);
+  StopAndDelete("c1");
+}
+
+TEST_F(TaskServiceTest, PauseResumeStopsTheVmOfASandboxButNotOfAPodMember) {
+  ASSERT_TRUE(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))).ok());
+  v2::PauseRequest pause;
+  pause.set_id("pod1");
+  EXPECT_EQ(service_->Pause(pause).status().code(), Code::kFailedPrecondition) << "created, not running";
+  MustStart("pod1");
+  ASSERT_TRUE(service_->Pause(pause).ok());
+  EXPECT_EQ(State("pod1")->status(), containerd::v1::types::PAUSED);
+  EXPECT_EQ(vms_->vm(VmId("pod1"))->fake_vmm().pauses, 1);
+  v2::ResumeRequest resume;
+  resume.set_id("pod1");
+  ASSERT_TRUE(service_->Resume(resume).ok());
+  EXPECT_EQ(vms_->vm(VmId("pod1"))->fake_vmm().resumes, 1);
+  EXPECT_EQ(State("pod1")->status(), containerd::v1::types::RUNNING);
+  EXPECT_EQ(service_->Resume(resume).status().code(), Code::kFailedPrecondition);
+
+  ASSERT_TRUE(service_->Create(CreateReq("app", BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}}))).ok());
+  MustStart("app");
+  pause.set_id("app");
+  ASSERT_TRUE(service_->Pause(pause).ok());
+  EXPECT_TRUE(Agent("pod1")->called("PauseContainer"));
+  EXPECT_EQ(vms_->vm(VmId("pod1"))->fake_vmm().pauses, 1) << "the VM keeps running";
+  resume.set_id("app");
+  ASSERT_TRUE(service_->Resume(resume).ok());
+  EXPECT_EQ(events_.topics().size(), 8u);
+  StopAndDelete("app");
+  StopAndDelete("pod1");
+}
+
+TEST_F(TaskServiceTest, ConnectCheckpointAndUnknownIds) {
+  RunSleeper("c1");
+  v2::ConnectRequest creq;
+  creq.set_id("c1");
+  auto c = service_->Connect(creq);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->shim_pid(), static_cast<uint32_t>(::getpid()));
+  EXPECT_EQ(c->task_pid(), static_cast<uint32_t>(::getpid())) << "the VMM's pid (CRI reads its netns)";
+  creq.set_id("other");
+  EXPECT_EQ(service_->Connect(creq)->task_pid(), 0u);
+  v2::CheckpointTaskRequest cp;
+  cp.set_id("c1");
+  EXPECT_EQ(service_->Checkpoint(cp).status().code(), Code::kUnimplemented);
+  EXPECT_EQ(State("nope").status().code(), Code::kNotFound);
+  EXPECT_EQ(Kill("nope", 9).code(), Code::kNotFound);
+  StopAndDelete("c1");
+}
+
+TEST_F(TaskServiceTest, StopAllEndsBlockedWaitsAndStopsEveryVm) {
+  RunSleeper("c1");
+  RunSleeper("c2");
+  // The process itself, not the service's id lookup: StopAll forgets the
+  // ids, and a Wait that has not looked its task up yet would race it.
+  shim::task::ProcessPtr init;
+  {
+    auto c1 = tasks_->Get("c1");
+    ASSERT_TRUE(c1.ok());
+    init = (*c1)->init();
+  }
+  auto waited = std::async(std::launch::async, [init] { return init->Wait(); });
+  tasks_->StopAll();
+  EXPECT_EQ(waited.get().status, 137u);
+  EXPECT_EQ(vms_->live_vms(), 0);
+  EXPECT_TRUE(mounter_.live().empty());
+}
+
+class TaskServiceBadConfigTest : public TaskServiceTest {
+ protected:
+  void SetUp() override {
+    config_error_ = InvalidArgument("/etc/capsule/config.yaml:3:1: unknown key 'guest.kernell'");
+    TaskServiceTest::SetUp();
+  }
+};
+
+TEST_F(TaskServiceBadConfigTest, EveryCreateReportsTheConfigError) {
+  auto r = service_->Create(CreateReq("c1", BaseSpec()));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("guest.kernell"), std::string::npos) << r.status().message();
+  EXPECT_TRUE(vms_->boots().empty());
+}
+
+}  // namespace
+}  // namespace capsule::testing

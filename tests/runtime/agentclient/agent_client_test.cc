@@ -128,11 +128,14 @@ TEST_F(AgentClientTest, AgentErrorsKeepTheirCodeAndNameTheRpc) {
   StartAgent();
   auto client = Connect();
   ASSERT_TRUE(client);
-  // Guest networking is not served yet: the generated UNIMPLEMENTED.
-  auto ifs = client->ListInterfaces();
-  ASSERT_FALSE(ifs.ok());
-  EXPECT_EQ(ifs.status().code(), Code::kUnimplemented);
-  EXPECT_EQ(ifs.status().message().rfind("agent ListInterfaces: ", 0), 0u) << ifs.status().message();
+  // A container call before CreateSandbox: the agent's code and reason.
+  v1::StartContainerRequest start;
+  start.set_container_id("nope");
+  auto started = client->StartContainer(start);
+  ASSERT_FALSE(started.ok());
+  EXPECT_EQ(started.status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(started.status().message().rfind("agent StartContainer: ", 0), 0u) << started.status().message();
+  EXPECT_NE(started.status().message().find("CreateSandbox"), std::string::npos) << started.status().message();
   // A request the agent rejects: the agent's own message comes through.
   v1::ReadGuestFileRequest req;
   req.set_path("relative/path");

@@ -218,9 +218,10 @@ TEST_F(CtrE2eTest, RunWithBinaryLogUriFeedsTheLoggingBinary) {
                         "#!/bin/sh\n"
                         "[ \"$1\" = out ] || exit 2\n"
                         "echo \"$CONTAINER_NAMESPACE/$CONTAINER_ID\" > \"$2.env\"\n"
+                        "exec 5>&-\n"  // ready; before the readers start, or they would inherit fd 5
                         "/bin/cat <&3 > \"$2.stdout\" &\n"
                         "/bin/cat <&4 > \"$2.stderr\" &\n"
-                        "exec 3<&- 4<&- 5>&-\n"  // ready
+                        "exec 3<&- 4<&-\n"
                         "wait\n")
                   .ok());
   ASSERT_EQ(::chmod(logger.c_str(), 0755), 0);

@@ -1,15 +1,19 @@
 // containerd-shim-capsule-v2 under a real containerd 1.6 driven by `ctr`,
-// each task in a real QEMU microVM (TCG here: ~10-20 s per boot, so four
-// boots in all): `ctr run --rm` output and exit codes, and a detached task
-// with exec, ps, metrics and kill. After each test nothing of ours is left
-// (shim, QEMU, virtiofsd, capsule-vsockd, mounts, VM dir, shim socket).
+// each task in a real QEMU microVM (TCG here: ~10-20 s per boot, so six
+// boots in all): `ctr run --rm` output and exit codes, file:// and binary://
+// log URIs, and a detached task with exec, ps, metrics and kill. After each
+// test nothing of ours is left (shim, QEMU, virtiofsd, capsule-vsockd,
+// mounts, VM dir, shim socket).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <utility>
 
+#include "runtime/common/file_util.h"
 #include "tests/e2e/e2e_env.h"
 #include "tests/support/containerd_harness.h"
 #include "tests/support/images/test_images.h"
@@ -22,6 +26,14 @@ using std::chrono::seconds;
 constexpr const char* kNs = "e2e";
 // A cold boot under TCG plus the task itself.
 constexpr seconds kRunTimeout{180};
+
+// A path as a URI path: percent-encodes what url.Parse would not take
+// verbatim (here, the spaces a test puts in on purpose).
+std::string UriPath(const std::string& path) {
+  std::string out;
+  for (char c : path) out += c == ' ' ? std::string("%20") : std::string(1, c);
+  return out;
+}
 
 class CtrE2eTest : public ::testing::Test {
  protected:
@@ -58,11 +70,14 @@ class CtrE2eTest : public ::testing::Test {
   }
 
   // `ctr -n e2e run --rm --runtime io.containerd.capsule.v2 ... busybox <id> args...`
-  Result<CommandResult> Run(const std::string& id, const std::vector<std::string>& args, bool detach = false) {
+  // `flags` go before the image (e.g. {"--log-uri", uri}).
+  Result<CommandResult> Run(const std::string& id, const std::vector<std::string>& args, bool detach = false,
+                            const std::vector<std::string>& flags = {}) {
     ids_.push_back(id);
     std::vector<std::string> argv = {"-n", kNs, "run", "--runtime", kCapsuleRuntimeType, "--runtime-config-path",
                                      env_->config_path()};
     argv.push_back(detach ? "-d" : "--rm");
+    argv.insert(argv.end(), flags.begin(), flags.end());
     argv.push_back(kBusyboxImage);
     argv.push_back(id);
     argv.insert(argv.end(), args.begin(), args.end());
@@ -167,6 +182,61 @@ TEST_F(CtrE2eTest, DetachedTaskExecPsMetricsAndKill) {
   auto crm = Ctr({"containers", "rm", "sleeper"});
   ASSERT_TRUE(crm.ok());
   EXPECT_EQ(crm->exit_code, 0) << crm->err;
+}
+
+// `--log-uri file:///path`: containerd hands the shim the URI as both stdout
+// and stderr, and the shim appends both streams to that file itself (ctr
+// prints nothing). The output is in the file once `ctr run` returned: the
+// shim drains it before it reports the exit.
+TEST_F(CtrE2eTest, RunWithFileLogUriAppendsBothStreamsToTheFile) {
+  auto tmp = TempDir::Create("ctr-e2e-file", env_->dir());
+  ASSERT_TRUE(tmp.ok()) << tmp.status().ToString();
+  const std::string log = tmp->Join("sub dir/task.log");  // a parent to create, a space to escape
+  auto r = Run("filelog", {"sh", "-c", "echo out; echo err >&2"}, false, {"--log-uri", "file://" + UriPath(log)});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->exit_code, 0) << "stderr: " << r->err;
+  EXPECT_EQ(r->out, "") << "the output went to the file, not to ctr";
+  auto content = ReadFile(log);
+  ASSERT_TRUE(content.ok()) << content.status().ToString();
+  // Two streams copied by two threads into one file: either order.
+  EXPECT_TRUE(*content == "out\nerr\n" || *content == "err\nout\n") << "log file: \"" << *content << "\"";
+}
+
+// `--log-uri binary:///path?key=value`: the shim runs the logging binary
+// (argv: path, key, value) with CONTAINER_ID and CONTAINER_NAMESPACE set,
+// stdout's pipe on fd 3, stderr's on fd 4, and waits for it to close fd 5.
+// The logger here writes each stream to its own file; they are complete
+// once `ctr run --rm` returned (the shim's Delete waits for the logger to
+// drain and exit), and the logger is gone.
+TEST_F(CtrE2eTest, RunWithBinaryLogUriFeedsTheLoggingBinary) {
+  auto tmp = TempDir::Create("ctr-e2e-binary", env_->dir());
+  ASSERT_TRUE(tmp.ok()) << tmp.status().ToString();
+  const std::string logger = tmp->Join("logger.sh");
+  const std::string out = tmp->Join("captured");
+  // No PATH in a logger's environment: absolute paths only.
+  ASSERT_TRUE(WriteFile(logger,
+                        "#!/bin/sh\n"
+                        "[ \"$1\" = out ] || exit 2\n"
+                        "echo \"$CONTAINER_NAMESPACE/$CONTAINER_ID\" > \"$2.env\"\n"
+                        "exec 5>&-\n"  // ready; before the readers start, or they would inherit fd 5
+                        "/bin/cat <&3 > \"$2.stdout\" &\n"
+                        "/bin/cat <&4 > \"$2.stderr\" &\n"
+                        "exec 3<&- 4<&-\n"
+                        "wait\n")
+                  .ok());
+  ASSERT_EQ(::chmod(logger.c_str(), 0755), 0);
+  auto r = Run("binlog", {"sh", "-c", "echo out; echo err >&2"}, false,
+               {"--log-uri", "binary://" + UriPath(logger) + "?out=" + UriPath(out)});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->exit_code, 0) << "stderr: " << r->err;
+  EXPECT_EQ(r->out, "") << "the output went to the logger, not to ctr";
+  for (const auto& [suffix, want] : std::vector<std::pair<std::string, std::string>>{
+           {".env", std::string(kNs) + "/binlog\n"}, {".stdout", "out\n"}, {".stderr", "err\n"}}) {
+    auto content = ReadFile(out + suffix);
+    ASSERT_TRUE(content.ok()) << content.status().ToString();
+    EXPECT_EQ(*content, want) << out << suffix;
+  }
+  EXPECT_TRUE(E2eEnv::Processes({logger}).empty()) << "the logging binary exited";
 }
 
 // containerd runs `containerd-shim-capsule-v2 delete` when a shim's

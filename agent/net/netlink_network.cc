@@ -4,11 +4,15 @@
 
 #include <fmt/format.h>
 #include <linux/if.h>
+#include <linux/rtnetlink.h>
+#include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 
 #include "agent/net/validate.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/unique_fd.h"
 
 namespace capsule::agent::net {
 namespace {
@@ -36,15 +40,15 @@ std::vector<std::pair<IpAddress, AddrPtr>> AddressesOf(nl_cache* addrs, int ifin
 
 }  // namespace
 
-Result<std::unique_ptr<NetlinkNetwork>> NetlinkNetwork::Open() {
+Result<std::unique_ptr<NetlinkNetwork>> NetlinkNetwork::Open(std::chrono::milliseconds link_appear_timeout) {
   ASSIGN_OR_RETURN(std::unique_ptr<NetlinkSocket> sock, NetlinkSocket::Open());
-  return std::unique_ptr<NetlinkNetwork>(new NetlinkNetwork(std::move(sock)));
+  return std::unique_ptr<NetlinkNetwork>(new NetlinkNetwork(std::move(sock), link_appear_timeout));
 }
 
 Result<LinkPtr> NetlinkNetwork::FindLink(nl_cache* links, const Interface& want) {
-  if (!want.name.empty()) {
-    if (rtnl_link* l = rtnl_link_get_by_name(links, want.name.c_str())) return LinkPtr(l);
-  }
+  // The MAC first: it is the one identity the host and the guest agree on
+  // (the host names the tap, the guest kernel names the NIC, and a name such
+  // as "eth0" may already belong to another link).
   const std::string& mac_field = want.device_hint.empty() ? want.hw_addr : want.device_hint;
   if (!mac_field.empty()) {
     ASSIGN_OR_RETURN(std::string mac, NormalizeMac("interface.device_hint", mac_field));
@@ -54,10 +58,59 @@ Result<LinkPtr> NetlinkNetwork::FindLink(nl_cache* links, const Interface& want)
       nl_object_get(o);
       return LinkPtr(l);
     }
-    return NotFound(fmt::format("interface {}: no link named so and none with MAC {}",
-                                want.name.empty() ? "(unnamed)" : want.name, mac));
+    return NotFound(fmt::format("interface {}: no link with MAC {}", want.name.empty() ? "(unnamed)" : want.name,
+                                mac));
   }
+  if (rtnl_link* l = rtnl_link_get_by_name(links, want.name.c_str())) return LinkPtr(l);
   return NotFound(fmt::format("interface {}: no such link", want.name));
+}
+
+Result<LinkPtr> NetlinkNetwork::AwaitLink(const Interface& want, std::chrono::milliseconds timeout) {
+  // Subscribe before the first look, so a link that appears in between is
+  // not missed. Only MAC lookups wait: a hot-plugged NIC shows up some time
+  // after the VMM reported the device added (PCI hot-plug, driver probe).
+  const bool by_mac = !want.device_hint.empty() || !want.hw_addr.empty();
+  UniqueFd events;
+  if (by_mac && timeout.count() > 0) {
+    events.reset(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE));
+    if (!events) return ErrnoStatus("netlink socket for link events");
+    sockaddr_nl sa{};
+    sa.nl_family = AF_NETLINK;
+    sa.nl_groups = RTMGRP_LINK;
+    if (::bind(events.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
+      return ErrnoStatus("bind netlink socket to RTMGRP_LINK");
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    ASSIGN_OR_RETURN(NlCachePtr links, sock_->Links());
+    Result<LinkPtr> link = FindLink(links.get(), want);
+    if (link.ok() || link.status().code() != Code::kNotFound || !events) return link;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return NotFound(fmt::format("{} (waited {} ms for it to appear)", link.status().message(), timeout.count()));
+    pollfd p{events.get(), POLLIN, 0};
+    int r = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno != EINTR) return ErrnoStatus("poll netlink link events");
+    char drain[8192];
+    while (::recv(events.get(), drain, sizeof drain, 0) > 0) {
+    }
+  }
+}
+
+Status NetlinkNetwork::Rename(rtnl_link* link, const std::string& from, const std::string& to) {
+  // The kernel renames only a link that is down.
+  LinkPtr down(rtnl_link_alloc());
+  if (!down) return Internal("rtnl_link_alloc: out of memory");
+  rtnl_link_unset_flags(down.get(), IFF_UP);
+  sock_->ResetError();
+  RETURN_IF_ERROR(sock_->Check(rtnl_link_change(sock_->get(), link, down.get(), 0),
+                               fmt::format("interface {}: set down to rename it to {}", from, to)));
+  LinkPtr rename(rtnl_link_alloc());
+  if (!rename) return Internal("rtnl_link_alloc: out of memory");
+  rtnl_link_set_name(rename.get(), to.c_str());
+  sock_->ResetError();
+  return sock_->Check(rtnl_link_change(sock_->get(), link, rename.get(), 0),
+                      fmt::format("interface {}: rename to {}", from, to));
 }
 
 Status NetlinkNetwork::SetLink(rtnl_link* link, const Interface& want, const std::string& name) {
@@ -113,10 +166,19 @@ Result<Interface> NetlinkNetwork::Describe(rtnl_link* link, nl_cache* addrs) {
 Result<Interface> NetlinkNetwork::UpdateInterface(const Interface& want) {
   RETURN_IF_ERROR(ValidateInterface(want));
   std::lock_guard lock(mu_);
-  ASSIGN_OR_RETURN(NlCachePtr links, sock_->Links());
-  ASSIGN_OR_RETURN(LinkPtr link, FindLink(links.get(), want));
-  const std::string name = rtnl_link_get_name(link.get());
+  NlCachePtr links;
+  ASSIGN_OR_RETURN(LinkPtr link, AwaitLink(want, link_appear_timeout_));
+  std::string name = rtnl_link_get_name(link.get());
   const int ifindex = rtnl_link_get_ifindex(link.get());
+  if (!want.name.empty() && want.name != name) {
+    RETURN_IF_ERROR(Rename(link.get(), name, want.name));
+    kLog.Info("interface {} renamed to {}", name, want.name);
+    name = want.name;
+    ASSIGN_OR_RETURN(links, sock_->Links());
+    rtnl_link* renamed = rtnl_link_get(links.get(), ifindex);
+    if (renamed == nullptr) return NotFound(fmt::format("interface {} vanished while being renamed", name));
+    link = LinkPtr(renamed);
+  }
   RETURN_IF_ERROR(SetLink(link.get(), want, name));
   RETURN_IF_ERROR(ReplaceAddresses(ifindex, want.addresses, name));
   ASSIGN_OR_RETURN(links, sock_->Links());

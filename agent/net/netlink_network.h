@@ -3,6 +3,7 @@
 // fresh caches, so changes made by others (the kernel, udev) are seen.
 #pragma once
 
+#include <chrono>
 #include <mutex>
 
 #include "agent/net/netlink_socket.h"
@@ -10,9 +11,14 @@
 
 namespace capsule::agent::net {
 
+// How long UpdateInterface waits for a link named by MAC to appear: the host
+// hot-plugs the NIC just before it asks, and PCI hot-plug plus the driver's
+// probe take a while (seconds under TCG).
+inline constexpr std::chrono::milliseconds kLinkAppearTimeout{20000};
+
 class NetlinkNetwork final : public Network {
  public:
-  static Result<std::unique_ptr<NetlinkNetwork>> Open();
+  static Result<std::unique_ptr<NetlinkNetwork>> Open(std::chrono::milliseconds link_appear_timeout = kLinkAppearTimeout);
 
   Result<Interface> UpdateInterface(const Interface& want) override;
   Result<std::vector<Route>> UpdateRoutes(const std::vector<Route>& routes) override;
@@ -20,10 +26,14 @@ class NetlinkNetwork final : public Network {
   Result<std::vector<Route>> ListRoutes() override;
 
  private:
-  explicit NetlinkNetwork(std::unique_ptr<NetlinkSocket> sock) : sock_(std::move(sock)) {}
+  NetlinkNetwork(std::unique_ptr<NetlinkSocket> sock, std::chrono::milliseconds link_appear_timeout)
+      : sock_(std::move(sock)), link_appear_timeout_(link_appear_timeout) {}
 
   // All need mu_.
   Result<LinkPtr> FindLink(nl_cache* links, const Interface& want);
+  // FindLink, waiting up to `timeout` for a link looked up by MAC to appear.
+  Result<LinkPtr> AwaitLink(const Interface& want, std::chrono::milliseconds timeout);
+  Status Rename(rtnl_link* link, const std::string& from, const std::string& to);
   Status SetLink(rtnl_link* link, const Interface& want, const std::string& name);
   Status ReplaceAddresses(int ifindex, const std::vector<IpAddress>& want, const std::string& name);
   Result<Interface> Describe(rtnl_link* link, nl_cache* addrs);
@@ -34,6 +44,7 @@ class NetlinkNetwork final : public Network {
 
   std::mutex mu_;
   const std::unique_ptr<NetlinkSocket> sock_;  // used under mu_
+  const std::chrono::milliseconds link_appear_timeout_;
 };
 
 }  // namespace capsule::agent::net

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <optional>
+#include <thread>
 
 #include "agent/net/netlink_network.h"
 #include "tests/agent/net/netns_links.h"
@@ -28,7 +31,7 @@ class NetlinkNetworkTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!testing::InPrivateNetns()) GTEST_SKIP() << "needs root (runs in a private network namespace)";
-    auto n = NetlinkNetwork::Open();
+    auto n = NetlinkNetwork::Open(std::chrono::milliseconds(1500));
     ASSERT_TRUE(n.ok()) << n.status().ToString();
     net_ = std::move(n).value();
   }
@@ -68,20 +71,39 @@ TEST_F(NetlinkNetworkTest, UpdateInterfaceSetsMtuReplacesAddressesAndBringsItUp)
   EXPECT_EQ(it->hw_addr.size(), 17u);
 }
 
-TEST_F(NetlinkNetworkTest, UnknownNameFallsBackToTheMacInDeviceHint) {
+TEST_F(NetlinkNetworkTest, DeviceHintFindsTheLinkByMacAndRenamesIt) {
   VethPair veth("nt-a1", "nt-b1");
   Ip({"link", "set", "nt-b1", "address", "02:00:00:00:00:42"});
-  Interface want{"eth0-guest", "", 1300, {}, true, "02:00:00:00:00:42"};
+  // "nt-a1" exists too: the MAC wins over the name.
+  Interface want{"nt-g1", "", 1300, {{AF_INET, "10.11.0.2", 24}}, true, "02:00:00:00:00:42"};
   auto got = net_->UpdateInterface(want);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
-  EXPECT_EQ(got->name, "nt-b1");
+  EXPECT_EQ(got->name, "nt-g1");
   EXPECT_EQ(got->hw_addr, "02:00:00:00:00:42");
   EXPECT_EQ(got->mtu, 1300u);
+  EXPECT_TRUE(got->up);
+  EXPECT_TRUE(Has(got->addresses, {AF_INET, "10.11.0.2", 24}));
   want.device_hint = "02:00:00:00:00:43";
   auto missing = net_->UpdateInterface(want);
   EXPECT_EQ(missing.status().code(), Code::kNotFound);
-  EXPECT_NE(missing.status().message().find("eth0-guest"), std::string::npos) << missing.status().message();
+  EXPECT_NE(missing.status().message().find("nt-g1"), std::string::npos) << missing.status().message();
   EXPECT_NE(missing.status().message().find("02:00:00:00:00:43"), std::string::npos);
+  EXPECT_NE(missing.status().message().find("waited 1500 ms"), std::string::npos) << missing.status().message();
+}
+
+TEST_F(NetlinkNetworkTest, UpdateInterfaceWaitsForALinkThatAppearsLater) {
+  // What a hot-plugged NIC looks like to the agent: asked for before the
+  // guest kernel has created it.
+  std::optional<VethPair> veth;
+  std::thread plug([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    veth.emplace("nt-a9", "nt-b9");
+    Ip({"link", "set", "nt-b9", "address", "02:00:00:00:00:99"});
+  });
+  auto got = net_->UpdateInterface({"nt-g9", "", 0, {}, true, "02:00:00:00:00:99"});
+  plug.join();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->name, "nt-g9");
 }
 
 TEST_F(NetlinkNetworkTest, KernelErrorsNameTheInterface) {

@@ -34,11 +34,11 @@ class NetworkRpcTest : public ::testing::Test {
 };
 
 TEST_F(NetworkRpcTest, UpdateInterfaceByMacThenListShowsIt) {
-  VethPair veth("rpc-a0", "rpc-b0");
+  VethPair veth("rpc-b0", "rpc-a0");  // deleting rpc-b0 takes the renamed peer along
   Ip({"link", "set", "rpc-a0", "address", "02:00:00:00:01:01"});
   v1::UpdateInterfaceRequest req;
   v1::Interface* i = req.mutable_interface();
-  i->set_name("eth0");  // the host's name for it; unknown in here
+  i->set_name("rpc-g0");  // the pod's name for it: the guest's link is renamed
   i->set_device_hint("02:00:00:00:01:01");
   i->set_mtu(1450);
   i->set_up(true);
@@ -48,14 +48,14 @@ TEST_F(NetworkRpcTest, UpdateInterfaceByMacThenListShowsIt) {
   v1::Interface got;
   grpc::Status st = stub().UpdateInterface(Ctx().get(), req, &got);
   ASSERT_TRUE(st.ok()) << st.error_message();
-  EXPECT_EQ(got.name(), "rpc-a0");
+  EXPECT_EQ(got.name(), "rpc-g0");
   EXPECT_EQ(got.mtu(), 1450u);
   EXPECT_TRUE(got.up());
   ASSERT_GE(got.addresses_size(), 1);
   v1::Interfaces list;
   ASSERT_TRUE(stub().ListInterfaces(Ctx().get(), v1::ListInterfacesRequest(), &list).ok());
   auto it = std::find_if(list.interfaces().begin(), list.interfaces().end(),
-                         [](const v1::Interface& x) { return x.name() == "rpc-a0"; });
+                         [](const v1::Interface& x) { return x.name() == "rpc-g0"; });
   ASSERT_NE(it, list.interfaces().end());
   EXPECT_EQ(it->hw_addr(), "02:00:00:00:01:01");
   EXPECT_TRUE(std::any_of(list.interfaces().begin(), list.interfaces().end(),

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 #include <fstream>
 #include <sstream>
 
@@ -56,6 +57,26 @@ disabled_plugins = ["io.containerd.internal.v1.opt"]
 {2}
 )",
                      dir, o.sandbox_image, o.extra_config);
+}
+
+// Where containerd 1.6's CRI puts pod network namespaces (not configurable).
+constexpr const char* kNetnsDir = "/var/run/netns";
+
+std::vector<std::string> DirEntries(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  while (dirent* e = d != nullptr ? ::readdir(d) : nullptr) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) out.emplace_back(e->d_name);
+  }
+  if (d != nullptr) ::closedir(d);
+  return out;
+}
+
+std::string IpBinary() {
+  for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"}) {
+    if (::access(p, X_OK) == 0) return p;
+  }
+  return "ip";
 }
 
 bool ReadAvailable(int fd, std::string* out, std::chrono::milliseconds timeout) {
@@ -107,8 +128,45 @@ Result<std::unique_ptr<MiniContainerd>> MiniContainerd::Start(MiniContainerdOpti
   RETURN_IF_ERROR(MkdirAll(dir.Join("cni")));
   RETURN_IF_ERROR(WriteFile(dir.Join("config.toml"), ConfigToml(dir.path(), options)));
   std::unique_ptr<MiniContainerd> c(new MiniContainerd(std::move(dir), std::move(options)));
+  if (c->options_.cni) RETURN_IF_ERROR(c->WriteCniConfig());
+  c->netns_before_ = DirEntries(kNetnsDir);
   RETURN_IF_ERROR(c->Boot());
   return c;
+}
+
+Status MiniContainerd::WriteCniConfig() {
+  std::random_device rd;
+  const uint32_t r = rd();
+  CniNetwork net;
+  net.bridge = fmt::format("capbr{:06x}", r & 0xffffff);
+  const uint32_t second = 200 + (r >> 24) % 8, third = (r >> 8) & 0xff;
+  net.subnet = fmt::format("10.{}.{}.0/24", second, third);
+  net.gateway = fmt::format("10.{}.{}.1", second, third);
+  const std::string conf = fmt::format(R"({{
+  "cniVersion": "1.0.0",
+  "name": "capsule-test",
+  "plugins": [
+    {{
+      "type": "bridge",
+      "bridge": "{0}",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": false,
+      "ipam": {{
+        "type": "host-local",
+        "dataDir": "{1}",
+        "ranges": [[{{"subnet": "{2}", "gateway": "{3}"}}]],
+        "routes": [{{"dst": "0.0.0.0/0"}}]
+      }}
+    }},
+    {{"type": "loopback"}}
+  ]
+}}
+)",
+                                       net.bridge, dir_.Join("cni-ipam"), net.subnet, net.gateway);
+  RETURN_IF_ERROR(WriteFile(dir_.Join("cni/10-capsule-test.conflist"), conf));
+  cni_ = std::move(net);
+  return Status::Ok();
 }
 
 Status MiniContainerd::Boot() {
@@ -235,6 +293,15 @@ std::vector<std::string> MiniContainerd::Leaks() const {
     fields >> id >> parent >> devno >> root >> mount_point;
     if (mount_point.rfind(dir_.path() + "/", 0) == 0) leaks.push_back("mount " + mount_point);
   }
+  if (cni_) {
+    for (const auto& ns : DirEntries(kNetnsDir)) {
+      if (ns.rfind("cni-", 0) == 0 &&
+          std::find(netns_before_.begin(), netns_before_.end(), ns) == netns_before_.end())
+        leaks.push_back(fmt::format("netns {}/{}", kNetnsDir, ns));
+    }
+    for (const auto& port : DirEntries(fmt::format("/sys/class/net/{}/brif", cni_->bridge)))
+      leaks.push_back(fmt::format("port {} on bridge {}", port, cni_->bridge));
+  }
   return leaks;
 }
 
@@ -243,10 +310,17 @@ MiniContainerd::~MiniContainerd() {
   for (const std::string& leak : Leaks()) {
     if (leak.rfind("process ", 0) == 0) {
       ::kill(std::atoi(leak.c_str() + 8), SIGKILL);
-    } else {
+    } else if (leak.rfind("mount ", 0) == 0) {
       ::umount2(leak.substr(6).c_str(), MNT_DETACH);
+    } else if (leak.rfind("netns ", 0) == 0) {
+      const std::string path = leak.substr(6);
+      ::umount2(path.c_str(), MNT_DETACH);
+      ::unlink(path.c_str());
     }
   }
+  // The bridge plugin never deletes its bridge; the veths went with their
+  // netns.
+  if (cni_) (void)RunCommand({IpBinary(), "link", "del", cni_->bridge}, std::chrono::milliseconds(10000));
 }
 
 }  // namespace capsule::testing

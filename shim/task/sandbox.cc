@@ -55,6 +55,11 @@ Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxParams params, VmProvide
     watch->agent->Revoke();  // every blocked call (waits, reads) ends now
   });
   if (Status st = s->CreateInAgent(); !st.ok()) return st;  // ~Sandbox stops the VM
+  if (!s->p_.netns_path.empty()) {
+    auto net = PodNetwork::Attach(s->p_.netns_path, s->vm_->vmm(), *s->agent_);
+    if (!net.ok()) return std::move(net).status().WithContext("sandbox " + s->p_.id);
+    s->network_ = std::move(net).value();
+  }
   s->oom_thread_ = std::thread([s = s.get()] { s->OomLoop(); });
   const auto& t = s->vm_->timings();
   kLog.Info("sandbox {} ready: VMM pid {}, boot {:.0f} ms (prepare {:.0f}, vmm {:.0f}, agent {:.0f})", s->p_.id,
@@ -129,6 +134,7 @@ Status Sandbox::Stop() {
   if (oom_thread_.joinable()) oom_thread_.join();
   Status st = vm_->Stop(kVmStopGrace);
   if (!st.ok()) kLog.Error("stop VM {}: {}", p_.vm_id, st.ToString());
+  network_.reset();  // the taps go once the VMM no longer holds them
   return st;
 }
 

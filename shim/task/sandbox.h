@@ -1,7 +1,8 @@
 // Sandbox: one pod = one VM. It boots the VM through a VmProvider, tells the
 // agent about the pod (CreateSandbox: the virtio-fs share, the pod's
 // /dev/shm), watches the agent for OOM kills, and is shared by the pod's
-// containers (TaskManager stops it after the last one is deleted). A container run without
+// containers (TaskManager stops it after the last one is deleted), and
+// mirrors the pod's CNI interfaces into the VM (PodNetwork). A container run without
 // CRI (`ctr run`) is a pod of one. Pause/resume of the pod stop and continue
 // the whole VM (QMP stop/cont).
 //
@@ -21,6 +22,7 @@
 
 #include "runtime/vm/sandbox_vm.h"
 #include "shim/task/agent_handle.h"
+#include "shim/task/pod_network.h"
 #include "shim/task/vm_provider.h"
 #include "shim/task/vm_sizing.h"
 
@@ -38,6 +40,9 @@ struct SandboxParams {
   std::string vm_id;  // short, unique per namespace (VmIdFor)
   VmSize size;
   std::string hostname;
+  // The pod's netns (PodNetnsPath): its interfaces are mirrored into the
+  // VM. Empty: the VM gets no NIC.
+  std::string netns_path;
   // Called with a container id when the guest OOM-killed one of its processes.
   std::function<void(const std::string& container_id)> on_oom;
 };
@@ -96,6 +101,7 @@ class Sandbox {
   AgentHandlePtr agent_;
   std::shared_ptr<VmWatch> watch_ = std::make_shared<VmWatch>();
   std::thread oom_thread_;
+  std::unique_ptr<PodNetwork> network_;  // removed after the VMM stopped
   std::atomic<bool> vm_paused_{false};
 
   std::mutex stop_mu_;  // serializes Stop and pause/resume

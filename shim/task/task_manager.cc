@@ -119,6 +119,8 @@ Result<SandboxPtr> TaskManager::NewSandbox(const std::string& sandbox_id, const 
   sp.size = SizeVm(limits, d_.config.guest);
   for (const auto& note : sp.size.notes) kLog.Info("sandbox {}: {}", sandbox_id, note);
   sp.hostname = spec.value("hostname", "");
+  sp.netns_path = PodNetnsPath(spec);
+  if (sp.netns_path.empty()) kLog.Info("sandbox {}: no network namespace path in the spec: the VM gets no NIC", sandbox_id);
   sp.on_oom = [this](const std::string& container_id) { PublishOom(container_id); };
   ASSIGN_OR_RETURN(SandboxPtr sandbox, Sandbox::Create(std::move(sp), *d_.vms));
   std::lock_guard lock(mu_);

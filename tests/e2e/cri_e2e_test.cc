@@ -1,15 +1,27 @@
 // Capsule as a CRI runtime handler of a real containerd 1.6: one pod = one
-// real QEMU microVM (two boots in all). A pod with two busybox containers
-// sharing its pid namespace: ExecSync, status, logs at the CRI log path,
-// stats, StopContainer, Stop/RemovePodSandbox; and a containerd restart
-// while a pod runs (the shim is reconnected through its address file and
-// the pod still answers and stops). Nothing of ours is left after each.
+// real QEMU microVM (two boots in all). A pod on a CNI bridge network
+// (Debian's bridge + host-local + loopback plugins) with two busybox
+// containers sharing its pid namespace: the pod IP CNI gave answers from
+// inside the VM (host -> pod HTTP, pod -> gateway ping), ExecSync, status,
+// logs at the CRI log path, stats, StopContainer, Stop/RemovePodSandbox;
+// and a containerd restart while a host-network pod runs (the shim is
+// reconnected through its address file and the pod still answers and
+// stops). Nothing of ours is left after each: no process, mount, VM dir,
+// socket, pod netns or port on the test bridge.
 //
 // MiniContainerd rather than ContainerdHarness here: it already configures
 // CRI for this host (pause image, cgroupfs, restrict_oom_score_adj) and can
 // restart containerd on the same state.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <cstring>
+
+#include <fmt/format.h>
 
 #include "runtime/common/file_util.h"
 #include "tests/e2e/e2e_env.h"
@@ -27,6 +39,38 @@ namespace v1 = ::runtime::v1;
 using std::chrono::milliseconds;
 
 constexpr const char* kCriNs = "k8s.io";
+constexpr uint16_t kHttpPort = 8080;
+
+// One HTTP/1.0 GET to ip:port; the whole response, or why not.
+Result<std::string> HttpGet(const std::string& ip, uint16_t port, std::chrono::milliseconds timeout) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd) return ErrnoStatus("socket");
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  if (::inet_pton(AF_INET, ip.c_str(), &sa.sin_addr) != 1) return InvalidArgument("not an IPv4 address: " + ip);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 && errno != EINPROGRESS)
+    return ErrnoStatus("connect " + ip);
+  pollfd p{fd.get(), POLLOUT, 0};
+  if (::poll(&p, 1, static_cast<int>(timeout.count())) != 1) return DeadlineExceeded("connect " + ip + ": no answer");
+  int err = 0;
+  socklen_t len = sizeof err;
+  ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+  if (err != 0) return Unavailable(fmt::format("connect {}:{}: {}", ip, port, std::strerror(err)));
+  const std::string req = "GET / HTTP/1.0\r\n\r\n";
+  if (::send(fd.get(), req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size()))
+    return ErrnoStatus("send to " + ip);
+  std::string out;
+  for (;;) {
+    p = {fd.get(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout.count())) != 1) return DeadlineExceeded("read from " + ip);
+    char buf[4096];
+    ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
+    if (n < 0) return ErrnoStatus("recv from " + ip);
+    if (n == 0) return out;
+    out.append(buf, static_cast<size_t>(n));
+  }
+}
 
 class CriE2eTest : public ::testing::Test {
  protected:
@@ -37,6 +81,7 @@ class CriE2eTest : public ::testing::Test {
     env_.emplace(std::move(*env));
     MiniContainerdOptions o;
     o.path_prepend = {E2eEnv::ShimDir()};
+    o.cni = true;
     o.extra_config = R"(
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.capsule]
       runtime_type = "io.containerd.capsule.v2"
@@ -55,6 +100,7 @@ class CriE2eTest : public ::testing::Test {
     cri_.reset();
     if (!ctrd_) return;
     auto leaks = env_->Leaks(ctrd_->address(), {ctrd_->dir()}, kCriNs, pods_);
+    for (auto& l : ctrd_->Leaks()) leaks.push_back(std::move(l));
     EXPECT_TRUE(leaks.empty()) << leaks.size() << " leaks, first: " << leaks.front();
     if (!leaks.empty()) env_->Reap(ctrd_->address(), {ctrd_->dir()});
     if (HasFailure()) {
@@ -68,9 +114,10 @@ class CriE2eTest : public ::testing::Test {
     cri_ = std::move(*client);
     cri_->set_call_timeout(milliseconds(180000));  // a cold boot under TCG
   }
-  v1::PodSandboxConfig Pod(const std::string& name) {
+  v1::PodSandboxConfig Pod(const std::string& name, v1::NamespaceMode network) {
     PodOptions pod;
     pod.name = name;
+    pod.network = network;
     pod.log_directory = logs_;
     pod.runtime_handler = "capsule";
     return cri::MakePodConfig(pod);
@@ -99,24 +146,49 @@ class CriE2eTest : public ::testing::Test {
   std::vector<std::string> pods_;
 };
 
-TEST_F(CriE2eTest, PodWithTwoContainersExecLogsStatsAndStop) {
-  const v1::PodSandboxConfig pod = Pod("capsule-pod");
+TEST_F(CriE2eTest, PodOnACniNetworkWithTwoContainersExecLogsStatsAndStop) {
+  const v1::PodSandboxConfig pod = Pod("capsule-pod", v1::POD);
   auto pod_id = RunPod(pod);
   ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
   auto pstatus = cri_->PodStatus(*pod_id);
   ASSERT_TRUE(pstatus.ok()) << pstatus.status().ToString();
   EXPECT_EQ(pstatus->status().state(), v1::SANDBOX_READY);
+  const std::string pod_ip = pstatus->status().network().ip();
+  const std::string subnet_prefix = ctrd_->cni()->gateway.substr(0, ctrd_->cni()->gateway.rfind('.') + 1);
+  ASSERT_EQ(pod_ip.rfind(subnet_prefix, 0), 0u) << "pod IP " << pod_ip << " not in " << ctrd_->cni()->subnet;
 
-  auto c1 = StartContainer(*pod_id, pod, "one", {"sh", "-c", "echo started-one; exec sleep 3600"});
+  auto c1 = StartContainer(*pod_id, pod, "one",
+                           {"sh", "-c",
+                            fmt::format("echo started-one; mkdir -p /tmp/www; echo hello-from-pod > /tmp/www/index.html; "
+                                        "exec httpd -f -p {} -h /tmp/www",
+                                        kHttpPort)});
   ASSERT_TRUE(c1.ok()) << c1.status().ToString();
   auto c2 = StartContainer(*pod_id, pod, "two", {"sleep", "3601"});
   ASSERT_TRUE(c2.ok()) << c2.status().ToString();
+
+  // The pod's IP is the VM's: the host reaches a server in the guest
+  // through the bridge, the veth, the tc mirror and the VM's NIC.
+  Result<std::string> page = Unavailable("not tried");
+  for (int i = 0; i < 100; ++i) {  // until httpd listens (30 s at most)
+    page = HttpGet(pod_ip, kHttpPort, milliseconds(5000));
+    if (page.ok() || page.status().code() == Code::kDeadlineExceeded) break;
+    ::usleep(300 * 1000);
+  }
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_NE(page->find("hello-from-pod"), std::string::npos) << *page;
+  // And the guest sees the CNI address on eth0 and reaches the gateway.
+  auto exec = cri_->ExecSync(*c2, {"ip", "-4", "addr", "show", "eth0"}, 30);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  EXPECT_NE(exec->out.find("inet " + pod_ip + "/24"), std::string::npos) << exec->out << exec->err;
+  exec = cri_->ExecSync(*c2, {"ping", "-c", "1", "-W", "5", ctrd_->cni()->gateway}, 30);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  EXPECT_EQ(exec->exit_code, 0) << exec->out << exec->err;
 
   auto cstatus = cri_->ContainerStatus(*c1);
   ASSERT_TRUE(cstatus.ok()) << cstatus.status().ToString();
   EXPECT_EQ(cstatus->status().state(), v1::CONTAINER_RUNNING);
 
-  auto exec = cri_->ExecSync(*c1, {"echo", "hi"}, 30);
+  exec = cri_->ExecSync(*c1, {"echo", "hi"}, 30);
   ASSERT_TRUE(exec.ok()) << exec.status().ToString();
   EXPECT_EQ(exec->exit_code, 0);
   EXPECT_EQ(exec->out, "hi\n");
@@ -128,7 +200,7 @@ TEST_F(CriE2eTest, PodWithTwoContainersExecLogsStatsAndStop) {
   // One pid namespace per pod (CRI's default): "two" sees "one"'s sleep.
   exec = cri_->ExecSync(*c2, {"ps"}, 30);
   ASSERT_TRUE(exec.ok()) << exec.status().ToString();
-  EXPECT_NE(exec->out.find("sleep 3600"), std::string::npos) << exec->out;
+  EXPECT_NE(exec->out.find("httpd -f"), std::string::npos) << exec->out;
   EXPECT_NE(exec->out.find("sleep 3601"), std::string::npos) << exec->out;
 
   auto stats = cri_->ListContainerStats(*pod_id);
@@ -155,7 +227,8 @@ TEST_F(CriE2eTest, PodWithTwoContainersExecLogsStatsAndStop) {
 }
 
 TEST_F(CriE2eTest, PodSurvivesAContainerdRestart) {
-  const v1::PodSandboxConfig pod = Pod("capsule-restart");
+  // Host network (no netns from CNI): the VM gets no NIC.
+  const v1::PodSandboxConfig pod = Pod("capsule-restart", v1::NODE);
   auto pod_id = RunPod(pod);
   ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
   auto c1 = StartContainer(*pod_id, pod, "one", {"sleep", "3600"});

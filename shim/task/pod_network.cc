@@ -1,0 +1,117 @@
+// See pod_network.h.
+#include "shim/task/pod_network.h"
+
+#include <sys/socket.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/common/logging.h"
+#include "runtime/network/netns_snapshot.h"
+#include "shim/task/agent_status.h"
+
+namespace capsule::shim::task {
+namespace {
+
+const log::Logger kLog("shim.net");
+namespace v1 = agentclient::v1;
+using agentclient::AgentClient;
+
+v1::IPAddress::Family FamilyOf(int family) { return family == AF_INET6 ? v1::IPAddress::V6 : v1::IPAddress::V4; }
+
+v1::Interface GuestInterface(const network::PodInterface& i) {
+  v1::Interface out;
+  out.set_name(i.name);
+  out.set_device_hint(i.mac);
+  out.set_mtu(i.mtu);
+  out.set_up(true);
+  for (const auto& a : i.addresses) {
+    v1::IPAddress* ga = out.add_addresses();
+    ga->set_family(FamilyOf(a.family));
+    ga->set_address(a.address);
+    ga->set_prefix_len(static_cast<uint32_t>(a.prefix_len));
+  }
+  return out;
+}
+
+// ReadNetns leaves out the kernel's own prefix routes: the guest kernel
+// makes them again when the agent assigns the addresses.
+v1::Routes GuestRoutes(const network::NetnsSnapshot& snap) {
+  v1::Routes out;
+  for (const auto& r : snap.routes) {
+    v1::Route* g = out.add_routes();
+    g->set_dest(r.destination);
+    g->set_gateway(r.gateway);
+    g->set_device(r.device);
+    g->set_source(r.source);
+    g->set_scope(static_cast<uint32_t>(r.scope));
+    g->set_family(FamilyOf(r.family));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string PodNetnsPath(const nlohmann::json& spec) {
+  const auto linux = spec.find("linux");
+  if (linux == spec.end() || !linux->is_object()) return "";
+  const auto namespaces = linux->find("namespaces");
+  if (namespaces == linux->end() || !namespaces->is_array()) return "";
+  for (const auto& ns : *namespaces) {
+    if (ns.is_object() && ns.value("type", "") == "network") return ns.value("path", "");
+  }
+  return "";
+}
+
+Result<std::unique_ptr<PodNetwork>> PodNetwork::Attach(const std::string& netns_path, hypervisor::Vm& vmm,
+                                                       const AgentHandle& agent) {
+  const std::string what = "pod network " + netns_path;
+  auto read = network::ReadNetns(netns_path);
+  if (!read.ok()) return std::move(read).status().WithContext(what);
+  const network::NetnsSnapshot snap = std::move(read).value();
+  std::unique_ptr<PodNetwork> net(new PodNetwork(netns_path));
+  for (size_t n = 0; n < snap.interfaces.size(); ++n) {
+    const network::PodInterface& iface = snap.interfaces[n];
+    const std::string nic = fmt::format("{} ({}, {})", iface.name, iface.mac, netns_path);
+    auto made = network::TapRedirect::Create(netns_path, iface.name, fmt::format("{}{}", network::kTapPrefix, n));
+    if (!made.ok()) return std::move(made).status().WithContext("mirror " + nic);
+    network::TapRedirect tap = std::move(made).value();
+    hypervisor::NetDevice dev;
+    dev.id = fmt::format("net{}", n);
+    dev.tap_name = tap.tap_name();
+    dev.mac = iface.mac;
+    dev.fd_name = dev.id + "-tap";
+    RETURN_IF_ERROR_CTX(vmm.PassFd(dev.fd_name, tap.tap_fd()), "hand the tap of " + nic + " to the VMM");
+    RETURN_IF_ERROR_CTX(vmm.HotplugDevice(dev), "hot-plug the NIC for " + nic);
+    net->taps_.push_back(std::move(tap));
+    v1::UpdateInterfaceRequest req;
+    *req.mutable_interface() = GuestInterface(iface);
+    auto got = agent.Call<Result<v1::Interface>>([&](AgentClient& a) { return a.UpdateInterface(req); });
+    if (!got.ok()) return FromAgent(got.status(), "configure the guest's NIC for " + nic);
+    kLog.Info("pod NIC {}: {} in the guest, {} address(es), mtu {}", nic, got->name(), got->addresses_size(),
+              got->mtu());
+  }
+  if (!snap.interfaces.empty()) {
+    v1::UpdateRoutesRequest req;
+    *req.mutable_routes() = GuestRoutes(snap);
+    auto got = agent.Call<Result<v1::Routes>>([&](AgentClient& a) { return a.UpdateRoutes(req); });
+    if (!got.ok()) return FromAgent(got.status(), "install the routes of " + netns_path + " in the guest");
+  }
+  return net;
+}
+
+Status PodNetwork::Remove() {
+  Status first;
+  for (auto& tap : taps_) {
+    Status st = tap.Remove();
+    if (!st.ok() && first.ok()) first = std::move(st);
+  }
+  taps_.clear();
+  return first;
+}
+
+PodNetwork::~PodNetwork() {
+  if (Status st = Remove(); !st.ok()) kLog.Warn("{}: {}", netns_path_, st.ToString());
+}
+
+}  // namespace capsule::shim::task

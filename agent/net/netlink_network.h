@@ -5,10 +5,21 @@
 
 #include <mutex>
 
-#include "agent/net/netlink_socket.h"
 #include "agent/net/network.h"
+#include "runtime/netlink/netlink_socket.h"
 
 namespace capsule::agent::net {
+
+// The libnl wrappers are shared with the host's pod network code.
+using netlink::AddrPtr;
+using netlink::AddrToString;
+using netlink::LinkPtr;
+using netlink::MacToString;
+using netlink::NetlinkSocket;
+using netlink::NlAddrPtr;
+using netlink::NlCachePtr;
+using netlink::ParseAddr;
+using netlink::RoutePtr;
 
 class NetlinkNetwork final : public Network {
  public:

@@ -6,8 +6,8 @@
 #include <chrono>
 #include <mutex>
 
-#include "agent/net/netlink_socket.h"
 #include "agent/net/network.h"
+#include "runtime/netlink/netlink_socket.h"
 
 namespace capsule::agent::net {
 
@@ -15,6 +15,17 @@ namespace capsule::agent::net {
 // hot-plugs the NIC just before it asks, and PCI hot-plug plus the driver's
 // probe take a while (seconds under TCG).
 inline constexpr std::chrono::milliseconds kLinkAppearTimeout{20000};
+
+// The libnl wrappers are shared with the host's pod network code.
+using netlink::AddrPtr;
+using netlink::AddrToString;
+using netlink::LinkPtr;
+using netlink::MacToString;
+using netlink::NetlinkSocket;
+using netlink::NlAddrPtr;
+using netlink::NlCachePtr;
+using netlink::ParseAddr;
+using netlink::RoutePtr;
 
 class NetlinkNetwork final : public Network {
  public:

@@ -63,6 +63,11 @@ class Vm {
   // Removes a hot-plugged device, waiting up to `timeout` for the guest to
   // release it (a paused or not yet started guest releases it at once).
   virtual Status UnplugDevice(const std::string& device_id, std::chrono::milliseconds timeout) = 0;
+  // Hands the VMM a copy of `fd` under `fd_name` (IsValidFdName), for a
+  // device added next that refers to it (NetDevice::fd_name: a tap in a pod
+  // netns). The caller keeps its own fd. Reusing a name replaces the
+  // earlier fd. INVALID_ARGUMENT for a bad name or a closed fd.
+  virtual Status PassFd(const std::string& fd_name, int fd) = 0;
 
   // Readable (POLLIN) as soon as the VMM process exits: for event loops.
   virtual int exit_fd() const = 0;

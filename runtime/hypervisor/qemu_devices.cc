@@ -1,6 +1,7 @@
 // Device -> QEMU mapping. Taps are opened by name with no helper scripts
 // (script=no: the sandbox forbids spawning, and Capsule's network code owns
-// the tap's setup) and without vhost-net (needs /dev/vhost-net, absent on
+// the tap's setup), or come as an fd passed with getfd (fd=<name>), and
+// run without vhost-net (needs /dev/vhost-net, absent on
 // many hosts; a later option). vhost-user devices reach their back end
 // through a client chardev.
 #include "runtime/hypervisor/qemu_devices.h"
@@ -25,6 +26,13 @@ bool UsesChardev(const Device& d) {
 const std::string& SocketPath(const Device& d) {
   if (auto* f = std::get_if<FsShare>(&d)) return f->socket_path;
   return std::get<VsockDevice>(d).socket_path;
+}
+
+// Where the netdev gets its tap: a passed fd, or opened by name (then
+// without QEMU's ifup/ifdown scripts).
+std::string TapSource(const NetDevice& n) {
+  if (!n.fd_name.empty()) return "fd=" + n.fd_name;
+  return fmt::format("ifname={},script=no,downscript=no", n.tap_name);
 }
 
 // device_add properties as (name, value) pairs, shared by both paths.
@@ -62,7 +70,7 @@ std::string BackendId(const Device& d) { return DeviceId(d) + "-be"; }
 std::vector<std::string> DeviceBootArgs(const Device& d) {
   std::vector<std::string> args;
   if (auto* n = std::get_if<NetDevice>(&d)) {
-    args = {"-netdev", fmt::format("tap,id={},ifname={},script=no,downscript=no,vhost=off", BackendId(d), n->tap_name)};
+    args = {"-netdev", fmt::format("tap,id={},{},vhost=off", BackendId(d), TapSource(*n))};
   } else if (UsesChardev(d)) {
     args = {"-chardev", fmt::format("socket,id={},path={}", BackendId(d), SocketPath(d))};
   }
@@ -73,8 +81,13 @@ std::vector<std::string> DeviceBootArgs(const Device& d) {
 
 std::vector<QmpStep> BackendAddSteps(const Device& d) {
   if (auto* n = std::get_if<NetDevice>(&d)) {
-    return {{"netdev_add", json{{"type", "tap"}, {"id", BackendId(d)}, {"ifname", n->tap_name},
-                                {"script", "no"}, {"downscript", "no"}, {"vhost", false}}}};
+    json args = {{"type", "tap"}, {"id", BackendId(d)}, {"vhost", false}};
+    if (n->fd_name.empty()) {
+      args.update(json{{"ifname", n->tap_name}, {"script", "no"}, {"downscript", "no"}});
+    } else {
+      args["fd"] = n->fd_name;  // QEMU takes the fd out of its getfd list
+    }
+    return {{"netdev_add", args}};
   }
   if (!UsesChardev(d)) return {};
   json backend = {{"type", "socket"},
@@ -87,6 +100,12 @@ QmpStep DeviceAddStep(const Device& d, const std::string& bus) {
   for (const auto& [k, v] : DeviceProps(d)) args[k] = v;
   args["bus"] = bus;
   return {"device_add", args};
+}
+
+std::vector<QmpStep> PassedFdReleaseSteps(const Device& d) {
+  auto* n = std::get_if<NetDevice>(&d);
+  if (n == nullptr || n->fd_name.empty()) return {};
+  return {{"closefd", json{{"fdname", n->fd_name}}}};
 }
 
 std::vector<QmpStep> BackendRemoveSteps(const Device& d) {

@@ -27,7 +27,11 @@ std::vector<std::string> DeviceBootArgs(const Device& d);
 std::vector<QmpStep> BackendAddSteps(const Device& d);
 // device_add onto `bus` (a hot-plug root port).
 QmpStep DeviceAddStep(const Device& d, const std::string& bus);
-// After DEVICE_DELETED: netdev_del / chardev-remove.
+// When the back end could not be added: closefd for a tap fd passed with
+// getfd that the netdev therefore never took (QEMU would keep it open).
+std::vector<QmpStep> PassedFdReleaseSteps(const Device& d);
+// After DEVICE_DELETED: netdev_del / chardev-remove (netdev_del also closes
+// a passed tap fd).
 std::vector<QmpStep> BackendRemoveSteps(const Device& d);
 
 }  // namespace capsule::hypervisor

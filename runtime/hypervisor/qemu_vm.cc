@@ -318,7 +318,10 @@ Status QemuVm::HotplugDevice(const Device& device) {
     if (taken) return AlreadyExists(what + ": the id is in use");
   }
   ASSIGN_OR_RETURN(std::string port, FreePort());
-  RETURN_IF_ERROR_CTX(RunSteps(BackendAddSteps(device)), what);
+  if (Status st = RunSteps(BackendAddSteps(device)); !st.ok()) {
+    (void)RunSteps(PassedFdReleaseSteps(device));
+    return std::move(st).WithContext(what);
+  }
   QmpStep add = DeviceAddStep(device, port);
   if (Status st = qmp_->Execute(add.command, add.arguments).status(); !st.ok()) {
     (void)RunSteps(BackendRemoveSteps(device));  // undo the back end
@@ -361,6 +364,17 @@ Status QemuVm::UnplugDevice(const std::string& device_id, milliseconds timeout) 
   }
   kLog.Info("{}: done", what);
   return PersistRecord().WithContext(what + ": record it");
+}
+
+Status QemuVm::PassFd(const std::string& fd_name, int fd) {
+  std::lock_guard op(op_mu_);
+  std::string what = fmt::format("pass fd {} as '{}' to {}", fd, fd_name, Who());
+  RETURN_IF_ERROR(CheckOp("pass an fd to", {VmState::kRunning, VmState::kPaused}));
+  if (!IsValidFdName(fd_name))
+    return InvalidArgument(what + ": fd name must match [A-Za-z][A-Za-z0-9_.-]{0,31}");
+  RETURN_IF_ERROR_CTX(qmp_->ExecuteWithFd("getfd", json{{"fdname", fd_name}}, fd).status(), what);
+  kLog.Info("{}: done", what);
+  return Status::Ok();
 }
 
 }  // namespace capsule::hypervisor

@@ -45,6 +45,8 @@ class QemuVm final : public Vm {
   Status Stop(std::chrono::milliseconds graceful) override;
   Status HotplugDevice(const Device& device) override;
   Status UnplugDevice(const std::string& device_id, std::chrono::milliseconds timeout) override;
+  // QMP getfd; netdev_add fd=<name> takes it out of QEMU's list again.
+  Status PassFd(const std::string& fd_name, int fd) override;
   int exit_fd() const override { return pidfd_.get(); }
   void OnExit(ExitCallback callback) override;
   std::optional<VmExit> WaitExit(std::optional<std::chrono::milliseconds> timeout) override;

@@ -3,6 +3,7 @@
 // carrying their id; the reader fails them all when the connection drops.
 #include "runtime/hypervisor/qmp_client.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -89,13 +90,30 @@ Status QmpClient::Handshake(const Options& options) {
   }
 }
 
-Status QmpClient::SendAll(const std::string& data) {
+Status QmpClient::SendAll(const std::string& data, int pass_fd) {
   std::lock_guard lock(write_mu_);
   std::string_view rest = data;
   while (!rest.empty()) {
-    ssize_t n = ::send(fd_.get(), rest.data(), rest.size(), MSG_NOSIGNAL);
+    iovec iov{const_cast<char*>(rest.data()), rest.size()};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    // The fd rides on the command's first bytes; QEMU takes it from the
+    // message that carries them (SCM_RIGHTS, unix(7)).
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    if (pass_fd >= 0) {
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+    }
+    ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus(peer_ + ": write QMP socket");
+    if (n < 0) return ErrnoStatus(peer_ + (pass_fd >= 0 ? ": send fd on QMP socket" : ": write QMP socket"));
+    pass_fd = -1;
     rest.remove_prefix(static_cast<size_t>(n));
   }
   return Status::Ok();
@@ -103,6 +121,19 @@ Status QmpClient::SendAll(const std::string& data) {
 
 Result<nlohmann::json> QmpClient::Execute(std::string_view command, const nlohmann::json& arguments,
                                           std::chrono::milliseconds timeout) {
+  return ExecuteImpl(command, arguments, -1, timeout);
+}
+
+Result<nlohmann::json> QmpClient::ExecuteWithFd(std::string_view command, const nlohmann::json& arguments, int fd,
+                                                std::chrono::milliseconds timeout) {
+  // A closed or bogus fd would make sendmsg fail with a bare EBADF.
+  if (fd < 0 || ::fcntl(fd, F_GETFD) < 0)
+    return InvalidArgument(fmt::format("{}: QMP {}: fd {} is not an open file descriptor", peer_, command, fd));
+  return ExecuteImpl(command, arguments, fd, timeout);
+}
+
+Result<nlohmann::json> QmpClient::ExecuteImpl(std::string_view command, const nlohmann::json& arguments, int pass_fd,
+                                              std::chrono::milliseconds timeout) {
   auto pending = std::make_shared<Pending>();
   uint64_t id;
   {
@@ -111,8 +142,8 @@ Result<nlohmann::json> QmpClient::Execute(std::string_view command, const nlohma
     id = next_id_++;
     pending_[id] = pending;
   }
-  kLog.Debug("{} -> {} {}", peer_, command, JsonForLog(arguments));
-  Status sent = SendAll(EncodeQmpCommand(command, arguments, id));
+  kLog.Debug("{} -> {} {}{}", peer_, command, JsonForLog(arguments), pass_fd >= 0 ? " (+fd)" : "");
+  Status sent = SendAll(EncodeQmpCommand(command, arguments, id), pass_fd);
   std::unique_lock lock(mu_);
   if (!sent.ok()) {
     pending_.erase(id);

@@ -69,6 +69,11 @@ class QmpClient {
   // naming the command. Must not be called from an event callback.
   Result<nlohmann::json> Execute(std::string_view command, const nlohmann::json& arguments = nullptr,
                                  std::chrono::milliseconds timeout = kQmpDefaultCommandTimeout);
+  // Same, with `fd` sent alongside the command (SCM_RIGHTS), for QMP's
+  // getfd / add-fd. The peer receives a copy; `fd` stays the caller's.
+  // INVALID_ARGUMENT if `fd` is not open.
+  Result<nlohmann::json> ExecuteWithFd(std::string_view command, const nlohmann::json& arguments, int fd,
+                                       std::chrono::milliseconds timeout = kQmpDefaultCommandTimeout);
 
   // Callbacks run on the reader thread, in arrival order; keep them short.
   int Subscribe(EventCallback callback);
@@ -95,7 +100,10 @@ class QmpClient {
   QmpClient(UniqueFd fd, UniqueFd wake, std::string peer) : fd_(std::move(fd)), wake_(std::move(wake)), peer_(std::move(peer)) {}
   Status Handshake(const Options& options);
   Result<QmpMessage> ReadMessageBlocking(std::chrono::steady_clock::time_point deadline, int abort_fd);
-  Status SendAll(const std::string& data);
+  Result<nlohmann::json> ExecuteImpl(std::string_view command, const nlohmann::json& arguments, int pass_fd,
+                                     std::chrono::milliseconds timeout);
+  // Writes `data`; a `pass_fd` >= 0 goes with its first bytes.
+  Status SendAll(const std::string& data, int pass_fd = -1);
   void ReaderLoop();
   void Dispatch(QmpMessage msg);
   void DispatchEvent(const QmpEvent& event);

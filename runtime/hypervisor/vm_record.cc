@@ -83,6 +83,7 @@ json DeviceToJson(const Device& d) {
   if (auto* n = std::get_if<NetDevice>(&d)) {
     j["tap_name"] = n->tap_name;
     j["mac"] = n->mac;
+    j["fd_name"] = n->fd_name;
   } else if (auto* v = std::get_if<VsockDevice>(&d)) {
     j["backend"] = v->backend == VsockDevice::Backend::kVhostKernel ? "vhost" : "vhost-user";
     j["guest_cid"] = v->guest_cid;
@@ -100,9 +101,10 @@ Result<Device> DeviceFromJson(const Reader& r) {
   RETURN_IF_ERROR(r.Str("kind", kind));
   RETURN_IF_ERROR(r.Str("id", id));
   if (kind == "net") {
-    NetDevice n{id, "", ""};
+    NetDevice n{id, "", "", ""};
     RETURN_IF_ERROR(r.Str("tap_name", n.tap_name));
     RETURN_IF_ERROR(r.Str("mac", n.mac));
+    RETURN_IF_ERROR(r.Str("fd_name", n.fd_name, false));  // absent in records before fd passing
     return Device(n);
   }
   if (kind == "vsock") {

@@ -52,7 +52,10 @@ Status CheckNoComma(std::string_view what, const std::string& value) {
 }
 
 Status ValidateNet(const NetDevice& d) {
-  if (d.tap_name.empty() || d.tap_name.size() > 15)
+  if (!d.fd_name.empty() && !IsValidFdName(d.fd_name))
+    return InvalidArgument(fmt::format("net device '{}': fd_name '{}' must match [A-Za-z][A-Za-z0-9_.-]{{0,31}}", d.id, d.fd_name));
+  // With an fd the tap is known by it, and its name only labels logs.
+  if ((d.fd_name.empty() && d.tap_name.empty()) || d.tap_name.size() > 15)
     return InvalidArgument(fmt::format("net device '{}': tap_name must be 1..15 chars, got '{}'", d.id, d.tap_name));
   for (char c : d.tap_name) {
     if (!IsIdChar(c)) return InvalidArgument(fmt::format("net device '{}': bad tap_name '{}'", d.id, d.tap_name));
@@ -113,6 +116,8 @@ bool IsValidDeviceId(std::string_view id) {
   return true;
 }
 
+bool IsValidFdName(std::string_view name) { return IsValidDeviceId(name); }
+
 Status ValidateDevice(const Device& device) {
   const std::string& id = DeviceId(device);
   if (!IsValidDeviceId(id))
@@ -145,6 +150,9 @@ Status ValidateVmSpec(const VmSpec& s) {
   std::set<std::string> ids;
   for (const Device& d : s.devices) {
     RETURN_IF_ERROR_CTX(ValidateDevice(d), fmt::format("vm spec '{}'", s.id));
+    // Fds are passed over QMP, which exists only once the VMM runs.
+    if (auto* n = std::get_if<NetDevice>(&d); n != nullptr && !n->fd_name.empty())
+      return bad(fmt::format("net device '{}': fd_name works for hot-plug only, not at boot", n->id));
     if (!ids.insert(DeviceId(d)).second) return bad(fmt::format("device id '{}' used twice", DeviceId(d)));
   }
   return Status::Ok();

@@ -19,12 +19,18 @@ namespace capsule::hypervisor {
 enum class Accelerator { kKvm, kTcg };
 std::string_view AcceleratorName(Accelerator a);
 
-// A virtio-net NIC backed by a host tap interface. The VMM opens the tap by
-// name (creating it if it does not exist) in the VMM's network namespace.
+// A virtio-net NIC backed by a host tap interface. Without fd_name the VMM
+// opens the tap by name (creating it if it does not exist) in the VMM's own
+// network namespace. With fd_name it uses a tap fd handed over before with
+// Vm::PassFd: the way to reach a tap in a pod's netns, which the VMM (in
+// the host netns) cannot open by name. The VMM consumes the passed fd when
+// the device is added, so each hot-plug needs its own PassFd. fd_name is
+// for hot-plug only: ValidateVmSpec refuses it on boot-time devices.
 struct NetDevice {
   std::string id;        // device id, unique in the VM ([A-Za-z][A-Za-z0-9_.-]*)
-  std::string tap_name;  // host interface name (IFNAMSIZ-1 = 15 chars at most)
+  std::string tap_name;  // host interface name (IFNAMSIZ-1 = 15 chars at most); informational with fd_name
   std::string mac;       // "52:54:00:12:34:56"
+  std::string fd_name;   // "" or a name given to Vm::PassFd ([A-Za-z][A-Za-z0-9_.-]{0,31})
   bool operator==(const NetDevice&) const = default;
 };
 
@@ -87,5 +93,8 @@ inline constexpr size_t kMaxVmIdLen = 64;           // a containerd sandbox id i
 Status ValidateVmSpec(const VmSpec& spec);
 Status ValidateDevice(const Device& device);
 bool IsValidDeviceId(std::string_view id);
+// Names of fds passed to the VMM: the device id rules (QEMU refuses names
+// that start with a digit, which it would take for fd numbers).
+bool IsValidFdName(std::string_view name);
 
 }  // namespace capsule::hypervisor

@@ -68,7 +68,7 @@ TEST(QemuCmdlineTest, KvmVmExactArguments) {
   s.initrd.clear();
   s.extra_kernel_params = "capsule.pod=x";
   s.devices = {VsockDevice{"vsock0", VsockDevice::Backend::kVhostKernel, 42, ""},
-               NetDevice{"eth0", "tap0", "52:54:00:12:34:56"}};
+               NetDevice{"eth0", "tap0", "52:54:00:12:34:56", ""}};
   s.extra_args = {"-device", "virtio-rng-pci"};
   QemuCommandInput in{&hv, s, Accelerator::kKvm, /*sandbox=*/false, /*qmp_listen_fd=*/7};
   Args want = {
@@ -122,7 +122,7 @@ TEST(QemuCmdlineTest, KernelCmdlineJoinsPartsTrimmingBlanks) {
 }
 
 TEST(QemuDevicesTest, HotplugStepsForATapNic) {
-  Device nic = NetDevice{"eth0", "tap0", "52:54:00:00:00:01"};
+  Device nic = NetDevice{"eth0", "tap0", "52:54:00:00:00:01", ""};
   auto add = BackendAddSteps(nic);
   ASSERT_EQ(add.size(), 1u);
   EXPECT_EQ(add[0], (QmpStep{"netdev_add", json{{"type", "tap"}, {"id", "eth0-be"}, {"ifname", "tap0"},
@@ -131,6 +131,21 @@ TEST(QemuDevicesTest, HotplugStepsForATapNic) {
             (QmpStep{"device_add", json{{"driver", "virtio-net-pci"}, {"netdev", "eth0-be"},
                                         {"mac", "52:54:00:00:00:01"}, {"id", "eth0"}, {"bus", "rp1"}}}));
   EXPECT_EQ(BackendRemoveSteps(nic), (std::vector<QmpStep>{{"netdev_del", json{{"id", "eth0-be"}}}}));
+}
+
+TEST(QemuDevicesTest, HotplugStepsForATapPassedAsAnFd) {
+  Device nic = NetDevice{"eth0", "tap_cap0", "52:54:00:00:00:01", "tapfd0"};
+  auto add = BackendAddSteps(nic);
+  ASSERT_EQ(add.size(), 1u);
+  // No ifname: QEMU (host netns) could not find a tap of the pod's netns by name.
+  EXPECT_EQ(add[0], (QmpStep{"netdev_add", json{{"type", "tap"}, {"id", "eth0-be"}, {"fd", "tapfd0"}, {"vhost", false}}}));
+  EXPECT_EQ(DeviceAddStep(nic, "rp0").arguments["mac"], "52:54:00:00:00:01");
+  EXPECT_EQ(PassedFdReleaseSteps(nic), (std::vector<QmpStep>{{"closefd", json{{"fdname", "tapfd0"}}}}));
+  EXPECT_TRUE(PassedFdReleaseSteps(NetDevice{"eth1", "tap0", "52:54:00:00:00:02", ""}).empty());
+  EXPECT_EQ(BackendRemoveSteps(nic), (std::vector<QmpStep>{{"netdev_del", json{{"id", "eth0-be"}}}}));
+  EXPECT_EQ(DeviceBootArgs(nic), (std::vector<std::string>{
+                                     "-netdev", "tap,id=eth0-be,fd=tapfd0,vhost=off", "-device",
+                                     "virtio-net-pci,netdev=eth0-be,mac=52:54:00:00:00:01,id=eth0"}));
 }
 
 TEST(QemuDevicesTest, HotplugStepsForVhostUserAndKernelVsock) {

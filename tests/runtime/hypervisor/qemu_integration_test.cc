@@ -155,7 +155,7 @@ TEST_F(QemuTest, HotplugAndUnplugTapNic) {
   auto vm = hv.Launch(spec);
   ASSERT_TRUE(vm.ok()) << vm.status().ToString();
   std::string tap = "cpt" + std::to_string(::getpid() % 100000);
-  Device nic = NetDevice{"eth0", tap, "52:54:00:12:34:56"};
+  Device nic = NetDevice{"eth0", tap, "52:54:00:12:34:56", ""};
   ASSERT_TRUE((*vm)->HotplugDevice(nic).ok());
   EXPECT_TRUE(PathExists("/sys/class/net/" + tap)) << "QEMU should have created the tap";
   auto mac = Qmp(**vm, "qom-get", json{{"path", "/machine/peripheral/eth0"}, {"property", "mac"}});
@@ -195,12 +195,12 @@ TEST_F(QemuTest, HotplugFailuresAreCleanAndSlotsAreBounded) {
   EXPECT_NE(st.message().find("QMP chardev-add"), std::string::npos) << st.ToString();
   EXPECT_NE(st.message().find("hot-plug vsock device 'vsock0' into VM vm-hp"), std::string::npos) << st.ToString();
   EXPECT_TRUE(static_cast<QemuVm&>(**vm).hotplugged().empty());
-  EXPECT_EQ((*vm)->HotplugDevice(NetDevice{"bad id", "t", "52:54:00:00:00:01"}).code(), Code::kInvalidArgument);
+  EXPECT_EQ((*vm)->HotplugDevice(NetDevice{"bad id", "t", "52:54:00:00:00:01", ""}).code(), Code::kInvalidArgument);
   if (PathExists("/dev/net/tun")) {
     std::string base = "cpq" + std::to_string(::getpid() % 100000);
-    ASSERT_TRUE((*vm)->HotplugDevice(NetDevice{"n0", base + "a", "52:54:00:00:00:01"}).ok());
-    ASSERT_TRUE((*vm)->HotplugDevice(NetDevice{"n1", base + "b", "52:54:00:00:00:02"}).ok());
-    Status full = (*vm)->HotplugDevice(NetDevice{"n2", base + "c", "52:54:00:00:00:03"});
+    ASSERT_TRUE((*vm)->HotplugDevice(NetDevice{"n0", base + "a", "52:54:00:00:00:01", ""}).ok());
+    ASSERT_TRUE((*vm)->HotplugDevice(NetDevice{"n1", base + "b", "52:54:00:00:00:02", ""}).ok());
+    Status full = (*vm)->HotplugDevice(NetDevice{"n2", base + "c", "52:54:00:00:00:03", ""});
     EXPECT_EQ(full.code(), Code::kResourceExhausted) << full.ToString();
   }
 }
@@ -285,7 +285,7 @@ TEST_F(QemuTest, SigkilledQemuIsNoticedAtOnce) {
   EXPECT_FALSE(e.requested);
   EXPECT_EQ(e.reason, "QEMU exited without a SHUTDOWN event (killed or crashed)");
   EXPECT_EQ((*vm)->state(), VmState::kExited);
-  EXPECT_EQ((*vm)->HotplugDevice(NetDevice{"n", "t", "52:54:00:00:00:01"}).code(), Code::kFailedPrecondition);
+  EXPECT_EQ((*vm)->HotplugDevice(NetDevice{"n", "t", "52:54:00:00:00:01", ""}).code(), Code::kFailedPrecondition);
   EXPECT_TRUE(PathExists(spec.state_dir));  // kept until Stop, for post-mortems
   ASSERT_TRUE((*vm)->Stop(milliseconds(0)).ok());
   EXPECT_FALSE(PathExists(spec.state_dir));

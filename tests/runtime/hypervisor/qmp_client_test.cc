@@ -2,11 +2,13 @@
 // socketpair. The real QEMU peer is covered by qemu_integration_test.
 #include "runtime/hypervisor/qmp_client.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <future>
 
 namespace capsule::hypervisor {
@@ -41,6 +43,28 @@ class FakeQmp {
       buf_.append(b, static_cast<size_t>(n));
     }
   }
+  // Like ReadCommand, also taking the fd sent with the command's first
+  // bytes (SCM_RIGHTS) into `received`.
+  json ReadCommandWithFd(UniqueFd& received) {
+    char b[4096];
+    iovec iov{b, sizeof b};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n = ::recvmsg(fd_.get(), &msg, MSG_CMSG_CLOEXEC);
+    if (n <= 0) return json();
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+      received.reset(fd);
+    }
+    buf_.append(b, static_cast<size_t>(n));
+    return ReadCommand();
+  }
   void Reply(const json& cmd, const json& ret) { SendLine(json{{"return", ret}, {"id", cmd["id"]}}.dump()); }
   void Close() { fd_.reset(); }
 
@@ -74,6 +98,44 @@ Pair Connected() {
   auto client = fut.get();
   EXPECT_TRUE(client.ok()) << client.status().ToString();
   return {client.ok() ? std::move(*client) : nullptr, std::move(server)};
+}
+
+TEST(QmpClientTest, ExecuteWithFdSendsTheFdWithTheCommand) {
+  auto p = Connected();
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  UniqueFd rd(pipe_fds[0]), wr(pipe_fds[1]);
+  auto fut = std::async(std::launch::async,
+                        [&] { return p.client->ExecuteWithFd("getfd", json{{"fdname", "tapfd0"}}, wr.get()); });
+  UniqueFd received;
+  json cmd = p.server->ReadCommandWithFd(received);
+  EXPECT_EQ(cmd["execute"], "getfd");
+  EXPECT_EQ(cmd["arguments"]["fdname"], "tapfd0");
+  ASSERT_TRUE(received.valid()) << "no fd came with the command";
+  // The peer's copy is the same pipe.
+  ASSERT_EQ(::write(received.get(), "x", 1), 1);
+  char c = 0;
+  ASSERT_EQ(::read(rd.get(), &c, 1), 1);
+  EXPECT_EQ(c, 'x');
+  p.server->Reply(cmd, json::object());
+  auto r = fut.get();
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_GE(::fcntl(wr.get(), F_GETFD), 0) << "the caller's fd must stay open";
+}
+
+TEST(QmpClientTest, ExecuteWithFdRefusesAClosedFd) {
+  auto p = Connected();
+  auto bad = p.client->ExecuteWithFd("getfd", json{{"fdname", "x"}}, -1);
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("fd -1 is not an open file descriptor"), std::string::npos)
+      << bad.status().ToString();
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  EXPECT_EQ(p.client->ExecuteWithFd("getfd", json{{"fdname", "x"}}, pipe_fds[1]).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_TRUE(p.client->connected());
 }
 
 TEST(QmpClientTest, HandshakeRecordsGreeting) {

@@ -37,8 +37,9 @@ VmRecord FullRecord() {
   r.vmm_version = "7.2.22";
   r.qmp_socket = "/run/capsule/vm/pod-1/qmp.sock";
   r.vmm_log = "/run/capsule/vm/pod-1/qemu.log";
-  r.hotplugged = {{NetDevice{"eth0", "tap0", "52:54:00:00:00:01"}, "rp0"},
-                  {VsockDevice{"vsock1", VsockDevice::Backend::kVhostUser, 0, "/run/v.sock"}, "rp1"}};
+  r.hotplugged = {{NetDevice{"eth0", "tap0", "52:54:00:00:00:01", ""}, "rp0"},
+                  {VsockDevice{"vsock1", VsockDevice::Backend::kVhostUser, 0, "/run/v.sock"}, "rp1"},
+                  {NetDevice{"eth1", "tap_cap1", "52:54:00:00:00:02", "tapfd1"}, "rp2"}};
   return r;
 }
 
@@ -47,6 +48,23 @@ TEST(VmRecordTest, RoundTripsEveryField) {
   auto back = VmRecordFromJson(VmRecordToJson(r), "vm.json");
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, r);
+}
+
+TEST(VmRecordTest, RecordWithoutFdNameStillReads) {
+  // Records written before fd passing have no "fd_name" key.
+  json j = json::parse(VmRecordToJson(FullRecord()));
+  for (auto& h : j["hotplugged"]) h.erase("fd_name");
+  auto back = VmRecordFromJson(j.dump(), "vm.json");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(std::get<NetDevice>(back->hotplugged[2].device).fd_name, "");
+}
+
+TEST(VmSpecTest, HotpluggedNicMayGoByFdAlone) {
+  EXPECT_TRUE(ValidateDevice(NetDevice{"eth0", "", "52:54:00:00:00:01", "tapfd0"}).ok());
+  EXPECT_TRUE(IsValidFdName("tap_fd.0-a"));
+  EXPECT_FALSE(IsValidFdName("0tap"));
+  EXPECT_FALSE(IsValidFdName(""));
+  EXPECT_FALSE(IsValidFdName(std::string(33, 'a')));
 }
 
 TEST(VmRecordTest, ErrorsNameTheFieldAndFile) {
@@ -96,10 +114,14 @@ TEST(VmSpecTest, RejectionsNameTheField) {
       {[](VmSpec& s) { s.devices.push_back(FsShare{"fs0", "/x.sock", "t", 1024}); }, "device id 'fs0' used twice"},
       {[](VmSpec& s) { s.devices = {FsShare{"fs0", "/x.sock", "t", 1000}}; }, "queue_size must be a power of two"},
       {[](VmSpec& s) { s.devices = {FsShare{"fs0", "/" + std::string(200, 'a'), "t", 1024}}; }, "unix sockets allow 107"},
-      {[](VmSpec& s) { s.devices = {NetDevice{"0nic", "tap0", "52:54:00:00:00:01"}}; }, "net device id '0nic' must match"},
-      {[](VmSpec& s) { s.devices = {NetDevice{"rp3", "tap0", "52:54:00:00:00:01"}}; }, "reserved for hot-plug ports"},
-      {[](VmSpec& s) { s.devices = {NetDevice{"n", "tap0", "01:00:5e:00:00:01"}}; }, "not a unicast"},
-      {[](VmSpec& s) { s.devices = {NetDevice{"n", "a-very-long-tap-name", "52:54:00:00:00:01"}}; }, "tap_name must be 1..15"},
+      {[](VmSpec& s) { s.devices = {NetDevice{"0nic", "tap0", "52:54:00:00:00:01", ""}}; }, "net device id '0nic' must match"},
+      {[](VmSpec& s) { s.devices = {NetDevice{"rp3", "tap0", "52:54:00:00:00:01", ""}}; }, "reserved for hot-plug ports"},
+      {[](VmSpec& s) { s.devices = {NetDevice{"n", "tap0", "01:00:5e:00:00:01", ""}}; }, "not a unicast"},
+      {[](VmSpec& s) { s.devices = {NetDevice{"n", "a-very-long-tap-name", "52:54:00:00:00:01", ""}}; }, "tap_name must be 1..15"},
+      {[](VmSpec& s) { s.devices = {NetDevice{"n", "", "52:54:00:00:00:01", ""}}; }, "tap_name must be 1..15"},
+      {[](VmSpec& s) { s.devices = {NetDevice{"n", "tap0", "52:54:00:00:00:01", "1fd"}}; }, "fd_name '1fd' must match"},
+      {[](VmSpec& s) { s.devices = {NetDevice{"n", "tap0", "52:54:00:00:00:01", "a,b"}}; }, "fd_name 'a,b' must match"},
+      {[](VmSpec& s) { s.devices = {NetDevice{"n", "", "52:54:00:00:00:01", "tapfd"}}; }, "fd_name works for hot-plug only"},
       {[](VmSpec& s) { s.devices = {VsockDevice{"v", VsockDevice::Backend::kVhostKernel, 2, ""}}; }, "guest_cid must be 3.."},
   };
   for (const Case& c : cases) {

@@ -32,6 +32,7 @@ class FakeVmm : public hypervisor::Vm {
   Status Stop(std::chrono::milliseconds) override;
   Status HotplugDevice(const hypervisor::Device&) override { return Unimplemented("fake"); }
   Status UnplugDevice(const std::string&, std::chrono::milliseconds) override { return Unimplemented("fake"); }
+  Status PassFd(const std::string&, int) override { return Unimplemented("fake"); }
   int exit_fd() const override { return -1; }
   void OnExit(ExitCallback) override {}
   std::optional<hypervisor::VmExit> WaitExit(std::optional<std::chrono::milliseconds>) override { return std::nullopt; }

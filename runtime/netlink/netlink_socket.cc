@@ -1,5 +1,5 @@
 // NETLINK_ROUTE socket, caches, and libnl/kernel error mapping.
-#include "agent/net/netlink_socket.h"
+#include "runtime/netlink/netlink_socket.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -7,7 +7,7 @@
 #include <netlink/handlers.h>
 #include <netlink/netlink.h>
 
-namespace capsule::agent::net {
+namespace capsule::netlink {
 namespace {
 
 Code CodeOf(int nl_error) {
@@ -90,4 +90,4 @@ Result<NlAddrPtr> ParseAddr(const std::string& text, int family) {
   return NlAddrPtr(a);
 }
 
-}  // namespace capsule::agent::net
+}  // namespace capsule::netlink

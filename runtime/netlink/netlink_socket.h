@@ -14,10 +14,9 @@
 #include <memory>
 #include <string>
 
-#include "agent/net/types.h"
 #include "runtime/common/status.h"
 
-namespace capsule::agent::net {
+namespace capsule::netlink {
 
 template <typename T, void (*Free)(T*)>
 struct NlDeleter {
@@ -64,4 +63,4 @@ std::string MacToString(nl_addr* addr);
 // Parses "10.0.0.2", "10.0.0.0/24" or "" (any, for the default route).
 Result<NlAddrPtr> ParseAddr(const std::string& text, int family);
 
-}  // namespace capsule::agent::net
+}  // namespace capsule::netlink

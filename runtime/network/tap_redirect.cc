@@ -1,0 +1,172 @@
+// TapRedirect: create and remove the tap and its two-way tc mirror inside
+// the pod's netns. Creation is a short sequence of steps; a failing step
+// undoes the ones before it before the error goes back, so a failed Create
+// leaves the netns as it found it.
+#include "runtime/network/tap_redirect.h"
+
+#include <fmt/format.h>
+#include <linux/if.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+
+#include <cerrno>
+
+#include "runtime/common/logging.h"
+#include "runtime/netlink/netlink_socket.h"
+#include "runtime/network/netns.h"
+#include "runtime/network/tap_device.h"
+#include "runtime/network/tc.h"
+
+namespace capsule::network {
+namespace {
+
+using netlink::LinkPtr;
+using netlink::NetlinkSocket;
+
+const log::Logger kLog("network");
+
+Result<LinkPtr> GetLink(NetlinkSocket& sock, const std::string& name) {
+  rtnl_link* link = nullptr;
+  sock.ResetError();
+  int rc = rtnl_link_get_kernel(sock.get(), 0, name.c_str(), &link);
+  if (rc < 0) {
+    Status st = sock.Check(rc, "interface " + name);
+    // ENODEV reads "No such device"; say what the caller can act on.
+    if (st.code() == Code::kNotFound || rc == -NLE_OBJ_NOTFOUND) return NotFound("interface " + name + " does not exist");
+    return st;
+  }
+  return LinkPtr(link);
+}
+
+Status SetMtuAndUp(NetlinkSocket& sock, rtnl_link* link, uint32_t mtu) {
+  LinkPtr change(rtnl_link_alloc());
+  if (!change) return Internal("rtnl_link_alloc: out of memory");
+  rtnl_link_set_mtu(change.get(), mtu);
+  rtnl_link_set_flags(change.get(), IFF_UP);
+  sock.ResetError();
+  return sock.Check(rtnl_link_change(sock.get(), link, change.get(), 0), fmt::format("set mtu {} and up", mtu));
+}
+
+// NOT_FOUND when the interface does not exist (any more).
+Status DeleteLink(NetlinkSocket& sock, const std::string& name) {
+  LinkPtr link(rtnl_link_alloc());
+  if (!link) return Internal("rtnl_link_alloc: out of memory");
+  rtnl_link_set_name(link.get(), name.c_str());
+  sock.ResetError();
+  Status st = sock.Check(rtnl_link_delete(sock.get(), link.get()), "delete interface " + name);
+  if (!st.ok() && (st.code() == Code::kNotFound || st.message().find("No such device") != std::string::npos))
+    return NotFound(name + " does not exist");
+  return st;
+}
+
+// Whether `path` still names a network namespace: containerd unmounts the
+// nsfs file and then unlinks it, so both a missing file and a plain file
+// mean the netns (and every interface in it) is gone.
+bool NetnsExists(const std::string& path) {
+  struct statfs fs {};
+  return ::statfs(path.c_str(), &fs) == 0 && fs.f_type == static_cast<decltype(fs.f_type)>(NSFS_MAGIC);
+}
+
+// What Create has done so far, for the undo on failure.
+struct Progress {
+  int veth_index = 0;
+  bool veth_qdisc = false;
+  bool tap_made = false;
+};
+
+void Undo(NetlinkSocket& sock, const Progress& p, const std::string& tap_name) {
+  if (p.veth_qdisc) {
+    if (Status st = DeleteIngressQdisc(sock, p.veth_index); !st.ok()) kLog.Warn("undo: {}", st.ToString());
+  }
+  // The tap's own qdisc and filter go with it.
+  if (p.tap_made) {
+    if (Status st = DeleteLink(sock, tap_name); !st.ok() && st.code() != Code::kNotFound)
+      kLog.Warn("undo: {}", st.ToString());
+  }
+}
+
+// The steps of Create, each error naming its step and interface.
+Result<UniqueFd> Setup(NetlinkSocket& sock, const std::string& veth_name, const std::string& tap_name, Progress& p) {
+  ASSIGN_OR_RETURN(LinkPtr veth, GetLink(sock, veth_name));
+  p.veth_index = rtnl_link_get_ifindex(veth.get());
+  if (GetLink(sock, tap_name).ok()) return AlreadyExists("interface " + tap_name + " already exists");
+  auto fd = CreateTap(tap_name);
+  if (!fd.ok()) return std::move(fd).status().WithContext("create tap");
+  p.tap_made = true;
+  ASSIGN_OR_RETURN(LinkPtr tap, GetLink(sock, tap_name));
+  const int tap_index = rtnl_link_get_ifindex(tap.get());
+  RETURN_IF_ERROR_CTX(SetMtuAndUp(sock, tap.get(), rtnl_link_get_mtu(veth.get())), "tap " + tap_name);
+  RETURN_IF_ERROR_CTX(AddIngressQdisc(sock, p.veth_index), "veth " + veth_name);
+  p.veth_qdisc = true;
+  RETURN_IF_ERROR_CTX(AddIngressQdisc(sock, tap_index), "tap " + tap_name);
+  RETURN_IF_ERROR_CTX(AddRedirectFilter(sock, p.veth_index, tap_index), "veth " + veth_name);
+  RETURN_IF_ERROR_CTX(AddRedirectFilter(sock, tap_index, p.veth_index), "tap " + tap_name);
+  return std::move(*fd);
+}
+
+}  // namespace
+
+Result<TapRedirect> TapRedirect::Create(const std::string& netns_path, const std::string& veth_name,
+                                        const std::string& tap_name) {
+  const std::string ctx = fmt::format("tap redirect {} <-> {} in netns {}", veth_name, tap_name, netns_path);
+  if (tap_name.rfind(kTapPrefix, 0) != 0)
+    return InvalidArgument(fmt::format("{}: tap name must start with '{}' (ReadNetns skips those)", ctx, kTapPrefix));
+  auto fd = [&]() -> Result<UniqueFd> {
+    ASSIGN_OR_RETURN(NetnsGuard guard, NetnsGuard::Enter(netns_path));
+    ASSIGN_OR_RETURN(std::unique_ptr<NetlinkSocket> sock, NetlinkSocket::Open());
+    Progress progress;
+    auto tap_fd = Setup(*sock, veth_name, tap_name, progress);
+    if (!tap_fd.ok()) Undo(*sock, progress, tap_name);
+    return tap_fd;  // on failure the fd closes here, after Undo, still in the netns
+  }();
+  if (!fd.ok()) return std::move(fd).status().WithContext(ctx);
+  TapRedirect r(netns_path, veth_name, tap_name, std::move(*fd));
+  r.active_ = true;
+  kLog.Info("{}: created (tap fd {})", ctx, r.tap_fd());
+  return r;
+}
+
+TapRedirect::TapRedirect(TapRedirect&& other) noexcept
+    : netns_path_(std::move(other.netns_path_)), veth_name_(std::move(other.veth_name_)),
+      tap_name_(std::move(other.tap_name_)), tap_fd_(std::move(other.tap_fd_)),
+      active_(std::exchange(other.active_, false)) {}
+
+TapRedirect& TapRedirect::operator=(TapRedirect&& other) noexcept {
+  if (this == &other) return *this;
+  if (Status st = Remove(); !st.ok()) kLog.Error("{}", st.ToString());
+  netns_path_ = std::move(other.netns_path_);
+  veth_name_ = std::move(other.veth_name_);
+  tap_name_ = std::move(other.tap_name_);
+  tap_fd_ = std::move(other.tap_fd_);
+  active_ = std::exchange(other.active_, false);
+  return *this;
+}
+
+TapRedirect::~TapRedirect() {
+  if (Status st = Remove(); !st.ok()) kLog.Error("{}", st.ToString());
+}
+
+Status TapRedirect::Remove() {
+  if (!active_) return Status::Ok();
+  const std::string ctx = fmt::format("remove tap redirect {} <-> {} in netns {}", veth_name_, tap_name_, netns_path_);
+  if (NetnsExists(netns_path_)) {
+    ASSIGN_OR_RETURN(NetnsGuard guard, NetnsGuard::Enter(netns_path_));
+    auto sock = NetlinkSocket::Open();
+    if (!sock.ok()) return std::move(sock).status().WithContext(ctx);
+    // The veth may be gone already (CNI DEL first): its qdisc went with it.
+    if (auto veth = GetLink(**sock, veth_name_); veth.ok()) {
+      Status st = DeleteIngressQdisc(**sock, rtnl_link_get_ifindex(veth->get()));
+      if (!st.ok() && st.code() != Code::kNotFound && st.code() != Code::kInvalidArgument)
+        return std::move(st).WithContext(ctx + ": veth " + veth_name_);
+    }
+    Status st = DeleteLink(**sock, tap_name_);
+    if (!st.ok() && st.code() != Code::kNotFound) return std::move(st).WithContext(ctx);
+  }
+  tap_fd_.reset();
+  active_ = false;
+  kLog.Info("{}: done", ctx);
+  return Status::Ok();
+}
+
+}  // namespace capsule::network

@@ -1,0 +1,152 @@
+// The pod NIC path end to end on the host side: a TapRedirect in a pod
+// netns, its tap fd handed to a real QEMU (TCG, no guest) with PassFd, and
+// a virtio-net NIC hot-plugged on it (NetDevice::fd_name) and removed.
+// QEMU runs in the test's (private) host netns, so only the fd can reach
+// the tap, exactly as for a real pod.
+#include <gmock/gmock.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "runtime/common/file_util.h"
+#include "runtime/hypervisor/qemu_hypervisor.h"
+#include "runtime/hypervisor/qemu_vm.h"
+#include "runtime/hypervisor/vm_paths.h"
+#include "runtime/hypervisor/vm_record.h"
+#include "runtime/network/tap_redirect.h"
+#include "tests/network/pod_netns_fixture.h"
+#include "tests/runtime/hypervisor/vm_test_util.h"
+
+namespace capsule::network {
+namespace {
+
+using hypervisor::NetDevice;
+using hypervisor::QemuVm;
+using nlohmann::json;
+using std::chrono::milliseconds;
+using ::testing::HasSubstr;
+using testing::kPodIf;
+using testing::kPodMac;
+
+constexpr const char* kTap = "tap_cap0";
+
+// How many /dev/net/tun fds the process `pid` holds open.
+size_t TunFdsHeldBy(pid_t pid) {
+  size_t n = 0;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  for (const std::string& name : hypervisor::testing::DirEntries(dir)) {
+    char target[256] = {};
+    if (::readlink((dir + "/" + name).c_str(), target, sizeof target - 1) > 0 && std::string(target) == "/dev/net/tun")
+      ++n;
+  }
+  return n;
+}
+
+class QemuTapFdTest : public testing::PodNetnsTest {
+ protected:
+  void SetUp() override {
+    if (!PathExists(cfg_.hypervisor.path)) GTEST_SKIP() << cfg_.hypervisor.path << " not installed";
+    ASSERT_NO_FATAL_FAILURE(PodNetnsTest::SetUp());
+    if (IsSkipped()) return;
+    auto dir = TempDir::Create("qemu-tapfd");
+    ASSERT_TRUE(dir.ok());
+    root_.emplace(std::move(*dir));
+    cfg_.runtime.state_dir = root_->path();
+  }
+  void TearDown() override {
+    if (root_) {
+      EXPECT_TRUE(hypervisor::testing::ProcessesMentioning(root_->path()).empty()) << "leaked a QEMU";
+    }
+    PodNetnsTest::TearDown();
+  }
+
+  Result<hypervisor::VmPtr> Launch(hypervisor::QemuHypervisor& hv, const std::string& id) {
+    hypervisor::VmSpec s;
+    s.id = id;
+    s.state_dir = hypervisor::DefaultVmStateDir(root_->path(), id);
+    s.memory_mib = 128;
+    s.start_paused = true;  // no guest: firmware never runs
+    s.hotplug_slots = 1;
+    return hv.Launch(s);
+  }
+
+  static Result<json> Qmp(hypervisor::Vm& vm, const std::string& cmd, const json& args = nullptr) {
+    return static_cast<QemuVm&>(vm).qmp()->Execute(cmd, args);
+  }
+
+  config::Config cfg_;
+  std::optional<TempDir> root_;
+};
+
+TEST_F(QemuTapFdTest, HotplugNicOnPassedTapFdThenUnplug) {
+  hypervisor::QemuHypervisor hv(cfg_);
+  auto vm = Launch(hv, "vm-tapfd");
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  auto tap = TapRedirect::Create(pod(), kPodIf, kTap);
+  ASSERT_TRUE(tap.ok()) << tap.status().ToString();
+  const pid_t qemu = (*vm)->vmm_pid();
+  EXPECT_EQ(TunFdsHeldBy(qemu), 0u);
+
+  Status passed = (*vm)->PassFd("tapfd0", tap->tap_fd());
+  ASSERT_TRUE(passed.ok()) << passed.ToString();
+  EXPECT_EQ(TunFdsHeldBy(qemu), 1u) << "QEMU should hold its copy of the tap fd";
+  NetDevice nic{"net0", kTap, kPodMac, "tapfd0"};
+  Status plugged = (*vm)->HotplugDevice(nic);
+  ASSERT_TRUE(plugged.ok()) << plugged.ToString();
+
+  auto mac = Qmp(**vm, "qom-get", json{{"path", "/machine/peripheral/net0"}, {"property", "mac"}});
+  ASSERT_TRUE(mac.ok()) << mac.status().ToString();
+  EXPECT_EQ(*mac, kPodMac);
+  auto rx = Qmp(**vm, "query-rx-filter", json{{"name", "net0"}});
+  ASSERT_TRUE(rx.ok()) << rx.status().ToString();
+  ASSERT_EQ(rx->size(), 1u);
+  EXPECT_EQ((*rx)[0]["main-mac"], kPodMac);
+  // The record keeps the fd name, for an adopting process to see.
+  auto rec = hypervisor::VmRecordFromJson(*ReadFile(hypervisor::VmPaths(
+                                              hypervisor::DefaultVmStateDir(root_->path(), "vm-tapfd")).record()),
+                                          "vm.json");
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  ASSERT_EQ(rec->hotplugged.size(), 1u);
+  EXPECT_EQ(rec->hotplugged[0].device, hypervisor::Device(nic));
+
+  Status unplugged = (*vm)->UnplugDevice("net0", milliseconds(10000));
+  ASSERT_TRUE(unplugged.ok()) << unplugged.ToString();
+  EXPECT_EQ(Qmp(**vm, "qom-get", json{{"path", "/machine/peripheral/net0"}, {"property", "mac"}}).status().code(),
+            Code::kNotFound);
+  EXPECT_EQ(TunFdsHeldBy(qemu), 0u) << "netdev_del should close QEMU's copy";
+  // Our tap and its redirect are untouched by QEMU's close.
+  EXPECT_GE(tap->tap_fd(), 0);
+  ASSERT_TRUE((*vm)->Stop(milliseconds(0)).ok());
+  ASSERT_TRUE(tap->Remove().ok());
+}
+
+TEST_F(QemuTapFdTest, BadFdsAndNamesGiveClearErrors) {
+  hypervisor::QemuHypervisor hv(cfg_);
+  auto vm = Launch(hv, "vm-badfd");
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  Status st = (*vm)->PassFd("tapfd0", -1);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_THAT(st.message(), HasSubstr("not an open file descriptor"));
+  EXPECT_THAT(st.message(), HasSubstr("vm-badfd"));
+  st = (*vm)->PassFd("0tap", 0);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_THAT(st.message(), HasSubstr("fd name"));
+
+  // A passed fd that is no tap: netdev_add fails with QEMU's reason and
+  // nothing is left plugged.
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  UniqueFd rd(pipe_fds[0]), wr(pipe_fds[1]);
+  ASSERT_TRUE((*vm)->PassFd("notatap", rd.get()).ok());
+  st = (*vm)->HotplugDevice(NetDevice{"net0", "", kPodMac, "notatap"});
+  EXPECT_FALSE(st.ok());
+  EXPECT_THAT(st.message(), HasSubstr("netdev_add"));
+  EXPECT_TRUE(static_cast<QemuVm&>(**vm).hotplugged().empty());
+  // Nor can a name that was never passed be used.
+  st = (*vm)->HotplugDevice(NetDevice{"net1", "", kPodMac, "nosuchfd"});
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(static_cast<QemuVm&>(**vm).hotplugged().empty());
+  ASSERT_TRUE((*vm)->Stop(milliseconds(0)).ok());
+}
+
+}  // namespace
+}  // namespace capsule::network

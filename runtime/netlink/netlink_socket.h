@@ -43,6 +43,9 @@ class NetlinkSocket {
   // OK for rc >= 0; else a Status for `what` from the kernel's errno when
   // it sent one, else from libnl's code.
   Status Check(int rc, const std::string& what) const;
+  // The kernel's errno of the last failed request since ResetError(), 0 if
+  // none: for callers that treat one errno (ENODEV, ENOENT) as "already gone".
+  int last_errno() const { return last_errno_; }
 
   Result<NlCachePtr> Links();
   Result<NlCachePtr> Addresses();

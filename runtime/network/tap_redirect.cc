@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <linux/if.h>
 #include <linux/magic.h>
+#include <netlink/errno.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
@@ -31,10 +32,8 @@ Result<LinkPtr> GetLink(NetlinkSocket& sock, const std::string& name) {
   sock.ResetError();
   int rc = rtnl_link_get_kernel(sock.get(), 0, name.c_str(), &link);
   if (rc < 0) {
-    Status st = sock.Check(rc, "interface " + name);
-    // ENODEV reads "No such device"; say what the caller can act on.
-    if (st.code() == Code::kNotFound || rc == -NLE_OBJ_NOTFOUND) return NotFound("interface " + name + " does not exist");
-    return st;
+    if (sock.last_errno() == ENODEV || rc == -NLE_OBJ_NOTFOUND) return NotFound("interface " + name + " does not exist");
+    return sock.Check(rc, "interface " + name);
   }
   return LinkPtr(link);
 }
@@ -55,8 +54,7 @@ Status DeleteLink(NetlinkSocket& sock, const std::string& name) {
   rtnl_link_set_name(link.get(), name.c_str());
   sock.ResetError();
   Status st = sock.Check(rtnl_link_delete(sock.get(), link.get()), "delete interface " + name);
-  if (!st.ok() && (st.code() == Code::kNotFound || st.message().find("No such device") != std::string::npos))
-    return NotFound(name + " does not exist");
+  if (!st.ok() && sock.last_errno() == ENODEV) return NotFound(name + " does not exist");
   return st;
 }
 
@@ -156,9 +154,10 @@ Status TapRedirect::Remove() {
     if (!sock.ok()) return std::move(sock).status().WithContext(ctx);
     // The veth may be gone already (CNI DEL first): its qdisc went with it.
     if (auto veth = GetLink(**sock, veth_name_); veth.ok()) {
+      // ENOENT/EINVAL: no ingress qdisc (any more) on it.
       Status st = DeleteIngressQdisc(**sock, rtnl_link_get_ifindex(veth->get()));
-      if (!st.ok() && st.code() != Code::kNotFound && st.code() != Code::kInvalidArgument)
-        return std::move(st).WithContext(ctx + ": veth " + veth_name_);
+      const int err = (*sock)->last_errno();
+      if (!st.ok() && err != ENOENT && err != EINVAL) return std::move(st).WithContext(ctx + ": veth " + veth_name_);
     }
     Status st = DeleteLink(**sock, tap_name_);
     if (!st.ok() && st.code() != Code::kNotFound) return std::move(st).WithContext(ctx);

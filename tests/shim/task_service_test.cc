@@ -13,6 +13,7 @@
 
 #include "containerd/events/task.pb.h"
 #include "shim/service/task_service.h"
+#include "shim/task/pod_network.h"
 #include "tests/shim/fakes/fake_mounter.h"
 #include "tests/shim/fakes/fake_vm.h"
 #include "tests/shim/fakes/recording_publisher.h"
@@ -331,6 +332,29 @@ TEST_F(TaskServiceTest, CriPodSharesOneVmSizedFromItsAnnotations) {
   EXPECT_EQ(vms_->live_vms(), 0);
   ASSERT_TRUE(service_->Shutdown(v2::ShutdownRequest()).ok());
   EXPECT_NE(ShutdownReason(), "");
+}
+
+TEST_F(TaskServiceTest, PodWhoseNetnsCannotBeReadFailsNamingItAndLeavesNoVm) {
+  auto spec = BaseSpec({{kTypeKey, "sandbox"}});
+  spec["linux"]["namespaces"] = {{{"type", "pid"}},
+                                 {{"type", "network"}, {"path", tmp_->Join("no-such-netns")}}};
+  auto r = service_->Create(CreateReq("pod1", spec));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(tmp_->Join("no-such-netns")), std::string::npos) << r.status().message();
+  EXPECT_EQ(vms_->boots().size(), 1u);
+  EXPECT_EQ(vms_->live_vms(), 0) << "the VM booted for the pod is stopped again";
+  EXPECT_TRUE(mounter_.live().empty());
+}
+
+TEST(PodNetnsPathTest, TakesTheNetworkNamespacePathOnly) {
+  using shim::task::PodNetnsPath;
+  EXPECT_EQ(PodNetnsPath(nlohmann::json::object()), "");
+  EXPECT_EQ(PodNetnsPath({{"linux", {{"namespaces", {{{"type", "network"}}}}}}}), "") << "a fresh netns: no CNI";
+  EXPECT_EQ(PodNetnsPath({{"linux", {{"namespaces", {{{"type", "pid"}, {"path", "/proc/1/ns/pid"}}}}}}}), "");
+  EXPECT_EQ(PodNetnsPath({{"linux",
+                           {{"namespaces",
+                             {{{"type", "pid"}}, {{"type", "network"}, {"path", "/var/run/netns/cni-1"}}}}}}}),
+            "/var/run/netns/cni-1");
 }
 
 TEST_F(TaskServiceTest, ContainerOfAnUnknownPodFails) {

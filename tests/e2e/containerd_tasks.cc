@@ -8,6 +8,7 @@
 #include <google/protobuf/empty.pb.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/client_unary_call.h>
+#include <grpcpp/impl/codegen/proto_utils.h>
 #include <grpcpp/impl/rpc_method.h>
 
 #include <chrono>

@@ -1,8 +1,9 @@
 // The shim's remaining task features end to end through a real containerd
 // 1.6 and `ctr`, each task in a real QEMU microVM (four boots): stdin piped
 // into `ctr run`, `ctr run -t` on a terminal the test owns (tty, window
-// size and resize, exit code), pause/resume, resource updates, exec with
-// stdin on one long-running task, and an OOM kill (exit 137, /tasks/oom).
+// size and resize, exit code), pause/resume, resource updates, execs with
+// stdin and with a terminal on one long-running task, and an OOM kill
+// (exit 137, /tasks/oom).
 // After each test nothing of ours is left (the fixture's leak check).
 #include <gtest/gtest.h>
 
@@ -160,11 +161,11 @@ TEST_F(CtrE2eFeaturesTest, RunWithTtyIsInteractiveAndFollowsTheWindowSize) {
   EXPECT_EQ(*code, 7) << "output: " << pty->output();
 }
 
-// One long-running task (one boot) for pause/resume, Update and exec with
-// stdin. Its counter goes to a file:// log, so the host watches it even
+// One long-running task (one boot) for pause/resume, Update, exec with
+// stdin and exec with a terminal. Its counter goes to a file:// log, so the host watches it even
 // while the VM is stopped. "No progress while paused" allows one step: a
 // line the shim had read just before the pause may land after it.
-TEST_F(CtrE2eFeaturesTest, PauseResumeUpdateAndExecWithStdinOnOneTask) {
+TEST_F(CtrE2eFeaturesTest, PauseResumeUpdateAndExecsOnOneTask) {
   auto tmp = TempDir::Create("ctr-e2e-long", env_->dir());
   ASSERT_TRUE(tmp.ok()) << tmp.status().ToString();
   const std::string log = tmp->Join("counter.log");
@@ -214,6 +215,20 @@ TEST_F(CtrE2eFeaturesTest, PauseResumeUpdateAndExecWithStdinOnOneTask) {
   auto want = RunCommand({"/bin/sh", "-c", "md5sum < " + ShellQuote(in_file)}, seconds(10));
   ASSERT_TRUE(want.ok() && want->ok());
   EXPECT_EQ(exec->out, want->out) << "the exec read all of its stdin, then EOF";
+
+  // An exec with a terminal: its own pty, ctr's size via ResizePty with
+  // the exec id (it arrives after Start, hence the wait in the script).
+  auto tty = PtyCommand::Start(
+      ctrd_->CtrArgv({"-n", kNs, "task", "exec", "-t", "--exec-id", "t1", "longrun", "sh", "-c",
+                      "tty; while [ \"$(stty size)\" = '0 0' ]; do sleep 0.1; done; echo S$(stty size | tr ' ' x); "
+                      "exit 3"}),
+      25, 90);
+  ASSERT_TRUE(tty.ok()) << tty.status().ToString();
+  auto tty_code = tty->Wait(seconds(60));
+  ASSERT_TRUE(tty_code.ok()) << tty_code.status().ToString() << "; output: " << tty->output();
+  EXPECT_EQ(*tty_code, 3) << tty->output();
+  EXPECT_NE(tty->output().find("/dev/pts/"), std::string::npos) << tty->output();
+  EXPECT_NE(tty->output().find("S25x90"), std::string::npos) << tty->output();
 
   auto rm = Ctr({"task", "rm", "-f", "longrun"}, seconds(90));
   ASSERT_TRUE(rm.ok());

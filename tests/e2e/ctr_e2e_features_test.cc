@@ -239,7 +239,8 @@ TEST_F(CtrE2eFeaturesTest, PauseResumeUpdateAndExecsOnOneTask) {
 }
 
 // A task over its memory limit is OOM-killed in the guest: `ctr run`
-// returns 137 and containerd publishes /tasks/oom for it (CRI's OOMKilled).
+// returns 137 and containerd publishes /tasks/oom for it (CRI's OOMKilled),
+// before its /tasks/exit.
 TEST_F(CtrE2eFeaturesTest, RunOverItsMemoryLimitIsOomKilled) {
   auto events = SubscribeEvents("oom");
   ASSERT_TRUE(events.ok()) << events.status().ToString();
@@ -248,8 +249,14 @@ TEST_F(CtrE2eFeaturesTest, RunOverItsMemoryLimitIsOomKilled) {
                {"--memory-limit", "33554432"});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->exit_code, 137) << "stdout: " << r->out << " stderr: " << r->err;
-  auto oom = events->WaitForOutput("/tasks/oom {\"container_id\":\"oom\"}", seconds(30));
+  const std::string oom_topic = "/tasks/oom {\"container_id\":\"oom\"}";
+  const std::string exit_topic = "/tasks/exit {\"container_id\":\"oom\"";
+  auto oom = events->WaitForOutput(oom_topic, seconds(30));
   EXPECT_TRUE(oom.ok()) << oom.status().ToString();
+  auto exit = events->WaitForOutput(exit_topic, seconds(30));
+  ASSERT_TRUE(exit.ok()) << exit.status().ToString();
+  // CRI records the reason from /tasks/oom; the shim sends it first.
+  EXPECT_LT(exit->find(oom_topic), exit->find(exit_topic)) << *exit;
   events->Stop();
 }
 

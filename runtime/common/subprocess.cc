@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -97,6 +98,10 @@ bool PlaceExtraFds(const SpawnOptions& o, int* scratch) {
   ::_exit(127);
 }
 
+// How long Spawn waits for the Reaper to publish the status of a child that
+// was reaped before its pidfd could be opened (it is being stored then).
+constexpr std::chrono::milliseconds kReapedStatusWait{1000};
+
 const char* StepName(int step) {
   switch (step) {
     case 1: return "prctl(PDEATHSIG)";
@@ -156,6 +161,20 @@ Result<ChildProcess> ChildProcess::Spawn(const SpawnOptions& o) {
     return ErrnoStatus(std::string("spawn ") + prog + ": " + StepName(data[0]), data[1]);
   }
   auto pidfd = OpenPidfd(pid);
+  if (!pidfd.ok() && Reaper::Instance().active()) {
+    // With the Reaper running (PID 1: the agent), a child that exits at
+    // once can be reaped before pidfd_open sees it (ESRCH); its status then
+    // waits in the Reaper. Hand back an exited child whose "pidfd" (an
+    // eventfd holding 1) is readable, as an exited child's pidfd would be.
+    if (auto st = Reaper::Instance().WaitStatus(pid, std::chrono::steady_clock::now() + kReapedStatusWait)) {
+      UniqueFd readable(::eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK));
+      if (!readable) return ErrnoStatus("eventfd for the exited child " + std::to_string(pid));
+      ChildProcess exited(pid, std::move(readable));
+      exited.reaped_ = true;
+      exited.wait_status_ = *st;
+      return exited;
+    }
+  }
   if (!pidfd.ok()) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);

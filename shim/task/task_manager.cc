@@ -139,6 +139,7 @@ Result<ExitInfo> TaskManager::Delete(const std::string& id, const std::string& e
   ASSIGN_OR_RETURN(ContainerPtr c, Get(id));
   if (!exec_id.empty()) return c->DeleteExec(exec_id);
   ASSIGN_OR_RETURN(ExitInfo exit, c->DeleteContainer());
+  ForgetOoms(id);
   SandboxPtr last;
   {
     std::lock_guard lock(mu_);
@@ -178,6 +179,7 @@ void TaskManager::StopAll() {
 }
 
 void TaskManager::PublishExit(const Process& p, const ExitInfo& exit) {
+  PublishOomOfExit(p, exit);
   containerd::events::TaskExit ev;
   ev.set_container_id(p.container_id());
   ev.set_id(p.is_init() ? p.container_id() : p.exec_id());
@@ -188,9 +190,33 @@ void TaskManager::PublishExit(const Process& p, const ExitInfo& exit) {
 }
 
 void TaskManager::PublishOom(const std::string& container_id) {
+  {
+    std::lock_guard lock(oom_mu_);
+    // The watcher fetched, late, the kill an exit already reported.
+    if (oom_at_exit_.count(container_id) != 0) return;
+    oom_reported_.insert(container_id);
+  }
   containerd::events::TaskOOM ev;
   ev.set_container_id(container_id);
   d_.events->Publish(events::kTaskOOM, ev);
+}
+
+void TaskManager::PublishOomOfExit(const Process& p, const ExitInfo& exit) {
+  if (!exit.oom_killed) return;
+  {
+    std::lock_guard lock(oom_mu_);
+    if (oom_reported_.count(p.container_id()) != 0 || !oom_at_exit_.insert(p.container_id()).second) return;
+  }
+  kLog.Info("{} was OOM-killed before the OOM watcher reported it; publishing /tasks/oom with its exit", p.Name());
+  containerd::events::TaskOOM ev;
+  ev.set_container_id(p.container_id());
+  d_.events->Publish(events::kTaskOOM, ev);
+}
+
+void TaskManager::ForgetOoms(const std::string& container_id) {
+  std::lock_guard lock(oom_mu_);
+  oom_reported_.erase(container_id);
+  oom_at_exit_.erase(container_id);
 }
 
 }  // namespace capsule::shim::task

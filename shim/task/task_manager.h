@@ -72,13 +72,26 @@ class TaskManager {
                                 const std::map<std::string, std::string>& annotations, bool cri_sandbox);
   // Run under a process's lock: they only queue.
   void PublishExit(const Process& process, const ExitInfo& exit);
+  // From the sandbox's OOM watcher (GetOOMEvent).
   void PublishOom(const std::string& container_id);
+  // An exit the agent marked OOM-killed carries its own /tasks/oom (queued
+  // before /tasks/exit) unless the watcher already reported one: the
+  // watcher's long poll can lose the race with the exit, and `ctr run --rm`
+  // or CRI then delete the task and stop the VM before it is fetched.
+  void PublishOomOfExit(const Process& process, const ExitInfo& exit);
+  void ForgetOoms(const std::string& container_id);
 
   const TaskManagerDeps d_;
   mutable std::mutex mu_;
   std::set<std::string> creating_;                 // guarded by mu_: ids being created
   std::map<std::string, ContainerPtr> containers_;  // guarded by mu_
   std::map<std::string, SandboxPtr> sandboxes_;     // guarded by mu_: by sandbox id
+
+  // Own lock: PublishExit runs under a process's lock, PublishOom on the
+  // watcher's thread; neither takes mu_.
+  std::mutex oom_mu_;
+  std::set<std::string> oom_reported_;  // guarded by oom_mu_: by the watcher
+  std::set<std::string> oom_at_exit_;   // guarded by oom_mu_: by an exit
 };
 
 }  // namespace capsule::shim::task

@@ -14,104 +14,10 @@
 #include <utility>
 
 #include "runtime/common/file_util.h"
-#include "tests/e2e/e2e_env.h"
-#include "tests/support/containerd_harness.h"
-#include "tests/support/images/test_images.h"
+#include "tests/e2e/ctr_e2e_fixture.h"
 
 namespace capsule::testing {
 namespace {
-
-using std::chrono::seconds;
-
-constexpr const char* kNs = "e2e";
-// A cold boot under TCG plus the task itself.
-constexpr seconds kRunTimeout{180};
-
-// A path as a URI path: percent-encodes what url.Parse would not take
-// verbatim (here, the spaces a test puts in on purpose).
-std::string UriPath(const std::string& path) {
-  std::string out;
-  for (char c : path) out += c == ' ' ? std::string("%20") : std::string(1, c);
-  return out;
-}
-
-class CtrE2eTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (!CAPSULE_SHIM_HAS_VM) GTEST_SKIP() << "the shim was built without runtime/vm: it cannot boot VMs";
-    auto env = E2eEnv::Create();
-    ASSERT_TRUE(env.ok()) << env.status().ToString();
-    env_ = new E2eEnv(std::move(*env));
-    ContainerdOptions o;
-    o.env = {{"PATH", E2eEnv::PathWithShim()}};
-    auto h = ContainerdHarness::Start(o);
-    ASSERT_TRUE(h.ok()) << h.status().ToString();
-    ctrd_ = h->release();
-    auto imported = ctrd_->Ctr({"-n", kNs, "images", "import", TestImageTar("busybox")}, seconds(120));
-    ASSERT_TRUE(imported.ok() && imported->ok()) << (imported.ok() ? imported->err : imported.status().ToString());
-  }
-  static void TearDownTestSuite() {
-    if (ctrd_ != nullptr && env_ != nullptr) env_->Reap(ctrd_->grpc_address(), {ctrd_->dir()});
-    delete ctrd_;
-    ctrd_ = nullptr;
-    delete env_;
-    env_ = nullptr;
-  }
-  void SetUp() override {
-    if (!CAPSULE_SHIM_HAS_VM) GTEST_SKIP() << "the shim was built without runtime/vm: it cannot boot VMs";
-    ASSERT_NE(ctrd_, nullptr) << "containerd did not start";
-  }
-  void TearDown() override {
-    if (ctrd_ == nullptr) return;
-    auto leaks = env_->Leaks(ctrd_->grpc_address(), {ctrd_->dir()}, kNs, ids_);
-    EXPECT_TRUE(leaks.empty()) << leaks.size() << " leaks, first: " << leaks.front();
-    if (!leaks.empty()) env_->Reap(ctrd_->grpc_address(), {ctrd_->dir()});
-    if (HasFailure()) ADD_FAILURE() << "containerd log tail:\n" << ctrd_->LogTail(8192);
-  }
-
-  // `ctr -n e2e run --rm --runtime io.containerd.capsule.v2 ... busybox <id> args...`
-  // `flags` go before the image (e.g. {"--log-uri", uri}).
-  Result<CommandResult> Run(const std::string& id, const std::vector<std::string>& args, bool detach = false,
-                            const std::vector<std::string>& flags = {}) {
-    ids_.push_back(id);
-    std::vector<std::string> argv = {"-n", kNs, "run", "--runtime", kCapsuleRuntimeType, "--runtime-config-path",
-                                     env_->config_path()};
-    argv.push_back(detach ? "-d" : "--rm");
-    argv.insert(argv.end(), flags.begin(), flags.end());
-    argv.push_back(kBusyboxImage);
-    argv.push_back(id);
-    argv.insert(argv.end(), args.begin(), args.end());
-    return ctrd_->Ctr(argv, kRunTimeout);
-  }
-  Result<CommandResult> Ctr(const std::vector<std::string>& args, seconds timeout = seconds(60)) {
-    std::vector<std::string> argv = {"-n", kNs};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return ctrd_->Ctr(argv, timeout);
-  }
-
-  // `ctr events`, returned once it demonstrably receives events. (The
-  // harness's SubscribeEvents reuses its probe names, so it works once per
-  // containerd; this suite shares one containerd between tests.)
-  static Result<StreamingCommand> SubscribeEvents(const std::string& tag) {
-    ASSIGN_OR_RETURN(StreamingCommand events, ctrd_->StartCtr({"events"}));
-    for (int i = 0; i < 20; ++i) {
-      const std::string probe = "e2e-probe-" + tag + "-" + std::to_string(i);
-      ASSIGN_OR_RETURN(CommandResult r, ctrd_->Ctr({"namespaces", "create", probe}));
-      if (!r.ok()) return Internal("ctr namespaces create " + probe + ": " + r.err);
-      auto seen = events.WaitForOutput("\"name\":\"" + probe + "\"", std::chrono::milliseconds(1000));
-      (void)ctrd_->Ctr({"namespaces", "rm", probe});
-      if (seen.ok()) return events;
-      if (seen.status().code() != Code::kDeadlineExceeded) return std::move(seen).status();
-    }
-    return DeadlineExceeded("ctr events never showed a probe namespace");
-  }
-
-  static E2eEnv* env_;
-  static ContainerdHarness* ctrd_;
-  std::vector<std::string> ids_;
-};
-E2eEnv* CtrE2eTest::env_ = nullptr;
-ContainerdHarness* CtrE2eTest::ctrd_ = nullptr;
 
 TEST_F(CtrE2eTest, RunRmPrintsTheOutputAndExitsZero) {
   auto r = Run("id", {"echo", "hello"});

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <future>
 #include <thread>
 
@@ -419,6 +420,37 @@ TEST_F(TaskServiceTest, OomKillsArePublished) {
   ASSERT_TRUE(events_.WaitFor("/tasks/oom"));
   EXPECT_EQ(events_.Last<cev::TaskOOM>("/tasks/oom").container_id(), "c1");
   StopAndDelete("c1");
+}
+
+// The watcher's long poll may not have fetched the kill when the exit comes
+// (and `ctr run --rm` then stops the VM): the exit itself says OOM-killed.
+TEST_F(TaskServiceTest, AnOomKilledExitPublishesOomBeforeTheExit) {
+  RunSleeper("c1");
+  Agent("c1")->ExitOomKilled("c1", "");
+  auto w = Wait("c1");
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->exit_status(), 137u);
+  ASSERT_TRUE(events_.WaitFor("/tasks/exit"));
+  std::vector<std::string> topics = events_.topics();
+  auto oom = std::find(topics.begin(), topics.end(), "/tasks/oom");
+  auto exit = std::find(topics.begin(), topics.end(), "/tasks/exit");
+  ASSERT_NE(oom, topics.end()) << "no /tasks/oom for an OOM-killed exit";
+  EXPECT_LT(oom, exit) << "/tasks/oom comes before /tasks/exit";
+  EXPECT_EQ(events_.Last<cev::TaskOOM>("/tasks/oom").container_id(), "c1");
+  EXPECT_EQ(std::count(topics.begin(), topics.end(), "/tasks/oom"), 1);
+  ASSERT_TRUE(Delete("c1").ok());
+}
+
+TEST_F(TaskServiceTest, AnOomTheWatcherReportedIsNotRepeatedAtExit) {
+  RunSleeper("c1");
+  Agent("c1")->InjectOom("c1");
+  ASSERT_TRUE(events_.WaitFor("/tasks/oom"));
+  Agent("c1")->ExitOomKilled("c1", "");
+  ASSERT_TRUE(Wait("c1").ok());
+  ASSERT_TRUE(events_.WaitFor("/tasks/exit"));
+  ASSERT_TRUE(Delete("c1").ok());
+  const std::vector<std::string> topics = events_.topics();
+  EXPECT_EQ(std::count(topics.begin(), topics.end(), "/tasks/oom"), 1);
 }
 
 TEST_F(TaskServiceTest, StatsPidsAndUpdateGoToTheAgent) {

@@ -23,6 +23,14 @@ void FakeAgentClient::Exit(const std::string& cid, const std::string& exec_id, i
   ExitProc(**p, code);
 }
 
+void FakeAgentClient::ExitOomKilled(const std::string& cid, const std::string& exec_id) {
+  std::lock_guard lock(mu_);
+  auto p = FindProc(cid, exec_id);
+  if (!p.ok()) return;
+  (*p)->oom_killed = true;
+  ExitProc(**p, 137);
+}
+
 void FakeAgentClient::InjectOom(const std::string& cid) {
   std::lock_guard lock(mu_);
   ooms_.push_back(cid);
@@ -263,6 +271,7 @@ Result<av1::WaitProcessResponse> FakeAgentClient::WaitProcess(const av1::WaitPro
   if (!p->exited) return Cancelled("fake agent: closed");
   av1::WaitProcessResponse r;
   r.set_status(p->status);
+  r.set_oom_killed(p->oom_killed);
   r.set_exited_at_unix_nanos(1700000000123456789);
   return r;
 }

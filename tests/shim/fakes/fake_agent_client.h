@@ -38,6 +38,9 @@ class FakeAgentClient : public agentclient::AgentClient {
   void SetScript(const std::string& container_id, const std::string& exec_id, Script script);
   // Makes a running process exit now with `code` after emitting `out`.
   void Exit(const std::string& container_id, const std::string& exec_id, int code, const std::string& out = "");
+  // Exits it with 137 as the guest's OOM killer does: WaitProcess reports
+  // oom_killed, and no GetOOMEvent is queued (the watcher missed it).
+  void ExitOomKilled(const std::string& container_id, const std::string& exec_id);
   void InjectOom(const std::string& container_id);
   std::vector<std::string> calls() const;
   bool called(const std::string& method) const;
@@ -88,6 +91,7 @@ class FakeAgentClient : public agentclient::AgentClient {
     bool started = false;
     bool exited = false;
     int status = 0;
+    bool oom_killed = false;
     std::string out, err, in;
     bool in_closed = false;
     bool removed = false;  // never erased: blocked callers keep their pointer

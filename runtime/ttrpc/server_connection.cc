@@ -20,6 +20,9 @@ const log::Logger kLog("ttrpc");
 constexpr size_t kReadChunkBytes = 64 * 1024;
 // A handler thread idle this long exits; busy connections keep theirs.
 constexpr std::chrono::seconds kWorkerIdleTimeout{30};
+// Pool threads beyond the in-flight cap, for calls that have answered (or
+// are answering) but whose thread has not returned to the pool yet.
+constexpr size_t kFinishingCallsAllowance = 64;
 
 CallContext MakeContext(const InboundCall& call) {
   const ::ttrpc::Request& req = call.request;
@@ -44,7 +47,10 @@ ServerConnection::ServerConnection(UniqueFd fd, std::string name, const HandlerR
       registry_(registry),
       max_inflight_(max_inflight == 0 ? 1 : max_inflight),
       on_finished_(std::move(on_finished)),
-      pool_(max_inflight_, kWorkerIdleTimeout) {}
+      // inflight_ is the cap; the pool also needs room for calls whose slot
+      // is already released but whose thread is still writing the answer or
+      // not yet back in the pool (RunCall), however late it gets scheduled.
+      pool_(max_inflight_ + kFinishingCallsAllowance, kWorkerIdleTimeout) {}
 
 ServerConnection::~ServerConnection() {
   Close();
@@ -115,7 +121,10 @@ bool ServerConnection::HandleFrame(DecodedFrame frame) {
 
 void ServerConnection::Dispatch(InboundCall call) {
   auto shared = std::make_shared<InboundCall>(std::move(call));
-  if (pool_.TrySubmit([this, shared] { RunCall(*shared); })) return;
+  if (inflight_.fetch_add(1) < max_inflight_) {
+    if (pool_.TrySubmit([this, shared] { RunCall(*shared); })) return;
+  }
+  inflight_.fetch_sub(1);
   Status busy = ResourceExhausted("ttrpc: " + std::to_string(max_inflight_) +
                                   " requests already in flight on this connection; " +
                                   shared->request.service() + "/" + shared->request.method() +
@@ -140,6 +149,9 @@ void ServerConnection::RunCall(const InboundCall& call) {
       return Internal("ttrpc: handler " + ctx.service + "/" + ctx.method + " failed: " + e.what());
     }
   }();
+  // The call is over before its answer leaves: a client that sends its next
+  // request the moment it reads this response must find the slot free.
+  inflight_.fetch_sub(1);
   if (result.ok()) {
     WriteResponse(call.stream_id, Status::Ok(), std::move(*result));
   } else {

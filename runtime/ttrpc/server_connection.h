@@ -55,6 +55,7 @@ class ServerConnection {
   const size_t max_inflight_;
   std::function<void()> on_finished_;
   RequestStream stream_;  // reader thread only
+  std::atomic<size_t> inflight_{0};  // calls admitted whose handler has not returned
   WorkerPool pool_;
   std::atomic<bool> closed_locally_{false};  // Close() was called
   std::mutex write_mu_;  // serialises frames written to fd_

@@ -498,6 +498,22 @@ TEST_F(TtrpcTest, InflightCapAnswersResourceExhaustedWithoutStallingTheConnectio
   ExpectStateWorks(*client);
 }
 
+TEST_F(TtrpcTest, ACallSentRightAfterAnAnswerFindsItsSlotFree) {
+  // With a cap of one, a client that calls strictly one after another must
+  // never be refused: the slot is free once the answer is on its way.
+  ServerOptions opts;
+  opts.max_inflight_per_connection = 1;
+  auto server = StartServer(opts);
+  auto client = Dial();
+  ASSERT_TRUE(client);
+  int refused = 0;
+  for (int i = 0; i < 2000; ++i) {
+    auto r = client->CallRaw(kTask, "Echo", "x", {});
+    if (!r.ok()) ++refused;
+  }
+  EXPECT_EQ(refused, 0);
+}
+
 TEST_F(TtrpcTest, ShutdownWhileHandlerBlocksWaitsForItAndLeaksNothing) {
   const int fds_before = testing::OpenFds();
   const int threads_before = testing::Threads();

@@ -6,7 +6,7 @@
 
 #include "runtime/common/file_util.h"
 #include "tests/support/cri/cri_client.h"
-#include "tests/support/cri/mini_containerd.h"
+#include "tests/support/containerd_harness.h"
 #include "tests/support/images/test_images.h"
 
 namespace capsule::testing::cri {
@@ -17,12 +17,16 @@ using std::chrono::milliseconds;
 class CriClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto c = MiniContainerd::Start();
+    ContainerdOptions o;
+    o.cri.emplace();  // runc only, no CNI: the pods here use the host network
+    auto c = ContainerdHarness::Start(o);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     ctrd_ = std::move(*c);
-    ASSERT_TRUE(ctrd_->ImportImage(TestImageTar("busybox")).ok());
-    ASSERT_TRUE(ctrd_->ImportImage(TestImageTar("pause")).ok());
-    auto client = CriClient::Connect(ctrd_->address(), milliseconds(10000));
+    for (const char* image : {"busybox", "pause"}) {
+      Status imported = ctrd_->ImportImage(TestImageTar(image));
+      ASSERT_TRUE(imported.ok()) << imported.ToString();
+    }
+    auto client = CriClient::Connect(ctrd_->grpc_address(), milliseconds(10000));
     ASSERT_TRUE(client.ok()) << client.status().ToString();
     cri_ = std::move(*client);
   }
@@ -33,7 +37,7 @@ class CriClientTest : public ::testing::Test {
       EXPECT_TRUE(leaks.empty()) << leaks.front();
     }
   }
-  std::unique_ptr<MiniContainerd> ctrd_;
+  std::unique_ptr<ContainerdHarness> ctrd_;
   std::unique_ptr<CriClient> cri_;
 };
 

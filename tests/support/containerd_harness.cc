@@ -33,6 +33,8 @@ constexpr int kProbeWaitMs = 250;
 // sizeof(sockaddr_un::sun_path) - 1.
 constexpr size_t kMaxSocketPath = sizeof(sockaddr_un{}.sun_path) - 1;
 constexpr const char* kCriPlugin = "io.containerd.grpc.v1.cri";
+// containerd's metadata store under root (plugin io.containerd.metadata.v1.bolt).
+constexpr const char* kMetadataDb = "io.containerd.metadata.v1.bolt/meta.db";
 
 std::string ReplaceAll(std::string s, const std::string& from, const std::string& to) {
   for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) {
@@ -254,6 +256,7 @@ LeakScope ContainerdHarness::Scope() const {
   scope.dir = dir_;
   if (cni_) scope.bridge = cni_->bridge;
   scope.netns_before = netns_before_;
+  scope.metadata_db = root() + "/" + kMetadataDb;
   return scope;
 }
 

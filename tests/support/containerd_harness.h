@@ -112,10 +112,11 @@ class ContainerdHarness {
   // CRI may still answer "not initialized" for a moment after.
   Status Restart();
 
-  // What this containerd left behind: processes naming its address (shims),
-  // mounts under dir(), and with CNI pod netns made since Start() and ports
-  // still on its bridge. One line each; empty when clean. Assert it before
-  // Stop(), which cleans all of it up.
+  // What this containerd left behind: processes naming its address (shims;
+  // also a `ctr events` the test still runs), mounts under dir(), and with
+  // CNI the cni-* netns made since Start() that its metadata names (not
+  // other tests' pods) and ports still on its bridge. One line each; empty
+  // when clean. Assert it before Stop(), which cleans all of it up.
   std::vector<std::string> Leaks() const;
 
   // Stops containerd (SIGTERM, SIGKILL after stop_timeout), kills leftover

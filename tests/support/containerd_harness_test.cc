@@ -203,7 +203,7 @@ TEST(ContainerdHarnessTest, LeaksAreReportedAndStopRemovesShimsMountsAndTheBridg
   (void)RunIp({"link", "del", veth});  // the bridge's deletion left the veth detached
 }
 
-TEST(ContainerdHarnessTest, OnlyNetnsMadeSinceStartAreLeaksAndCleanUpRemovesThem) {
+TEST(ContainerdHarnessTest, OnlyOurNetnsMadeSinceStartAreLeaksAndCleanUpRemovesThem) {
   auto netns = TempDir::Create("harness-netns");
   ASSERT_TRUE(netns.ok());
   auto dir = TempDir::Create("harness-scope");
@@ -217,6 +217,10 @@ TEST(ContainerdHarnessTest, OnlyNetnsMadeSinceStartAreLeaksAndCleanUpRemovesThem
   scope.netns_before = DirEntries(netns->path());
   ASSERT_TRUE(WriteFile(netns->Join("cni-new"), "").ok());
   ASSERT_TRUE(WriteFile(netns->Join("other"), "").ok());
+  // Another test's containerd made this one: our metadata does not name it.
+  ASSERT_TRUE(WriteFile(netns->Join("cni-foreign"), "").ok());
+  scope.metadata_db = dir->Join("meta.db");
+  ASSERT_TRUE(WriteFile(scope.metadata_db, "\x01bolt{\"NetNSPath\":\"/var/run/netns/cni-new\"}\x02").ok());
 
   const ContainerdLeaks leaks = ScanLeaks(scope);
   EXPECT_EQ(leaks.netns, std::vector<std::string>{netns->Join("cni-new")});
@@ -226,6 +230,7 @@ TEST(ContainerdHarnessTest, OnlyNetnsMadeSinceStartAreLeaksAndCleanUpRemovesThem
   EXPECT_TRUE(cleaned.ok()) << cleaned.ToString();
   EXPECT_FALSE(PathExists(netns->Join("cni-new")));
   EXPECT_TRUE(PathExists(netns->Join("cni-old")));
+  EXPECT_TRUE(PathExists(netns->Join("cni-foreign"))) << "another test's netns is left alone";
   EXPECT_TRUE(ScanLeaks(scope).empty());
 }
 

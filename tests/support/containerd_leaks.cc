@@ -141,11 +141,12 @@ ContainerdLeaks ScanLeaks(const LeakScope& scope) {
   }
   if (Result<std::vector<std::string>> mounts = MountsUnder(scope.dir); mounts.ok()) leaks.mounts = *mounts;
   if (scope.bridge) {
+    const std::string db = scope.metadata_db.empty() ? "" : ReadFile(scope.metadata_db).value_or("");
     for (const std::string& ns : DirEntries(scope.netns_dir)) {
-      if (ns.rfind("cni-", 0) == 0 &&
-          std::find(scope.netns_before.begin(), scope.netns_before.end(), ns) == scope.netns_before.end()) {
-        leaks.netns.push_back(scope.netns_dir + "/" + ns);
-      }
+      const bool is_new = ns.rfind("cni-", 0) == 0 &&
+                          std::find(scope.netns_before.begin(), scope.netns_before.end(), ns) == scope.netns_before.end();
+      const bool is_ours = scope.metadata_db.empty() || db.find(ns) != std::string::npos;
+      if (is_new && is_ours) leaks.netns.push_back(scope.netns_dir + "/" + ns);
     }
     leaks.bridge_ports = DirEntries("/sys/class/net/" + *scope.bridge + "/brif");
   }

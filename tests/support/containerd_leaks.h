@@ -27,6 +27,11 @@ struct LeakScope {
   std::optional<std::string> bridge;      // CNI bridge, when CNI is on
   std::string netns_dir = kCniNetnsDir;   // scanned only with a bridge
   std::vector<std::string> netns_before;  // netns_dir entries at start
+  // containerd's metadata (bolt) file. When set, a new cni-* netns counts
+  // only if this file names it: CRI records each sandbox's netns path there,
+  // and other tests' containerds on this host make cni-* netns too, which
+  // must be neither reported nor removed. Empty: every new one counts.
+  std::string metadata_db;
 };
 
 struct ContainerdLeaks {

@@ -4,6 +4,8 @@
 // the local pause image serves as CRI's sandbox image.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "runtime/common/file_util.h"
 #include "tests/support/cri/cri_client.h"
 #include "tests/support/containerd_harness.h"
@@ -143,6 +145,44 @@ TEST_F(CriClientTest, ErrorsNameTheCallAndObject) {
   auto id = cri_->RunPod(pod);
   ASSERT_FALSE(id.ok());
   EXPECT_NE(id.status().message().find("no-such-handler"), std::string::npos) << id.status().message();
+}
+
+// The harness's CNI set-up under runc: a POD-network pod gets an address on
+// the harness's own bridge, and until it is removed the harness counts its
+// netns and its bridge port as leaks (so a test that forgets a pod fails).
+TEST(CriOnHarnessCniTest, RuncPodGetsAnAddressOnTheHarnessBridgeAndIsALeakUntilRemoved) {
+  ContainerdOptions o;
+  o.cri.emplace();
+  o.cri->cni = true;
+  auto h = ContainerdHarness::Start(o);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  ContainerdHarness& ctrd = **h;
+  Status imported = ctrd.ImportImage(TestImageTar("pause"));
+  ASSERT_TRUE(imported.ok()) << imported.ToString();
+  auto cri = CriClient::Connect(ctrd.grpc_address(), milliseconds(10000));
+  ASSERT_TRUE(cri.ok()) << cri.status().ToString();
+  PodOptions pod;
+  pod.name = "cni-runc";
+  pod.network = v1::POD;
+  auto id = (*cri)->RunPod(MakePodConfig(pod), "");
+  ASSERT_TRUE(id.ok()) << id.status().ToString() << "\n" << ctrd.LogTail();
+  auto status = (*cri)->PodStatus(*id);
+  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  const std::string& gateway = ctrd.cni()->gateway;
+  EXPECT_EQ(status->status().network().ip().rfind(gateway.substr(0, gateway.rfind('.') + 1), 0), 0u)
+      << status->status().network().ip() << " not in " << ctrd.cni()->subnet;
+
+  const std::vector<std::string> live = ctrd.Leaks();
+  auto has = [&](const std::string& prefix) {
+    return std::any_of(live.begin(), live.end(), [&](const std::string& l) { return l.rfind(prefix, 0) == 0; });
+  };
+  EXPECT_TRUE(has("netns /var/run/netns/cni-")) << ::testing::PrintToString(live);
+  EXPECT_TRUE(has("port veth")) << ::testing::PrintToString(live);
+
+  ASSERT_TRUE((*cri)->StopPod(*id).ok());
+  ASSERT_TRUE((*cri)->RemovePod(*id).ok());
+  const std::vector<std::string> after = ctrd.Leaks();
+  EXPECT_TRUE(after.empty()) << ::testing::PrintToString(after);
 }
 
 }  // namespace

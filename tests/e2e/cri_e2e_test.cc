@@ -7,11 +7,8 @@
 // and a containerd restart while a host-network pod runs (the shim is
 // reconnected through its address file and the pod still answers and
 // stops). Nothing of ours is left after each: no process, mount, VM dir,
-// socket, pod netns or port on the test bridge.
-//
-// MiniContainerd rather than ContainerdHarness here: it already configures
-// CRI for this host (pause image, cgroupfs, restrict_oom_score_adj) and can
-// restart containerd on the same state.
+// socket, pod netns or port on the test bridge. containerd is the shared
+// ContainerdHarness with CRI configured for this host and a CNI bridge.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -26,7 +23,7 @@
 #include "runtime/common/file_util.h"
 #include "tests/e2e/e2e_env.h"
 #include "tests/support/cri/cri_client.h"
-#include "tests/support/cri/mini_containerd.h"
+#include "tests/support/containerd_harness.h"
 #include "tests/support/images/test_images.h"
 
 namespace capsule::testing {
@@ -79,19 +76,18 @@ class CriE2eTest : public ::testing::Test {
     auto env = E2eEnv::Create();
     ASSERT_TRUE(env.ok()) << env.status().ToString();
     env_.emplace(std::move(*env));
-    MiniContainerdOptions o;
+    ContainerdOptions o;
     o.path_prepend = {E2eEnv::ShimDir()};
-    o.cni = true;
-    o.extra_config = R"(
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.capsule]
-      runtime_type = "io.containerd.capsule.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.capsule.options]
-        ConfigPath = ")" + env_->config_path() + "\"\n";
-    auto c = MiniContainerd::Start(o);
+    o.cri.emplace();
+    o.cri->cni = true;
+    o.cri->runtimes = {{"capsule", kCapsuleRuntimeType, {{"ConfigPath", env_->config_path()}}}};
+    auto c = ContainerdHarness::Start(o);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     ctrd_ = std::move(*c);
-    ASSERT_TRUE(ctrd_->ImportImage(TestImageTar("busybox")).ok());
-    ASSERT_TRUE(ctrd_->ImportImage(TestImageTar("pause")).ok());
+    for (const char* image : {"busybox", "pause"}) {
+      Status imported = ctrd_->ImportImage(TestImageTar(image), kCriNs);
+      ASSERT_TRUE(imported.ok()) << imported.ToString();
+    }
     Connect();
     logs_ = ctrd_->dir() + "/pod-logs";
     ASSERT_TRUE(MkdirAll(logs_).ok());
@@ -99,17 +95,14 @@ class CriE2eTest : public ::testing::Test {
   void TearDown() override {
     cri_.reset();
     if (!ctrd_) return;
-    auto leaks = env_->Leaks(ctrd_->address(), {ctrd_->dir()}, kCriNs, pods_);
+    auto leaks = env_->Leaks(ctrd_->grpc_address(), {ctrd_->dir()}, kCriNs, pods_);
     for (auto& l : ctrd_->Leaks()) leaks.push_back(std::move(l));
     EXPECT_TRUE(leaks.empty()) << leaks.size() << " leaks, first: " << leaks.front();
-    if (!leaks.empty()) env_->Reap(ctrd_->address(), {ctrd_->dir()});
-    if (HasFailure()) {
-      auto log = ReadFile(ctrd_->log_path()).value_or("");
-      ADD_FAILURE() << "containerd log tail:\n" << log.substr(log.size() > 200000 ? log.size() - 200000 : 0);
-    }
+    if (!leaks.empty()) env_->Reap(ctrd_->grpc_address(), {ctrd_->dir()});
+    if (HasFailure()) ADD_FAILURE() << "containerd log tail:\n" << ctrd_->LogTail(200000);
   }
   void Connect() {
-    auto client = CriClient::Connect(ctrd_->address(), milliseconds(20000));
+    auto client = CriClient::Connect(ctrd_->grpc_address(), milliseconds(20000));
     ASSERT_TRUE(client.ok()) << client.status().ToString();
     cri_ = std::move(*client);
     cri_->set_call_timeout(milliseconds(180000));  // a cold boot under TCG
@@ -140,7 +133,7 @@ class CriE2eTest : public ::testing::Test {
   }
 
   std::optional<E2eEnv> env_;
-  std::unique_ptr<MiniContainerd> ctrd_;
+  std::unique_ptr<ContainerdHarness> ctrd_;
   std::unique_ptr<CriClient> cri_;
   std::string logs_;
   std::vector<std::string> pods_;

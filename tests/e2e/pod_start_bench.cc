@@ -14,7 +14,7 @@
 
 #include "tests/e2e/e2e_env.h"
 #include "tests/support/cri/cri_client.h"
-#include "tests/support/cri/mini_containerd.h"
+#include "tests/support/containerd_harness.h"
 #include "tests/support/images/test_images.h"
 
 namespace capsule::testing {
@@ -35,20 +35,19 @@ class PodStartBench : public ::testing::Test {
     auto env = E2eEnv::Create();
     ASSERT_TRUE(env.ok()) << env.status().ToString();
     env_.emplace(std::move(*env));
-    MiniContainerdOptions o;
+    ContainerdOptions o;
     o.path_prepend = {E2eEnv::ShimDir()};
-    o.cni = true;
-    o.extra_config = R"(
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.capsule]
-      runtime_type = "io.containerd.capsule.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.capsule.options]
-        ConfigPath = ")" + env_->config_path() + "\"\n";
-    auto c = MiniContainerd::Start(o);
+    o.cri.emplace();
+    o.cri->cni = true;
+    o.cri->runtimes = {{"capsule", kCapsuleRuntimeType, {{"ConfigPath", env_->config_path()}}}};
+    auto c = ContainerdHarness::Start(o);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     ctrd_ = std::move(*c);
-    ASSERT_TRUE(ctrd_->ImportImage(TestImageTar("busybox")).ok());
-    ASSERT_TRUE(ctrd_->ImportImage(TestImageTar("pause")).ok());
-    auto client = cri::CriClient::Connect(ctrd_->address(), milliseconds(20000));
+    for (const char* image : {"busybox", "pause"}) {
+      Status imported = ctrd_->ImportImage(TestImageTar(image));
+      ASSERT_TRUE(imported.ok()) << imported.ToString();
+    }
+    auto client = cri::CriClient::Connect(ctrd_->grpc_address(), milliseconds(20000));
     ASSERT_TRUE(client.ok()) << client.status().ToString();
     cri_ = std::move(*client);
     cri_->set_call_timeout(milliseconds(180000));
@@ -56,10 +55,10 @@ class PodStartBench : public ::testing::Test {
   void TearDown() override {
     cri_.reset();
     if (!ctrd_) return;
-    auto leaks = env_->Leaks(ctrd_->address(), {ctrd_->dir()});
+    auto leaks = env_->Leaks(ctrd_->grpc_address(), {ctrd_->dir()});
     for (auto& l : ctrd_->Leaks()) leaks.push_back(std::move(l));
     EXPECT_TRUE(leaks.empty()) << leaks.front();
-    if (!leaks.empty()) env_->Reap(ctrd_->address(), {ctrd_->dir()});
+    if (!leaks.empty()) env_->Reap(ctrd_->grpc_address(), {ctrd_->dir()});
   }
 
   // One pod start (timed) and its tear-down (not timed); ms.
@@ -88,7 +87,7 @@ class PodStartBench : public ::testing::Test {
   }
 
   std::optional<E2eEnv> env_;
-  std::unique_ptr<MiniContainerd> ctrd_;
+  std::unique_ptr<ContainerdHarness> ctrd_;
   std::unique_ptr<cri::CriClient> cri_;
 };
 

@@ -15,13 +15,15 @@
 #include "runtime/common/file_util.h"
 #include "shim/launcher/socket.h"
 #include "tests/support/cri/cri_client.h"
-#include "tests/support/cri/mini_containerd.h"
+#include "tests/support/containerd_harness.h"
 #include "tests/support/images/test_images.h"
 
 namespace capsule::testing {
 namespace {
 
 using std::chrono::milliseconds;
+
+constexpr const char* kNs = "k8s.io";  // CRI's namespace
 
 std::set<std::string> Entries(const std::string& dir) {
   std::set<std::string> out;
@@ -38,22 +40,20 @@ std::string Dirname(const std::string& path) { return path.substr(0, path.rfind(
 class ShimWithContainerdTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    MiniContainerdOptions o;
+    ContainerdOptions o;
     // containerd 1.6.20's CRI ignores runtime_path (the task request never
     // carries it), so the shim is found by name on containerd's PATH, as an
     // installed shim would be.
     o.path_prepend = {Dirname(CAPSULE_SHIM_BINARY)};
-    o.extra_config = R"(
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.capsule]
-      runtime_type = "io.containerd.capsule.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.capsule.options]
-        ConfigPath = "/etc/capsule/from-cri.yaml"
-)";
-    auto c = MiniContainerd::Start(o);
+    o.cri.emplace();
+    o.cri->runtimes = {{"capsule", "io.containerd.capsule.v2", {{"ConfigPath", "/etc/capsule/from-cri.yaml"}}}};
+    auto c = ContainerdHarness::Start(o);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     ctrd_ = std::move(*c);
-    ASSERT_TRUE(ctrd_->ImportImage(TestImageTar("busybox")).ok());
-    ASSERT_TRUE(ctrd_->ImportImage(TestImageTar("pause")).ok());
+    for (const char* image : {"busybox", "pause"}) {
+      Status imported = ctrd_->ImportImage(TestImageTar(image), kNs);
+      ASSERT_TRUE(imported.ok()) << imported.ToString();
+    }
     sockets_before_ = Entries(std::string(shim::launcher::kDefaultSocketDir));
   }
   void TearDown() override {
@@ -66,18 +66,24 @@ class ShimWithContainerdTest : public ::testing::Test {
         << "a bundle was left behind";
   }
   std::string Log() { return ReadFile(ctrd_->log_path()).value_or(""); }
+  // `ctr -n k8s.io args...` that must succeed: its stdout.
+  Result<std::string> Ctr(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"-n", kNs};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return ctrd_->CtrOutput(argv);
+  }
 
-  std::unique_ptr<MiniContainerd> ctrd_;
+  std::unique_ptr<ContainerdHarness> ctrd_;
   std::set<std::string> sockets_before_;
 };
 
 TEST_F(ShimWithContainerdTest, CtrRunStartsTheShimWithItsFlagsAndOptions) {
-  auto run = ctrd_->Ctr({"run", "--runtime", CAPSULE_SHIM_BINARY, "--runtime-config-path",
+  auto run = Ctr({"run", "--runtime", CAPSULE_SHIM_BINARY, "--runtime-config-path",
                          "/etc/capsule/from-ctr.yaml", kBusyboxImage, "shim-ctr-1", "true"});
   ASSERT_FALSE(run.ok()) << "the config file is missing: creating the task must fail";
   EXPECT_NE(run.status().message().find("/etc/capsule/from-ctr.yaml"), std::string::npos)
       << "the error names the missing config file: " << run.status().message();
-  EXPECT_TRUE(ctrd_->Ctr({"containers", "rm", "shim-ctr-1"}).ok());
+  EXPECT_TRUE(Ctr({"containers", "rm", "shim-ctr-1"}).ok());
   // start ran with containerd's flags, got the options from stdin, and its
   // log lines went through the bundle's log FIFO into containerd's log.
   const std::string log = Log();
@@ -87,7 +93,7 @@ TEST_F(ShimWithContainerdTest, CtrRunStartsTheShimWithItsFlagsAndOptions) {
 }
 
 TEST_F(ShimWithContainerdTest, CriRunPodSandboxFindsTheShimAndPassesConfigPath) {
-  auto client = cri::CriClient::Connect(ctrd_->address(), milliseconds(10000));
+  auto client = cri::CriClient::Connect(ctrd_->grpc_address(), milliseconds(10000));
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   cri::PodOptions pod;
   pod.name = "shim-cri";
@@ -107,11 +113,11 @@ TEST_F(ShimWithContainerdTest, CriRunPodSandboxFindsTheShimAndPassesConfigPath) 
 TEST_F(ShimWithContainerdTest, RestartedContainerdRunsDeleteForADeadShim) {
   // A container whose shim died while containerd was down: its bundle holds
   // the address of a socket nobody serves any more.
-  ASSERT_TRUE(ctrd_->Ctr({"containers", "create", "--runtime", CAPSULE_SHIM_BINARY, kBusyboxImage,
+  ASSERT_TRUE(Ctr({"containers", "create", "--runtime", CAPSULE_SHIM_BINARY, kBusyboxImage,
                           "dead-1"}).ok());
   const std::string bundle = ctrd_->state() + "/io.containerd.runtime.v2.task/k8s.io/dead-1";
   ASSERT_TRUE(MkdirAll(bundle).ok());
-  const std::string address = shim::launcher::SocketAddress(ctrd_->address(), "k8s.io", "dead-1",
+  const std::string address = shim::launcher::SocketAddress(ctrd_->grpc_address(), "k8s.io", "dead-1",
                                                             shim::launcher::kDefaultSocketDir);
   const std::string socket = *shim::launcher::SocketPathFromAddress(address);
   { auto fd = shim::launcher::ListenUnix(socket); ASSERT_TRUE(fd.ok()); }  // stale
@@ -129,7 +135,7 @@ TEST_F(ShimWithContainerdTest, RestartedContainerdRunsDeleteForADeadShim) {
   struct stat st{};
   EXPECT_NE(::lstat(socket.c_str(), &st), 0) << "delete removes the dead shim's socket";
   EXPECT_FALSE(PathExists(bundle)) << "containerd removes the bundle once delete succeeded";
-  EXPECT_TRUE(ctrd_->Ctr({"containers", "rm", "dead-1"}).ok());
+  EXPECT_TRUE(Ctr({"containers", "rm", "dead-1"}).ok());
 }
 
 }  // namespace

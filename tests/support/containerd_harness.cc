@@ -1,19 +1,19 @@
 // See containerd_harness.h. Readiness is "both sockets accept and
 // `ctr version` answers"; containerd gives no other signal, so the wait
 // polls the daemon's pidfd with a short timeout between probes (a dying
-// daemon ends the wait at once).
+// daemon ends the wait at once). CRI/CNI rendering lives in
+// containerd_cri.cc, the leak scan and clean-up in containerd_leaks.cc.
 #include "tests/support/containerd_harness.h"
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 #include "runtime/common/logging.h"
@@ -32,15 +32,9 @@ constexpr int kProbeIntervalMs = 20;
 constexpr int kProbeWaitMs = 250;
 // sizeof(sockaddr_un::sun_path) - 1.
 constexpr size_t kMaxSocketPath = sizeof(sockaddr_un{}.sun_path) - 1;
-
-std::string TomlString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
+constexpr const char* kCriPlugin = "io.containerd.grpc.v1.cri";
+// containerd's metadata store under root (plugin io.containerd.metadata.v1.bolt).
+constexpr const char* kMetadataDb = "io.containerd.metadata.v1.bolt/meta.db";
 
 std::string ReplaceAll(std::string s, const std::string& from, const std::string& to) {
   for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) {
@@ -57,18 +51,15 @@ bool CanConnect(const std::string& path) {
   return fd && ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
 }
 
-// Undoes mountinfo's octal escapes ("\040" for a space).
-std::string UnescapeMountPath(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size()) {
-      out += static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8));
-      i += 3;
-    } else {
-      out += s[i];
-    }
+// PATH with `dirs` in front of `base` (the inherited PATH when unset).
+std::string PathWith(const std::vector<std::string>& dirs, std::optional<std::string> base) {
+  if (!base) {
+    const char* inherited = std::getenv("PATH");
+    base = inherited != nullptr ? inherited : "/usr/sbin:/usr/bin:/sbin:/bin";
   }
-  return out;
+  std::string path;
+  for (const auto& d : dirs) path += d + ":";
+  return path + *base;
 }
 
 }  // namespace
@@ -83,30 +74,6 @@ std::vector<std::string> DefaultDisabledPlugins() {
       "io.containerd.internal.v1.tracing",
       "io.containerd.tracing.processor.v1.otlp",
   };
-}
-
-Status UnmountUnder(const std::string& dir) {
-  std::ifstream in("/proc/self/mountinfo");
-  if (!in) return ErrnoStatus("open /proc/self/mountinfo");
-  const std::string prefix = dir + "/";
-  std::vector<std::string> targets;
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    std::string id, parent, devno, root, mount_point;
-    fields >> id >> parent >> devno >> root >> mount_point;
-    mount_point = UnescapeMountPath(mount_point);
-    if (mount_point.rfind(prefix, 0) == 0) targets.push_back(mount_point);
-  }
-  // Deepest first, so a mount never hides one below it.
-  std::sort(targets.begin(), targets.end(),
-            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
-  Status result;
-  for (const auto& t : targets) {
-    if (::umount2(t.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT && result.ok()) {
-      result = ErrnoStatus("umount " + t);
-    }
-  }
-  return result;
 }
 
 ContainerdHarness::ContainerdHarness(ContainerdOptions options, TempDir dir)
@@ -125,39 +92,71 @@ Result<std::unique_ptr<ContainerdHarness>> ContainerdHarness::Start(ContainerdOp
                            " is longer than " + std::to_string(kMaxSocketPath) +
                            " bytes; use a shorter temp_parent");
   }
+  if (h->options_.cri) {
+    auto& disabled = h->options_.disabled_plugins;
+    disabled.erase(std::remove(disabled.begin(), disabled.end(), kCriPlugin), disabled.end());
+    RETURN_IF_ERROR(MkdirAll(h->cni_conf_dir()));
+    if (h->options_.cri->cni) RETURN_IF_ERROR(h->WriteCniConfig());
+  }
+  h->netns_before_ = DirEntries(kCniNetnsDir);
   RETURN_IF_ERROR(WriteFile(h->config_path(), h->RenderConfig()));
-  UniqueFd log(::open(h->log_path().c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
-  if (!log) return ErrnoStatus("open " + h->log_path());
+  RETURN_IF_ERROR(h->Spawn());
+  RETURN_IF_ERROR(h->WaitUntilServing());
+  return h;
+}
+
+Status ContainerdHarness::WriteCniConfig() {
+  CniNetwork net = RandomCniNetwork();
+  RETURN_IF_ERROR(WriteFile(cni_conf_dir() + "/10-capsule-test.conflist",
+                            RenderCniConflist(net, dir_ + "/cni-ipam")));
+  kLog.Info("CNI bridge {} subnet {} for containerd in {}", net.bridge, net.subnet, dir_);
+  cni_ = std::move(net);
+  return Status::Ok();
+}
+
+Status ContainerdHarness::Spawn() {
+  UniqueFd log(::open(log_path().c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!log) return ErrnoStatus("open " + log_path());
+  std::vector<std::pair<std::string, std::string>> env = options_.env;
+  if (!options_.path_prepend.empty()) {
+    auto path = std::find_if(env.begin(), env.end(), [](const auto& kv) { return kv.first == "PATH"; });
+    if (path == env.end()) {
+      env.emplace_back("PATH", PathWith(options_.path_prepend, std::nullopt));
+    } else {
+      path->second = PathWith(options_.path_prepend, path->second);
+    }
+  }
   SpawnOptions o;
-  o.argv = {h->options_.containerd_binary, "--config", h->config_path()};
-  if (!h->options_.env.empty()) o.env = EnvironmentWith(h->options_.env);
+  o.argv = {options_.containerd_binary, "--config", config_path()};
+  if (!env.empty()) o.env = EnvironmentWith(env);
   o.stdout_fd = log.get();
   o.stderr_fd = log.get();
   o.die_with_parent = true;  // a crashed test must not leave a daemon behind
-  ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::Spawn(o));
-  h->daemon_.emplace(std::move(child));
-  kLog.Info("started containerd pid {} in {}", h->pid(), h->dir());
-  RETURN_IF_ERROR(h->WaitUntilServing());
-  return h;
+  Result<ChildProcess> child = ChildProcess::Spawn(o);
+  if (!child.ok()) return std::move(child).status().WithContext("start " + options_.containerd_binary);
+  daemon_.emplace(std::move(*child));
+  kLog.Info("started containerd pid {} in {}", pid(), dir_);
+  return Status::Ok();
 }
 
 std::string ContainerdHarness::RenderConfig() const {
   std::ostringstream c;
   c << "# Generated by ContainerdHarness for one test run.\n"
     << "version = 2\n"
-    << "root = " << TomlString(root()) << "\n"
-    << "state = " << TomlString(state()) << "\n"
+    << "root = " << TomlQuote(root()) << "\n"
+    << "state = " << TomlQuote(state()) << "\n"
     << "disabled_plugins = [";
   for (size_t i = 0; i < options_.disabled_plugins.size(); ++i) {
-    c << (i ? ", " : "") << TomlString(options_.disabled_plugins[i]);
+    c << (i ? ", " : "") << TomlQuote(options_.disabled_plugins[i]);
   }
   c << "]\n\n"
-    << "[grpc]\n  address = " << TomlString(grpc_address()) << "\n\n"
-    << "[ttrpc]\n  address = " << TomlString(ttrpc_address()) << "\n\n"
-    << "[debug]\n  address = \"\"\n  level = " << TomlString(options_.log_level) << "\n\n"
+    << "[grpc]\n  address = " << TomlQuote(grpc_address()) << "\n\n"
+    << "[ttrpc]\n  address = " << TomlQuote(ttrpc_address()) << "\n\n"
+    << "[debug]\n  address = \"\"\n  level = " << TomlQuote(options_.log_level) << "\n\n"
     // Default is /opt/containerd, outside the temp dir.
-    << "[plugins.\"io.containerd.internal.v1.opt\"]\n  path = " << TomlString(dir_ + "/opt")
+    << "[plugins.\"io.containerd.internal.v1.opt\"]\n  path = " << TomlQuote(dir_ + "/opt")
     << "\n";
+  if (options_.cri) c << "\n" << RenderCriToml(*options_.cri, cni_conf_dir());
   for (const auto& extra : options_.extra_toml) c << "\n" << ReplaceAll(extra, "@DIR@", dir_) << "\n";
   return c.str();
 }
@@ -193,6 +192,25 @@ Result<CommandResult> ContainerdHarness::Ctr(const std::vector<std::string>& arg
   return RunCommand(CtrArgv(args), timeout);
 }
 
+Result<std::string> ContainerdHarness::CtrOutput(const std::vector<std::string>& args,
+                                                  std::chrono::milliseconds timeout) const {
+  std::string cmd = "ctr";
+  for (const auto& a : args) cmd += " " + a;
+  Result<CommandResult> r = Ctr(args, timeout);
+  if (!r.ok()) return std::move(r).status().WithContext(cmd);
+  if (!r->ok()) {
+    return Internal(cmd + " exited " + std::to_string(r->exit_code) + ": " + r->err + r->out);
+  }
+  return std::move(r->out);
+}
+
+Status ContainerdHarness::ImportImage(const std::string& tar, const std::string& ns,
+                                      std::chrono::milliseconds timeout) const {
+  Result<std::string> out = CtrOutput({"-n", ns, "images", "import", tar}, timeout);
+  if (!out.ok()) return std::move(out).status().WithContext("import image " + tar);
+  return Status::Ok();
+}
+
 Result<StreamingCommand> ContainerdHarness::StartCtr(const std::vector<std::string>& args) const {
   return StreamingCommand::Start(CtrArgv(args));
 }
@@ -219,6 +237,35 @@ std::string ContainerdHarness::LogTail(size_t max_bytes) const {
   return log->size() <= max_bytes ? *log : log->substr(log->size() - max_bytes);
 }
 
+Status ContainerdHarness::Restart() {
+  if (!temp_) return FailedPrecondition("containerd harness: Restart after Stop");
+  if (daemon_ && !daemon_->reaped()) {
+    int status = daemon_->Terminate(options_.stop_timeout);
+    kLog.Info("containerd pid {} stopped for restart (exit {})", daemon_->pid(), ExitCode(status));
+  }
+  daemon_.reset();
+  RETURN_IF_ERROR_CTX(Spawn(), "restart containerd in " + dir_);
+  RETURN_IF_ERROR_CTX(WaitUntilServing(), "restart containerd in " + dir_);
+  return Status::Ok();
+}
+
+LeakScope ContainerdHarness::Scope() const {
+  LeakScope scope;
+  scope.address = grpc_address();
+  scope.daemon_pid = daemon_ && !daemon_->reaped() ? daemon_->pid() : -1;
+  scope.dir = dir_;
+  if (cni_) scope.bridge = cni_->bridge;
+  scope.netns_before = netns_before_;
+  scope.metadata_db = root() + "/" + kMetadataDb;
+  return scope;
+}
+
+std::vector<std::string> ContainerdHarness::Leaks() const {
+  if (!temp_) return {};
+  const LeakScope scope = Scope();
+  return ScanLeaks(scope).Describe(scope);
+}
+
 Status ContainerdHarness::Stop() {
   if (!temp_) return Status::Ok();
   if (daemon_ && !daemon_->reaped()) {
@@ -226,11 +273,12 @@ Status ContainerdHarness::Stop() {
     kLog.Info("containerd pid {} stopped (exit {})", daemon_->pid(), ExitCode(status));
   }
   daemon_.reset();
-  Status unmounted = UnmountUnder(dir_);
+  // Shims first: they hold mounts (rootfs, shm) and netns open.
+  Status cleaned = CleanUpLeaks(Scope());
   Status removed = RemoveAll(dir_);
   temp_->Release();
   temp_.reset();
-  RETURN_IF_ERROR_CTX(unmounted, "containerd harness cleanup");
+  RETURN_IF_ERROR_CTX(cleaned, "containerd harness cleanup");
   RETURN_IF_ERROR_CTX(removed, "containerd harness cleanup");
   return Status::Ok();
 }

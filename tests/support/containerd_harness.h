@@ -1,9 +1,11 @@
 // ContainerdHarness: a private containerd 1.6 for integration tests. Its
 // root, state, sockets, config and log all live in one temp dir; Start()
 // returns once the gRPC and ttrpc sockets answer; the destructor stops the
-// daemon, unmounts anything left below the dir and removes it, so a failing
-// test leaves nothing behind. Extend it through ContainerdOptions (plugin
-// sections, enabled plugins, environment) rather than by editing the file.
+// daemon, kills leftover shims, unmounts anything left below the dir (and
+// with CNI removes leftover pod netns and the bridge) and removes the dir,
+// so a failing test leaves nothing behind. Extend it through
+// ContainerdOptions (plugin sections, enabled plugins, environment, CRI)
+// rather than by editing the file.
 #pragma once
 
 #include <sys/types.h>
@@ -19,6 +21,8 @@
 #include "runtime/common/status.h"
 #include "runtime/common/subprocess.h"
 #include "tests/support/command.h"
+#include "tests/support/containerd_cri.h"
+#include "tests/support/containerd_leaks.h"
 
 namespace capsule::testing {
 
@@ -41,6 +45,14 @@ struct ContainerdOptions {
   // Added to (or replacing in) the inherited environment of containerd, and
   // so of the shims it starts (e.g. PATH with the shim's directory).
   std::vector<std::pair<std::string, std::string>> env;
+  // Directories put in front of containerd's PATH (after `env`): where it
+  // looks for shim binaries (containerd-shim-<name>-<version>) by runtime
+  // type; containerd 1.6's CRI ignores runtime_path.
+  std::vector<std::string> path_prepend;
+  // Set: the CRI plugin is enabled (removed from disabled_plugins) and
+  // configured for this host (see containerd_cri.h); with cri->cni, pods get
+  // a CNI bridge network of this harness's own.
+  std::optional<CriOptions> cri;
   std::string log_level = "info";
   std::chrono::milliseconds start_timeout{20000};
   std::chrono::milliseconds stop_timeout{10000};
@@ -65,6 +77,10 @@ class ContainerdHarness {
   std::string log_path() const { return dir_ + "/containerd.log"; }
   pid_t pid() const { return daemon_ ? daemon_->pid() : -1; }
   const ContainerdOptions& options() const { return options_; }
+  // Where the CNI conflist lives (set up only with options.cri).
+  std::string cni_conf_dir() const { return dir_ + "/cni"; }
+  // The pods' network; set when options.cri->cni.
+  const std::optional<CniNetwork>& cni() const { return cni_; }
 
   // The `ctr` command line for this daemon: {ctr, "-a", grpc_address()}.
   std::vector<std::string> CtrArgv(const std::vector<std::string>& args) const;
@@ -79,25 +95,51 @@ class ContainerdHarness {
   Result<StreamingCommand> SubscribeEvents(
       std::chrono::milliseconds timeout = std::chrono::seconds(20)) const;
 
+  // Stdout of a `ctr -a <grpc> args...` that must succeed; a non-zero exit
+  // is an error naming the command, its exit code and stderr.
+  Result<std::string> CtrOutput(const std::vector<std::string>& args,
+                                std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
+  // `ctr -n <ns> images import <tar>`.
+  Status ImportImage(const std::string& tar, const std::string& ns = "k8s.io",
+                     std::chrono::milliseconds timeout = std::chrono::seconds(120)) const;
+
   // Last `max_bytes` of containerd's log, for failure messages.
   std::string LogTail(size_t max_bytes = 4096) const;
 
-  // Stops containerd (SIGTERM, SIGKILL after stop_timeout), unmounts what is
-  // mounted under dir(), removes dir(). Idempotent; the destructor calls it.
+  // Stops containerd (SIGTERM, SIGKILL after stop_timeout) and starts it
+  // again on the same root, state, config, log and dir; returns once it
+  // serves. It reloads the shims it had (or cleans up after dead ones).
+  // CRI may still answer "not initialized" for a moment after.
+  Status Restart();
+
+  // What this containerd left behind: processes naming its address (shims;
+  // also a `ctr events` the test still runs), mounts under dir(), and with
+  // CNI the cni-* netns made since Start() that its metadata names (not
+  // other tests' pods) and ports still on its bridge. One line each; empty
+  // when clean. Assert it before Stop(), which cleans all of it up.
+  std::vector<std::string> Leaks() const;
+
+  // Stops containerd (SIGTERM, SIGKILL after stop_timeout), kills leftover
+  // shims, unmounts what is mounted under dir(), removes leftover pod netns
+  // and the CNI bridge, removes dir(). Idempotent; the destructor calls it.
   Status Stop();
 
  private:
   ContainerdHarness(ContainerdOptions options, TempDir dir);
   std::string RenderConfig() const;
+  Status WriteCniConfig();
+  Status Spawn();
   Status WaitUntilServing();
+  LeakScope Scope() const;
 
   ContainerdOptions options_;
   std::optional<TempDir> temp_;
   std::string dir_;
   std::optional<ChildProcess> daemon_;
+  std::optional<CniNetwork> cni_;
+  std::vector<std::string> netns_before_;  // kCniNetnsDir entries at Start()
 };
 
-// Unmounts (lazily, deepest first) every mount point strictly below `dir`.
-Status UnmountUnder(const std::string& dir);
+// UnmountUnder(dir) is declared in containerd_leaks.h (included above).
 
 }  // namespace capsule::testing

@@ -4,9 +4,11 @@
 // the local pause image serves as CRI's sandbox image.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "runtime/common/file_util.h"
 #include "tests/support/cri/cri_client.h"
-#include "tests/support/cri/mini_containerd.h"
+#include "tests/support/containerd_harness.h"
 #include "tests/support/images/test_images.h"
 
 namespace capsule::testing::cri {
@@ -17,12 +19,16 @@ using std::chrono::milliseconds;
 class CriClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto c = MiniContainerd::Start();
+    ContainerdOptions o;
+    o.cri.emplace();  // runc only, no CNI: the pods here use the host network
+    auto c = ContainerdHarness::Start(o);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     ctrd_ = std::move(*c);
-    ASSERT_TRUE(ctrd_->ImportImage(TestImageTar("busybox")).ok());
-    ASSERT_TRUE(ctrd_->ImportImage(TestImageTar("pause")).ok());
-    auto client = CriClient::Connect(ctrd_->address(), milliseconds(10000));
+    for (const char* image : {"busybox", "pause"}) {
+      Status imported = ctrd_->ImportImage(TestImageTar(image));
+      ASSERT_TRUE(imported.ok()) << imported.ToString();
+    }
+    auto client = CriClient::Connect(ctrd_->grpc_address(), milliseconds(10000));
     ASSERT_TRUE(client.ok()) << client.status().ToString();
     cri_ = std::move(*client);
   }
@@ -33,7 +39,7 @@ class CriClientTest : public ::testing::Test {
       EXPECT_TRUE(leaks.empty()) << leaks.front();
     }
   }
-  std::unique_ptr<MiniContainerd> ctrd_;
+  std::unique_ptr<ContainerdHarness> ctrd_;
   std::unique_ptr<CriClient> cri_;
 };
 
@@ -139,6 +145,44 @@ TEST_F(CriClientTest, ErrorsNameTheCallAndObject) {
   auto id = cri_->RunPod(pod);
   ASSERT_FALSE(id.ok());
   EXPECT_NE(id.status().message().find("no-such-handler"), std::string::npos) << id.status().message();
+}
+
+// The harness's CNI set-up under runc: a POD-network pod gets an address on
+// the harness's own bridge, and until it is removed the harness counts its
+// netns and its bridge port as leaks (so a test that forgets a pod fails).
+TEST(CriOnHarnessCniTest, RuncPodGetsAnAddressOnTheHarnessBridgeAndIsALeakUntilRemoved) {
+  ContainerdOptions o;
+  o.cri.emplace();
+  o.cri->cni = true;
+  auto h = ContainerdHarness::Start(o);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  ContainerdHarness& ctrd = **h;
+  Status imported = ctrd.ImportImage(TestImageTar("pause"));
+  ASSERT_TRUE(imported.ok()) << imported.ToString();
+  auto cri = CriClient::Connect(ctrd.grpc_address(), milliseconds(10000));
+  ASSERT_TRUE(cri.ok()) << cri.status().ToString();
+  PodOptions pod;
+  pod.name = "cni-runc";
+  pod.network = v1::POD;
+  auto id = (*cri)->RunPod(MakePodConfig(pod), "");
+  ASSERT_TRUE(id.ok()) << id.status().ToString() << "\n" << ctrd.LogTail();
+  auto status = (*cri)->PodStatus(*id);
+  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  const std::string& gateway = ctrd.cni()->gateway;
+  EXPECT_EQ(status->status().network().ip().rfind(gateway.substr(0, gateway.rfind('.') + 1), 0), 0u)
+      << status->status().network().ip() << " not in " << ctrd.cni()->subnet;
+
+  const std::vector<std::string> live = ctrd.Leaks();
+  auto has = [&](const std::string& prefix) {
+    return std::any_of(live.begin(), live.end(), [&](const std::string& l) { return l.rfind(prefix, 0) == 0; });
+  };
+  EXPECT_TRUE(has("netns /var/run/netns/cni-")) << ::testing::PrintToString(live);
+  EXPECT_TRUE(has("port veth")) << ::testing::PrintToString(live);
+
+  ASSERT_TRUE((*cri)->StopPod(*id).ok());
+  ASSERT_TRUE((*cri)->RemovePod(*id).ok());
+  const std::vector<std::string> after = ctrd.Leaks();
+  EXPECT_TRUE(after.empty()) << ::testing::PrintToString(after);
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 #include "runtime/common/file_util.h"
 #include "runtime/common/subprocess.h"
 #include "shim/launcher/socket.h"
-#include "tests/support/cri/mini_containerd.h"
+#include "tests/support/containerd_harness.h"
 #include "tests/support/images/test_images.h"
 
 namespace capsule::testing {
@@ -22,16 +22,17 @@ namespace {
 
 using std::chrono::milliseconds;
 constexpr milliseconds kEventTimeout{30000};
+constexpr const char* kNs = "k8s.io";
 
 // `ctr events` as a child: lines "<time> <namespace> <topic> <json>".
 class EventStream {
  public:
-  static Result<EventStream> Start(const std::string& address) {
+  static Result<EventStream> Start(const ContainerdHarness& ctrd) {
     int p[2];
     if (::pipe2(p, O_CLOEXEC) != 0) return ErrnoStatus("pipe");
     UniqueFd r(p[0]), w(p[1]);
     SpawnOptions o;
-    o.argv = {"/usr/bin/ctr", "--address", address, "events"};
+    o.argv = ctrd.CtrArgv({"events"});
     o.stdout_fd = w.get();
     ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::Spawn(o));
     return EventStream(std::move(child), std::move(r));
@@ -69,11 +70,14 @@ class EventStream {
 class TestImagesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto c = MiniContainerd::Start();
+    // No CRI: only ctr and runc are exercised here.
+    auto c = ContainerdHarness::Start();
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     ctrd_ = std::move(*c);
-    ASSERT_TRUE(ctrd_->ImportImage(TestImageTar("busybox")).ok());
-    ASSERT_TRUE(ctrd_->ImportImage(TestImageTar("pause")).ok());
+    for (const char* image : {"busybox", "pause"}) {
+      Status imported = ctrd_->ImportImage(TestImageTar(image), kNs);
+      ASSERT_TRUE(imported.ok()) << imported.ToString();
+    }
   }
   void TearDown() override {
     if (ctrd_) {
@@ -81,54 +85,60 @@ class TestImagesTest : public ::testing::Test {
       EXPECT_TRUE(leaks.empty()) << leaks.front();
     }
   }
-  std::unique_ptr<MiniContainerd> ctrd_;
+  // `ctr -n k8s.io args...` that must succeed: its stdout.
+  Result<std::string> Ctr(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"-n", kNs};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return ctrd_->CtrOutput(argv);
+  }
+  std::unique_ptr<ContainerdHarness> ctrd_;
 };
 
 TEST_F(TestImagesTest, ImportedImagesAreListedWithThePlatform) {
-  auto ls = ctrd_->Ctr({"images", "ls"});
+  auto ls = Ctr({"images", "ls"});
   ASSERT_TRUE(ls.ok()) << ls.status().ToString();
   EXPECT_NE(ls->find(kBusyboxImage), std::string::npos) << *ls;
   EXPECT_NE(ls->find(kPauseImage), std::string::npos) << *ls;
   EXPECT_NE(ls->find("linux/amd64"), std::string::npos) << *ls;
   // containerd verified every digest and size on import and unpacked the
   // layers into snapshots; `check` re-reads them from the content store.
-  auto check = ctrd_->Ctr({"images", "check"});
+  auto check = Ctr({"images", "check"});
   ASSERT_TRUE(check.ok()) << check.status().ToString();
   EXPECT_EQ(std::regex_search(*check, std::regex("complete \\(\\d+/\\d+\\)")), true) << *check;
   EXPECT_EQ(check->find("incomplete"), std::string::npos) << *check;
 }
 
 TEST_F(TestImagesTest, BusyboxRunsEchoAndAppletsUnderRunc) {
-  auto out = ctrd_->Ctr({"run", "--rm", kBusyboxImage, "echo-1", "echo", "hello from busybox"});
+  auto out = Ctr({"run", "--rm", kBusyboxImage, "echo-1", "echo", "hello from busybox"});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(*out, "hello from busybox\n");
-  out = ctrd_->Ctr({"run", "--rm", kBusyboxImage, "applets-1", "sh", "-c",
+  out = Ctr({"run", "--rm", kBusyboxImage, "applets-1", "sh", "-c",
                     "ls /usr/bin/env >/dev/null && id -un && stat -c %a /tmp && echo $PATH"});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(*out, "root\n1777\n/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n");
 }
 
 TEST_F(TestImagesTest, PauseExitsZeroOnSigtermAndRuncShimAddressMatchesOurs) {
-  auto events = EventStream::Start(ctrd_->address());
+  auto events = EventStream::Start(*ctrd_);
   ASSERT_TRUE(events.ok()) << events.status().ToString();
-  auto run = ctrd_->Ctr({"run", "-d", kPauseImage, "pause-1"});
+  auto run = Ctr({"run", "-d", kPauseImage, "pause-1"});
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   ASSERT_TRUE(events->WaitFor("/tasks/start", "pause-1").ok());
 
   // containerd's runc shim computed its socket address the way our launcher
   // does (runtime/v2/shim/util_unix.go): compare for the same inputs.
-  auto address = ReadFile(ctrd_->state() + "/io.containerd.runtime.v2.task/k8s.io/pause-1/address");
+  auto address = ReadFile(ctrd_->state() + "/io.containerd.runtime.v2.task/" + std::string(kNs) + "/pause-1/address");
   ASSERT_TRUE(address.ok()) << address.status().ToString();
-  EXPECT_EQ(*address, shim::launcher::SocketAddress(ctrd_->address(), "k8s.io", "pause-1",
+  EXPECT_EQ(*address, shim::launcher::SocketAddress(ctrd_->grpc_address(), kNs, "pause-1",
                                                     shim::launcher::kDefaultSocketDir));
 
-  ASSERT_TRUE(ctrd_->Ctr({"task", "kill", "--signal", "SIGTERM", "pause-1"}).ok());
+  ASSERT_TRUE(Ctr({"task", "kill", "--signal", "SIGTERM", "pause-1"}).ok());
   auto exit = events->WaitFor("/tasks/exit", "pause-1");
   ASSERT_TRUE(exit.ok()) << exit.status().ToString();
   // TaskExit's JSON leaves out a zero exit_status.
   EXPECT_EQ(exit->find("exit_status"), std::string::npos) << *exit;
-  EXPECT_TRUE(ctrd_->Ctr({"task", "rm", "pause-1"}).ok());
-  EXPECT_TRUE(ctrd_->Ctr({"containers", "rm", "pause-1"}).ok());
+  EXPECT_TRUE(Ctr({"task", "rm", "pause-1"}).ok());
+  EXPECT_TRUE(Ctr({"containers", "rm", "pause-1"}).ok());
 }
 
 bool WaitHandled(pid_t pid, int sig) {

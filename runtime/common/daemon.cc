@@ -4,6 +4,7 @@
 #include "runtime/common/daemon.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <linux/close_range.h>
 #include <poll.h>
 #include <signal.h>
@@ -23,7 +24,7 @@ namespace {
 
 // Records sent from the forked processes to the launcher over a CLOEXEC pipe.
 enum Record : int { kPid = 1, kError = 2 };
-enum Step : int { kSetsid = 1, kFork, kStdio, kKeepFds, kChdir, kExec };
+enum Step : int { kSetsid = 1, kFork, kStdio, kKeepFds, kChdir, kUnshareNet, kExec };
 
 const char* StepName(int step) {
   switch (step) {
@@ -32,6 +33,7 @@ const char* StepName(int step) {
     case kStdio: return "set up stdio";
     case kKeepFds: return "pass fds";
     case kChdir: return "chdir";
+    case kUnshareNet: return "unshare its network namespace";
     default: return "exec";
   }
 }
@@ -82,6 +84,7 @@ void SendRecord(int fd, int kind, int a, int b) {
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) Fail(report_fd, kChdir);
+  if (o.new_net_namespace && ::unshare(CLONE_NEWNET) != 0) Fail(report_fd, kUnshareNet);
   if (envp != nullptr) {
     ::execve(argv[0], argv, envp);
   } else {

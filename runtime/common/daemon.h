@@ -28,6 +28,9 @@ struct DaemonOptions {
   // daemon never holds a pipe its launcher's parent waits on (containerd).
   std::vector<int> keep_fds;
   std::string cwd = "/";
+  // unshare(CLONE_NEWNET) before exec: the daemon gets a network namespace
+  // of its own with only a loopback (needs CAP_SYS_ADMIN).
+  bool new_net_namespace = false;
 };
 
 // A started daemon. It is not our child (the intermediate process exited),

@@ -111,7 +111,13 @@ Result<Daemon> SpawnQemu(QemuCommandInput in, const VmPaths& paths, std::string_
   d.stdout_fd = log_fd.get();
   d.stderr_fd = log_fd.get();
   d.keep_fds = {listener.get()};
-  kLog.Info("launch VM {} ({}): {}", in.spec.id, why, Joined(d.argv));
+  // QEMU needs no network of its own: NICs come as tap fds over QMP, every
+  // other device is a unix socket by path. In an empty netns a compromised
+  // VMM cannot reach the host's network, and a tool that configures "the
+  // task's pid's netns" (ctr run --cni) cannot change the host's.
+  d.new_net_namespace = ::geteuid() == 0;
+  kLog.Info("launch VM {} ({}{}): {}", in.spec.id, why, d.new_net_namespace ? ", private netns" : "",
+            Joined(d.argv));
   return SpawnDaemon(d);  // our copies of the socket and log close here
 }
 

@@ -21,9 +21,9 @@ std::string_view AcceleratorName(Accelerator a);
 
 // A virtio-net NIC backed by a host tap interface. Without fd_name the VMM
 // opens the tap by name (creating it if it does not exist) in the VMM's own
-// network namespace. With fd_name it uses a tap fd handed over before with
-// Vm::PassFd: the way to reach a tap in a pod's netns, which the VMM (in
-// the host netns) cannot open by name. The VMM consumes the passed fd when
+// network namespace (a private, empty one when launched by root). With
+// fd_name it uses a tap fd handed over before with Vm::PassFd: the way to
+// reach a tap in a pod's netns, which the VMM cannot open by name. The VMM consumes the passed fd when
 // the device is added, so each hot-plug needs its own PassFd. fd_name is
 // for hot-plug only: ValidateVmSpec refuses it on boot-time devices.
 struct NetDevice {

@@ -2,6 +2,8 @@
 // guest at all (-S, no kernel); one boots a 60-byte multiboot guest that
 // prints to the console and triple-faults.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -155,9 +157,17 @@ TEST_F(QemuTest, HotplugAndUnplugTapNic) {
   auto vm = hv.Launch(spec);
   ASSERT_TRUE(vm.ok()) << vm.status().ToString();
   std::string tap = "cpt" + std::to_string(::getpid() % 100000);
+  // A tap by name is made in QEMU's own network namespace (a private one
+  // when we are root); /proc/<pid>/net/dev lists that namespace's links.
+  const pid_t pid = (*vm)->vmm_pid();
+  auto in_vmm_netns = [pid, &tap] {
+    auto dev = ReadFile("/proc/" + std::to_string(pid) + "/net/dev");
+    // Names are right-aligned in 6 columns: longer ones start the line.
+    return dev.ok() && (dev->find(" " + tap + ":") != std::string::npos || dev->find("\n" + tap + ":") != std::string::npos);
+  };
   Device nic = NetDevice{"eth0", tap, "52:54:00:12:34:56", ""};
   ASSERT_TRUE((*vm)->HotplugDevice(nic).ok());
-  EXPECT_TRUE(PathExists("/sys/class/net/" + tap)) << "QEMU should have created the tap";
+  EXPECT_TRUE(in_vmm_netns()) << "QEMU should have created the tap";
   auto mac = Qmp(**vm, "qom-get", json{{"path", "/machine/peripheral/eth0"}, {"property", "mac"}});
   ASSERT_TRUE(mac.ok()) << mac.status().ToString();
   EXPECT_EQ(*mac, "52:54:00:12:34:56");
@@ -172,7 +182,7 @@ TEST_F(QemuTest, HotplugAndUnplugTapNic) {
   EXPECT_EQ(dup.code(), Code::kAlreadyExists) << dup.ToString();
 
   ASSERT_TRUE((*vm)->UnplugDevice("eth0", milliseconds(10000)).ok());
-  EXPECT_FALSE(PathExists("/sys/class/net/" + tap)) << "tap should go with its netdev";
+  EXPECT_FALSE(in_vmm_netns()) << "tap should go with its netdev";
   EXPECT_TRUE(static_cast<QemuVm&>(**vm).hotplugged().empty());
   EXPECT_EQ(Qmp(**vm, "qom-get", json{{"path", "/machine/peripheral/eth0"}, {"property", "mac"}}).status().code(),
             Code::kNotFound);
@@ -181,7 +191,23 @@ TEST_F(QemuTest, HotplugAndUnplugTapNic) {
   ASSERT_TRUE((*vm)->HotplugDevice(nic).ok());
   EXPECT_EQ(static_cast<QemuVm&>(**vm).hotplugged()[0].port, "rp0");
   ASSERT_TRUE((*vm)->Stop(milliseconds(0)).ok());
-  EXPECT_FALSE(PathExists("/sys/class/net/" + tap));
+  EXPECT_FALSE(PathExists("/sys/class/net/" + tap)) << "nor in ours";
+}
+
+TEST_F(QemuTest, QemuRunsInANetworkNamespaceOfItsOwnWhenRoot) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a private netns needs root";
+  QemuHypervisor hv(cfg_);
+  auto vm = hv.Launch(Spec("vm-netns"));
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  char ours[64] = {}, its[64] = {};
+  ASSERT_GT(::readlink("/proc/self/ns/net", ours, sizeof ours - 1), 0);
+  ASSERT_GT(::readlink(("/proc/" + std::to_string((*vm)->vmm_pid()) + "/ns/net").c_str(), its, sizeof its - 1), 0);
+  EXPECT_STRNE(ours, its) << "QEMU shares the host's network namespace";
+  // Nothing but a loopback there.
+  auto dev = ReadFile("/proc/" + std::to_string((*vm)->vmm_pid()) + "/net/dev");
+  ASSERT_TRUE(dev.ok());
+  EXPECT_EQ(std::count(dev->begin(), dev->end(), '\n'), 3) << *dev;  // two header lines + lo
+  ASSERT_TRUE((*vm)->Stop(milliseconds(0)).ok());
 }
 
 TEST_F(QemuTest, HotplugFailuresAreCleanAndSlotsAreBounded) {

@@ -14,7 +14,9 @@
 
 #include <cstdlib>
 
+#include "runtime/common/daemon.h"
 #include "runtime/common/file_util.h"
+#include "runtime/common/subprocess.h"
 #include "runtime/vsock/hybrid_dial.h"
 #include "runtime/vsock/vsock_service.h"
 
@@ -130,28 +132,22 @@ Result<VmVsockPtr> VhostUserVsock::Prepare(const VmVsockSpec& spec) {
   std::string log_path = spec.vm_dir + "/" + kVsockdLogName;
   UniqueFd log_fd(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   if (!log_fd) return ErrnoStatus("open " + log_path);
-  SpawnOptions so;
-  so.argv = {bin, "--vhost-user-socket", s.vhost_user_socket, "--uds-path", s.hybrid_socket, "--guest-cid",
-             std::to_string(s.guest_cid), "--ready-fd", std::to_string(ready_w.get()), "--pid-file",
-             spec.vm_dir + "/" + kVsockdPidName, "--log-level", std::string(log::LevelName(options_.vsockd_log_level))};
-  so.stdout_fd = log_fd.get();
-  so.stderr_fd = log_fd.get();
-  so.keep_fds = {ready_w.get()};
-  so.new_session = true;  // survives the starter's session and its signals
-  ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::Spawn(so));
+  DaemonOptions d;
+  d.argv = {bin, "--vhost-user-socket", s.vhost_user_socket, "--uds-path", s.hybrid_socket, "--guest-cid",
+            std::to_string(s.guest_cid), "--ready-fd", std::to_string(ready_w.get()), "--pid-file",
+            spec.vm_dir + "/" + kVsockdPidName, "--log-level", std::string(log::LevelName(options_.vsockd_log_level))};
+  d.stdout_fd = log_fd.get();
+  d.stderr_fd = log_fd.get();
+  d.keep_fds = {ready_w.get()};
+  ASSIGN_OR_RETURN(Daemon daemon, SpawnDaemon(d));
   ready_w.reset();
-  Status ready = WaitReady(ready_r.get(), child.pidfd(), options_.start_timeout, log_path);
-  if (!ready.ok()) {
-    child.Terminate(kDefaultGrace);
-    return ready.WithContext("start capsule-vsockd for " + spec.vm_dir);
-  }
-  s.vsockd_pid = child.pid();
-  Status w = WriteVsockState(spec.vm_dir, s);
-  if (!w.ok()) {
-    child.Terminate(kDefaultGrace);
-    return w;
-  }
-  return VmVsockPtr(new VhostUserVmVsock(s, spec.vm_dir, std::move(child), UniqueFd()));
+  s.vsockd_pid = daemon.pid;
+  // From here on the object owns the daemon: its destructor stops it.
+  auto vsock = std::make_unique<VhostUserVmVsock>(s, spec.vm_dir, std::move(daemon.pidfd));
+  Status ready = WaitReady(ready_r.get(), vsock->vsockd_pidfd(), options_.start_timeout, log_path);
+  if (!ready.ok()) return ready.WithContext("start capsule-vsockd for " + spec.vm_dir);
+  RETURN_IF_ERROR(WriteVsockState(spec.vm_dir, s));
+  return VmVsockPtr(std::move(vsock));
 }
 
 Result<VmVsockPtr> VhostUserVsock::Adopt(const std::string& vm_dir) {
@@ -166,16 +162,11 @@ Result<VmVsockPtr> VhostUserVsock::Adopt(const std::string& vm_dir) {
   Result<std::string> cmdline = ReadFile(fmt::format("/proc/{}/cmdline", s.vsockd_pid));
   if (!cmdline.ok() || cmdline->find(s.hybrid_socket) == std::string::npos)
     return FailedPrecondition(fmt::format("pid {} is not the capsule-vsockd of {}", s.vsockd_pid, vm_dir));
-  return VmVsockPtr(new VhostUserVmVsock(s, vm_dir, std::nullopt, std::move(*pidfd)));
+  return VmVsockPtr(new VhostUserVmVsock(s, vm_dir, std::move(*pidfd)));
 }
 
-VhostUserVmVsock::VhostUserVmVsock(VsockState state, std::string vm_dir, std::optional<ChildProcess> child,
-                                   UniqueFd pidfd)
-    : state_(std::move(state)),
-      vm_dir_(std::move(vm_dir)),
-      device_(DeviceFor(state_)),
-      child_(std::move(child)),
-      pidfd_(std::move(pidfd)) {}
+VhostUserVmVsock::VhostUserVmVsock(VsockState state, std::string vm_dir, UniqueFd pidfd)
+    : state_(std::move(state)), vm_dir_(std::move(vm_dir)), device_(DeviceFor(state_)), pidfd_(std::move(pidfd)) {}
 
 VhostUserVmVsock::~VhostUserVmVsock() {
   if (!detached_ && !stopped_) (void)Shutdown(kDefaultGrace);
@@ -191,7 +182,6 @@ std::string VhostUserVmVsock::HostListenPath(uint32_t port) const {
 }
 
 bool VhostUserVmVsock::DaemonExited(std::chrono::milliseconds wait) {
-  if (child_) return child_->Wait(wait).ok();
   pollfd p{pidfd_.get(), POLLIN, 0};
   return ::poll(&p, 1, static_cast<int>(wait.count())) > 0;
 }
@@ -199,15 +189,9 @@ bool VhostUserVmVsock::DaemonExited(std::chrono::milliseconds wait) {
 Status VhostUserVmVsock::Shutdown(std::chrono::milliseconds grace) {
   if (stopped_) return Status::Ok();
   stopped_ = true;
-  auto signal = [&](int sig) {
-    if (child_) {
-      (void)child_->Signal(sig);
-    } else if (pidfd_) {
-      (void)::syscall(SYS_pidfd_send_signal, pidfd_.get(), sig, nullptr, 0);
-    }
-  };
+  auto signal = [&](int sig) { (void)::syscall(SYS_pidfd_send_signal, pidfd_.get(), sig, nullptr, 0); };
   Status result;
-  if (child_ || pidfd_) {
+  if (pidfd_) {
     signal(SIGTERM);
     if (!DaemonExited(grace)) {
       result = DeadlineExceeded(fmt::format("capsule-vsockd (pid {}) ignored SIGTERM for {} ms; killed",
@@ -227,9 +211,6 @@ void VhostUserVmVsock::RemoveFiles() {
     ::unlink(p.c_str());
 }
 
-void VhostUserVmVsock::Detach() {
-  detached_ = true;
-  if (child_) child_->Release();
-}
+void VhostUserVmVsock::Detach() { detached_ = true; }
 
 }  // namespace capsule::vsock

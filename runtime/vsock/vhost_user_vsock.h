@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "runtime/common/subprocess.h"
+#include "runtime/common/unique_fd.h"
 #include "runtime/vsock/vsock_backend.h"
 #include "runtime/vsock/vsock_state.h"
 
@@ -30,11 +30,12 @@ class VhostUserVsock : public VsockBackend {
   VsockBackendOptions options_;
 };
 
-// One VM's vhost-user vsock: the daemon (a child we started, or an adopted
-// pid) and its sockets.
+// One VM's vhost-user vsock: the daemon (double-forked by SpawnDaemon, or
+// adopted; either way held by a pidfd, never our child, so a process that
+// detaches VMs keeps no zombies) and its sockets.
 class VhostUserVmVsock : public VmVsock {
  public:
-  VhostUserVmVsock(VsockState state, std::string vm_dir, std::optional<ChildProcess> child, UniqueFd pidfd);
+  VhostUserVmVsock(VsockState state, std::string vm_dir, UniqueFd pidfd);
   ~VhostUserVmVsock() override;
 
   config::VsockBackendKind kind() const override { return config::VsockBackendKind::kVhostUser; }
@@ -47,6 +48,7 @@ class VhostUserVmVsock : public VmVsock {
   void Detach() override;
 
   pid_t vsockd_pid() const { return state_.vsockd_pid; }
+  int vsockd_pidfd() const { return pidfd_.get(); }  // readable once it exited
   const std::string& hybrid_socket() const { return state_.hybrid_socket; }
 
  private:
@@ -56,8 +58,7 @@ class VhostUserVmVsock : public VmVsock {
   VsockState state_;
   std::string vm_dir_;
   QemuVsockDevice device_;
-  std::optional<ChildProcess> child_;  // when we started it
-  UniqueFd pidfd_;                     // when adopted
+  UniqueFd pidfd_;  // capsule-vsockd
   bool detached_ = false;
   bool stopped_ = false;
 };

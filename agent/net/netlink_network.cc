@@ -109,8 +109,17 @@ Status NetlinkNetwork::Rename(rtnl_link* link, const std::string& from, const st
   if (!rename) return Internal("rtnl_link_alloc: out of memory");
   rtnl_link_set_name(rename.get(), to.c_str());
   sock_->ResetError();
-  return sock_->Check(rtnl_link_change(sock_->get(), link, rename.get(), 0),
-                      fmt::format("interface {}: rename to {}", from, to));
+  Status renamed = sock_->Check(rtnl_link_change(sock_->get(), link, rename.get(), 0),
+                                fmt::format("interface {}: rename to {}", from, to));
+  if (!renamed.ok() && (rtnl_link_get_flags(link) & IFF_UP) != 0) {
+    LinkPtr up(rtnl_link_alloc());  // leave it as it was
+    if (up) {
+      rtnl_link_set_flags(up.get(), IFF_UP);
+      sock_->ResetError();
+      (void)rtnl_link_change(sock_->get(), link, up.get(), 0);
+    }
+  }
+  return renamed;
 }
 
 Status NetlinkNetwork::SetLink(rtnl_link* link, const Interface& want, const std::string& name) {

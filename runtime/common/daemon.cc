@@ -161,7 +161,12 @@ Result<Daemon> SpawnDaemon(const DaemonOptions& o) {
     // The daemon is the intermediate's child and the intermediate is blocked
     // on go_fd, so nobody can have reaped it yet: the pidfd names it.
     auto pidfd = OpenPidfd(d.pid);
-    if (pidfd.ok()) d.pidfd = std::move(*pidfd);
+    if (pidfd.ok()) {
+      d.pidfd = std::move(*pidfd);
+    } else {
+      // Unsupervised it must not run: the pid is still certainly the daemon's.
+      ::kill(d.pid, SIGKILL);
+    }
   }
   go_write.reset();
   ReapIntermediate(mid);

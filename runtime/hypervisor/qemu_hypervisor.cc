@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <linux/capability.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -100,6 +101,17 @@ VmState StateFromQmp(const nlohmann::json& status) {
   return running ? VmState::kRunning : VmState::kPaused;
 }
 
+// unshare(CLONE_NEWNET) needs CAP_SYS_ADMIN in the effective set, which
+// root in an unprivileged container lacks.
+bool HaveCapSysAdmin() {
+  auto status = ReadFile("/proc/self/status");
+  if (!status.ok()) return false;
+  const size_t at = status->find("\nCapEff:");
+  if (at == std::string::npos) return false;
+  const uint64_t eff = std::strtoull(status->c_str() + at + 8, nullptr, 16);
+  return (eff >> CAP_SYS_ADMIN & 1) != 0;
+}
+
 // Binds QMP's socket, opens QEMU's log and starts QEMU holding both.
 Result<Daemon> SpawnQemu(QemuCommandInput in, const VmPaths& paths, std::string_view why) {
   ASSIGN_OR_RETURN(UniqueFd listener, ListenUnix(paths.qmp_socket()));
@@ -115,7 +127,9 @@ Result<Daemon> SpawnQemu(QemuCommandInput in, const VmPaths& paths, std::string_
   // other device is a unix socket by path. In an empty netns a compromised
   // VMM cannot reach the host's network, and a tool that configures "the
   // task's pid's netns" (ctr run --cni) cannot change the host's.
-  d.new_net_namespace = ::geteuid() == 0;
+  d.new_net_namespace = HaveCapSysAdmin();
+  if (!d.new_net_namespace)
+    kLog.Warn("VM {}: no CAP_SYS_ADMIN, so QEMU shares this process's network namespace", in.spec.id);
   kLog.Info("launch VM {} ({}{}): {}", in.spec.id, why, d.new_net_namespace ? ", private netns" : "",
             Joined(d.argv));
   return SpawnDaemon(d);  // our copies of the socket and log close here

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <linux/if.h>
+#include <linux/if_arp.h>
 #include <linux/rtnetlink.h>
 #include <netlink/route/nexthop.h>
 
@@ -29,14 +30,26 @@ T* As(nl_object* o) {
 
 bool IsOurTap(const std::string& name) { return name.rfind(kTapPrefix, 0) == 0; }
 
-// Interfaces by ifindex, loopback and our taps left out.
+// Only what a guest NIC can stand for: an up Ethernet link with a unicast
+// MAC. That leaves out loopback, our taps, and the fallback tunnels the
+// kernel puts into every netns when ipip/sit/gre are loaded (tunl0, sit0,
+// gretap0, ...: down, and not Ethernet or without a MAC).
+bool IsPodInterface(rtnl_link* l, const std::string& mac) {
+  const unsigned flags = rtnl_link_get_flags(l);
+  if ((flags & IFF_LOOPBACK) != 0 || (flags & IFF_UP) == 0 || rtnl_link_get_arptype(l) != ARPHRD_ETHER) return false;
+  return mac.size() == 17 && mac != "00:00:00:00:00:00" && (std::stoi(mac.substr(0, 2), nullptr, 16) & 1) == 0;
+}
+
+// Interfaces by ifindex.
 std::map<int, PodInterface> ReadInterfaces(nl_cache* links) {
   std::map<int, PodInterface> out;
   for (nl_object* o = nl_cache_get_first(links); o != nullptr; o = nl_cache_get_next(o)) {
     auto* l = As<rtnl_link>(o);
     const char* name = rtnl_link_get_name(l);
-    if (name == nullptr || (rtnl_link_get_flags(l) & IFF_LOOPBACK) != 0 || IsOurTap(name)) continue;
-    out[rtnl_link_get_ifindex(l)] = PodInterface{name, MacToString(rtnl_link_get_addr(l)), rtnl_link_get_mtu(l), {}};
+    if (name == nullptr || IsOurTap(name)) continue;
+    std::string mac = MacToString(rtnl_link_get_addr(l));
+    if (!IsPodInterface(l, mac)) continue;
+    out[rtnl_link_get_ifindex(l)] = PodInterface{name, std::move(mac), rtnl_link_get_mtu(l), {}};
   }
   return out;
 }

@@ -41,8 +41,10 @@ struct NetnsSnapshot {
   std::vector<Route> routes;
 };
 
-// Every interface of the netns except loopback and our own taps (kTapPrefix),
-// and the unicast routes of the main table through those interfaces.
+// Every up Ethernet interface of the netns with a unicast MAC (so not
+// loopback, not the kernel's down fallback tunnels such as tunl0), except
+// our own taps (kTapPrefix), and the unicast routes of the main table
+// through those interfaces.
 //
 // Routes with "proto kernel" are left out: the kernel makes them itself
 // from an address and its prefix (the subnet route of 10.88.0.5/16, the

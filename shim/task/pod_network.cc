@@ -81,6 +81,9 @@ Result<std::unique_ptr<PodNetwork>> PodNetwork::Attach(const std::string& netns_
     dev.tap_name = tap.tap_name();
     dev.mac = iface.mac;
     dev.fd_name = dev.id + "-tap";
+    // Checked before the fd goes over: QEMU would keep a passed fd (and with
+    // it the tap and the netns) when the hot-plug is refused up front.
+    RETURN_IF_ERROR_CTX(hypervisor::ValidateDevice(dev), "the NIC for " + nic);
     RETURN_IF_ERROR_CTX(vmm.PassFd(dev.fd_name, tap.tap_fd()), "hand the tap of " + nic + " to the VMM");
     RETURN_IF_ERROR_CTX(vmm.HotplugDevice(dev), "hot-plug the NIC for " + nic);
     net->taps_.push_back(std::move(tap));

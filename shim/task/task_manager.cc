@@ -192,8 +192,9 @@ void TaskManager::PublishExit(const Process& p, const ExitInfo& exit) {
 void TaskManager::PublishOom(const std::string& container_id) {
   {
     std::lock_guard lock(oom_mu_);
-    // The watcher fetched, late, the kill an exit already reported.
-    if (oom_at_exit_.count(container_id) != 0) return;
+    // The watcher fetched, late, the kill an exit already reported: that
+    // one is dropped, later kills are reported again.
+    if (oom_at_exit_.erase(container_id) != 0) return;
     oom_reported_.insert(container_id);
   }
   containerd::events::TaskOOM ev;
@@ -205,7 +206,9 @@ void TaskManager::PublishOomOfExit(const Process& p, const ExitInfo& exit) {
   if (!exit.oom_killed) return;
   {
     std::lock_guard lock(oom_mu_);
-    if (oom_reported_.count(p.container_id()) != 0 || !oom_at_exit_.insert(p.container_id()).second) return;
+    // The watcher already reported this kill: consume that report.
+    if (oom_reported_.erase(p.container_id()) != 0) return;
+    oom_at_exit_.insert(p.container_id());
   }
   kLog.Info("{} was OOM-killed before the OOM watcher reported it; publishing /tasks/oom with its exit", p.Name());
   containerd::events::TaskOOM ev;

@@ -51,6 +51,19 @@ TEST_F(ReadNetnsTest, LeavesOutOurTap) {
   ASSERT_TRUE(tap->Remove().ok());
 }
 
+TEST_F(ReadNetnsTest, LeavesOutLinksThatAreDownOrNotEthernet) {
+  // A down link stands for the fallback tunnels (tunl0, gretap0, ...) the
+  // kernel adds to every netns when those modules are loaded; a tun in
+  // IFF_TUN mode has no MAC at all.
+  ASSERT_NO_FATAL_FAILURE(testing::IpIn(pod(), {"link", "add", "down0", "type", "veth", "peer", "name", "down1"}));
+  ASSERT_NO_FATAL_FAILURE(testing::IpIn(pod(), {"tuntap", "add", "dev", "l3tun0", "mode", "tun"}));
+  ASSERT_NO_FATAL_FAILURE(testing::IpIn(pod(), {"link", "set", "l3tun0", "up"}));
+  auto snap = ReadNetns(pod());
+  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  ASSERT_EQ(snap->interfaces.size(), 1u);
+  EXPECT_EQ(snap->interfaces[0].name, kPodIf);
+}
+
 TEST_F(ReadNetnsTest, MissingNetnsNamesThePath) {
   const std::string missing = pod() + "-missing";
   auto snap = ReadNetns(missing);

@@ -7,6 +7,8 @@
 
 #include <cstring>
 
+#include "runtime/common/fd_passing.h"
+
 namespace capsule::engine {
 
 Result<SyncPair> MakeSyncPair() {
@@ -18,24 +20,7 @@ Result<SyncPair> MakeSyncPair() {
 namespace {
 
 Status SendMessage(int sock, const SyncMessage& m, int fd) {
-  iovec iov{const_cast<SyncMessage*>(&m), sizeof m};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  if (fd >= 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  }
-  ssize_t n;
-  do {
-    n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
+  ssize_t n = SendWithFd(sock, &m, sizeof m, fd);
   if (n < 0) return ErrnoStatus(std::string("send ") + std::string(SyncTypeName(m.type)));
   return Status::Ok();
 }

@@ -13,6 +13,7 @@
 
 #include <cstring>
 
+#include "runtime/common/fd_passing.h"
 #include "runtime/common/logging.h"
 
 namespace capsule::hypervisor {
@@ -94,24 +95,9 @@ Status QmpClient::SendAll(const std::string& data, int pass_fd) {
   std::lock_guard lock(write_mu_);
   std::string_view rest = data;
   while (!rest.empty()) {
-    iovec iov{const_cast<char*>(rest.data()), rest.size()};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
     // The fd rides on the command's first bytes; QEMU takes it from the
-    // message that carries them (SCM_RIGHTS, unix(7)).
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    if (pass_fd >= 0) {
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof control;
-      cmsghdr* c = CMSG_FIRSTHDR(&msg);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
-    }
-    ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
+    // message that carries them.
+    ssize_t n = SendWithFd(fd_.get(), rest.data(), rest.size(), pass_fd);
     if (n < 0) return ErrnoStatus(peer_ + (pass_fd >= 0 ? ": send fd on QMP socket" : ": write QMP socket"));
     pass_fd = -1;
     rest.remove_prefix(static_cast<size_t>(n));

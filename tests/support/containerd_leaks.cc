@@ -12,13 +12,12 @@
 #include <cctype>
 #include <chrono>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "runtime/common/daemon.h"
 #include "runtime/common/file_util.h"
+#include "shim/mount/mount_table.h"
 #include "tests/support/command.h"
 
 namespace capsule::testing {
@@ -26,20 +25,6 @@ namespace {
 
 // How long a SIGKILLed leftover may take to show its exit on the pidfd.
 constexpr int kKillWaitMs = 5000;
-
-// Undoes mountinfo's octal escapes ("\040" for a space).
-std::string UnescapeMountPath(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size()) {
-      out += static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8));
-      i += 3;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
 
 // The command line of `pid` with NULs as spaces, if it names `needle`.
 std::optional<std::string> CmdlineNaming(pid_t pid, const std::string& needle) {
@@ -102,20 +87,7 @@ std::vector<std::string> DirEntries(const std::string& dir) {
   return out;
 }
 
-Result<std::vector<std::string>> MountsUnder(const std::string& dir) {
-  std::ifstream in("/proc/self/mountinfo");
-  if (!in) return ErrnoStatus("open /proc/self/mountinfo");
-  const std::string prefix = dir + "/";
-  std::vector<std::string> targets;
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    std::string id, parent, devno, root, mount_point;
-    fields >> id >> parent >> devno >> root >> mount_point;
-    mount_point = UnescapeMountPath(mount_point);
-    if (mount_point.rfind(prefix, 0) == 0) targets.push_back(mount_point);
-  }
-  return targets;
-}
+Result<std::vector<std::string>> MountsUnder(const std::string& dir) { return shim::mount::MountsUnder(dir); }
 
 Status UnmountUnder(const std::string& dir) {
   ASSIGN_OR_RETURN(std::vector<std::string> targets, MountsUnder(dir));

@@ -230,12 +230,7 @@ TEST_F(CtrE2eFeaturesTest, PauseResumeUpdateAndExecsOnOneTask) {
   EXPECT_NE(tty->output().find("/dev/pts/"), std::string::npos) << tty->output();
   EXPECT_NE(tty->output().find("S25x90"), std::string::npos) << tty->output();
 
-  auto rm = Ctr({"task", "rm", "-f", "longrun"}, seconds(90));
-  ASSERT_TRUE(rm.ok());
-  EXPECT_EQ(rm->exit_code, 0) << rm->err;
-  auto crm = Ctr({"containers", "rm", "longrun"});
-  ASSERT_TRUE(crm.ok());
-  EXPECT_EQ(crm->exit_code, 0) << crm->err;
+  ASSERT_NO_FATAL_FAILURE(RemoveTaskAndContainer("longrun", {"-f"}, seconds(90)));
 }
 
 // A task over its memory limit is OOM-killed in the guest: `ctr run`

@@ -86,6 +86,20 @@ class CtrE2eTest : public ::testing::Test {
     argv.insert(argv.end(), args.begin(), args.end());
     return ctrd_->Ctr(argv, timeout);
   }
+  // `ctr task rm [flags] id` then `ctr containers rm id`, each expected to
+  // succeed.
+  void RemoveTaskAndContainer(const std::string& id, const std::vector<std::string>& task_rm_flags = {},
+                              seconds timeout = seconds(60)) {
+    std::vector<std::string> task_rm = {"task", "rm"};
+    task_rm.insert(task_rm.end(), task_rm_flags.begin(), task_rm_flags.end());
+    task_rm.push_back(id);
+    auto rm = Ctr(task_rm, timeout);
+    ASSERT_TRUE(rm.ok());
+    EXPECT_EQ(rm->exit_code, 0) << rm->err;
+    auto crm = Ctr({"containers", "rm", id});
+    ASSERT_TRUE(crm.ok());
+    EXPECT_EQ(crm->exit_code, 0) << crm->err;
+  }
 
   // `ctr events`, returned once it demonstrably receives events. (The
   // harness's SubscribeEvents reuses its probe names, so it works once per

@@ -82,12 +82,7 @@ TEST_F(CtrE2eTest, DetachedTaskExecPsMetricsAndKill) {
   ASSERT_TRUE(after.ok());
   EXPECT_NE(after->exit_code, 0) << "kill of an exited task fails (NotFound)";
 
-  auto rm = Ctr({"task", "rm", "sleeper"});
-  ASSERT_TRUE(rm.ok());
-  EXPECT_EQ(rm->exit_code, 0) << rm->err;
-  auto crm = Ctr({"containers", "rm", "sleeper"});
-  ASSERT_TRUE(crm.ok());
-  EXPECT_EQ(crm->exit_code, 0) << crm->err;
+  ASSERT_NO_FATAL_FAILURE(RemoveTaskAndContainer("sleeper"));
 }
 
 // `--log-uri file:///path`: containerd hands the shim the URI as both stdout

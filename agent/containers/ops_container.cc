@@ -8,6 +8,8 @@
 #include "agent/engine/metrics_proto.h"
 #include "agent/net/link_stats.h"
 #include "agent/server/convert.h"
+#include "agent/storage/share_release.h"
+#include "runtime/common/guest_abi.h"
 #include "runtime/common/logging.h"
 #include "runtime/oci/spec_parser.h"
 
@@ -83,7 +85,12 @@ Status EngineOps::RemoveContainer(const v1::RemoveContainerRequest& req) {
   const auto timeout = req.timeout() == 0 ? kDefaultRemoveTimeout : std::chrono::seconds(req.timeout());
   RETURN_IF_ERROR(pod->engine->Remove(req.container_id(), timeout));
   pod->namespaces.Removed(req.container_id());
-  return UnmountStorages(*pod, req.container_id());
+  RETURN_IF_ERROR(UnmountStorages(*pod, req.container_id()));
+  // Not fatal: the host then detaches its mounts lazily instead.
+  const std::string share = std::string(guest_abi::kSharedFsGuestPath) + "/" + req.container_id();
+  if (Status st = storage::ReleaseSharedSubtree(share); !st.ok())
+    kLog.Warn("container {} removed, but its share is still referenced: {}", req.container_id(), st.ToString());
+  return Status::Ok();
 }
 
 Status EngineOps::UpdateContainer(const v1::UpdateContainerRequest& req) {

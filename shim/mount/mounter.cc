@@ -5,7 +5,9 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <map>
+#include <thread>
 #include <utility>
 
 #include "runtime/common/logging.h"
@@ -14,6 +16,11 @@ namespace capsule::shim::mount {
 namespace {
 
 const log::Logger kLog("shim.mount");
+
+// How long an unmount waits for a busy mount to be released, and how often
+// it tries again meanwhile.
+constexpr std::chrono::milliseconds kBusyUnmountWait{500};
+constexpr std::chrono::milliseconds kBusyUnmountRetry{10};
 
 // mount(2) copies at most one page of data.
 constexpr size_t kMaxMountDataBytes = 4096 - 1;
@@ -111,11 +118,25 @@ Status LinuxMounter::Mount(const MountSpec& spec) {
   return Status::Ok();
 }
 
+// A mount under a VM's share is busy while virtiofsd holds an fd on an
+// inode the guest still references; the agent releases the container's
+// inodes when it removes the container (agent/storage/share_release.h),
+// and virtiofsd closes its fds when the guest's FORGETs arrive, a moment
+// later. Only a guest that keeps them (a hostile or wedged one) makes the
+// unmount wait this long and then detach lazily, which is still safe: the
+// mount leaves every namespace at once and its last reference goes with
+// virtiofsd's fd, at the latest when the VM stops.
 Status LinuxMounter::Unmount(const std::string& target) {
-  if (::umount2(target.c_str(), UMOUNT_NOFOLLOW) == 0) return Status::Ok();
-  if (errno == EINVAL || errno == ENOENT) return Status::Ok();  // not (or no longer) mounted
-  if (errno != EBUSY) return ErrnoStatus("umount " + target);
-  kLog.Warn("umount {}: busy; detaching it lazily", target);
+  const auto deadline = std::chrono::steady_clock::now() + kBusyUnmountWait;
+  for (;;) {
+    if (::umount2(target.c_str(), UMOUNT_NOFOLLOW) == 0) return Status::Ok();
+    if (errno == EINVAL || errno == ENOENT) return Status::Ok();  // not (or no longer) mounted
+    if (errno != EBUSY) return ErrnoStatus("umount " + target);
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(kBusyUnmountRetry);
+  }
+  kLog.Warn("umount {}: still busy after {} ms (the guest has not released it); detaching it lazily", target,
+            kBusyUnmountWait.count());
   if (::umount2(target.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0) return ErrnoStatus("detach " + target);
   return Status::Ok();
 }

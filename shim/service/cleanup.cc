@@ -6,7 +6,7 @@
 #include "runtime/common/logging.h"
 #include "shim/launcher/bundle.h"
 #include "shim/launcher/socket.h"
-#include "shim/mount/mount_table.h"
+#include "runtime/common/mount_table.h"
 #include "shim/service/daemon_hooks.h"
 #include "shim/task/bundle_record.h"
 #include "shim/task/sandbox.h"
@@ -56,7 +56,7 @@ Result<uint32_t> Cleanup(const launcher::CleanupContext& ctx, const VmProviderFa
   // The VM's stop released its share; whatever is still mounted for this
   // container (a VM that was already gone) goes now.
   if (!record->container_share_dir.empty()) {
-    if (Status st = mount::UnmountTree(record->container_share_dir); !st.ok()) kLog.Error("{}", st.ToString());
+    if (Status st = UnmountTree(record->container_share_dir); !st.ok()) kLog.Error("{}", st.ToString());
     if (Status st = RemoveAll(record->container_share_dir); !st.ok()) kLog.Warn("{}", st.ToString());
   }
   return pid;

@@ -19,6 +19,14 @@ using VmProviderFactory = std::function<task::VmProviderPtr(const config::Config
 
 // How long queued events may take to reach containerd when the shim exits.
 inline constexpr std::chrono::milliseconds kEventFlushTimeout{5000};
+// A shim with no task left exits by itself after this long, even when
+// containerd never sends Shutdown (it died, or its call was lost); and a
+// shim that was started but never given a task, after the longer one.
+inline constexpr std::chrono::seconds kIdleExitAfterLastTask{10};
+inline constexpr std::chrono::seconds kIdleExitWithoutTask{60};
+// Tear-down (VMs, server, event queue) past this long is stuck: the daemon
+// logs where and exits anyway, so a hung call never keeps a shim alive.
+inline constexpr std::chrono::seconds kShutdownDeadline{30};
 
 struct LoadedConfig {
   config::Config config;  // the defaults when loading failed

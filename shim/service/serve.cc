@@ -1,10 +1,17 @@
 // The daemon's serve hook: config, event publisher, TaskManager and the
-// ttrpc server, then wait for the shutdown request and tear down in the
-// order that lets every blocked call return (VMs first, then the server,
-// then the event queue).
+// ttrpc server, then wait for the shutdown request (containerd's Shutdown,
+// a signal, or no task left for a while) and tear down in the order that
+// lets every blocked call return (VMs and processes first, then the
+// server, then the event queue), under a deadline.
 #include <unistd.h>
 
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
@@ -31,6 +38,56 @@ void LogConfig(const LoadedConfig& c) {
     if (!line.empty()) kLog.Info("  {}", line);
   }
 }
+
+// Waits for a shutdown request; asks for one itself once the shim has had
+// no task for long enough.
+std::string WaitForShutdown(launcher::ShutdownSignal& shutdown, const task::TaskManager& tasks) {
+  constexpr std::chrono::seconds kIdleCheck{1};
+  while (!shutdown.WaitFor(kIdleCheck)) {
+    const auto idle = tasks.IdleFor();
+    if (!idle) continue;
+    const std::chrono::seconds limit = idle->had_task ? kIdleExitAfterLastTask : kIdleExitWithoutTask;
+    if (idle->duration >= limit) {
+      shutdown.Request(fmt::format("no task {} for {} s and no Shutdown from containerd",
+                                   idle->had_task ? "left" : "was ever created", limit.count()));
+    }
+  }
+  return shutdown.Wait();
+}
+
+// Ends the process if tear-down takes longer than kShutdownDeadline, after
+// removing the socket so that containerd sees the shim gone (its `delete`
+// then stops whatever VM is left).
+class TeardownDeadline {
+ public:
+  explicit TeardownDeadline(std::string socket_path) : socket_path_(std::move(socket_path)) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~TeardownDeadline() {
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void Stage(const char* what) { stage_.store(what); }
+
+ private:
+  void Run() {
+    std::unique_lock lock(mu_);
+    if (cv_.wait_for(lock, kShutdownDeadline, [this] { return done_; })) return;
+    kLog.Error("shutdown stuck for {} s at: {}; exiting anyway", kShutdownDeadline.count(), stage_.load());
+    if (!socket_path_.empty()) ::unlink(socket_path_.c_str());
+    ::_exit(2);
+  }
+  const std::string socket_path_;
+  std::atomic<const char*> stage_{"start"};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;  // guarded by mu_
+  std::thread thread_;
+};
 
 }  // namespace
 
@@ -78,10 +135,14 @@ Status Serve(launcher::DaemonContext& ctx, const VmProviderFactory& make_vms) {
   service.Register(server);
   RETURN_IF_ERROR_CTX(server.ListenFd(std::move(ctx.listen_fd)), "serve " + ctx.socket_path);
 
-  const std::string why = ctx.shutdown->Wait();
+  const std::string why = WaitForShutdown(*ctx.shutdown, tasks);
   kLog.Info("shutting down: {}", why);
+  TeardownDeadline deadline(ctx.socket_path);
+  deadline.Stage("stopping VMs and ending every process's wait");
   tasks.StopAll();
+  deadline.Stage("closing containerd's connections (a handler has not returned)");
   server.Shutdown();
+  deadline.Stage("flushing events to containerd");
   publisher.Close(kEventFlushTimeout);
   return Status::Ok();
 }

@@ -186,9 +186,22 @@ Result<ExitInfo> Container::DeleteContainer() {
     deleted_ = true;
     execs.swap(execs_);
   }
+  // Killed with their container. A Wait on an exec that never started
+  // (containerd waits before it starts one) would otherwise block for ever.
+  for (auto& [exec_id, p] : execs) p->Abandon(kKilledExitStatus);
   execs.clear();  // their watchers return now that the guest container is gone
   if (Status st = UnmountAll(); !st.ok()) kLog.Error("container {}: {}", p_.id, st.ToString());
   return exit;
+}
+
+void Container::AbandonProcesses() {
+  std::map<std::string, ProcessPtr> execs;
+  {
+    std::lock_guard lock(mu_);
+    execs = execs_;
+  }
+  for (auto& [exec_id, p] : execs) p->Abandon(kKilledExitStatus);
+  init_->Abandon(kKilledExitStatus);
 }
 
 Result<v1::ListProcessesResponse> Container::Pids() {

@@ -61,6 +61,9 @@ class Container {
   // The init must be stopped (or never started): removes the container
   // from the guest and unmounts what Create mounted.
   Result<ExitInfo> DeleteContainer();
+  // The shim is going away: every process not yet stopped is reported
+  // killed, so no Wait stays blocked.
+  void AbandonProcesses();
 
   Result<agentclient::v1::ListProcessesResponse> Pids();
   Result<agentclient::v1::StatsContainerResponse> Stats();

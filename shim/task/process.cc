@@ -64,7 +64,15 @@ Result<uint32_t> Process::StartInAgent() {
 Result<uint32_t> Process::Start() {
   std::unique_lock lock(mu_);
   RETURN_IF_ERROR(CheckTransition(state_, ProcessState::kRunning, "start " + Name()));
-  ASSIGN_OR_RETURN(guest_pid_, StartInAgent());
+  auto pid = StartInAgent();
+  if (!pid.ok()) {
+    const uint32_t status = pid.status().code() == Code::kNotFound ? kNotFoundExitStatus : kCannotRunExitStatus;
+    kLog.Warn("{} could not start ({}); it is stopped with status {}", Name(), pid.status().message(), status);
+    RecordExitLocked(ExitInfo{status, NowUnixNanos(), false});
+    return std::move(pid).status();
+  }
+  guest_pid_ = *pid;
+  started_in_agent_ = true;
   state_ = ProcessState::kRunning;
   lock.unlock();
   if (!is_init()) RETURN_IF_ERROR_CTX(AttachStdio(), "stdio of " + Name());
@@ -123,11 +131,18 @@ void Process::DrainOutput() {
 
 void Process::RecordExit(const ExitInfo& exit) {
   std::lock_guard lock(mu_);
+  RecordExitLocked(exit);
+}
+
+void Process::RecordExitLocked(const ExitInfo& exit) {
   if (state_ != ProcessState::kRunning && state_ != ProcessState::kCreated) return;
+  const bool was_running = state_ == ProcessState::kRunning;
   state_ = ProcessState::kStopped;
   exit_ = exit;
   kLog.Info("{} exited with status {}", Name(), exit.status);
-  if (p_.on_exit) p_.on_exit(*this, exit);  // queues /tasks/exit before anyone can Delete
+  // Queues /tasks/exit before anyone can Delete. An exec that never ran
+  // had no start event, so it gets no exit event either.
+  if (p_.on_exit && (was_running || is_init())) p_.on_exit(*this, exit);
   cv_.notify_all();
 }
 
@@ -161,7 +176,7 @@ ExitInfo Process::Wait() {
 Result<ExitInfo> Process::Delete() {
   std::unique_lock lock(mu_);
   RETURN_IF_ERROR(CheckTransition(state_, ProcessState::kDeleted, "delete " + Name()));
-  const bool started = state_ == ProcessState::kStopped;
+  const bool started = started_in_agent_;
   ExitInfo exit = exit_.value_or(ExitInfo{0, NowUnixNanos(), false});
   state_ = ProcessState::kDeleted;
   if (!exit_) {

@@ -71,7 +71,12 @@ class Process {
   // Init only: the agent created the container; start copying its output.
   Status AttachStdio();
   // created -> running. Returns the host pid. The init's agent
-  // StartContainer, an exec's ExecProcess.
+  // StartContainer, an exec's ExecProcess. When the agent cannot start it
+  // the process goes created -> stopped (exit 127 or 126) so that a Wait
+  // returns and a Kill answers NOT_FOUND at once: containerd's
+  // WithProcessKill, which CRI runs after a failed start, waits for that.
+  // An init's failed start publishes its exit; an exec's does not (it never
+  // had a start event), as runc's shim.
   Result<uint32_t> Start();
   // Starts the exit watcher; call after the start event was queued, so
   // /tasks/exit always follows /tasks/start. Idempotent.
@@ -83,8 +88,10 @@ class Process {
   // created|stopped -> deleted; FAILED_PRECONDITION while running. An
   // exec is forgotten by the agent; an init goes with its container.
   Result<ExitInfo> Delete();
-  // The process can no longer run (its container's creation was undone, or
-  // its VM is gone before start): created -> stopped without the agent.
+  // The process can no longer run (its container's creation was undone, its
+  // container was deleted, the shim is stopping): -> stopped with `status`
+  // without asking the agent, so every Wait on it returns. No-op once
+  // stopped. A never-started exec publishes no exit.
   void Abandon(uint32_t status);
   Status ResizePty(uint32_t width, uint32_t height);
   void CloseStdin();
@@ -96,6 +103,7 @@ class Process {
   ExitInfo AwaitExit();
   void DrainOutput();
   void RecordExit(const ExitInfo& exit);
+  void RecordExitLocked(const ExitInfo& exit);  // mu_ held
 
   const ProcessParams p_;
   std::thread watcher_;
@@ -106,6 +114,7 @@ class Process {
   uint32_t guest_pid_ = 0;                       // guarded by mu_
   std::optional<ExitInfo> exit_;                 // guarded by mu_
   bool stdio_attached_ = false;                  // guarded by mu_
+  bool started_in_agent_ = false;                // guarded by mu_
   // Set at Create; dropped once drained, which closes the host ends.
   std::shared_ptr<io::StdioCopier> copier_;      // guarded by mu_
 };

@@ -34,6 +34,10 @@ struct ExitInfo {
 inline constexpr uint32_t kKilledExitStatus = 137;
 // What a process whose exit could not be learned reports (runc: 255).
 inline constexpr uint32_t kUnknownExitStatus = 255;
+// What a process that could not be started reports, as a shell does: 127
+// when its executable was not found, 126 when it could not be run.
+inline constexpr uint32_t kNotFoundExitStatus = 127;
+inline constexpr uint32_t kCannotRunExitStatus = 126;
 
 int64_t NowUnixNanos();
 

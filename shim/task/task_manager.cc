@@ -7,6 +7,7 @@
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 #include "shim/task/bundle_record.h"
+#include "shim/task/host_namespaces.h"
 #include "shim/task/vm_sizing.h"
 
 namespace capsule::shim::task {
@@ -47,7 +48,11 @@ Result<ContainerPtr> TaskManager::Create(const CreateParams& params) {
   auto result = CreateReserved(params);
   std::lock_guard lock(mu_);
   creating_.erase(params.id);
-  if (result.ok()) containers_[params.id] = *result;
+  if (result.ok()) {
+    containers_[params.id] = *result;
+    had_task_ = true;
+  }
+  if (containers_.empty() && creating_.empty()) empty_since_ = std::chrono::steady_clock::now();
   return result;
 }
 
@@ -62,6 +67,12 @@ Result<ContainerPtr> TaskManager::CreateReserved(const CreateParams& params) {
     if (sid == annotations.end() || sid->second.empty())
       return InvalidArgument("container " + params.id + ": annotation " + kSandboxIdAnnotation + " is missing");
     sandbox_id = sid->second;
+  }
+  if (type != annotations.end() && type->second == kContainerTypeSandbox) {
+    if (Status st = RefuseHostNamespaces(spec, params.id); !st.ok()) {
+      kLog.Error("{}", st.message());
+      return st;
+    }
   }
   const std::string vm_id = VmIdFor(d_.ns, sandbox_id);
   const std::string state_dir = d_.vms->StateDirFor(vm_id);
@@ -144,6 +155,7 @@ Result<ExitInfo> TaskManager::Delete(const std::string& id, const std::string& e
   {
     std::lock_guard lock(mu_);
     containers_.erase(id);
+    if (containers_.empty() && creating_.empty()) empty_since_ = std::chrono::steady_clock::now();
     bool in_use = false;
     for (const auto& [cid, other] : containers_) in_use = in_use || other->sandbox() == c->sandbox();
     if (!in_use) {
@@ -163,6 +175,12 @@ bool TaskManager::Empty() const {
   return containers_.empty() && creating_.empty();
 }
 
+std::optional<TaskManager::Idle> TaskManager::IdleFor() const {
+  std::lock_guard lock(mu_);
+  if (!containers_.empty() || !creating_.empty()) return std::nullopt;
+  return Idle{std::chrono::steady_clock::now() - empty_since_, had_task_};
+}
+
 void TaskManager::StopAll() {
   std::map<std::string, ContainerPtr> containers;
   std::map<std::string, SandboxPtr> sandboxes;
@@ -175,6 +193,7 @@ void TaskManager::StopAll() {
     kLog.Warn("shim exiting with sandbox {} still running; stopping its VM", id);
     (void)s->Stop();
   }
+  for (auto& [id, c] : containers) c->AbandonProcesses();
   containers.clear();
 }
 

@@ -7,7 +7,9 @@
 #pragma once
 
 #include <map>
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -60,6 +62,14 @@ class TaskManager {
   // An exec, or the container (then its VM too when it was the pod's last).
   Result<ExitInfo> Delete(const std::string& id, const std::string& exec_id);
   bool Empty() const;
+  // How long the shim has had no task and no creation in flight (since it
+  // started, or since its last task was deleted); nullopt while it has one.
+  // had_task: whether any task was ever created here.
+  struct Idle {
+    std::chrono::steady_clock::duration duration{};
+    bool had_task = false;
+  };
+  std::optional<Idle> IdleFor() const;
   // Stops every VM (so every blocked call returns) and forgets everything.
   void StopAll();
 
@@ -86,6 +96,9 @@ class TaskManager {
   std::set<std::string> creating_;                 // guarded by mu_: ids being created
   std::map<std::string, ContainerPtr> containers_;  // guarded by mu_
   std::map<std::string, SandboxPtr> sandboxes_;     // guarded by mu_: by sandbox id
+  // guarded by mu_: when the shim last became empty (or started)
+  std::chrono::steady_clock::time_point empty_since_ = std::chrono::steady_clock::now();
+  bool had_task_ = false;  // guarded by mu_
 
   // Own lock: PublishExit runs under a process's lock, PublishOom on the
   // watcher's thread; neither takes mu_.

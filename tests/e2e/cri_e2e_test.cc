@@ -1,14 +1,16 @@
 // Capsule as a CRI runtime handler of a real containerd 1.6: one pod = one
-// real QEMU microVM (two boots in all). A pod on a CNI bridge network
+// real QEMU microVM (four boots in all). A pod on a CNI bridge network
 // (Debian's bridge + host-local + loopback plugins) with two busybox
 // containers sharing its pid namespace: the pod IP CNI gave answers from
 // inside the VM (host -> pod HTTP, pod -> gateway ping), ExecSync, status,
 // logs at the CRI log path, stats, StopContainer, Stop/RemovePodSandbox;
-// and a containerd restart while a host-network pod runs (the shim is
-// reconnected through its address file and the pod still answers and
-// stops). Nothing of ours is left after each: no process, mount, VM dir,
-// socket, pod netns or port on the test bridge. containerd is the shared
-// ContainerdHarness with CRI configured for this host and a CNI bridge.
+// a containerd restart while a pod runs (the shim is reconnected through
+// its address file and the pod still answers and stops); execs that cannot
+// start fail at once; pods asking for a host namespace are refused; a
+// SIGTERMed shim exits and takes its VM along. Nothing of ours is left
+// after each: no process (shim included), mount, VM dir, socket, pod netns
+// or port on the test bridge. containerd is the shared ContainerdHarness
+// with CRI configured for this host and a CNI bridge.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -17,6 +19,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <iostream>
+#include <signal.h>
 
 #include <fmt/format.h>
 
@@ -95,11 +99,35 @@ class CriE2eTest : public ::testing::Test {
   void TearDown() override {
     cri_.reset();
     if (!ctrd_) return;
-    auto leaks = env_->Leaks(ctrd_->grpc_address(), {ctrd_->dir()}, kCriNs, pods_);
-    for (auto& l : ctrd_->Leaks()) leaks.push_back(std::move(l));
+    auto leaks = LeaksAfterExit();
     EXPECT_TRUE(leaks.empty()) << leaks.size() << " leaks, first: " << leaks.front();
     if (!leaks.empty()) env_->Reap(ctrd_->grpc_address(), {ctrd_->dir()});
     if (HasFailure()) ADD_FAILURE() << "containerd log tail:\n" << ctrd_->LogTail(200000);
+  }
+  std::vector<std::string> Leaks() {
+    auto leaks = env_->Leaks(ctrd_->grpc_address(), {ctrd_->dir()}, kCriNs, pods_);
+    for (auto& l : ctrd_->Leaks()) leaks.push_back(std::move(l));
+    return leaks;
+  }
+  // A shim exits on its own after containerd's last Shutdown (its VM goes
+  // first); give that a bounded while, so that a shim that outlives its pod
+  // is a leak and not a race.
+  std::vector<std::string> LeaksAfterExit() {
+    std::vector<std::string> leaks = Leaks();
+    for (int i = 0; i < 150 && !leaks.empty(); ++i) {
+      ::usleep(100 * 1000);
+      leaks = Leaks();
+    }
+    return leaks;
+  }
+  // The pod's shim: the containerd-shim-capsule-v2 daemon whose -id is the
+  // pod's sandbox id.
+  pid_t ShimOf(const std::string& pod_id) {
+    for (const auto& [pid, cmd] : E2eEnv::Processes({"containerd-shim-capsule-v2"})) {
+      if (cmd.find("-id " + pod_id) != std::string::npos && cmd.find(ctrd_->grpc_address()) != std::string::npos)
+        return pid;
+    }
+    return 0;
   }
   void Connect() {
     auto client = CriClient::Connect(ctrd_->grpc_address(), milliseconds(20000));
@@ -209,6 +237,12 @@ TEST_F(CriE2eTest, PodOnACniNetworkWithTwoContainersExecLogsStatsAndStop) {
   EXPECT_NE(log->find(" stdout F started-one"), std::string::npos) << *log;
 
   ASSERT_TRUE(cri_->RemoveContainer(*c1).ok());
+  // The guest let go of the container's share (its submounts and cached
+  // inodes, which virtiofsd holds host fds for) before the shim unmounted
+  // the rootfs and binds, so none needed a lazy detach.
+  const std::string log_after_remove = ctrd_->LogTail(4000000);
+  const size_t lazy = log_after_remove.find("detaching it lazily");
+  EXPECT_EQ(lazy, std::string::npos) << log_after_remove.substr(lazy < 300 ? 0 : lazy - 300, 600);
   ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
   cstatus = cri_->ContainerStatus(*c2);
   ASSERT_TRUE(cstatus.ok());
@@ -220,8 +254,7 @@ TEST_F(CriE2eTest, PodOnACniNetworkWithTwoContainersExecLogsStatsAndStop) {
 }
 
 TEST_F(CriE2eTest, PodSurvivesAContainerdRestart) {
-  // Host network (no netns from CNI): the VM gets no NIC.
-  const v1::PodSandboxConfig pod = Pod("capsule-restart", v1::NODE);
+  const v1::PodSandboxConfig pod = Pod("capsule-restart", v1::POD);
   auto pod_id = RunPod(pod);
   ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
   auto c1 = StartContainer(*pod_id, pod, "one", {"sleep", "3600"});
@@ -244,6 +277,106 @@ TEST_F(CriE2eTest, PodSurvivesAContainerdRestart) {
   ASSERT_TRUE(exec.ok()) << exec.status().ToString();
   EXPECT_EQ(exec->out, "still-here\n");
 
+  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
+  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+}
+
+// An exec whose binary does not exist (or is missing from the image) fails
+// with the agent's error as soon as the agent answers, as with runc: the
+// shim once left its Wait blocked, so containerd's clean-up of the exec
+// (WithProcessKill) held ExecSync for its own 60 s deadline, and the pod's
+// shim then outlived the pod. After the pod is removed nothing is left.
+TEST_F(CriE2eTest, AnExecThatCannotStartFailsAtOnceAndThePodLeavesNothing) {
+  const v1::PodSandboxConfig pod = Pod("capsule-badexec", v1::POD);
+  auto pod_id = RunPod(pod);
+  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  auto c1 = StartContainer(*pod_id, pod, "one", {"sleep", "3600"});
+  ASSERT_TRUE(c1.ok()) << c1.status().ToString();
+
+  for (const std::vector<std::string>& cmd :
+       {std::vector<std::string>{"/no/such/binary"}, std::vector<std::string>{"nosuchcommand", "arg"}}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto exec = cri_->ExecSync(*c1, cmd, 30);
+    const auto took = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - t0);
+    std::cout << "ExecSync " << cmd[0] << " failed after " << took.count() << " ms\n";
+    ASSERT_FALSE(exec.ok()) << "exit " << exec->exit_code << ": " << exec->out << exec->err;
+    // The agent's own words: "executable file not found in $PATH" for a
+    // name, "No such file or directory" for a path, naming it either way.
+    const std::string& why = exec.status().message();
+    EXPECT_NE(why.find("exec \"" + cmd[0] + "\""), std::string::npos) << why;
+    EXPECT_TRUE(why.find("executable file not found") != std::string::npos ||
+                why.find("No such file or directory") != std::string::npos)
+        << why;
+    // containerd's own deadline for the exec's clean-up is 60 s; the
+    // agent's answer takes well under a second even under TCG.
+    EXPECT_LT(took, std::chrono::seconds(20)) << exec.status().ToString();
+  }
+  auto exec = cri_->ExecSync(*c1, {"echo", "still-fine"}, 30);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  EXPECT_EQ(exec->out, "still-fine\n");
+
+  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
+  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+  EXPECT_TRUE(LeaksAfterExit().empty()) << "the pod's shim, VM or mounts outlived it";
+}
+
+// hostNetwork, hostPID and hostIPC cannot be given to a pod in a VM: such a
+// pod is refused at RunPodSandbox, saying why and what to use instead, and
+// nothing of it is left (no VM was booted, the shim exits).
+TEST_F(CriE2eTest, APodAskingForAHostNamespaceIsRefusedAndLeavesNothing) {
+  struct Case {
+    const char* name;
+    const char* field;
+    v1::PodSandboxConfig config;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"host-net", "hostNetwork: true", Pod("capsule-hostnet", v1::NODE)});
+  cases.push_back({"host-ipc", "hostIPC: true", Pod("capsule-hostipc", v1::POD)});
+  cases.back().config.mutable_linux()->mutable_security_context()->mutable_namespace_options()->set_ipc(v1::NODE);
+  cases.push_back({"host-pid", "hostPID: true", Pod("capsule-hostpid", v1::POD)});
+  cases.back().config.mutable_linux()->mutable_security_context()->mutable_namespace_options()->set_pid(v1::NODE);
+  for (const Case& c : cases) {
+    auto id = cri_->RunPod(c.config, "capsule");
+    ASSERT_FALSE(id.ok()) << c.name << " was not refused";
+    EXPECT_NE(id.status().message().find(c.field), std::string::npos) << id.status().ToString();
+    EXPECT_NE(id.status().message().find("runc RuntimeClass"), std::string::npos) << id.status().ToString();
+    auto pods = cri_->ListPods();
+    ASSERT_TRUE(pods.ok());
+    for (const auto& p : *pods) pods_.push_back(p.id());
+  }
+  EXPECT_EQ(ctrd_->LogTail(2000000).find("booting VM"), std::string::npos) << "no VM is booted for a refused pod";
+  EXPECT_TRUE(LeaksAfterExit().empty());
+}
+
+// A shim told to stop (SIGTERM, as a node drain or an operator would) stops
+// its VM and exits; containerd then sees the pod's task gone, and the pod
+// can still be stopped and removed cleanly.
+TEST_F(CriE2eTest, ASigtermedShimStopsItsVmAndExits) {
+  const v1::PodSandboxConfig pod = Pod("capsule-sigterm", v1::POD);
+  auto pod_id = RunPod(pod);
+  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  auto c1 = StartContainer(*pod_id, pod, "one", {"sleep", "3600"});
+  ASSERT_TRUE(c1.ok()) << c1.status().ToString();
+  // An exec that could not start once left a Wait blocked for ever, and the
+  // shim then ignored SIGTERM.
+  ASSERT_FALSE(cri_->ExecSync(*c1, {"/no/such/binary"}, 30).ok());
+  const pid_t shim = ShimOf(*pod_id);
+  ASSERT_GT(shim, 0) << "no shim daemon for pod " << *pod_id;
+  ASSERT_EQ(::kill(shim, SIGTERM), 0);
+  bool gone = false;
+  for (int i = 0; i < 600 && !gone; ++i) {  // 60 s at most; the VM's stop has a 2 s grace
+    gone = ::kill(shim, 0) != 0 && errno == ESRCH;
+    if (!gone) ::usleep(100 * 1000);
+  }
+  ASSERT_TRUE(gone) << "the shim ignored SIGTERM";
+  EXPECT_TRUE(E2eEnv::Processes({env_->state_dir()}).empty()) << "its QEMU, virtiofsd or vsock back end lives on";
+  auto cstatus = cri_->ContainerStatus(*c1);
+  for (int i = 0; i < 100 && cstatus.ok() && cstatus->status().state() == v1::CONTAINER_RUNNING; ++i) {
+    ::usleep(100 * 1000);
+    cstatus = cri_->ContainerStatus(*c1);
+  }
+  ASSERT_TRUE(cstatus.ok()) << cstatus.status().ToString();
+  EXPECT_EQ(cstatus->status().state(), v1::CONTAINER_EXITED) << "containerd saw the task end";
   ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
   ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
 }

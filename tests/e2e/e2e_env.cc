@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "shim/launcher/socket.h"
-#include "shim/mount/mount_table.h"
+#include "runtime/common/mount_table.h"
 
 namespace capsule::testing {
 namespace {
@@ -95,7 +95,7 @@ std::vector<std::string> E2eEnv::Leaks(const std::string& containerd_address,
   std::vector<std::string> dirs = extra_dirs;
   dirs.push_back(state_dir());
   for (const auto& d : dirs) {
-    auto mounts = shim::mount::MountsUnder(d, /*include_dir=*/true);
+    auto mounts = capsule::MountsUnder(d, /*include_dir=*/true);
     if (mounts.ok()) {
       for (const auto& m : *mounts) leaks.push_back("mount " + m);
     }
@@ -112,8 +112,8 @@ std::vector<std::string> E2eEnv::Leaks(const std::string& containerd_address,
 
 void E2eEnv::Reap(const std::string& containerd_address, const std::vector<std::string>& extra_dirs) const {
   for (const auto& [pid, cmd] : ProcessesNaming({containerd_address, state_dir()})) ::kill(pid, SIGKILL);
-  for (const auto& d : extra_dirs) (void)shim::mount::UnmountTree(d);
-  (void)shim::mount::UnmountTree(state_dir());
+  for (const auto& d : extra_dirs) (void)capsule::UnmountTree(d);
+  (void)capsule::UnmountTree(state_dir());
 }
 
 }  // namespace capsule::testing

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "runtime/common/file_util.h"
-#include "shim/mount/mount_table.h"
+#include "runtime/common/mount_table.h"
 #include "shim/mount/mounter.h"
 
 namespace capsule::testing {
@@ -15,7 +15,7 @@ namespace {
 
 using shim::mount::LinuxMounter;
 using shim::mount::MountSpec;
-using shim::mount::MountsUnder;
+using capsule::MountsUnder;
 using shim::mount::ScopedMount;
 
 class MounterTest : public ::testing::Test {
@@ -34,7 +34,7 @@ class MounterTest : public ::testing::Test {
     auto left = MountsUnder(tmp_->path(), true);
     ASSERT_TRUE(left.ok());
     EXPECT_TRUE(left->empty()) << "left mounted: " << left->front();
-    (void)shim::mount::UnmountTree(tmp_->path());
+    (void)capsule::UnmountTree(tmp_->path());
   }
   std::optional<TempDir> tmp_;
   LinuxMounter mounter_;
@@ -90,7 +90,7 @@ TEST_F(MounterTest, UnmountTreeDetachesNestedMountsDeepestFirst) {
   ASSERT_TRUE(under.ok());
   ASSERT_EQ(under->size(), 2u);
   EXPECT_EQ(under->front(), tmp_->Join("target/nested")) << "deepest first";
-  ASSERT_TRUE(shim::mount::UnmountTree(tmp_->path()).ok());
+  ASSERT_TRUE(capsule::UnmountTree(tmp_->path()).ok());
   EXPECT_TRUE(MountsUnder(tmp_->path())->empty());
   ASSERT_TRUE(RemoveAll(tmp_->Join("lower1/nested")).ok());
 }

@@ -14,6 +14,7 @@
 
 #include "containerd/events/task.pb.h"
 #include "shim/service/task_service.h"
+#include "shim/task/host_namespaces.h"
 #include "shim/task/pod_network.h"
 #include "tests/shim/fakes/fake_mounter.h"
 #include "tests/shim/fakes/fake_vm.h"
@@ -337,7 +338,7 @@ TEST_F(TaskServiceTest, CriPodSharesOneVmSizedFromItsAnnotations) {
 
 TEST_F(TaskServiceTest, PodWhoseNetnsCannotBeReadFailsNamingItAndLeavesNoVm) {
   auto spec = BaseSpec({{kTypeKey, "sandbox"}});
-  spec["linux"]["namespaces"] = {{{"type", "pid"}},
+  spec["linux"]["namespaces"] = {{{"type", "pid"}}, {{"type", "ipc"}},
                                  {{"type", "network"}, {"path", tmp_->Join("no-such-netns")}}};
   auto r = service_->Create(CreateReq("pod1", spec));
   ASSERT_FALSE(r.ok());
@@ -544,6 +545,140 @@ TEST_F(TaskServiceTest, StopAllEndsBlockedWaitsAndStopsEveryVm) {
   EXPECT_EQ(waited.get().status, 137u);
   EXPECT_EQ(vms_->live_vms(), 0);
   EXPECT_TRUE(mounter_.live().empty());
+}
+
+// CRI's ExecSync of a missing binary: Wait (before Start), Start fails, then
+// containerd's WithProcessKill waits for the exit after a Kill. runc's shim
+// answers all of it at once; a Wait that never returned held containerd for
+// its 60 s deadline and kept the shim alive after the pod was gone.
+TEST_F(TaskServiceTest, AnExecThatCannotStartIsStoppedAtOnce) {
+  RunSleeper("c1");
+  Agent("c1")->FailNext("ExecProcess", NotFound("exec \"/no/such/binary\": executable file not found in $PATH"));
+  ASSERT_TRUE(Exec("c1", "e1").ok());
+  auto waited = std::async(std::launch::async, [&] { return Wait("c1", "e1"); });
+  v2::StartRequest start;
+  start.set_id("c1");
+  start.set_exec_id("e1");
+  auto started = service_->Start(start);
+  ASSERT_FALSE(started.ok());
+  EXPECT_EQ(started.status().code(), Code::kNotFound);
+  EXPECT_NE(started.status().message().find("executable file not found"), std::string::npos)
+      << started.status().message();
+  ASSERT_EQ(waited.wait_for(std::chrono::seconds(5)), std::future_status::ready) << "Wait must return";
+  EXPECT_EQ(waited.get()->exit_status(), 127u);
+  EXPECT_EQ(State("c1", "e1")->status(), containerd::v1::types::STOPPED);
+  EXPECT_EQ(Kill("c1", SIGKILL, "e1", true).code(), Code::kNotFound);
+  ASSERT_TRUE(Delete("c1", "e1").ok());
+  EXPECT_FALSE(Agent("c1")->called("RemoveProcess")) << "the agent never had it";
+  const std::vector<std::string> topics = events_.topics();
+  EXPECT_EQ(std::count(topics.begin(), topics.end(), "/tasks/exec-started"), 0);
+  EXPECT_EQ(std::count(topics.begin(), topics.end(), "/tasks/exit"), 0) << "an exec that never started has no exit";
+
+  Agent("c1")->FailNext("ExecProcess", Internal("fork: out of memory"));
+  ASSERT_TRUE(Exec("c1", "e2").ok());
+  start.set_exec_id("e2");
+  EXPECT_FALSE(service_->Start(start).ok());
+  EXPECT_EQ(Wait("c1", "e2")->exit_status(), 126u);
+  EXPECT_EQ(State("c1")->status(), containerd::v1::types::RUNNING) << "the container is untouched";
+  StopAndDelete("c1");
+}
+
+TEST_F(TaskServiceTest, AnInitThatCannotStartIsStoppedAndReportsItsExit) {
+  ASSERT_TRUE(service_->Create(CreateReq("c1", BaseSpec())).ok());
+  auto waited = std::async(std::launch::async, [&] { return Wait("c1"); });
+  Agent("c1")->FailNext("StartContainer", NotFound("exec \"nope\": executable file not found in $PATH"));
+  v2::StartRequest start;
+  start.set_id("c1");
+  ASSERT_FALSE(service_->Start(start).ok());
+  ASSERT_EQ(waited.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_EQ(waited.get()->exit_status(), 127u);
+  ASSERT_TRUE(events_.WaitFor("/tasks/exit"));
+  EXPECT_EQ(Kill("c1", SIGKILL, "", true).code(), Code::kNotFound);
+  auto del = Delete("c1");
+  ASSERT_TRUE(del.ok()) << del.status().ToString();
+  EXPECT_EQ(del->exit_status(), 127u);
+  EXPECT_EQ(vms_->live_vms(), 0);
+}
+
+TEST_F(TaskServiceTest, DeletingAContainerEndsTheWaitOfAnExecNeverStarted) {
+  RunSleeper("c1");
+  ASSERT_TRUE(Exec("c1", "e1").ok());
+  auto waited = std::async(std::launch::async, [&] { return Wait("c1", "e1"); });
+  EXPECT_EQ(waited.wait_for(milliseconds(50)), std::future_status::timeout);
+  StopAndDelete("c1");
+  ASSERT_EQ(waited.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_EQ(waited.get()->exit_status(), 137u);
+}
+
+TEST_F(TaskServiceTest, StopAllEndsTheWaitsOfProcessesNeverStarted) {
+  RunSleeper("c1");
+  ASSERT_TRUE(Exec("c1", "e1").ok());
+  ASSERT_TRUE(service_->Create(CreateReq("c2", BaseSpec())).ok());
+  shim::task::ProcessPtr exec, init;
+  {
+    auto c1 = tasks_->Get("c1");
+    auto c2 = tasks_->Get("c2");
+    ASSERT_TRUE(c1.ok() && c2.ok());
+    auto e = (*c1)->Find("e1");
+    ASSERT_TRUE(e.ok());
+    exec = *e;
+    init = (*c2)->init();
+  }
+  auto exec_waited = std::async(std::launch::async, [exec] { return exec->Wait(); });
+  auto init_waited = std::async(std::launch::async, [init] { return init->Wait(); });
+  tasks_->StopAll();
+  ASSERT_EQ(exec_waited.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  ASSERT_EQ(init_waited.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_EQ(exec_waited.get().status, 137u);
+  EXPECT_EQ(init_waited.get().status, 137u);
+}
+
+TEST_F(TaskServiceTest, APodAskingForAHostNamespaceIsRefusedBeforeAnyBoot) {
+  struct Case {
+    const char* dropped;
+    const char* field;
+  };
+  for (const Case& c : {Case{"network", "hostNetwork: true"}, Case{"pid", "hostPID: true"},
+                        Case{"ipc", "hostIPC: true"}}) {
+    auto spec = BaseSpec({{kTypeKey, "sandbox"}});
+    auto& ns = spec["linux"]["namespaces"];
+    ns.erase(std::remove_if(ns.begin(), ns.end(), [&](const auto& n) { return n["type"] == c.dropped; }), ns.end());
+    auto r = service_->Create(CreateReq("pod1", spec));
+    ASSERT_FALSE(r.ok()) << c.dropped;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.field), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("pod1"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("runc RuntimeClass"), std::string::npos) << r.status().message();
+  }
+  EXPECT_TRUE(vms_->boots().empty()) << "nothing is booted for a refused pod";
+  EXPECT_FALSE(PathExists(tmp_->Join("pod1/capsule.json"))) << "and no bundle record is left for `delete`";
+  // ctr run (no CRI annotations) without a network namespace still runs, with no NIC.
+  auto spec = BaseSpec();
+  spec["linux"]["namespaces"] = {{{"type", "pid"}}, {{"type", "mount"}}};
+  ASSERT_TRUE(service_->Create(CreateReq("c1", spec)).ok());
+  ASSERT_TRUE(Delete("c1").ok());
+}
+
+TEST(HostNamespacesTest, NamesEachFieldWhoseNamespaceIsLeftOut) {
+  using shim::task::HostNamespacesAskedFor;
+  EXPECT_EQ(HostNamespacesAskedFor(nlohmann::json::object()),
+            (std::vector<std::string>{"hostNetwork", "hostPID", "hostIPC"}));
+  EXPECT_TRUE(HostNamespacesAskedFor(BaseSpec()).empty());
+  nlohmann::json spec = {{"linux", {{"namespaces", {{{"type", "ipc"}}, {{"type", "network"}, {"path", "/n"}}}}}}};
+  EXPECT_EQ(HostNamespacesAskedFor(spec), (std::vector<std::string>{"hostPID"}));
+}
+
+TEST_F(TaskServiceTest, IdleTimeIsCountedFromTheLastTask) {
+  auto idle = tasks_->IdleFor();
+  ASSERT_TRUE(idle.has_value());
+  EXPECT_FALSE(idle->had_task);
+  RunSleeper("c1");
+  EXPECT_FALSE(tasks_->IdleFor().has_value());
+  StopAndDelete("c1");
+  idle = tasks_->IdleFor();
+  ASSERT_TRUE(idle.has_value());
+  EXPECT_TRUE(idle->had_task);
+  EXPECT_LT(idle->duration, std::chrono::seconds(5));
 }
 
 class TaskServiceBadConfigTest : public TaskServiceTest {

@@ -17,7 +17,7 @@
 
 #include "runtime/common/daemon.h"
 #include "runtime/common/file_util.h"
-#include "shim/mount/mount_table.h"
+#include "runtime/common/mount_table.h"
 #include "tests/support/command.h"
 
 namespace capsule::testing {
@@ -87,7 +87,7 @@ std::vector<std::string> DirEntries(const std::string& dir) {
   return out;
 }
 
-Result<std::vector<std::string>> MountsUnder(const std::string& dir) { return shim::mount::MountsUnder(dir); }
+Result<std::vector<std::string>> MountsUnder(const std::string& dir) { return capsule::MountsUnder(dir); }
 
 Status UnmountUnder(const std::string& dir) {
   ASSIGN_OR_RETURN(std::vector<std::string> targets, MountsUnder(dir));

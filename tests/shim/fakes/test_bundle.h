@@ -30,7 +30,9 @@ inline nlohmann::json BaseSpec(const std::map<std::string, std::string>& annotat
       {"mounts",
        {{{"destination", "/proc"}, {"type", "proc"}, {"source", "proc"}},
         {{"destination", "/dev/shm"}, {"type", "tmpfs"}, {"source", "shm"}, {"options", {"nosuid", "size=65536k"}}}}},
-      {"linux", {{"namespaces", {{{"type", "pid"}}, {{"type", "mount"}}, {{"type", "network"}}}}}},
+      {"linux",
+       {{"namespaces",
+         {{{"type", "pid"}}, {{"type", "ipc"}}, {{"type", "uts"}}, {{"type", "mount"}}, {{"type", "network"}}}}}},
   };
   for (const auto& [k, v] : annotations) spec["annotations"][k] = v;
   return spec;

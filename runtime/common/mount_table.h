@@ -1,6 +1,7 @@
-// Reading the host's mount table (/proc/self/mountinfo): what is mounted
-// under a directory, and detaching all of it — for the `delete` clean-up
-// after a dead shim and for leak checks in tests.
+// Reading this mount namespace's table (/proc/self/mountinfo): what is
+// mounted under a directory, and detaching all of it. The shim's `delete`
+// clean-up after a dead shim, the agent's release of a removed container's
+// share, and the tests' leak checks use it.
 #pragma once
 
 #include <string>
@@ -8,7 +9,7 @@
 
 #include "runtime/common/status.h"
 
-namespace capsule::shim::mount {
+namespace capsule {
 
 // Mount points at or strictly below `dir`, deepest first.
 Result<std::vector<std::string>> MountsUnder(const std::string& dir, bool include_dir = false);
@@ -18,4 +19,4 @@ Result<std::vector<std::string>> MountsUnder(const std::string& dir, bool includ
 // trying all of them.
 Status UnmountTree(const std::string& dir);
 
-}  // namespace capsule::shim::mount
+}  // namespace capsule

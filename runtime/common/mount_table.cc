@@ -1,6 +1,6 @@
 // See mount_table.h. mountinfo escapes space, tab, newline and backslash
 // in paths as octal ("\040").
-#include "shim/mount/mount_table.h"
+#include "runtime/common/mount_table.h"
 
 #include <sys/mount.h>
 
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace capsule::shim::mount {
+namespace capsule {
 namespace {
 
 std::string Unescape(const std::string& s) {
@@ -55,4 +55,4 @@ Status UnmountTree(const std::string& dir) {
   return result;
 }
 
-}  // namespace capsule::shim::mount
+}  // namespace capsule

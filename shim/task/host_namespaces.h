@@ -1,0 +1,27 @@
+// Which host namespaces a CRI pod sandbox asks to share. CRI leaves a
+// namespace out of the sandbox's linux.namespaces when the pod shares the
+// node's (hostNetwork, hostPID, hostIPC: true). A pod in a VM cannot share
+// any of them — the guest has its own kernel — so such a pod is refused at
+// RunPodSandbox with an error that says why and what to use instead, rather
+// than run with a silently different meaning.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "runtime/common/status.h"
+
+namespace capsule::shim::task {
+
+// The pod spec fields ("hostNetwork", "hostPID", "hostIPC") whose namespace
+// the sandbox spec leaves out, in that order.
+std::vector<std::string> HostNamespacesAskedFor(const nlohmann::json& sandbox_spec);
+
+// OK when the pod shares none; else INVALID_ARGUMENT naming the sandbox,
+// each field, and the remedy (a runc RuntimeClass).
+Status RefuseHostNamespaces(const nlohmann::json& sandbox_spec, std::string_view sandbox_id);
+
+}  // namespace capsule::shim::task

@@ -53,7 +53,7 @@ class AgentService final : public AgentServiceBase {
   grpc::Status Check(Ctx*, const v1::CheckRequest*, v1::CheckResponse*) override;
   grpc::Status Version(Ctx*, const v1::VersionRequest*, v1::VersionResponse*) override;
   grpc::Status SetGuestTime(Ctx*, const v1::SetGuestTimeRequest*, Empty*) override;
-  grpc::Status AddRandomness(Ctx*, const v1::AddRandomnessRequest*, Empty*) override;
+  grpc::Status AddRandomness(Ctx*, const v1::AddRandomnessRequest*, v1::AddRandomnessResponse*) override;
   grpc::Status CreateSandbox(Ctx*, const v1::CreateSandboxRequest*, Empty*) override;
   grpc::ServerUnaryReactor* DestroySandbox(grpc::CallbackServerContext*, const v1::DestroySandboxRequest*,
                                            Empty*) override;

@@ -1,13 +1,27 @@
 // AddRandomness: reseeds the guest RNG so pooled or cloned VMs do not share
-// a random state.
+// a random state, and counts what it applied so the host can tell (and a
+// test can check) that a claimed VM was reseeded.
+#include <atomic>
+
 #include "agent/server/agent_service.h"
 #include "agent/server/rpc_util.h"
 #include "agent/system/guest_system.h"
 
 namespace capsule::agent::server {
+namespace {
 
-grpc::Status AgentService::AddRandomness(Ctx*, const v1::AddRandomnessRequest* req, Empty*) {
-  return Guarded("AddRandomness", [&]() -> Status { return system::AddEntropy(req->data()); });
+std::atomic<uint64_t> g_reseeds{0};
+std::atomic<uint64_t> g_bytes_added{0};
+
+}  // namespace
+
+grpc::Status AgentService::AddRandomness(Ctx*, const v1::AddRandomnessRequest* req, v1::AddRandomnessResponse* resp) {
+  return Guarded("AddRandomness", [&]() -> Status {
+    RETURN_IF_ERROR(system::AddEntropy(req->data()));
+    resp->set_reseeds(++g_reseeds);
+    resp->set_bytes_added(g_bytes_added += req->data().size());
+    return Status::Ok();
+  });
 }
 
 }  // namespace capsule::agent::server

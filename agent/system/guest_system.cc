@@ -45,6 +45,7 @@ Status AddEntropy(std::string_view data) {
   UniqueFd fd(::open("/dev/random", O_WRONLY | O_CLOEXEC));
   if (!fd) return ErrnoStatus("open /dev/random");
   if (::ioctl(fd.get(), RNDADDENTROPY, buf.data()) != 0) return ErrnoStatus("ioctl RNDADDENTROPY on /dev/random");
+  if (::ioctl(fd.get(), RNDRESEEDCRNG) != 0) return ErrnoStatus("ioctl RNDRESEEDCRNG on /dev/random");
   return Status::Ok();
 }
 

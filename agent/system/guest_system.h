@@ -19,7 +19,9 @@ Status ValidateTime(int64_t seconds, int64_t nanos);
 // clock_settime(CLOCK_REALTIME) after ValidateTime.
 Status SetRealtimeClock(int64_t seconds, int64_t nanos);
 // Mixes `data` into the pool and credits 8 bits per byte (RNDADDENTROPY on
-// /dev/random): the host's bytes come from its own CSPRNG.
+// /dev/random: the host's bytes come from its own CSPRNG), then reseeds the
+// CRNG from the pool (RNDRESEEDCRNG) so the next random bytes any process
+// reads depend on them, not on the state the VM was booted (or saved) with.
 Status AddEntropy(std::string_view data);
 // uname(2) release, "6.1.0-57-amd64".
 std::string KernelRelease();

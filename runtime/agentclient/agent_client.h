@@ -28,7 +28,7 @@ class AgentClient {
   virtual Result<v1::CheckResponse> Check(std::chrono::milliseconds timeout) = 0;
   virtual Result<v1::VersionResponse> Version() = 0;
   virtual Status SetGuestTime(const v1::SetGuestTimeRequest& req) = 0;
-  virtual Status AddRandomness(const v1::AddRandomnessRequest& req) = 0;
+  virtual Result<v1::AddRandomnessResponse> AddRandomness(const v1::AddRandomnessRequest& req) = 0;
 
   virtual Status CreateSandbox(const v1::CreateSandboxRequest& req) = 0;
   // With power_off the agent may drop the connection before or after

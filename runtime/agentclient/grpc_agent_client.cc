@@ -60,8 +60,8 @@ class GrpcAgentClient final : public AgentClient {
   Status SetGuestTime(const v1::SetGuestTimeRequest& req) override {
     return Done(Call("SetGuestTime", &Stub::SetGuestTime, req, options_.default_call_timeout));
   }
-  Status AddRandomness(const v1::AddRandomnessRequest& req) override {
-    return Done(Call("AddRandomness", &Stub::AddRandomness, req, options_.default_call_timeout));
+  Result<v1::AddRandomnessResponse> AddRandomness(const v1::AddRandomnessRequest& req) override {
+    return Call("AddRandomness", &Stub::AddRandomness, req, options_.default_call_timeout);
   }
   Status CreateSandbox(const v1::CreateSandboxRequest& req) override {
     return Done(Call("CreateSandbox", &Stub::CreateSandbox, req, options_.default_call_timeout));

@@ -38,5 +38,7 @@ std::vector<Command> AddVmCommands(CLI::App& parent, const GlobalFlags& flags);
 Command AddVmBootCommand(CLI::App& vm, const GlobalFlags& flags);
 Command AddVmLsCommand(CLI::App& vm, const GlobalFlags& flags);
 Command AddVmStopCommand(CLI::App& vm, const GlobalFlags& flags);
+// `pool` and its subcommands: serve, status, resize, drain.
+std::vector<Command> AddPoolCommands(CLI::App& parent, const GlobalFlags& flags);
 
 }  // namespace capsule::cli

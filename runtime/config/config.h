@@ -48,9 +48,14 @@ struct VirtiofsConfig {
 };
 
 struct PoolConfig {
-  // VMs kept booted per shape; 0 disables the pool (every pod cold-boots).
-  uint32_t size = 0;
+  // Ready VMs capsule-poold keeps per shape; 0 keeps none. The shim claims
+  // from the daemon at `socket` whenever it answers, else cold-boots.
+  uint32_t size = 2;
   std::string socket = "/run/capsule/pool.sock";
+  // Cold boots the daemon runs at once to refill (each takes a core under TCG).
+  uint32_t max_parallel_boots = 1;
+  // A claim that takes longer than this is abandoned for a cold boot.
+  uint32_t claim_timeout_ms = 2000;
 };
 
 struct RuntimeConfig {

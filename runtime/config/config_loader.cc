@@ -139,6 +139,8 @@ class Loader {
         {"pool", section({
              {"size", [&](auto& n, auto& k) { return Uint(n, k, 0, 1024, &c->pool.size); }},
              {"socket", [&](auto& n, auto& k) { return Path(n, k, &c->pool.socket); }},
+             {"max_parallel_boots", [&](auto& n, auto& k) { return Uint(n, k, 1, 64, &c->pool.max_parallel_boots); }},
+             {"claim_timeout_ms", [&](auto& n, auto& k) { return Uint(n, k, 1, 60000, &c->pool.claim_timeout_ms); }},
          })},
         {"runtime", section({
              {"state_dir", [&](auto& n, auto& k) { return Path(n, k, &r.state_dir); }},
@@ -238,6 +240,8 @@ std::string ToYaml(const Config& c) {
   out << YAML::Key << "pool" << YAML::Value << YAML::BeginMap
       << YAML::Key << "size" << YAML::Value << c.pool.size
       << YAML::Key << "socket" << YAML::Value << c.pool.socket
+      << YAML::Key << "max_parallel_boots" << YAML::Value << c.pool.max_parallel_boots
+      << YAML::Key << "claim_timeout_ms" << YAML::Value << c.pool.claim_timeout_ms
       << YAML::EndMap;
   out << YAML::Key << "runtime" << YAML::Value << YAML::BeginMap
       << YAML::Key << "state_dir" << YAML::Value << c.runtime.state_dir

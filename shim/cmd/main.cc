@@ -21,6 +21,11 @@ shim::task::VmProviderPtr MakeVmProvider(const config::Config& config) {
 class NoVmProvider : public shim::task::VmProvider {
  public:
   Result<vm::SandboxVmPtr> Boot(const vm::SandboxVmSpec&) override { return Missing(); }
+  vm::SandboxVmPtr Claim(const vm::SandboxVmSpec&, const shim::task::PoolClaimant&, const shim::task::RecordClaimedVm&,
+                         std::string* miss) override {
+    *miss = "no VM support linked";
+    return nullptr;
+  }
   Result<vm::SandboxVmPtr> Adopt(const std::string&) override { return NotFound("no VM support linked"); }
   std::string StateDirFor(std::string_view vm_id) const override { return "/run/capsule/vm/" + std::string(vm_id); }
 

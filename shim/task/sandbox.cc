@@ -2,6 +2,8 @@
 #include "shim/task/sandbox.h"
 
 #include <openssl/sha.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include <fmt/format.h>
 
@@ -17,6 +19,8 @@ namespace v1 = agentclient::v1;
 using agentclient::AgentClient;
 
 constexpr size_t kVmIdPrefix = 16;
+// What the host gives the guest's RNG at sandbox start (Kata: 512 bytes).
+constexpr size_t kReseedBytes = 512;
 // After a failed OOM poll that is not "VM gone": pause before the next.
 constexpr std::chrono::milliseconds kOomRetryDelay{1000};
 
@@ -33,38 +37,91 @@ std::string VmIdFor(std::string_view ns, std::string_view sandbox_id) {
   return fmt::format("{}-{:02x}{:02x}{:02x}{:02x}", prefix, digest[0], digest[1], digest[2], digest[3]);
 }
 
-Sandbox::Sandbox(SandboxParams params, vm::SandboxVmPtr vm) : p_(std::move(params)), vm_(std::move(vm)) {}
+Sandbox::Sandbox(SandboxParams params, vm::SandboxVmPtr vm)
+    : p_(std::move(params)), vm_(std::move(vm)), vm_id_(vm_->id()) {}
+
+Result<vm::SandboxVmPtr> Sandbox::ObtainVm(const SandboxParams& p, VmProvider& provider, bool* claimed) {
+  vm::SandboxVmSpec spec;
+  spec.id = p.vm_id;
+  spec.vcpus = p.size.vcpus;
+  spec.memory_mib = p.size.memory_mib;
+  auto record = [&](const std::string& id, const std::string& dir) { return p.record ? p.record(id, dir) : Status::Ok(); };
+  std::string miss = "the pool is not used for this sandbox";
+  if (p.use_pool) {
+    if (vm::SandboxVmPtr v = provider.Claim(spec, p.claimant, record, &miss)) {
+      *claimed = true;
+      return v;
+    }
+  }
+  *claimed = false;
+  kLog.Info("sandbox {}: cold-booting VM {} ({} vCPU, {} MiB): {}", p.id, spec.id, spec.vcpus, spec.memory_mib, miss);
+  // A failed claim may have recorded its VM: the bundle names ours again.
+  RETURN_IF_ERROR(record(spec.id, provider.StateDirFor(spec.id)));
+  return provider.Boot(spec);
+}
 
 Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxParams params, VmProvider& provider) {
-  vm::SandboxVmSpec spec;
-  spec.id = params.vm_id;
-  spec.vcpus = params.size.vcpus;
-  spec.memory_mib = params.size.memory_mib;
-  kLog.Info("booting VM {} for sandbox {} ({} vCPU, {} MiB)", spec.id, params.id, spec.vcpus, spec.memory_mib);
-  ASSIGN_OR_RETURN(vm::SandboxVmPtr vm, provider.Boot(spec));
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
+  auto t = Clock::now();
+  bool claimed = false;
+  ASSIGN_OR_RETURN(vm::SandboxVmPtr vm, ObtainVm(params, provider, &claimed));
   std::shared_ptr<Sandbox> s(new Sandbox(std::move(params), std::move(vm)));
+  s->timings_.claimed = claimed;
+  s->timings_.vm_ms = ms_since(t);
   s->vmm_pid_ = s->vm_->vmm_pid();
   auto client = s->vm_->agent();
-  if (!client.ok()) return std::move(client).status().WithContext("VM " + s->p_.vm_id);
-  s->agent_ = std::make_shared<AgentHandle>(*client, s->p_.vm_id);
+  if (!client.ok()) return std::move(client).status().WithContext("VM " + s->vm_id_);
+  s->agent_ = std::make_shared<AgentHandle>(*client, s->vm_id_);
   s->watch_->agent = s->agent_;
-  s->watch_->vm_id = s->p_.vm_id;
+  s->watch_->vm_id = s->vm_id_;
   s->vm_->OnExit([watch = s->watch_](const hypervisor::VmExit& exit) {
     watch->gone.store(true);
     if (!watch->stopping.load()) kLog.Error("the VM died: {}", exit.Describe(watch->vm_id));
     watch->agent->Revoke();  // every blocked call (waits, reads) ends now
   });
-  if (Status st = s->CreateInAgent(); !st.ok()) return st;  // ~Sandbox stops the VM
+  t = Clock::now();
+  if (Status st = s->Refresh(); !st.ok()) return st;  // ~Sandbox stops the VM
+  s->timings_.fresh_ms = ms_since(t);
+  t = Clock::now();
+  if (Status st = s->CreateInAgent(); !st.ok()) return st;
+  s->timings_.create_ms = ms_since(t);
+  t = Clock::now();
   if (!s->p_.netns_path.empty()) {
     auto net = PodNetwork::Attach(s->p_.netns_path, s->vm_->vmm(), *s->agent_);
     if (!net.ok()) return std::move(net).status().WithContext("sandbox " + s->p_.id);
     s->network_ = std::move(net).value();
   }
+  s->timings_.network_ms = ms_since(t);
   s->oom_thread_ = std::thread([s = s.get()] { s->OomLoop(); });
-  const auto& t = s->vm_->timings();
-  kLog.Info("sandbox {} ready: VMM pid {}, boot {:.0f} ms (prepare {:.0f}, vmm {:.0f}, agent {:.0f})", s->p_.id,
-            s->vmm_pid_, t.total_ms, t.prepare_ms, t.vmm_start_ms, t.agent_ready_ms);
+  const SandboxStartTimings& st = s->timings_;
+  kLog.Info("sandbox {} ready in VM {} (VMM pid {}): {} {:.1f} ms, clock+RNG {:.1f} ms, CreateSandbox {:.1f} ms, "
+            "network {:.1f} ms",
+            s->p_.id, s->vm_id_, s->vmm_pid_, st.claimed ? "claimed from the pool in" : "cold boot", st.vm_ms,
+            st.fresh_ms, st.create_ms, st.network_ms);
   return s;
+}
+
+Status Sandbox::Refresh() {
+  // The wall clock first: a VM paused in the pool for hours is that far behind.
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  v1::SetGuestTimeRequest time;
+  time.set_seconds(now.tv_sec);
+  time.set_nanos(now.tv_nsec);
+  RETURN_IF_ERROR(FromAgent(agent_->Call<Status>([&](AgentClient& a) { return a.SetGuestTime(time); }),
+                            "set the guest clock of VM " + vm_id_));
+  // Then fresh entropy from the host's CSPRNG: no two pods share a random state.
+  std::string seed(kReseedBytes, '\0');
+  if (::getrandom(seed.data(), seed.size(), 0) != static_cast<ssize_t>(seed.size()))
+    return ErrnoStatus("getrandom for the guest RNG of VM " + vm_id_);
+  v1::AddRandomnessRequest rng;
+  rng.set_data(std::move(seed));
+  auto added = agent_->Call<Result<v1::AddRandomnessResponse>>([&](AgentClient& a) { return a.AddRandomness(rng); });
+  if (!added.ok()) return FromAgent(added.status(), "reseed the guest RNG of VM " + vm_id_);
+  kLog.Info("sandbox {}: guest clock set, guest RNG reseeded with {} bytes from the host (reseed {} since its boot)",
+            p_.id, kReseedBytes, added->reseeds());
+  return Status::Ok();
 }
 
 Status Sandbox::CreateInAgent() {
@@ -109,7 +166,7 @@ std::string Sandbox::GuestSharedPath(std::string_view rel) const { return vm_->G
 Status Sandbox::PauseVm() {
   std::lock_guard lock(stop_mu_);
   if (stopped_ || vm_gone()) return FailedPrecondition("sandbox " + p_.id + ": its VM is gone");
-  RETURN_IF_ERROR_CTX(vm_->vmm().Pause(), "pause VM " + p_.vm_id);
+  RETURN_IF_ERROR_CTX(vm_->vmm().Pause(), "pause VM " + vm_id_);
   vm_paused_.store(true);
   return Status::Ok();
 }
@@ -117,7 +174,7 @@ Status Sandbox::PauseVm() {
 Status Sandbox::ResumeVm() {
   std::lock_guard lock(stop_mu_);
   if (stopped_ || vm_gone()) return FailedPrecondition("sandbox " + p_.id + ": its VM is gone");
-  RETURN_IF_ERROR_CTX(vm_->vmm().Resume(), "resume VM " + p_.vm_id);
+  RETURN_IF_ERROR_CTX(vm_->vmm().Resume(), "resume VM " + vm_id_);
   vm_paused_.store(false);
   return Status::Ok();
 }
@@ -127,13 +184,13 @@ Status Sandbox::Stop() {
   if (stopped_) return Status::Ok();
   stopped_ = true;
   watch_->stopping.store(true);
-  kLog.Info("stopping sandbox {} (VM {}, VMM pid {})", p_.id, p_.vm_id, vmm_pid_);
+  kLog.Info("stopping sandbox {} (VM {}, VMM pid {})", p_.id, vm_id_, vmm_pid_);
   // First end every call the shim's threads have in flight; the VM's own
   // stop then finds its agent closed and stops the VMM directly.
   if (agent_) agent_->Revoke();
   if (oom_thread_.joinable()) oom_thread_.join();
   Status st = vm_->Stop(kVmStopGrace);
-  if (!st.ok()) kLog.Error("stop VM {}: {}", p_.vm_id, st.ToString());
+  if (!st.ok()) kLog.Error("stop VM {}: {}", vm_id_, st.ToString());
   network_.reset();  // the taps go once the VMM no longer holds them
   return st;
 }

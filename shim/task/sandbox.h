@@ -37,7 +37,7 @@ inline constexpr const char* kPodShmSize = "size=65536k";
 
 struct SandboxParams {
   std::string id;     // the pod's sandbox id (CRI), or the container's id
-  std::string vm_id;  // short, unique per namespace (VmIdFor)
+  std::string vm_id;  // for a cold boot: short, unique per namespace (VmIdFor)
   VmSize size;
   std::string hostname;
   // The pod's netns (PodNetnsPath): its interfaces are mirrored into the
@@ -45,6 +45,21 @@ struct SandboxParams {
   std::string netns_path;
   // Called with a container id when the guest OOM-killed one of its processes.
   std::function<void(const std::string& container_id)> on_oom;
+  // Try the warm pool first (else: cold boot only).
+  bool use_pool = true;
+  PoolClaimant claimant;
+  // Records the VM this sandbox is about to own (id, state dir) in the
+  // bundle before it is booted or adopted.
+  RecordClaimedVm record;
+};
+
+// Where the time of a sandbox's start went (milliseconds).
+struct SandboxStartTimings {
+  bool claimed = false;  // from the warm pool
+  double vm_ms = 0;      // claim + adopt, or the cold boot
+  double fresh_ms = 0;   // clock + RNG reseed
+  double create_ms = 0;  // the agent's CreateSandbox
+  double network_ms = 0; // taps, NIC hot-plug, guest addresses and routes
 };
 
 class Sandbox {
@@ -57,7 +72,10 @@ class Sandbox {
   Sandbox& operator=(const Sandbox&) = delete;
 
   const std::string& id() const { return p_.id; }
-  const std::string& vm_id() const { return p_.vm_id; }
+  // The VM's, which for a VM claimed from the pool is the pool's id.
+  const std::string& vm_id() const { return vm_id_; }
+  const std::string& vm_state_dir() const { return vm_->state_dir(); }
+  const SandboxStartTimings& start_timings() const { return timings_; }
   pid_t vmm_pid() const { return vmm_pid_; }
   const AgentHandlePtr& agent() const { return agent_; }
   // True once the VMM exited (stopped or crashed).
@@ -83,6 +101,10 @@ class Sandbox {
 
  private:
   Sandbox(SandboxParams params, vm::SandboxVmPtr vm);
+  // Claims from the pool or cold-boots; says which in the log.
+  static Result<vm::SandboxVmPtr> ObtainVm(const SandboxParams& p, VmProvider& provider, bool* claimed);
+  // Clock and RNG of a VM that may have idled (paused) in the pool.
+  Status Refresh();
   Status CreateInAgent();
   void OomLoop();
 
@@ -97,6 +119,8 @@ class Sandbox {
 
   const SandboxParams p_;
   vm::SandboxVmPtr vm_;  // its methods are thread-safe
+  std::string vm_id_;
+  SandboxStartTimings timings_;
   pid_t vmm_pid_ = 0;
   AgentHandlePtr agent_;
   std::shared_ptr<VmWatch> watch_ = std::make_shared<VmWatch>();

@@ -1,10 +1,101 @@
-// See sandbox_vm_provider.h.
+// See sandbox_vm_provider.h. A claim is: ask the pool (bounded by
+// pool.claim_timeout_ms), check its answer, record the VM in the bundle,
+// adopt it (taking vm.lock: from here it is ours alone), check its agent,
+// then remove the pool's mark. Any step that fails gives the VM back (or
+// stops it once ours) and reports a miss, so the pod cold-boots.
 #include "shim/task/sandbox_vm_provider.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "runtime/common/daemon.h"
+#include "runtime/common/logging.h"
+#include "runtime/pool/pool_client.h"
+#include "runtime/pool/pool_record.h"
+#include "runtime/pool/shape.h"
+#include "runtime/vm/vm_dir.h"
+
 namespace capsule::shim::task {
+namespace {
+
+const log::Logger kLog("shim.pool");
+constexpr std::chrono::milliseconds kReleaseTimeout{2000};
+
+// The pool's answer is checked before anything acts on it: an id we would
+// use as ours, and a dir that is that VM's, absolute, a real directory.
+Status CheckAnswer(const pool::Claimed& c) {
+  RETURN_IF_ERROR(vm::ValidateVmId(c.vm_id));
+  if (c.state_dir.empty() || c.state_dir[0] != '/' || c.state_dir.find("/../") != std::string::npos ||
+      c.state_dir.size() < c.vm_id.size() + 1 ||
+      c.state_dir.compare(c.state_dir.size() - c.vm_id.size() - 1, std::string::npos, "/" + c.vm_id) != 0)
+    return InvalidArgument(fmt::format("state dir '{}' is not VM {}'s", c.state_dir, c.vm_id));
+  struct stat st{};
+  if (::lstat(c.state_dir.c_str(), &st) != 0) return ErrnoStatus("state dir " + c.state_dir);
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid())
+    return InvalidArgument(fmt::format("state dir {} is not a directory of ours", c.state_dir));
+  return Status::Ok();
+}
+
+}  // namespace
 
 Result<vm::SandboxVmPtr> SandboxVmProvider::Boot(const vm::SandboxVmSpec& spec) {
   return vm::SandboxVm::Boot(config_, spec);
+}
+
+vm::SandboxVmPtr SandboxVmProvider::Claim(const vm::SandboxVmSpec& spec, const PoolClaimant& who,
+                                          const RecordClaimedVm& record, std::string* miss) {
+  const std::string& socket = config_.pool.socket;
+  if (config_.pool.size == 0) {
+    *miss = "pool.size is 0";
+    return nullptr;
+  }
+  if (::access(socket.c_str(), F_OK) != 0) {
+    *miss = "no pool daemon: " + socket + " does not exist";
+    return nullptr;
+  }
+  const pool::Shape shape = pool::Resolve(config_, pool::Shape{spec.vcpus, spec.memory_mib});
+  auto key = pool::ShapeKey(config_, shape);
+  if (!key.ok()) {
+    *miss = key.status().ToString();
+    return nullptr;
+  }
+  pool::Claimant claimant{who.ns, who.sandbox_id, who.pod, {}};
+  if (auto self = IdentifyProcess(::getpid()); self.ok()) claimant.process = *self;
+  auto client = pool::PoolClient::Create(socket);
+  auto reply = client->Claim(shape, *key, claimant, std::chrono::milliseconds(config_.pool.claim_timeout_ms));
+  if (!reply.ok()) {
+    *miss = reply.status().ToString();
+    return nullptr;
+  }
+  if (!reply->vm) {
+    *miss = reply->miss_reason;
+    return nullptr;
+  }
+  const pool::Claimed& c = *reply->vm;
+  auto give_back = [&](const Status& why) {
+    *miss = fmt::format("claimed VM {} unusable: {}", c.vm_id, why.ToString());
+    if (Status st = client->Release(c.vm_id, kReleaseTimeout); !st.ok())
+      kLog.Warn("give VM {} back to the pool: {} (the pool reaps it after its claim grace)", c.vm_id, st.ToString());
+    return nullptr;
+  };
+  if (Status st = CheckAnswer(c); !st.ok()) return give_back(st);
+  if (Status st = record(c.vm_id, c.state_dir); !st.ok()) return give_back(st);
+  auto adopted = vm::SandboxVm::Adopt(config_, c.state_dir);
+  if (!adopted.ok()) return give_back(adopted.status());
+  vm::SandboxVmPtr v = std::move(*adopted);
+  // Ours now (vm.lock held): a failure from here stops it ourselves.
+  Status usable = v->agent().status();
+  if (usable.ok()) usable = pool::RemovePoolRecord(c.state_dir);
+  if (!usable.ok()) {
+    *miss = fmt::format("claimed VM {} unusable: {}", c.vm_id, usable.ToString());
+    (void)v->Stop(std::chrono::milliseconds(0));
+    return nullptr;
+  }
+  kLog.Info("sandbox {}: claimed pooled VM {} (shape {}, idle {} ms in the pool, hand-over {:.1f} ms)", who.sandbox_id,
+            c.vm_id, c.shape_key, c.idle_ms, c.claim_ms);
+  return v;
 }
 
 Result<vm::SandboxVmPtr> SandboxVmProvider::Adopt(const std::string& state_dir) {

@@ -74,23 +74,26 @@ Result<ContainerPtr> TaskManager::CreateReserved(const CreateParams& params) {
       return st;
     }
   }
-  const std::string vm_id = VmIdFor(d_.ns, sandbox_id);
-  const std::string state_dir = d_.vms->StateDirFor(vm_id);
-  // Written before the VM boots: a shim that dies while booting still
-  // leaves `delete` enough to stop what it started.
-  RETURN_IF_ERROR(WriteBundleRecord(
-      params.bundle, {sandbox_id, vm_id, state_dir, state_dir + "/shared/" + params.id, d_.config_path}));
-
+  // The bundle names the VM before it is booted or adopted: a shim that
+  // dies meanwhile still leaves `delete` enough to stop it.
+  auto record = [bundle = params.bundle, cid = params.id, sandbox_id, config = d_.config_path](
+                    const std::string& vm_id, const std::string& state_dir) {
+    return WriteBundleRecord(bundle, {sandbox_id, vm_id, state_dir, state_dir + "/shared/" + cid, config});
+  };
   SandboxPtr sandbox;
   if (joins_pod) {
-    std::lock_guard lock(mu_);
-    auto it = sandboxes_.find(sandbox_id);
-    if (it == sandboxes_.end())
-      return FailedPrecondition("container " + params.id + ": its sandbox " + sandbox_id + " does not run in this shim");
-    sandbox = it->second;
+    {
+      std::lock_guard lock(mu_);
+      auto it = sandboxes_.find(sandbox_id);
+      if (it == sandboxes_.end())
+        return FailedPrecondition("container " + params.id + ": its sandbox " + sandbox_id +
+                                  " does not run in this shim");
+      sandbox = it->second;
+    }
+    RETURN_IF_ERROR(record(sandbox->vm_id(), sandbox->vm_state_dir()));
   } else {
     const bool cri_sandbox = type != annotations.end() && type->second == kContainerTypeSandbox;
-    ASSIGN_OR_RETURN(sandbox, NewSandbox(sandbox_id, vm_id, spec, annotations, cri_sandbox));
+    ASSIGN_OR_RETURN(sandbox, NewSandbox(sandbox_id, spec, annotations, cri_sandbox, record));
   }
 
   ContainerParams cp;
@@ -115,9 +118,9 @@ Result<ContainerPtr> TaskManager::CreateReserved(const CreateParams& params) {
   return ContainerPtr(std::move(*c));
 }
 
-Result<SandboxPtr> TaskManager::NewSandbox(const std::string& sandbox_id, const std::string& vm_id,
-                                           const nlohmann::json& spec,
-                                           const std::map<std::string, std::string>& annotations, bool cri_sandbox) {
+Result<SandboxPtr> TaskManager::NewSandbox(const std::string& sandbox_id, const nlohmann::json& spec,
+                                           const std::map<std::string, std::string>& annotations, bool cri_sandbox,
+                                           RecordClaimedVm record) {
   WorkloadLimits limits;
   if (cri_sandbox) {
     ASSIGN_OR_RETURN(limits, LimitsFromAnnotations(annotations));
@@ -126,7 +129,14 @@ Result<SandboxPtr> TaskManager::NewSandbox(const std::string& sandbox_id, const 
   }
   SandboxParams sp;
   sp.id = sandbox_id;
-  sp.vm_id = vm_id;
+  sp.vm_id = VmIdFor(d_.ns, sandbox_id);
+  sp.record = std::move(record);
+  sp.claimant.ns = d_.ns;
+  sp.claimant.sandbox_id = sandbox_id;
+  if (auto n = annotations.find(kSandboxNameAnnotation); n != annotations.end()) {
+    auto k = annotations.find(kSandboxNamespaceAnnotation);
+    sp.claimant.pod = (k != annotations.end() ? k->second + "/" : "") + n->second;
+  }
   sp.size = SizeVm(limits, d_.config.guest);
   for (const auto& note : sp.size.notes) kLog.Info("sandbox {}: {}", sandbox_id, note);
   sp.hostname = spec.value("hostname", "");

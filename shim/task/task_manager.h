@@ -30,6 +30,8 @@ inline constexpr const char* kContainerTypeAnnotation = "io.kubernetes.cri.conta
 inline constexpr const char* kSandboxIdAnnotation = "io.kubernetes.cri.sandbox-id";
 inline constexpr const char* kContainerTypeSandbox = "sandbox";
 inline constexpr const char* kContainerTypeContainer = "container";
+inline constexpr const char* kSandboxNameAnnotation = "io.kubernetes.cri.sandbox-name";
+inline constexpr const char* kSandboxNamespaceAnnotation = "io.kubernetes.cri.sandbox-namespace";
 
 struct TaskManagerDeps {
   std::string ns;
@@ -78,8 +80,9 @@ class TaskManager {
  private:
   // Create's work once the id is reserved.
   Result<ContainerPtr> CreateReserved(const CreateParams& params);
-  Result<SandboxPtr> NewSandbox(const std::string& sandbox_id, const std::string& vm_id, const nlohmann::json& spec,
-                                const std::map<std::string, std::string>& annotations, bool cri_sandbox);
+  Result<SandboxPtr> NewSandbox(const std::string& sandbox_id, const nlohmann::json& spec,
+                                const std::map<std::string, std::string>& annotations, bool cri_sandbox,
+                                RecordClaimedVm record);
   // Run under a process's lock: they only queue.
   void PublishExit(const Process& process, const ExitInfo& exit);
   // From the sandbox's OOM watcher (GetOOMEvent).

@@ -78,10 +78,13 @@ Result<E2eEnv> E2eEnv::Create() {
   ASSIGN_OR_RETURN(TempDir tmp, TempDir::Create("cap-e2e", "/tmp"));
   E2eEnv env(std::move(tmp));
   RETURN_IF_ERROR(MkdirAll(env.state_dir(), 0700));
+  // The pool socket is the test's own: a pool daemon another test (or the
+  // host) runs must never hand this test's shims a VM.
   const std::string yaml = fmt::format(
       "guest:\n  kernel: {}\n  initrd: {}\n  default_memory_mib: 256\n"
+      "pool:\n  size: 1\n  socket: {}\n"
       "runtime:\n  state_dir: {}\n  boot_timeout_ms: 90000\n  log_level: debug\n",
-      kernel, initrd, env.state_dir());
+      kernel, initrd, env.pool_socket(), env.state_dir());
   RETURN_IF_ERROR(WriteFile(env.config_path(), yaml));
   return env;
 }

@@ -30,6 +30,8 @@ class E2eEnv {
   const std::string& dir() const { return tmp_->path(); }
   std::string config_path() const { return tmp_->Join("capsule.yaml"); }
   std::string state_dir() const { return tmp_->Join("state"); }
+  // pool.socket of the config: no daemon answers there unless a test starts one.
+  std::string pool_socket() const { return tmp_->Join("pool.sock"); }
   // The directory holding containerd-shim-capsule-v2, for containerd's PATH.
   static std::string ShimDir();
   static std::string PathWithShim();

@@ -14,6 +14,7 @@
 
 #include "containerd/events/task.pb.h"
 #include "shim/service/task_service.h"
+#include "shim/task/bundle_record.h"
 #include "shim/task/host_namespaces.h"
 #include "shim/task/pod_network.h"
 #include "tests/shim/fakes/fake_mounter.h"
@@ -679,6 +680,49 @@ TEST_F(TaskServiceTest, IdleTimeIsCountedFromTheLastTask) {
   ASSERT_TRUE(idle.has_value());
   EXPECT_TRUE(idle->had_task);
   EXPECT_LT(idle->duration, std::chrono::seconds(5));
+}
+
+// A pod takes a pooled VM when one is ready: no boot, the bundle record
+// names the pooled VM (so `shim delete` finds it), its containers join it,
+// and before anything runs its clock is set and its RNG reseeded.
+TEST_F(TaskServiceTest, APodClaimsAPooledVmRecordsItAndRefreshesItsClockAndRng) {
+  vms_->AddPoolVms(1);
+  ASSERT_TRUE(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))).ok());
+  EXPECT_TRUE(vms_->boots().empty()) << "a claimed VM is not booted";
+  EXPECT_EQ(vms_->claims(), std::vector<std::string>{"pod1"});
+  auto record = shim::task::ReadBundleRecord(tmp_->Join("pod1"));
+  ASSERT_TRUE(record.ok()) << record.status().ToString();
+  EXPECT_EQ(record->vm_id, "pool-fake-1");
+  EXPECT_EQ(record->vm_state_dir, vms_->StateDirFor("pool-fake-1"));
+  auto agent = vms_->agent_of("pool-fake-1");
+  ASSERT_NE(agent, nullptr);
+  EXPECT_EQ(agent->reseeds(), 1u) << "the guest RNG is reseeded at claim";
+  EXPECT_NEAR(static_cast<double>(agent->guest_time().seconds()), static_cast<double>(::time(nullptr)), 5.0)
+      << "the guest clock is set at claim";
+  const auto calls = agent->calls();
+  const auto fresh = std::find(calls.begin(), calls.end(), "AddRandomness");
+  const auto sandbox = std::find(calls.begin(), calls.end(), "CreateSandbox");
+  EXPECT_LT(fresh, sandbox) << "freshness comes before the pod exists in the guest";
+
+  ASSERT_TRUE(service_->Create(CreateReq("app", BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}}))).ok());
+  auto app_record = shim::task::ReadBundleRecord(tmp_->Join("app"));
+  ASSERT_TRUE(app_record.ok());
+  EXPECT_EQ(app_record->vm_id, "pool-fake-1");
+  EXPECT_EQ(app_record->container_share_dir, vms_->StateDirFor("pool-fake-1") + "/shared/app");
+  EXPECT_EQ(mounter_.live().count(vms_->StateDirFor("pool-fake-1") + "/shared/app/rootfs"), 1u);
+  ASSERT_TRUE(Delete("app").ok());
+  ASSERT_TRUE(Delete("pod1").ok());
+  EXPECT_EQ(vms_->live_vms(), 0) << "the pod's end is its VM's end";
+}
+
+TEST_F(TaskServiceTest, APoolMissColdBootsAndRecordsTheBootedVm) {
+  ASSERT_TRUE(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))).ok());
+  ASSERT_EQ(vms_->boots().size(), 1u);
+  auto record = shim::task::ReadBundleRecord(tmp_->Join("pod1"));
+  ASSERT_TRUE(record.ok());
+  EXPECT_EQ(record->vm_id, VmId("pod1"));
+  EXPECT_EQ(Agent("pod1")->reseeds(), 1u) << "a cold VM is reseeded too";
+  ASSERT_TRUE(Delete("pod1").ok());
 }
 
 class TaskServiceBadConfigTest : public TaskServiceTest {

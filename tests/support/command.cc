@@ -123,6 +123,13 @@ Result<std::string> StreamingCommand::WaitForOutput(const std::string& needle,
   return output_;
 }
 
+void StreamingCommand::ReadAvailable() {
+  if (!out_) return;
+  pollfd p{out_.get(), POLLIN, 0};
+  while (::poll(&p, 1, 0) > 0 && Drain(out_.get(), &output_)) {
+  }
+}
+
 void StreamingCommand::Stop(std::chrono::milliseconds grace) {
   if (child_.pid() > 0 && !child_.reaped()) child_.Terminate(grace);
   if (out_) {

@@ -44,6 +44,9 @@ class StreamingCommand {
   // exits first; both messages quote the output.
   Result<std::string> WaitForOutput(const std::string& needle, std::chrono::milliseconds timeout);
   const std::string& output() const { return output_; }
+  // Takes in what the command printed so far without waiting, so a chatty
+  // command never blocks on a full pipe between waits.
+  void ReadAvailable();
   pid_t pid() const { return child_.pid(); }
   // SIGTERM, then SIGKILL after `grace`; reaps.
   void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));

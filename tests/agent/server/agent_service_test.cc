@@ -246,14 +246,19 @@ TEST_F(AgentServiceTest, GuestTimeIsValidatedAndRefusedOnAHost) {
   ExpectCode(stub().SetGuestTime(Ctx().get(), req, &e), grpc::StatusCode::FAILED_PRECONDITION, "--no-init");
 }
 
-TEST_F(AgentServiceTest, AddRandomnessChecksSize) {
+TEST_F(AgentServiceTest, AddRandomnessChecksSizeAndCountsReseeds) {
   v1::AddRandomnessRequest req;
-  Empty e;
-  ExpectCode(stub().AddRandomness(Ctx().get(), req, &e), grpc::StatusCode::INVALID_ARGUMENT, "empty");
+  v1::AddRandomnessResponse resp;
+  ExpectCode(stub().AddRandomness(Ctx().get(), req, &resp), grpc::StatusCode::INVALID_ARGUMENT, "empty");
   req.set_data(std::string(64 * 1024 + 1, 'r'));
-  ExpectCode(stub().AddRandomness(Ctx().get(), req, &e), grpc::StatusCode::INVALID_ARGUMENT, "at most");
+  ExpectCode(stub().AddRandomness(Ctx().get(), req, &resp), grpc::StatusCode::INVALID_ARGUMENT, "at most");
   req.set_data(std::string(64, '\x5a'));
-  EXPECT_TRUE(stub().AddRandomness(Ctx().get(), req, &e).ok());
+  ASSERT_TRUE(stub().AddRandomness(Ctx().get(), req, &resp).ok());
+  EXPECT_EQ(resp.reseeds(), 1u);
+  EXPECT_EQ(resp.bytes_added(), 64u);
+  ASSERT_TRUE(stub().AddRandomness(Ctx().get(), req, &resp).ok());
+  EXPECT_EQ(resp.reseeds(), 2u) << "each call reseeds the CRNG once more";
+  EXPECT_EQ(resp.bytes_added(), 128u);
 }
 
 TEST_F(AgentServiceTest, DestroySandboxPowerOffRepliesThenStops) {

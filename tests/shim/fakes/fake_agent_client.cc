@@ -136,8 +136,30 @@ Result<av1::CheckResponse> FakeAgentClient::Check(std::chrono::milliseconds) {
 }
 
 Result<av1::VersionResponse> FakeAgentClient::Version() { return Unimplemented("fake agent: Version"); }
-Status FakeAgentClient::SetGuestTime(const av1::SetGuestTimeRequest&) { return Unimplemented("fake"); }
-Status FakeAgentClient::AddRandomness(const av1::AddRandomnessRequest&) { return Unimplemented("fake"); }
+Status FakeAgentClient::SetGuestTime(const av1::SetGuestTimeRequest& req) {
+  std::lock_guard lock(mu_);
+  RETURN_IF_ERROR(Enter("SetGuestTime"));
+  guest_time_ = req;
+  return Status::Ok();
+}
+
+av1::SetGuestTimeRequest FakeAgentClient::guest_time() const {
+  std::lock_guard lock(mu_);
+  return guest_time_;
+}
+
+uint64_t FakeAgentClient::reseeds() const {
+  std::lock_guard lock(mu_);
+  return reseeds_;
+}
+Result<av1::AddRandomnessResponse> FakeAgentClient::AddRandomness(const av1::AddRandomnessRequest& req) {
+  std::lock_guard lock(mu_);
+  RETURN_IF_ERROR(Enter("AddRandomness"));
+  av1::AddRandomnessResponse r;
+  r.set_reseeds(++reseeds_);
+  r.set_bytes_added(req.data().size());
+  return r;
+}
 
 Status FakeAgentClient::CreateSandbox(const av1::CreateSandboxRequest& req) {
   std::lock_guard lock(mu_);

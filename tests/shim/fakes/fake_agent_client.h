@@ -49,6 +49,8 @@ class FakeAgentClient : public agentclient::AgentClient {
   av1::CreateSandboxRequest sandbox() const;
   std::optional<av1::CreateContainerRequest> created(const std::string& container_id) const;
   std::string last_update() const;
+  av1::SetGuestTimeRequest guest_time() const;  // the last SetGuestTime
+  uint64_t reseeds() const;                      // AddRandomness calls
   bool closed() const;
   size_t container_count() const;
 
@@ -56,7 +58,7 @@ class FakeAgentClient : public agentclient::AgentClient {
   Result<av1::CheckResponse> Check(std::chrono::milliseconds timeout) override;
   Result<av1::VersionResponse> Version() override;
   Status SetGuestTime(const av1::SetGuestTimeRequest& req) override;
-  Status AddRandomness(const av1::AddRandomnessRequest& req) override;
+  Result<av1::AddRandomnessResponse> AddRandomness(const av1::AddRandomnessRequest& req) override;
   Status CreateSandbox(const av1::CreateSandboxRequest& req) override;
   Status DestroySandbox(const av1::DestroySandboxRequest& req) override;
   Status CreateContainer(const av1::CreateContainerRequest& req) override;
@@ -119,6 +121,8 @@ class FakeAgentClient : public agentclient::AgentClient {
   av1::CreateSandboxRequest sandbox_;
   std::deque<std::string> ooms_;
   std::string last_update_;
+  uint64_t reseeds_ = 0;
+  av1::SetGuestTimeRequest guest_time_;
 };
 
 }  // namespace capsule::testing

@@ -107,6 +107,39 @@ Result<vm::SandboxVmPtr> FakeVmProvider::Boot(const vm::SandboxVmSpec& spec) {
   return vm::SandboxVmPtr(std::move(vm));
 }
 
+vm::SandboxVmPtr FakeVmProvider::Claim(const vm::SandboxVmSpec&, const shim::task::PoolClaimant& who,
+                                       const shim::task::RecordClaimedVm& record, std::string* miss) {
+  if (pool_ready_.load() <= 0) {
+    *miss = "fake pool: no ready VM";
+    return nullptr;
+  }
+  --pool_ready_;
+  std::string id;
+  std::shared_ptr<FakeAgentClient> agent;
+  {
+    std::lock_guard lock(mu_);
+    id = "pool-fake-" + std::to_string(++pool_seq_);
+    agent = next_agent_ ? std::move(next_agent_) : std::make_shared<FakeAgentClient>();
+    next_agent_.reset();
+    agents_[id] = agent;
+  }
+  if (Status st = record(id, StateDirFor(id)); !st.ok()) {
+    *miss = st.ToString();
+    return nullptr;
+  }
+  auto vm = std::make_unique<FakeSandboxVm>(this, id, StateDirFor(id), agent);
+  std::lock_guard lock(mu_);
+  claims_.push_back(who.sandbox_id);
+  vms_[id] = vm.get();
+  ++live_;
+  return vm::SandboxVmPtr(std::move(vm));
+}
+
+std::vector<std::string> FakeVmProvider::claims() const {
+  std::lock_guard lock(mu_);
+  return claims_;
+}
+
 Result<vm::SandboxVmPtr> FakeVmProvider::Adopt(const std::string& state_dir) {
   return NotFound("fake provider: nothing to adopt in " + state_dir);
 }

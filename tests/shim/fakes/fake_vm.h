@@ -96,7 +96,14 @@ class FakeVmProvider : public shim::task::VmProvider {
   explicit FakeVmProvider(std::string state_root) : root_(std::move(state_root)) {}
 
   Result<vm::SandboxVmPtr> Boot(const vm::SandboxVmSpec& spec) override;
+  // Hands out one of the pool VMs AddPoolVms() put there, calling `record`
+  // first as the real provider does; else a miss.
+  vm::SandboxVmPtr Claim(const vm::SandboxVmSpec& spec, const shim::task::PoolClaimant& who,
+                         const shim::task::RecordClaimedVm& record, std::string* miss) override;
   Result<vm::SandboxVmPtr> Adopt(const std::string& state_dir) override;
+  void AddPoolVms(int n) { pool_ready_ += n; }
+  // Claims that got a VM, by sandbox id.
+  std::vector<std::string> claims() const;
   std::string StateDirFor(std::string_view vm_id) const override { return root_ + "/vm/" + std::string(vm_id); }
 
   // The next Boot fails with `status`.
@@ -119,7 +126,10 @@ class FakeVmProvider : public shim::task::VmProvider {
   std::map<std::string, std::shared_ptr<FakeAgentClient>> agents_;
   std::map<std::string, FakeSandboxVm*> vms_;
   std::vector<vm::SandboxVmSpec> boots_;
+  std::vector<std::string> claims_;
   std::atomic<int> live_{0};
+  std::atomic<int> pool_ready_{0};
+  int pool_seq_ = 0;  // guarded by mu_
 };
 
 }  // namespace capsule::testing

@@ -1,0 +1,49 @@
+// What the pool's API speaks in, without gRPC: who claims, what a claim
+// hands over, and the pool's status. pool_convert.h maps these to and from
+// proto/capsule/pool/v1/pool.proto.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/common/daemon.h"
+#include "runtime/pool/shape.h"
+
+namespace capsule::pool {
+
+struct Claimant {
+  std::string ns;
+  std::string sandbox_id;
+  std::string pod;  // "namespace/name" when known, for logs
+  ProcessIdentity process;
+};
+
+struct Claimed {
+  std::string vm_id;
+  std::string state_dir;
+  std::string shape_key;
+  int64_t idle_ms = 0;
+  double claim_ms = 0;
+};
+
+struct ShapeStatus {
+  std::string key;
+  Shape shape;
+  uint32_t target = 0, ready = 0, booting = 0, claimed = 0, boots = 0, boot_failures = 0;
+  std::string last_failure;
+  double boot_p50_ms = 0, boot_last_ms = 0;
+  uint64_t idle_vm_rss_bytes = 0;
+  uint64_t backoff_ms = 0;
+};
+
+struct PoolStatus {
+  std::vector<ShapeStatus> shapes;
+  uint32_t max_parallel_boots = 0;
+  std::string state_dir;
+  bool draining = false;
+  std::string accelerator;  // what the pool's VMs run under
+  std::string ksm;          // the host's /sys/kernel/mm/ksm/run, "" if absent
+};
+
+}  // namespace capsule::pool

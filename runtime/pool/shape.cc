@@ -1,0 +1,51 @@
+// See shape.h.
+#include "runtime/pool/shape.h"
+
+#include <openssl/sha.h>
+#include <sys/stat.h>
+
+#include <fmt/format.h>
+
+namespace capsule::pool {
+namespace {
+
+Result<std::string> FileIdentity(std::string_view key, const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(fmt::format("{} {}", key, path));
+  return fmt::format("{}={}:{}:{}.{}:{}:{}", key, path, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec, st.st_dev,
+                     st.st_ino);
+}
+
+}  // namespace
+
+Shape Resolve(const config::Config& config, Shape shape) {
+  if (shape.vcpus == 0) shape.vcpus = config.guest.default_vcpus;
+  if (shape.memory_mib == 0) shape.memory_mib = config.guest.default_memory_mib;
+  return shape;
+}
+
+Result<std::string> ShapeKey(const config::Config& c, const Shape& s) {
+  std::string text = fmt::format("vcpus={};memory_mib={};", s.vcpus, s.memory_mib);
+  for (auto [key, path] : {std::pair<std::string_view, const std::string&>{"guest.kernel", c.guest.kernel},
+                           {"guest.initrd", c.guest.initrd},
+                           {"hypervisor.path", c.hypervisor.path},
+                           {"virtiofs.daemon", c.virtiofs.daemon}}) {
+    ASSIGN_OR_RETURN(std::string id, FileIdentity(key, path));
+    text += id + ";";
+  }
+  text += fmt::format("accel={};kernel_params={};tb={};seccomp={};vsock={};cache={}",
+                      config::AcceleratorName(c.hypervisor.accelerator), c.hypervisor.kernel_params,
+                      c.hypervisor.tcg_tb_size_mib, c.hypervisor.seccomp_sandbox,
+                      config::VsockBackendName(c.vsock.backend), c.virtiofs.cache);
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  ::SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
+  std::string hex;
+  for (int i = 0; i < 8; ++i) hex += fmt::format("{:02x}", digest[i]);
+  return hex;
+}
+
+std::string Describe(const Shape& s) {
+  return fmt::format("{} vCPU{}, {} MiB", s.vcpus, s.vcpus == 1 ? "" : "s", s.memory_mib);
+}
+
+}  // namespace capsule::pool

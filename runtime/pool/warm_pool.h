@@ -1,0 +1,121 @@
+// WarmPool: the core of capsule-poold. It keeps `pool.size` booted VMs per
+// shape, paused while idle (QMP stop; resuming costs well under a
+// millisecond), refills in the background with at most
+// `pool.max_parallel_boots` cold boots at once and backs off after boot
+// failures. A claim hands a ready VM over by its state dir (see
+// pool_record.h for who owns it when); a claimed VM never comes back.
+//
+// Threads: the refill thread starts boots (each on a thread of its own),
+// reaps idle VMs whose VMM died, and periodically reaps claimed VMs nobody
+// adopted within the claim grace. Claims and status calls come in on gRPC
+// threads and only hold the lock to pick a VM.
+#pragma once
+
+#include <chrono>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/common/daemon.h"
+#include "runtime/common/status.h"
+#include "runtime/config/config.h"
+#include "runtime/pool/pool_types.h"
+#include "runtime/pool/shape.h"
+#include "runtime/vm/sandbox_vm.h"
+
+namespace capsule::pool {
+
+struct WarmPoolOptions {
+  config::Config config;
+  // A claimed VM whose vm.lock nobody took this long after the claim is
+  // reaped (its claimant gave up or died before adopting it).
+  std::chrono::milliseconds claim_grace{30000};
+  std::chrono::milliseconds scan_interval{5000};
+  // Back-off after a failed boot doubles from the first to the last.
+  std::chrono::milliseconds first_backoff{1000};
+  std::chrono::milliseconds max_backoff{60000};
+};
+
+class WarmPool {
+ public:
+  // Reaps what an earlier daemon left in the state dir, registers the
+  // default shape and starts refilling.
+  static Result<std::unique_ptr<WarmPool>> Start(WarmPoolOptions options);
+  // Drains (stops every idle VM, waits for boots in flight) and stops.
+  ~WarmPool();
+  WarmPool(const WarmPool&) = delete;
+  WarmPool& operator=(const WarmPool&) = delete;
+
+  // A ready VM of the shape, or nullopt with `miss` saying why. A shape
+  // seen for the first time is kept from then on (up to kMaxShapes).
+  Result<std::optional<Claimed>> Claim(const Shape& shape, const Claimant& who, std::string* miss);
+  // A claimed VM its claimant will not adopt: stopped now. NOT_FOUND when
+  // there is no such claimed, unadopted VM.
+  Status Release(const std::string& vm_id);
+  PoolStatus GetStatus() const;
+  const config::Config& config() const { return o_.config; }
+  void Resize(uint32_t size);
+  // Stops every idle VM and waits for boots in flight (stopping them too);
+  // the pool then keeps none until Resize. Returns how many were stopped.
+  uint32_t Drain();
+
+  static constexpr size_t kMaxShapes = 8;
+  static constexpr const char* kVmIdPrefix = "pool-";
+
+ private:
+  struct ReadyVm {
+    vm::SandboxVmPtr vm;
+    int64_t ready_since_ms = 0;
+    std::shared_ptr<std::atomic<bool>> died;
+  };
+  struct ShapeState {
+    Shape shape;
+    uint32_t target = 0;
+    std::deque<ReadyVm> ready;
+    uint32_t booting = 0, claimed = 0, boots = 0, failures = 0;
+    std::string last_failure;
+    std::chrono::milliseconds backoff{0};
+    std::chrono::steady_clock::time_point next_boot{};
+    std::deque<double> boot_ms;  // last kBootSamples
+  };
+  static constexpr size_t kBootSamples = 64;
+
+  explicit WarmPool(WarmPoolOptions options) : o_(std::move(options)), size_(o_.config.pool.size) {}
+  void RefillLoop();
+  // Under mu_: starts the boots that targets and limits allow.
+  void StartBootsLocked();
+  void BootOne(uint64_t seq, std::string key, Shape shape, std::string vm_id);
+  void JoinFinishedBoots();
+  void BootFinished(const std::string& key, Result<vm::SandboxVmPtr> booted, double ms);
+  // Stops idle VMs whose VMM exited; under no lock.
+  void ReapDead();
+  // Leftovers of an earlier daemon (at start) or unadopted claims (later).
+  void ScanStateDir(bool at_start);
+  void StopVm(vm::SandboxVmPtr vm, std::string_view why);
+  std::string NewVmId(const std::string& key) const;
+
+  const WarmPoolOptions o_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  uint32_t size_;                              // guarded by mu_
+  std::map<std::string, ShapeState> shapes_;   // guarded by mu_: by shape key
+  std::set<std::string> booting_ids_;          // guarded by mu_
+  uint32_t booting_total_ = 0;                 // guarded by mu_
+  bool draining_ = false;                      // guarded by mu_
+  bool stopping_ = false;                      // guarded by mu_
+  std::string accelerator_ = "unknown";        // guarded by mu_: of the last VM booted
+  uint64_t next_boot_seq_ = 0;                 // guarded by mu_
+  std::map<uint64_t, std::thread> boot_threads_;  // guarded by mu_
+  std::vector<uint64_t> finished_boots_;       // guarded by mu_: to be joined
+  std::thread refill_;
+};
+
+}  // namespace capsule::pool

@@ -1,0 +1,209 @@
+// The warm pool with real VMs. In-process: the pool fills to its size with
+// booted, paused VMs; Status says so; a claim hands one over by its state
+// dir (marked claimed) and it adopts with its agent answering; the pool
+// refills; a claim nobody adopts is reaped after the grace; a shape seen
+// for the first time is a miss that registers it; Drain leaves nothing. As
+// a process: capsule-poold killed with SIGKILL while one VM is claimed (and
+// adopted) and one idles: the claimed VM keeps working, a restarted daemon
+// reaps the idle one and leaves the claimed one alone; SIGTERM drains.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "runtime/common/file_util.h"
+#include "runtime/pool/pool_record.h"
+#include "runtime/pool/warm_pool.h"
+#include "runtime/vm/sandbox_vm.h"
+#include "tests/integration/vm/vm_test_env.h"
+#include "tests/support/pool_daemon.h"
+
+namespace capsule::pool {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using vm::testing::TestEnv;
+
+constexpr seconds kBootBudget{120};  // one TCG boot, on a loaded host
+
+Claimant Self(const std::string& sandbox) {
+  Claimant c;
+  c.ns = "test";
+  c.sandbox_id = sandbox;
+  auto id = IdentifyProcess(::getpid());
+  if (id.ok()) c.process = *id;
+  return c;
+}
+
+std::vector<std::string> VmDirNames(const std::string& state_dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir((state_dir + "/vm").c_str());
+  while (dirent* e = d != nullptr ? ::readdir(d) : nullptr) {
+    if (e->d_name[0] != '.') out.emplace_back(e->d_name);
+  }
+  if (d != nullptr) ::closedir(d);
+  return out;
+}
+
+const ShapeStatus* DefaultShape(const PoolStatus& st, const std::string& key) {
+  for (const auto& s : st.shapes)
+    if (s.key == key) return &s;
+  return nullptr;
+}
+
+// Adopts a claimed VM the way the shim does: take vm.lock, check the
+// agent, remove the pool's mark.
+vm::SandboxVmPtr AdoptClaimed(const config::Config& cfg, const Claimed& c) {
+  auto v = vm::SandboxVm::Adopt(cfg, c.state_dir);
+  EXPECT_TRUE(v.ok()) << v.status().ToString();
+  if (!v.ok()) return nullptr;
+  auto agent = (*v)->agent();
+  EXPECT_TRUE(agent.ok()) << agent.status().ToString();
+  if (agent.ok()) {
+    EXPECT_TRUE((*agent)->Check(milliseconds(5000)).ok()) << "the claimed VM was resumed";
+  }
+  EXPECT_TRUE(RemovePoolRecord(c.state_dir).ok());
+  return std::move(*v);
+}
+
+class WarmPoolVmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto env = TestEnv::Create();
+    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    env_ = std::move(*env);
+    cfg_ = env_->config();
+    cfg_.pool.size = 1;
+    cfg_.pool.socket = env_->root() + "/pool.sock";
+    auto key = ShapeKey(cfg_, Resolve(cfg_, Shape{}));
+    ASSERT_TRUE(key.ok()) << key.status().ToString();
+    key_ = *key;
+  }
+  void TearDown() override {
+    auto left = env_->Leftovers();
+    EXPECT_TRUE(left.empty()) << left.size() << " left, first: " << left.front();
+  }
+  std::unique_ptr<TestEnv> env_;
+  config::Config cfg_;
+  std::string key_;
+};
+
+template <typename Pred>
+bool WaitFor(Pred pred, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  return true;
+}
+
+TEST_F(WarmPoolVmTest, FillsClaimsRefillsReapsUnadoptedClaimsAndDrainsToNothing) {
+  WarmPoolOptions o;
+  o.config = cfg_;
+  o.claim_grace = seconds(2);
+  o.scan_interval = milliseconds(500);
+  auto started = WarmPool::Start(o);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  std::unique_ptr<WarmPool> pool = std::move(*started);
+
+  auto ready = [&](uint32_t n) {
+    return WaitFor([&] { auto* s = DefaultShape(pool->GetStatus(), key_); return s && s->ready >= n; }, kBootBudget);
+  };
+  ASSERT_TRUE(ready(1)) << "the pool never filled";
+  PoolStatus st = pool->GetStatus();
+  const ShapeStatus* s = DefaultShape(st, key_);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->target, 1u);
+  EXPECT_EQ(s->booting, 0u) << "no more than the target";
+  EXPECT_EQ(s->boots, 1u);
+  EXPECT_GT(s->boot_p50_ms, 0.0);
+  EXPECT_GT(s->idle_vm_rss_bytes, 0u);
+  EXPECT_EQ(st.accelerator.empty(), false);
+
+  std::string miss;
+  auto claimed = pool->Claim(Shape{}, Self("sandbox-1"), &miss);
+  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  ASSERT_TRUE(claimed->has_value()) << miss;
+  const Claimed c = **claimed;
+  auto record = ReadPoolRecord(c.state_dir);
+  ASSERT_TRUE(record.ok()) << record.status().ToString();
+  EXPECT_TRUE(record->claimed);
+  EXPECT_EQ(record->sandbox_id, "sandbox-1");
+  EXPECT_EQ(record->claimant.pid, ::getpid());
+  vm::SandboxVmPtr mine = AdoptClaimed(cfg_, c);
+  ASSERT_NE(mine, nullptr);
+
+  ASSERT_TRUE(ready(1)) << "the pool did not refill after the claim";
+  st = pool->GetStatus();
+  EXPECT_EQ(DefaultShape(st, key_)->claimed, 1u);
+  EXPECT_EQ(DefaultShape(st, key_)->boots, 2u);
+
+  // Claimed and never adopted (the claimant gave up): reaped after the grace.
+  claimed = pool->Claim(Shape{}, Self("sandbox-2"), &miss);
+  ASSERT_TRUE(claimed.ok() && claimed->has_value()) << miss;
+  const std::string abandoned = (*claimed)->state_dir;
+  EXPECT_TRUE(WaitFor([&] { return !PathExists(abandoned); }, seconds(30))) << abandoned << " was never reaped";
+
+  // A shape never asked for before: a miss that makes the pool keep it.
+  claimed = pool->Claim(Shape{2, 384}, Self("sandbox-3"), &miss);
+  ASSERT_TRUE(claimed.ok());
+  EXPECT_FALSE(claimed->has_value());
+  EXPECT_NE(miss.find("from now on"), std::string::npos) << miss;
+  EXPECT_EQ(pool->GetStatus().shapes.size(), 2u);
+
+  EXPECT_TRUE(mine->Stop(milliseconds(2000)).ok());
+  pool->Drain();
+  st = pool->GetStatus();
+  for (const auto& sh : st.shapes) EXPECT_EQ(sh.ready + sh.booting, 0u) << sh.key;
+  EXPECT_TRUE(st.draining);
+  pool.reset();
+}
+
+TEST_F(WarmPoolVmTest, AKilledDaemonLeavesClaimedVmsRunningAndARestartReapsOnlyTheIdleOnes) {
+  Status appended = WriteFile(env_->config_path(), *ReadFile(env_->config_path()) +
+                                                       "pool:\n  size: 1\n  socket: " + cfg_.pool.socket + "\n");
+  ASSERT_TRUE(appended.ok()) << appended.ToString();
+  auto daemon = testing::PoolDaemonProcess::Start(env_->config_path(), cfg_.pool.socket);
+  ASSERT_TRUE(daemon.ok()) << daemon.status().ToString();
+  ASSERT_TRUE((*daemon)->WaitReady(1, kBootBudget).ok());
+
+  auto reply = (*daemon)->client().Claim(Shape{}, key_, Self("sandbox-1"), milliseconds(5000));
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  ASSERT_TRUE(reply->vm.has_value()) << reply->miss_reason;
+  vm::SandboxVmPtr mine = AdoptClaimed(cfg_, *reply->vm);
+  ASSERT_NE(mine, nullptr);
+  auto refilled = (*daemon)->WaitReady(1, kBootBudget, /*settled=*/true);
+  ASSERT_TRUE(refilled.ok()) << refilled.status().ToString();
+
+  // A wrong shape key (another kernel, say) is a miss, not a VM.
+  auto wrong = (*daemon)->client().Claim(Shape{}, "0000000000000000", Self("sandbox-x"), milliseconds(5000));
+  ASSERT_TRUE(wrong.ok());
+  EXPECT_FALSE(wrong->vm.has_value());
+  EXPECT_NE(wrong->miss_reason.find("shape key"), std::string::npos) << wrong->miss_reason;
+
+  std::vector<std::string> idle;  // the refilled VM's dir
+  for (const auto& id : VmDirNames(cfg_.runtime.state_dir))
+    if (id != mine->id()) idle.push_back(cfg_.runtime.state_dir + "/vm/" + id);
+  ASSERT_EQ(idle.size(), 1u);
+  (*daemon)->Kill();
+  EXPECT_TRUE(PathExists(idle[0])) << "SIGKILL leaves the idle VM for the next daemon";
+  // The claimed VM is the claimant's: it keeps running without the daemon.
+  auto agent = mine->agent();
+  ASSERT_TRUE(agent.ok());
+  EXPECT_TRUE((*agent)->Check(milliseconds(5000)).ok()) << "the claimed VM died with the daemon";
+
+  auto restarted = testing::PoolDaemonProcess::Start(env_->config_path(), cfg_.pool.socket);
+  ASSERT_TRUE(restarted.ok()) << restarted.status().ToString();
+  auto reaped = (*restarted)->WaitForLog("an idle VM left by an earlier pool daemon", seconds(30));
+  EXPECT_TRUE(reaped.ok()) << reaped.status().ToString();
+  EXPECT_TRUE(WaitFor([&] { return !PathExists(idle[0]); }, seconds(30))) << idle[0] << " was not reaped";
+  EXPECT_TRUE((*agent)->Check(milliseconds(5000)).ok()) << "the restart must not touch a claimed, adopted VM";
+  (*restarted)->Stop();  // SIGTERM: drains, its refill boot included
+  EXPECT_TRUE(mine->Stop(milliseconds(2000)).ok());
+}
+
+}  // namespace
+}  // namespace capsule::pool

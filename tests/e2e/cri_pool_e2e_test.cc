@@ -1,0 +1,121 @@
+// CRI pods and the warm pool, through a real containerd 1.6 and real QEMU:
+// with capsule-poold running, RunPodSandbox takes a pooled VM (the shim's log
+// says so, the pool's Status counts the claim), its clock is set and its RNG
+// reseeded before anything runs, and the pod serves HTTP on its CNI IP; a
+// SIGKILLed daemon leaves the claimed pod working and a restarted one reaps
+// the idle VM it left; without a daemon a pod still starts, cold. A pooled VM
+// that idled paused for over a minute gets the host's clock at claim. The
+// fixture's leak check runs after the pool daemon was stopped (drained).
+#include <time.h>
+
+#include <thread>
+
+#include "tests/e2e/cri_e2e_fixture.h"
+#include "tests/support/pool_daemon.h"
+
+namespace capsule::testing {
+namespace {
+
+using std::chrono::seconds;
+constexpr seconds kBootBudget{120};
+
+class CriPoolE2eTest : public CriE2eTest {
+ protected:
+  void TearDown() override {
+    if (pool_) pool_->Stop();
+    CriE2eTest::TearDown();
+  }
+  void StartPool() {
+    auto d = PoolDaemonProcess::Start(env_->config_path(), env_->pool_socket());
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    pool_ = std::move(*d);
+  }
+  std::string Log() { return ctrd_->LogTail(8 << 20); }
+  std::unique_ptr<PoolDaemonProcess> pool_;
+};
+
+TEST_F(CriPoolE2eTest, APodTakesAPooledVmSurvivesTheDaemonsDeathAndStartsColdWithoutIt) {
+  StartPool();
+  ASSERT_TRUE(pool_->WaitReady(1, kBootBudget).ok());
+  const v1::PodSandboxConfig pod = Pod("capsule-warm", v1::POD);
+  auto pod_id = RunPod(pod);
+  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  std::string log = Log();
+  EXPECT_NE(log.find("sandbox " + *pod_id + ": claimed pooled VM"), std::string::npos) << "the pod cold-booted";
+  EXPECT_NE(log.find("reseed 1 since its boot"), std::string::npos) << "the claimed VM's RNG was not reseeded";
+  auto st = pool_->Status();
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  ASSERT_FALSE(st->shapes.empty());
+  EXPECT_EQ(st->shapes[0].claimed, 1u);
+
+  auto c1 = StartContainer(*pod_id, pod, "web",
+                           {"sh", "-c",
+                            fmt::format("mkdir -p /tmp/www; echo warm-pod > /tmp/www/index.html; "
+                                        "exec httpd -f -p {} -h /tmp/www",
+                                        kHttpPort)});
+  ASSERT_TRUE(c1.ok()) << c1.status().ToString();
+  auto pstatus = cri_->PodStatus(*pod_id);
+  ASSERT_TRUE(pstatus.ok());
+  const std::string ip = pstatus->status().network().ip();
+  Result<std::string> page = Unavailable("not tried");
+  for (int i = 0; i < 100; ++i) {
+    page = HttpGet(ip, kHttpPort, milliseconds(5000));
+    if (page.ok() || page.status().code() == Code::kDeadlineExceeded) break;
+    ::usleep(300 * 1000);
+  }
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_NE(page->find("warm-pod"), std::string::npos) << *page;
+
+  // SIGKILL with this pod's VM claimed and (once refilled) one idling.
+  ASSERT_TRUE(pool_->WaitReady(1, kBootBudget, /*settled=*/true).ok());
+  pool_->Kill();
+  auto exec = cri_->ExecSync(*c1, {"echo", "still-here"}, 30);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  EXPECT_EQ(exec->out, "still-here\n");
+  StartPool();
+  EXPECT_TRUE(pool_->WaitForLog("an idle VM left by an earlier pool daemon", seconds(30)).ok()) << pool_->log();
+  exec = cri_->ExecSync(*c1, {"echo", "after-restart"}, 30);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  pool_->Stop();  // drains; its socket goes
+
+  const v1::PodSandboxConfig cold = Pod("capsule-cold", v1::POD);
+  auto cold_id = RunPod(cold);
+  ASSERT_TRUE(cold_id.ok()) << cold_id.status().ToString();
+  log = Log();
+  const size_t at = log.find("sandbox " + *cold_id + ": cold-booting VM");
+  ASSERT_NE(at, std::string::npos) << "no cold-boot line for the pod started without a daemon";
+  EXPECT_NE(log.find("no pool daemon", at), std::string::npos) << log.substr(at, 400);
+  auto c2 = StartContainer(*cold_id, cold, "one", {"sleep", "3600"});
+  ASSERT_TRUE(c2.ok()) << c2.status().ToString();
+
+  for (const auto& id : {*pod_id, *cold_id}) {
+    ASSERT_TRUE(cri_->StopPod(id).ok());
+    ASSERT_TRUE(cri_->RemovePod(id).ok());
+  }
+}
+
+// Nothing in QEMU corrects the wall clock of a guest that sat paused: the
+// claim must set it, or a pod's clock is as far behind as its VM idled.
+TEST_F(CriPoolE2eTest, AVmThatIdledPausedForOverAMinuteGetsTheHostsClockAtClaim) {
+  StartPool();
+  ASSERT_TRUE(pool_->WaitReady(1, kBootBudget, /*settled=*/true).ok());
+  std::this_thread::sleep_for(seconds(65));
+  const v1::PodSandboxConfig pod = Pod("capsule-clock", v1::POD);
+  auto pod_id = RunPod(pod);
+  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  ASSERT_NE(Log().find("sandbox " + *pod_id + ": claimed pooled VM"), std::string::npos) << "the pod cold-booted";
+  auto c1 = StartContainer(*pod_id, pod, "one", {"sleep", "3600"});
+  ASSERT_TRUE(c1.ok()) << c1.status().ToString();
+  const time_t before = ::time(nullptr);
+  auto exec = cri_->ExecSync(*c1, {"date", "+%s"}, 30);
+  const time_t after = ::time(nullptr);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  const long guest = std::atol(exec->out.c_str());
+  EXPECT_GE(guest, before - 1) << "guest clock " << exec->out << " behind the host's " << before;
+  EXPECT_LE(guest, after + 1) << "guest clock " << exec->out << " ahead of the host's " << after;
+  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
+  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+}
+
+}  // namespace
+}  // namespace capsule::testing

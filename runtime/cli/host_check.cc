@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "runtime/cli/run_capture.h"
+#include "runtime/common/file_util.h"
 #include "runtime/common/unique_fd.h"
 #include "runtime/hypervisor/accel_probe.h"
 #include "runtime/hypervisor/qemu_probe.h"
@@ -136,6 +137,36 @@ void CheckVirtiofsd(const config::Config& config, HostReport& r) {
   Add(r, "virtiofsd", Verdict::kOk, fmt::format("{} ({})", bin, first));
 }
 
+// Idle pool VMs' identical pages merge only while the host's KSM runs
+// (QEMU marks guest RAM mergeable: its mem-merge default is on).
+void CheckKsm(HostReport& r) {
+  auto run = ReadFile("/sys/kernel/mm/ksm/run");
+  if (!run.ok()) {
+    Add(r, "KSM", Verdict::kWarn, "absent (/sys/kernel/mm/ksm): idle pool VMs share no pages");
+    return;
+  }
+  const bool on = !run->empty() && (*run)[0] == '1';
+  auto shared = ReadFile("/sys/kernel/mm/ksm/pages_sharing");
+  std::string sharing = shared.ok() ? shared->substr(0, shared->find('\n')) : "?";
+  Add(r, "KSM", on ? Verdict::kOk : Verdict::kWarn,
+      on ? fmt::format("running, {} pages shared: idle pool VMs merge identical pages", sharing)
+         : "stopped: idle pool VMs share no pages (echo 1 > /sys/kernel/mm/ksm/run to merge them)");
+}
+
+// The warm pool: whether a daemon answers at pool.socket.
+void CheckPool(const config::Config& config, HostReport& r) {
+  struct stat st{};
+  if (config.pool.size == 0) {
+    Add(r, "warm pool", Verdict::kOk, "off (pool.size 0): every pod cold-boots");
+  } else if (::stat(config.pool.socket.c_str(), &st) != 0) {
+    Add(r, "warm pool", Verdict::kWarn,
+        fmt::format("no capsule-poold at {}: every pod cold-boots until it runs", config.pool.socket));
+  } else {
+    Add(r, "warm pool", Verdict::kOk,
+        fmt::format("capsule-poold socket {} (capsule-runtime pool status for its VMs)", config.pool.socket));
+  }
+}
+
 }  // namespace
 
 bool HostReport::can_run_pods() const {
@@ -162,6 +193,8 @@ HostReport CheckHost(const config::Config& config) {
   CheckFile(r, "guest kernel", "guest.kernel", config.guest.kernel);
   CheckFile(r, "guest initrd", "guest.initrd", config.guest.initrd);
   CheckVirtiofsd(config, r);
+  CheckKsm(r);
+  CheckPool(config, r);
   return r;
 }
 

@@ -25,10 +25,13 @@ struct HypervisorConfig {
   uint32_t tcg_tb_size_mib = 64;
   // QEMU's -sandbox on (seccomp) where the binary supports it.
   bool seccomp_sandbox = true;
+  // Firmware for direct kernel boot (-bios); "" = QEMU's default (SeaBIOS).
+  std::string firmware;
 };
 
 struct GuestConfig {
-  std::string kernel = "/usr/share/capsule/vmlinuz";
+  // The uncompressed ELF (PVH boot); a bzImage (vmlinuz) boots too, slower.
+  std::string kernel = "/usr/share/capsule/vmlinux";
   std::string initrd = "/usr/share/capsule/capsule-initrd.img";
   uint32_t default_vcpus = 1;
   uint32_t default_memory_mib = 256;

@@ -36,6 +36,13 @@ class Loader {
     return Status::Ok();
   }
 
+  // "" (unset) or an absolute path.
+  Status OptionalPath(const YAML::Node& n, const std::string& key, std::string* out) const {
+    RETURN_IF_ERROR(String(n, key, out));
+    if (!out->empty() && (*out)[0] != '/') return Where(n, key, "must be empty or an absolute path, got '" + *out + "'");
+    return Status::Ok();
+  }
+
   Status Bool(const YAML::Node& n, const std::string& key, bool* out) const {
     if (!n.IsScalar()) return Where(n, key, "must be true or false");
     const std::string& s = n.Scalar();
@@ -112,6 +119,7 @@ class Loader {
              {"kernel_params", [&](auto& n, auto& k) { return String(n, k, &h.kernel_params); }},
              {"tcg_tb_size_mib", [&](auto& n, auto& k) { return Uint(n, k, 0, 4096, &h.tcg_tb_size_mib); }},
              {"seccomp_sandbox", [&](auto& n, auto& k) { return Bool(n, k, &h.seccomp_sandbox); }},
+             {"firmware", [&](auto& n, auto& k) { return OptionalPath(n, k, &h.firmware); }},
          })},
         {"guest", section({
              {"kernel", [&](auto& n, auto& k) { return Path(n, k, &g.kernel); }},
@@ -221,6 +229,7 @@ std::string ToYaml(const Config& c) {
       << YAML::Key << "kernel_params" << YAML::Value << c.hypervisor.kernel_params
       << YAML::Key << "tcg_tb_size_mib" << YAML::Value << c.hypervisor.tcg_tb_size_mib
       << YAML::Key << "seccomp_sandbox" << YAML::Value << c.hypervisor.seccomp_sandbox
+      << YAML::Key << "firmware" << YAML::Value << c.hypervisor.firmware
       << YAML::EndMap;
   out << YAML::Key << "guest" << YAML::Value << YAML::BeginMap
       << YAML::Key << "kernel" << YAML::Value << c.guest.kernel

@@ -69,6 +69,7 @@ std::vector<std::string> BuildQemuCommandLine(const QemuCommandInput& in) {
   Add(a, {"-name", fmt::format("guest={},debug-threads=on", s.id), "-msg", "timestamp=on", "-no-user-config",
           "-nodefaults", "-display", "none", "-no-reboot", "-S"});
   Add(a, {"-machine", "q35,memory-backend=mem,vmport=off,sata=off,smbus=off"});
+  if (!in.hypervisor->firmware.empty()) Add(a, {"-bios", in.hypervisor->firmware});
   AddAccelerator(a, in);
   Add(a, {"-smp", std::to_string(s.vcpus), "-m", fmt::format("{}M", s.memory_mib), "-object",
           fmt::format("memory-backend-memfd,id=mem,size={}M,share=on", s.memory_mib)});

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "capsule/agent/v1/agent.pb.h"
 #include "runtime/agentclient/agent_client.h"
@@ -58,6 +59,9 @@ class SandboxVm {
   virtual pid_t vmm_pid() const = 0;
   virtual hypervisor::Accelerator accelerator() const = 0;
   virtual const BootTimings& timings() const = 0;
+  // The VM's host processes: the VMM, virtiofsd, the vsock back end (when
+  // it is a process) — what belongs in the pod's cgroup.
+  virtual std::vector<pid_t> HostPids() const = 0;
 
   // FAILED_PRECONDITION once the VM is gone.
   virtual Result<agentclient::AgentClient*> agent() = 0;

@@ -78,6 +78,20 @@ bool SandboxVmImpl::VmmRunning() const {
   return s == hypervisor::VmState::kRunning || s == hypervisor::VmState::kPaused;
 }
 
+std::vector<pid_t> SandboxVmImpl::HostPids() const {
+  std::vector<pid_t> out;
+  if (pid_t p = vmm_pid(); p > 0) out.push_back(p);
+  // Both daemons record their pids in the state dir (adopted VMs too).
+  for (const std::string& f : {virtiofs::VirtiofsPaths(state_dir_).pidfile(),
+                               state_dir_ + "/" + std::string(vsock::kVsockdPidName)}) {
+    auto text = ReadFile(f);
+    if (!text.ok()) continue;
+    const long pid = std::strtol(text->c_str(), nullptr, 10);
+    if (pid > 0) out.push_back(static_cast<pid_t>(pid));
+  }
+  return out;
+}
+
 Result<agentclient::AgentClient*> SandboxVmImpl::agent() {
   std::lock_guard lock(mu_);
   if (state_ != State::kRunning)

@@ -40,6 +40,7 @@ class SandboxVmImpl final : public SandboxVm {
   pid_t vmm_pid() const override { return vmm_ ? vmm_->vmm_pid() : -1; }
   hypervisor::Accelerator accelerator() const override;
   const BootTimings& timings() const override { return timings_; }
+  std::vector<pid_t> HostPids() const override;
 
   Result<agentclient::AgentClient*> agent() override;
   hypervisor::Vm& vmm() override { return *vmm_; }

@@ -70,6 +70,15 @@ Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxParams params, VmProvide
   s->timings_.claimed = claimed;
   s->timings_.vm_ms = ms_since(t);
   s->vmm_pid_ = s->vm_->vmm_pid();
+  if (!s->p_.cgroups_path.empty()) {
+    // Not fatal: the pod runs, but its VM is not accounted to it (loudly).
+    auto cg = PodCgroup::Join(s->p_.cgroups_path, s->vm_->HostPids());
+    if (cg.ok()) {
+      s->cgroup_ = std::move(*cg);
+    } else {
+      kLog.Error("sandbox {}: its VM's processes stay outside the pod's cgroup: {}", s->p_.id, cg.status().ToString());
+    }
+  }
   auto client = s->vm_->agent();
   if (!client.ok()) return std::move(client).status().WithContext("VM " + s->vm_id_);
   s->agent_ = std::make_shared<AgentHandle>(*client, s->vm_id_);
@@ -192,6 +201,7 @@ Status Sandbox::Stop() {
   Status st = vm_->Stop(kVmStopGrace);
   if (!st.ok()) kLog.Error("stop VM {}: {}", vm_id_, st.ToString());
   network_.reset();  // the taps go once the VMM no longer holds them
+  cgroup_.reset();   // empty now
   return st;
 }
 

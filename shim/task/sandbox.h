@@ -22,6 +22,7 @@
 
 #include "runtime/vm/sandbox_vm.h"
 #include "shim/task/agent_handle.h"
+#include "shim/task/pod_cgroup.h"
 #include "shim/task/pod_network.h"
 #include "shim/task/vm_provider.h"
 #include "shim/task/vm_sizing.h"
@@ -45,6 +46,9 @@ struct SandboxParams {
   std::string netns_path;
   // Called with a container id when the guest OOM-killed one of its processes.
   std::function<void(const std::string& container_id)> on_oom;
+  // The sandbox spec's linux.cgroupsPath: the VM's host processes go there.
+  // Empty: they stay where the shim is.
+  std::string cgroups_path;
   // Try the warm pool first (else: cold boot only).
   bool use_pool = true;
   PoolClaimant claimant;
@@ -126,6 +130,7 @@ class Sandbox {
   std::shared_ptr<VmWatch> watch_ = std::make_shared<VmWatch>();
   std::thread oom_thread_;
   std::unique_ptr<PodNetwork> network_;  // removed after the VMM stopped
+  std::unique_ptr<PodCgroup> cgroup_;    // removed after the VMM stopped
   std::atomic<bool> vm_paused_{false};
 
   std::mutex stop_mu_;  // serializes Stop and pause/resume

@@ -141,6 +141,8 @@ Result<SandboxPtr> TaskManager::NewSandbox(const std::string& sandbox_id, const 
   for (const auto& note : sp.size.notes) kLog.Info("sandbox {}: {}", sandbox_id, note);
   sp.hostname = spec.value("hostname", "");
   sp.netns_path = PodNetnsPath(spec);
+  if (auto linux = spec.find("linux"); linux != spec.end() && linux->is_object())
+    sp.cgroups_path = linux->value("cgroupsPath", "");
   if (sp.netns_path.empty()) kLog.Info("sandbox {}: no network namespace path in the spec: the VM gets no NIC", sandbox_id);
   sp.on_oom = [this](const std::string& container_id) { PublishOom(container_id); };
   ASSIGN_OR_RETURN(SandboxPtr sandbox, Sandbox::Create(std::move(sp), *d_.vms));

@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -22,6 +23,7 @@
 #include "tests/e2e/e2e_env.h"
 #include "tests/support/cri/cri_client.h"
 #include "tests/support/containerd_harness.h"
+#include "tests/support/containerd_leaks.h"
 #include "tests/support/images/test_images.h"
 
 namespace capsule::testing {
@@ -93,6 +95,15 @@ class CriE2eTest : public ::testing::Test {
     cri_.reset();
     if (!ctrd_) return;
     auto leaks = LeaksAfterExit();
+    // The pods' leaf cgroups went with their VMs.
+    for (const char* h : {"/memory", ""}) {
+      const std::string parent = "/sys/fs/cgroup" + std::string(h) + cgroup_parent_;
+      for (const auto& e : DirEntries(parent)) {
+        struct stat st{};
+        if (::stat((parent + "/" + e).c_str(), &st) == 0 && S_ISDIR(st.st_mode)) leaks.push_back("cgroup " + parent + "/" + e);
+      }
+    }
+    RemoveCgroupParent();
     EXPECT_TRUE(leaks.empty()) << leaks.size() << " leaks, first: " << leaks.front();
     if (!leaks.empty()) env_->Reap(ctrd_->grpc_address(), {ctrd_->dir()});
     if (HasFailure()) ADD_FAILURE() << "containerd log tail:\n" << ctrd_->LogTail(200000);
@@ -134,7 +145,32 @@ class CriE2eTest : public ::testing::Test {
     pod.network = network;
     pod.log_directory = logs_;
     pod.runtime_handler = "capsule";
+    pod.cgroup_parent = cgroup_parent_;
     return cri::MakePodConfig(pod);
+  }
+  // The cgroup (cgroupfs path) every pod of the test gets as its parent,
+  // as the kubelet gives one per pod; removed after the test.
+  const std::string cgroup_parent_ = "/capsule-e2e-" + std::to_string(::getpid());
+  // The VMM of a pod (its task pid, which CRI reads its netns from) is in
+  // the pod sandbox's cgroup: `<parent>/<sandbox id>` in each hierarchy.
+  void ExpectVmmInPodCgroup(const std::string& pod_id) {
+    auto status = cri_->PodStatus(pod_id, /*verbose=*/true);
+    ASSERT_TRUE(status.ok()) << status.status().ToString();
+    const std::string info = status->info().count("info") ? status->info().at("info") : "";
+    const size_t at = info.find("\"pid\":");
+    ASSERT_NE(at, std::string::npos) << info.substr(0, 300);
+    const long pid = std::atol(info.c_str() + at + 6);
+    auto cgroups = ReadFile("/proc/" + std::to_string(pid) + "/cgroup");
+    ASSERT_TRUE(cgroups.ok()) << cgroups.status().ToString();
+    const std::string want = cgroup_parent_ + "/" + pod_id;
+    EXPECT_TRUE(cgroups->find(":memory:" + want + "\n") != std::string::npos ||
+                cgroups->find("0::" + want + "\n") != std::string::npos)
+        << "VMM pid " << pid << " is not in " << want << ":\n" << *cgroups;
+  }
+  void RemoveCgroupParent() {
+    for (const char* h : {"", "/cpu", "/cpuacct", "/cpuset", "/memory", "/devices", "/freezer", "/blkio", "/pids",
+                          "/unified", "/net_cls", "/net_prio", "/perf_event", "/hugetlb", "/rdma", "/misc"})
+      ::rmdir(("/sys/fs/cgroup" + std::string(h) + cgroup_parent_).c_str());
   }
   Result<std::string> RunPod(const v1::PodSandboxConfig& config) {
     auto id = cri_->RunPod(config, "capsule");

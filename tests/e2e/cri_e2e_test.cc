@@ -27,6 +27,7 @@ TEST_F(CriE2eTest, PodOnACniNetworkWithTwoContainersExecLogsStatsAndStop) {
   auto pstatus = cri_->PodStatus(*pod_id);
   ASSERT_TRUE(pstatus.ok()) << pstatus.status().ToString();
   EXPECT_EQ(pstatus->status().state(), v1::SANDBOX_READY);
+  ExpectVmmInPodCgroup(*pod_id);
   const std::string pod_ip = pstatus->status().network().ip();
   const std::string subnet_prefix = ctrd_->cni()->gateway.substr(0, ctrd_->cni()->gateway.rfind('.') + 1);
   ASSERT_EQ(pod_ip.rfind(subnet_prefix, 0), 0u) << "pod IP " << pod_ip << " not in " << ctrd_->cni()->subnet;

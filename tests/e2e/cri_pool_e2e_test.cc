@@ -47,6 +47,7 @@ TEST_F(CriPoolE2eTest, APodTakesAPooledVmSurvivesTheDaemonsDeathAndStartsColdWit
   ASSERT_TRUE(st.ok()) << st.status().ToString();
   ASSERT_FALSE(st->shapes.empty());
   EXPECT_EQ(st->shapes[0].claimed, 1u);
+  ExpectVmmInPodCgroup(*pod_id);  // a pooled VM leaves the pool's cgroup at claim
 
   auto c1 = StartContainer(*pod_id, pod, "web",
                            {"sh", "-c",

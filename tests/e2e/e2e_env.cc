@@ -69,7 +69,7 @@ std::string E2eEnv::PathWithShim() {
 }
 
 Result<E2eEnv> E2eEnv::Create() {
-  const std::string kernel = BuildDir() + "/deploy/vmlinuz";
+  const std::string kernel = BuildDir() + "/deploy/vmlinux";
   const std::string initrd = BuildDir() + "/deploy/capsule-initrd.img";
   for (const auto& f : {kernel, initrd, ShimDir() + "/containerd-shim-capsule-v2"}) {
     if (!PathExists(f)) return FailedPrecondition(f + " is missing: build it first (make deps && make)");

@@ -16,7 +16,7 @@ std::string BuildDir() {
   const char* b = std::getenv("CAPSULE_BUILD_DIR");
   return b != nullptr ? b : ".";
 }
-std::string GuestKernel() { return BuildDir() + "/deploy/vmlinuz"; }
+std::string GuestKernel() { return BuildDir() + "/deploy/vmlinux"; }
 std::string GuestInitrd() { return BuildDir() + "/deploy/capsule-initrd.img"; }
 
 Result<std::unique_ptr<TestEnv>> TestEnv::Create(const TestConfigOverrides& o) {

@@ -58,6 +58,7 @@ class FakeSandboxVm : public vm::SandboxVm {
   pid_t vmm_pid() const override { return ::getpid(); }
   hypervisor::Accelerator accelerator() const override { return hypervisor::Accelerator::kTcg; }
   const vm::BootTimings& timings() const override { return timings_; }
+  std::vector<pid_t> HostPids() const override { return {}; }
   Result<agentclient::AgentClient*> agent() override;
   hypervisor::Vm& vmm() override { return vmm_; }
   std::string HostSharedPath(std::string_view rel = "") const override;

@@ -1,0 +1,39 @@
+// PodCgroup on a fake cgroup v2 root (a temp dir with cgroup.controllers):
+// the path is created below it and each pid is written to its
+// cgroup.procs; bad paths are refused naming the path. The real v1/v2
+// hierarchies are covered by the CRI e2e suites (the VMM's /proc/PID/cgroup).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "runtime/common/file_util.h"
+#include "shim/task/pod_cgroup.h"
+
+namespace capsule::testing {
+namespace {
+
+using shim::task::PodCgroup;
+
+TEST(PodCgroupTest, CreatesThePathAndMovesEachPidIntoIt) {
+  auto root = TempDir::Create("cgroot");
+  ASSERT_TRUE(root.ok());
+  ASSERT_TRUE(WriteFile(root->Join("cgroup.controllers"), "cpu memory pids\n").ok());
+  auto cg = PodCgroup::Join("/kubepods/pod1/sandbox1", {::getpid()}, root->path());
+  ASSERT_TRUE(cg.ok()) << cg.status().ToString();
+  ASSERT_EQ((*cg)->dirs().size(), 1u);
+  EXPECT_EQ((*cg)->dirs()[0], root->Join("kubepods/pod1/sandbox1"));
+  auto procs = ReadFile(root->Join("kubepods/pod1/sandbox1/cgroup.procs"));
+  ASSERT_TRUE(procs.ok()) << procs.status().ToString();
+  EXPECT_EQ(*procs, std::to_string(::getpid()));
+}
+
+TEST(PodCgroupTest, RefusesPathsItCannotUseNamingThem) {
+  for (const char* bad : {"kubepods.slice:cri-containerd:abc", "relative/path", "/a/../../etc", "/a/.."}) {
+    auto cg = PodCgroup::Join(bad, {::getpid()}, "/nonexistent");
+    ASSERT_FALSE(cg.ok()) << bad;
+    EXPECT_EQ(cg.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(cg.status().message().find(bad), std::string::npos) << cg.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace capsule::testing

@@ -59,6 +59,9 @@ struct PoolConfig {
   uint32_t max_parallel_boots = 1;
   // A claim that takes longer than this is abandoned for a cold boot.
   uint32_t claim_timeout_ms = 2000;
+  // The cgroup (cgroupfs path, every hierarchy) idle pool VMs live in; a
+  // claimed VM moves to its pod's. "" leaves them in the daemon's.
+  std::string cgroup = "/capsule-pool";
 };
 
 struct RuntimeConfig {

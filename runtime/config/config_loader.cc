@@ -149,6 +149,7 @@ class Loader {
              {"socket", [&](auto& n, auto& k) { return Path(n, k, &c->pool.socket); }},
              {"max_parallel_boots", [&](auto& n, auto& k) { return Uint(n, k, 1, 64, &c->pool.max_parallel_boots); }},
              {"claim_timeout_ms", [&](auto& n, auto& k) { return Uint(n, k, 1, 60000, &c->pool.claim_timeout_ms); }},
+             {"cgroup", [&](auto& n, auto& k) { return OptionalPath(n, k, &c->pool.cgroup); }},
          })},
         {"runtime", section({
              {"state_dir", [&](auto& n, auto& k) { return Path(n, k, &r.state_dir); }},
@@ -251,6 +252,7 @@ std::string ToYaml(const Config& c) {
       << YAML::Key << "socket" << YAML::Value << c.pool.socket
       << YAML::Key << "max_parallel_boots" << YAML::Value << c.pool.max_parallel_boots
       << YAML::Key << "claim_timeout_ms" << YAML::Value << c.pool.claim_timeout_ms
+      << YAML::Key << "cgroup" << YAML::Value << c.pool.cgroup
       << YAML::EndMap;
   out << YAML::Key << "runtime" << YAML::Value << YAML::BeginMap
       << YAML::Key << "state_dir" << YAML::Value << c.runtime.state_dir

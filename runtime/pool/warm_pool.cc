@@ -60,6 +60,11 @@ Result<std::unique_ptr<WarmPool>> WarmPool::Start(WarmPoolOptions options) {
   const Shape shape = Resolve(p->o_.config, Shape{});
   ASSIGN_OR_RETURN(std::string key, ShapeKey(p->o_.config, shape));
   RETURN_IF_ERROR(MkdirAll(p->o_.config.runtime.state_dir + "/vm", 0700));
+  if (!p->o_.config.pool.cgroup.empty()) {
+    auto cg = ProcessCgroup::Join(p->o_.config.pool.cgroup, {});
+    if (!cg.ok()) return std::move(cg).status().WithContext("pool.cgroup");
+    p->cgroup_ = std::move(*cg);
+  }
   p->ScanStateDir(/*at_start=*/true);
   {
     std::lock_guard lock(p->mu_);
@@ -82,6 +87,8 @@ WarmPool::~WarmPool() {
   cv_.notify_all();
   if (refill_.joinable()) refill_.join();
   JoinFinishedBoots();
+  // Ours alone (pool.cgroup), even when a killed predecessor made it.
+  if (cgroup_) cgroup_->RemoveOwnDirs();
   kLog.Info("pool stopped ({} idle VM(s) stopped)", stopped);
 }
 
@@ -138,8 +145,10 @@ void WarmPool::BootOne(uint64_t seq, std::string key, Shape shape, std::string v
   const auto t0 = Clock::now();
   Result<vm::SandboxVmPtr> booted = vm::SandboxVm::Boot(o_.config, spec);
   if (booted.ok()) {
-    // Idle VMs sit paused; the pool's mark says whose the VM is.
+    // Idle VMs sit paused, in the pool's cgroup; the pool's mark says whose
+    // the VM is.
     Status st = (*booted)->vmm().Pause();
+    if (st.ok() && cgroup_) st = ProcessCgroup::Join(o_.config.pool.cgroup, (*booted)->HostPids()).status();
     if (st.ok()) st = WritePoolRecord((*booted)->state_dir(), PoolRecord{key, NowUnixMs(), false, "", {}, 0});
     if (!st.ok()) {
       StopVm(std::move(*booted), "could not be made ready");

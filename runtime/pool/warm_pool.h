@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "runtime/common/daemon.h"
+#include "runtime/common/process_cgroup.h"
 #include "runtime/common/status.h"
 #include "runtime/config/config.h"
 #include "runtime/pool/pool_types.h"
@@ -116,6 +117,7 @@ class WarmPool {
   std::map<uint64_t, std::thread> boot_threads_;  // guarded by mu_
   std::vector<uint64_t> finished_boots_;       // guarded by mu_: to be joined
   std::thread refill_;
+  std::unique_ptr<ProcessCgroup> cgroup_;  // pool.cgroup, made at Start
 };
 
 }  // namespace capsule::pool

@@ -27,10 +27,6 @@ constexpr milliseconds kAdoptConnectTimeout{5000};
 void AdoptHostEnds(SandboxVmImpl& vm) {
   auto v = vsock::AdoptVmVsock(vm.state_dir());
   if (v.ok()) {
-    // capsule-vsockd is its starter's direct child (not double-forked): when
-    // this very process detached the VM, it must reap the daemon itself.
-    auto pid = ReadFile(vm.state_dir() + "/" + vsock::kVsockdPidName);
-    if (pid.ok()) vm.ReapAfterStop(static_cast<pid_t>(std::atoi(pid->c_str())));
     vm.SetVsock(std::move(*v));
   } else {
     kLog.Warn("VM {}: vsock host end not adopted: {}", vm.id(), v.status().message());

@@ -35,19 +35,6 @@ std::string Join(std::string_view base, std::string_view rel) {
   return out;
 }
 
-// Reaps `pid` when it is an exited child of this process. Only a child we
-// released (ChildProcess::Release) can be one: no ChildProcess or Reaper
-// subscriber waits for it any more, so taking its status steals nothing.
-void ReapIfOurZombie(pid_t pid) {
-  if (pid <= 0) return;
-  auto stat = ReadFile(fmt::format("/proc/{}/stat", pid));
-  if (!stat.ok()) return;
-  size_t close = stat->rfind(')');
-  if (close == std::string::npos || close + 4 >= stat->size()) return;
-  if ((*stat)[close + 2] != 'Z' || std::strtol(stat->c_str() + close + 4, nullptr, 10) != ::getpid()) return;
-  if (::waitpid(pid, nullptr, WNOHANG) == pid) kLog.Debug("reaped released child {}", pid);
-}
-
 }  // namespace
 
 SandboxVmImpl::SandboxVmImpl(std::string id, std::string state_dir)
@@ -187,7 +174,6 @@ Status SandboxVmImpl::TearDown() {
     if (share.ok()) note(share->Release(), "unmount the share");
   }
   if (vsock_) note(vsock_->Shutdown(kDaemonGrace), "stop the vsock host end");
-  for (pid_t pid : reap_after_stop_) ReapIfOurZombie(pid);
   note(RemoveAll(state_dir_), "remove the state dir");
   if (first.ok()) kLog.Info("VM {} stopped; {} removed", id_, state_dir_);
   return first;

@@ -26,10 +26,6 @@ class SandboxVmImpl final : public SandboxVm {
   void SetAgent(agentclient::AgentClientPtr agent) { agent_ = std::move(agent); }
   // Why there is no agent (adoption of a VM whose agent did not answer).
   void SetAgentError(Status st) { agent_error_ = std::move(st); }
-  // A host daemon of this VM that may be our own released child (the same
-  // process detached the VM, then adopted it): reaped after Stop() so it
-  // does not stay a zombie.
-  void ReapAfterStop(pid_t pid) { reap_after_stop_.push_back(pid); }
   BootTimings& mutable_timings() { return timings_; }
   vsock::VmVsock* vsock() { return vsock_.get(); }
   virtiofs::VirtiofsDaemon* virtiofsd() { return virtiofsd_.get(); }
@@ -74,7 +70,6 @@ class SandboxVmImpl final : public SandboxVm {
   agentclient::AgentClientPtr agent_;
   Status agent_error_;
   BootTimings timings_;
-  std::vector<pid_t> reap_after_stop_;
 
   std::mutex op_mu_;            // serializes Stop and Detach
   mutable std::mutex mu_;

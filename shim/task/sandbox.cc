@@ -72,7 +72,7 @@ Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxParams params, VmProvide
   s->vmm_pid_ = s->vm_->vmm_pid();
   if (!s->p_.cgroups_path.empty()) {
     // Not fatal: the pod runs, but its VM is not accounted to it (loudly).
-    auto cg = PodCgroup::Join(s->p_.cgroups_path, s->vm_->HostPids());
+    auto cg = ProcessCgroup::Join(s->p_.cgroups_path, s->vm_->HostPids());
     if (cg.ok()) {
       s->cgroup_ = std::move(*cg);
     } else {

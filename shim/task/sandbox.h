@@ -22,7 +22,7 @@
 
 #include "runtime/vm/sandbox_vm.h"
 #include "shim/task/agent_handle.h"
-#include "shim/task/pod_cgroup.h"
+#include "runtime/common/process_cgroup.h"
 #include "shim/task/pod_network.h"
 #include "shim/task/vm_provider.h"
 #include "shim/task/vm_sizing.h"
@@ -130,7 +130,7 @@ class Sandbox {
   std::shared_ptr<VmWatch> watch_ = std::make_shared<VmWatch>();
   std::thread oom_thread_;
   std::unique_ptr<PodNetwork> network_;  // removed after the VMM stopped
-  std::unique_ptr<PodCgroup> cgroup_;    // removed after the VMM stopped
+  std::unique_ptr<ProcessCgroup> cgroup_;    // removed after the VMM stopped
   std::atomic<bool> vm_paused_{false};
 
   std::mutex stop_mu_;  // serializes Stop and pause/resume

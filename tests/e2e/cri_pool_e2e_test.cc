@@ -23,6 +23,10 @@ class CriPoolE2eTest : public CriE2eTest {
  protected:
   void TearDown() override {
     if (pool_) pool_->Stop();
+    // The pool's own cgroup (pool.cgroup of E2eEnv's config) goes with it.
+    const std::string pool_cgroup = "/sys/fs/cgroup/memory/capsule-pool-" + env_->dir().substr(env_->dir().rfind('/') + 1);
+    EXPECT_FALSE(PathExists(pool_cgroup)) << pool_cgroup << " was left";
+    ::rmdir(pool_cgroup.c_str());
     CriE2eTest::TearDown();
   }
   void StartPool() {

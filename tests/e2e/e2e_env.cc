@@ -82,9 +82,9 @@ Result<E2eEnv> E2eEnv::Create() {
   // host) runs must never hand this test's shims a VM.
   const std::string yaml = fmt::format(
       "guest:\n  kernel: {}\n  initrd: {}\n  default_memory_mib: 256\n"
-      "pool:\n  size: 1\n  socket: {}\n"
+      "pool:\n  size: 1\n  socket: {}\n  cgroup: /capsule-pool-{}\n"
       "runtime:\n  state_dir: {}\n  boot_timeout_ms: 90000\n  log_level: debug\n",
-      kernel, initrd, env.pool_socket(), env.state_dir());
+      kernel, initrd, env.pool_socket(), env.dir().substr(env.dir().rfind('/') + 1), env.state_dir());
   RETURN_IF_ERROR(WriteFile(env.config_path(), yaml));
   return env;
 }

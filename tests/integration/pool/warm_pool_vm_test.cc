@@ -77,6 +77,7 @@ class WarmPoolVmTest : public ::testing::Test {
     cfg_ = env_->config();
     cfg_.pool.size = 1;
     cfg_.pool.socket = env_->root() + "/pool.sock";
+    cfg_.pool.cgroup = "/capsule-pool-test-" + std::to_string(::getpid());
     auto key = ShapeKey(cfg_, Resolve(cfg_, Shape{}));
     ASSERT_TRUE(key.ok()) << key.status().ToString();
     key_ = *key;
@@ -122,6 +123,16 @@ TEST_F(WarmPoolVmTest, FillsClaimsRefillsReapsUnadoptedClaimsAndDrainsToNothing)
   EXPECT_GT(s->boot_p50_ms, 0.0);
   EXPECT_GT(s->idle_vm_rss_bytes, 0u);
   EXPECT_EQ(st.accelerator.empty(), false);
+  // Idle VMs live in the pool's own cgroup.
+  const auto vmms = vm::testing::ProcessesMentioning("guest=pool-");
+  ASSERT_FALSE(vmms.empty());
+  for (pid_t pid : vmms) {
+    auto cg = ReadFile("/proc/" + std::to_string(pid) + "/cgroup");
+    ASSERT_TRUE(cg.ok());
+    EXPECT_TRUE(cg->find(":memory:" + cfg_.pool.cgroup + "\n") != std::string::npos ||
+                cg->find("0::" + cfg_.pool.cgroup + "\n") != std::string::npos)
+        << "pid " << pid << " not in " << cfg_.pool.cgroup << ":\n" << *cg;
+  }
 
   std::string miss;
   auto claimed = pool->Claim(Shape{}, Self("sandbox-1"), &miss);
@@ -160,11 +171,14 @@ TEST_F(WarmPoolVmTest, FillsClaimsRefillsReapsUnadoptedClaimsAndDrainsToNothing)
   for (const auto& sh : st.shapes) EXPECT_EQ(sh.ready + sh.booting, 0u) << sh.key;
   EXPECT_TRUE(st.draining);
   pool.reset();
+  EXPECT_FALSE(PathExists("/sys/fs/cgroup/memory" + cfg_.pool.cgroup)) << "the pool's cgroup is removed with it";
+  EXPECT_FALSE(PathExists("/sys/fs/cgroup" + cfg_.pool.cgroup + "/cgroup.procs"));
 }
 
 TEST_F(WarmPoolVmTest, AKilledDaemonLeavesClaimedVmsRunningAndARestartReapsOnlyTheIdleOnes) {
   Status appended = WriteFile(env_->config_path(), *ReadFile(env_->config_path()) +
-                                                       "pool:\n  size: 1\n  socket: " + cfg_.pool.socket + "\n");
+                                                       "pool:\n  size: 1\n  socket: " + cfg_.pool.socket +
+                                                       "\n  cgroup: " + cfg_.pool.cgroup + "-d\n");
   ASSERT_TRUE(appended.ok()) << appended.ToString();
   auto daemon = testing::PoolDaemonProcess::Start(env_->config_path(), cfg_.pool.socket);
   ASSERT_TRUE(daemon.ok()) << daemon.status().ToString();
@@ -201,8 +215,12 @@ TEST_F(WarmPoolVmTest, AKilledDaemonLeavesClaimedVmsRunningAndARestartReapsOnlyT
   EXPECT_TRUE(reaped.ok()) << reaped.status().ToString();
   EXPECT_TRUE(WaitFor([&] { return !PathExists(idle[0]); }, seconds(30))) << idle[0] << " was not reaped";
   EXPECT_TRUE((*agent)->Check(milliseconds(5000)).ok()) << "the restart must not touch a claimed, adopted VM";
-  (*restarted)->Stop();  // SIGTERM: drains, its refill boot included
+  // (A shim would have moved its VM into its pod's cgroup; ours still sits
+  // in the pool's, so it goes first.)
   EXPECT_TRUE(mine->Stop(milliseconds(2000)).ok());
+  (*restarted)->Stop();  // SIGTERM: drains, its refill boot included
+  EXPECT_FALSE(PathExists("/sys/fs/cgroup/memory" + cfg_.pool.cgroup + "-d"))
+      << "the restarted daemon removes the pool cgroup its killed predecessor made";
 }
 
 }  // namespace

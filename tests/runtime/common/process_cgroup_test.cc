@@ -1,4 +1,4 @@
-// PodCgroup on a fake cgroup v2 root (a temp dir with cgroup.controllers):
+// ProcessCgroup on a fake cgroup v2 root (a temp dir with cgroup.controllers):
 // the path is created below it and each pid is written to its
 // cgroup.procs; bad paths are refused naming the path. The real v1/v2
 // hierarchies are covered by the CRI e2e suites (the VMM's /proc/PID/cgroup).
@@ -6,18 +6,17 @@
 #include <unistd.h>
 
 #include "runtime/common/file_util.h"
-#include "shim/task/pod_cgroup.h"
+#include "runtime/common/process_cgroup.h"
 
 namespace capsule::testing {
 namespace {
 
-using shim::task::PodCgroup;
 
-TEST(PodCgroupTest, CreatesThePathAndMovesEachPidIntoIt) {
+TEST(ProcessCgroupTest, CreatesThePathAndMovesEachPidIntoIt) {
   auto root = TempDir::Create("cgroot");
   ASSERT_TRUE(root.ok());
   ASSERT_TRUE(WriteFile(root->Join("cgroup.controllers"), "cpu memory pids\n").ok());
-  auto cg = PodCgroup::Join("/kubepods/pod1/sandbox1", {::getpid()}, root->path());
+  auto cg = ProcessCgroup::Join("/kubepods/pod1/sandbox1", {::getpid()}, root->path());
   ASSERT_TRUE(cg.ok()) << cg.status().ToString();
   ASSERT_EQ((*cg)->dirs().size(), 1u);
   EXPECT_EQ((*cg)->dirs()[0], root->Join("kubepods/pod1/sandbox1"));
@@ -26,9 +25,9 @@ TEST(PodCgroupTest, CreatesThePathAndMovesEachPidIntoIt) {
   EXPECT_EQ(*procs, std::to_string(::getpid()));
 }
 
-TEST(PodCgroupTest, RefusesPathsItCannotUseNamingThem) {
+TEST(ProcessCgroupTest, RefusesPathsItCannotUseNamingThem) {
   for (const char* bad : {"kubepods.slice:cri-containerd:abc", "relative/path", "/a/../../etc", "/a/.."}) {
-    auto cg = PodCgroup::Join(bad, {::getpid()}, "/nonexistent");
+    auto cg = ProcessCgroup::Join(bad, {::getpid()}, "/nonexistent");
     ASSERT_FALSE(cg.ok()) << bad;
     EXPECT_EQ(cg.status().code(), Code::kInvalidArgument);
     EXPECT_NE(cg.status().message().find(bad), std::string::npos) << cg.status().message();

@@ -1,5 +1,5 @@
-// See pod_cgroup.h.
-#include "shim/task/pod_cgroup.h"
+// See process_cgroup.h.
+#include "runtime/common/process_cgroup.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -15,10 +15,10 @@
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 
-namespace capsule::shim::task {
+namespace capsule {
 namespace {
 
-const log::Logger kLog("shim.cgroup");
+const log::Logger kLog("cgroup");
 
 // The hierarchies to join: the unified (v2) root itself, or every v1
 // controller mount (and a hybrid host's v2 "unified" one) below the root.
@@ -69,7 +69,7 @@ Status InheritCpuset(const std::string& dir) {
 
 }  // namespace
 
-Result<std::unique_ptr<PodCgroup>> PodCgroup::Join(const std::string& path, const std::vector<pid_t>& pids,
+Result<std::unique_ptr<ProcessCgroup>> ProcessCgroup::Join(const std::string& path, const std::vector<pid_t>& pids,
                                                    const std::string& root) {
   if (path.empty() || path[0] != '/')
     return InvalidArgument(fmt::format(
@@ -81,7 +81,7 @@ Result<std::unique_ptr<PodCgroup>> PodCgroup::Join(const std::string& path, cons
   std::vector<pid_t> all;
   for (pid_t p : pids)
     if (p > 0) WithChildren(p, all);
-  std::unique_ptr<PodCgroup> cg(new PodCgroup());
+  std::unique_ptr<ProcessCgroup> cg(new ProcessCgroup());
   for (const std::string& h : Hierarchies(root)) {
     // mkdir -p, remembering what we made.
     std::string dir = h;
@@ -110,9 +110,16 @@ Result<std::unique_ptr<PodCgroup>> PodCgroup::Join(const std::string& path, cons
   return cg;
 }
 
-PodCgroup::~PodCgroup() { Remove(); }
+ProcessCgroup::~ProcessCgroup() { Remove(); }
 
-void PodCgroup::Remove() {
+void ProcessCgroup::RemoveOwnDirs() {
+  Remove();
+  for (const std::string& d : dirs_) {
+    if (::rmdir(d.c_str()) != 0 && errno != ENOENT) kLog.Debug("{}", ErrnoStatus("remove cgroup " + d).ToString());
+  }
+}
+
+void ProcessCgroup::Remove() {
   for (auto it = created_.rbegin(); it != created_.rend(); ++it) {
     // EBUSY: a parent another pod still uses, or a process not gone yet.
     if (::rmdir(it->c_str()) != 0 && errno != ENOENT)
@@ -121,4 +128,4 @@ void PodCgroup::Remove() {
   created_.clear();
 }
 
-}  // namespace capsule::shim::task
+}  // namespace capsule

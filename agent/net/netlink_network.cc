@@ -122,6 +122,27 @@ Status NetlinkNetwork::Rename(rtnl_link* link, const std::string& from, const st
   return renamed;
 }
 
+Status NetlinkNetwork::SetMac(rtnl_link* link, const std::string& name, const std::string& mac) {
+  // Down first: not every driver changes its address while up (virtio-net
+  // does, through its control queue, so QEMU's receive filter follows).
+  LinkPtr down(rtnl_link_alloc());
+  if (!down) return Internal("rtnl_link_alloc: out of memory");
+  rtnl_link_unset_flags(down.get(), IFF_UP);
+  sock_->ResetError();
+  RETURN_IF_ERROR(sock_->Check(rtnl_link_change(sock_->get(), link, down.get(), 0),
+                               fmt::format("interface {}: set down to change its MAC", name)));
+  nl_addr* parsed = nullptr;
+  if (nl_addr_parse(mac.c_str(), AF_LLC, &parsed) != 0 || parsed == nullptr)
+    return InvalidArgument(fmt::format("interface {}: MAC {} does not parse", name, mac));
+  NlAddrPtr addr(parsed);
+  LinkPtr change(rtnl_link_alloc());
+  if (!change) return Internal("rtnl_link_alloc: out of memory");
+  rtnl_link_set_addr(change.get(), addr.get());
+  sock_->ResetError();
+  return sock_->Check(rtnl_link_change(sock_->get(), link, change.get(), 0),
+                      fmt::format("interface {}: set MAC {}", name, mac));
+}
+
 Status NetlinkNetwork::SetLink(rtnl_link* link, const Interface& want, const std::string& name) {
   LinkPtr change(rtnl_link_alloc());
   if (!change) return Internal("rtnl_link_alloc: out of memory");
@@ -179,6 +200,15 @@ Result<Interface> NetlinkNetwork::UpdateInterface(const Interface& want) {
   ASSIGN_OR_RETURN(LinkPtr link, AwaitLink(want, link_appear_timeout_));
   std::string name = rtnl_link_get_name(link.get());
   const int ifindex = rtnl_link_get_ifindex(link.get());
+  // hw_addr beside device_hint: the NIC is found by its current MAC and
+  // given this one (a NIC plugged at boot taking on the pod's identity).
+  if (!want.device_hint.empty() && !want.hw_addr.empty()) {
+    ASSIGN_OR_RETURN(std::string mac, NormalizeMac("interface.hw_addr", want.hw_addr));
+    if (mac != MacToString(rtnl_link_get_addr(link.get()))) {
+      RETURN_IF_ERROR(SetMac(link.get(), name, mac));
+      kLog.Info("interface {}: MAC set to {}", name, mac);
+    }
+  }
   if (!want.name.empty() && want.name != name) {
     RETURN_IF_ERROR(Rename(link.get(), name, want.name));
     kLog.Info("interface {} renamed to {}", name, want.name);

@@ -45,6 +45,7 @@ class NetlinkNetwork final : public Network {
   // FindLink, waiting up to `timeout` for a link looked up by MAC to appear.
   Result<LinkPtr> AwaitLink(const Interface& want, std::chrono::milliseconds timeout);
   Status Rename(rtnl_link* link, const std::string& from, const std::string& to);
+  Status SetMac(rtnl_link* link, const std::string& name, const std::string& mac);
   Status SetLink(rtnl_link* link, const Interface& want, const std::string& name);
   Status ReplaceAddresses(int ifindex, const std::vector<IpAddress>& want, const std::string& name);
   Result<Interface> Describe(rtnl_link* link, nl_cache* addrs);

@@ -38,6 +38,12 @@ struct GuestConfig {
   // Upper bounds when a pod's annotations ask for more.
   uint32_t max_vcpus = 8;
   uint32_t max_memory_mib = 16384;
+  // One virtio-net NIC plugged at boot on a tap in the VMM's own netns; the
+  // pod's first interface takes it over at sandbox start (the tap moves into
+  // the pod's netns, the agent gives the NIC the veth's MAC), which costs a
+  // few netlink calls instead of a PCI hot-plug and driver probe in the
+  // guest. false: every pod NIC is hot-plugged.
+  bool boot_nic = true;
 };
 
 struct VsockConfig {

@@ -51,6 +51,8 @@ class Vm {
   virtual pid_t vmm_pid() const = 0;
   virtual Accelerator accelerator() const = 0;
   virtual VmState state() const = 0;
+  // The devices the VM was launched with (VmSpec::devices; never changes).
+  virtual const std::vector<Device>& boot_devices() const = 0;
 
   virtual Status Pause() = 0;
   virtual Status Resume() = 0;

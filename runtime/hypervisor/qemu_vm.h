@@ -39,6 +39,7 @@ class QemuVm final : public Vm {
   pid_t vmm_pid() const override { return record_.vmm.pid; }
   Accelerator accelerator() const override { return record_.accelerator; }
   VmState state() const override;
+  const std::vector<Device>& boot_devices() const override { return record_.spec.devices; }
 
   Status Pause() override;
   Status Resume() override;

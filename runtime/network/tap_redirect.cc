@@ -8,6 +8,7 @@
 #include <linux/if.h>
 #include <linux/magic.h>
 #include <netlink/errno.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
@@ -84,14 +85,10 @@ void Undo(NetlinkSocket& sock, const Progress& p, const std::string& tap_name) {
   }
 }
 
-// The steps of Create, each error naming its step and interface.
-Result<UniqueFd> Setup(NetlinkSocket& sock, const std::string& veth_name, const std::string& tap_name, Progress& p) {
-  ASSIGN_OR_RETURN(LinkPtr veth, GetLink(sock, veth_name));
-  p.veth_index = rtnl_link_get_ifindex(veth.get());
-  if (GetLink(sock, tap_name).ok()) return AlreadyExists("interface " + tap_name + " already exists");
-  auto fd = CreateTap(tap_name);
-  if (!fd.ok()) return std::move(fd).status().WithContext("create tap");
-  p.tap_made = true;
+// The tc mirror between an existing tap and the veth, the tap up with the
+// veth's MTU.
+Status Mirror(NetlinkSocket& sock, const LinkPtr& veth, const std::string& veth_name, const std::string& tap_name,
+              Progress& p) {
   ASSIGN_OR_RETURN(LinkPtr tap, GetLink(sock, tap_name));
   const int tap_index = rtnl_link_get_ifindex(tap.get());
   RETURN_IF_ERROR_CTX(SetMtuAndUp(sock, tap.get(), rtnl_link_get_mtu(veth.get())), "tap " + tap_name);
@@ -100,7 +97,34 @@ Result<UniqueFd> Setup(NetlinkSocket& sock, const std::string& veth_name, const 
   RETURN_IF_ERROR_CTX(AddIngressQdisc(sock, tap_index), "tap " + tap_name);
   RETURN_IF_ERROR_CTX(AddRedirectFilter(sock, p.veth_index, tap_index), "veth " + veth_name);
   RETURN_IF_ERROR_CTX(AddRedirectFilter(sock, tap_index, p.veth_index), "tap " + tap_name);
+  return Status::Ok();
+}
+
+// The steps of Create, each error naming its step and interface.
+Result<UniqueFd> Setup(NetlinkSocket& sock, const std::string& veth_name, const std::string& tap_name, Progress& p) {
+  ASSIGN_OR_RETURN(LinkPtr veth, GetLink(sock, veth_name));
+  p.veth_index = rtnl_link_get_ifindex(veth.get());
+  if (GetLink(sock, tap_name).ok()) return AlreadyExists("interface " + tap_name + " already exists");
+  auto fd = CreateTap(tap_name);
+  if (!fd.ok()) return std::move(fd).status().WithContext("create tap");
+  p.tap_made = true;
+  RETURN_IF_ERROR(Mirror(sock, veth, veth_name, tap_name, p));
   return std::move(*fd);
+}
+
+// Moves link `name` of `source_netns` into
+// the netns open as `target`, renamed `new_name` in the same request.
+Status MoveLink(const std::string& source_netns, const std::string& name, int target, const std::string& new_name) {
+  ASSIGN_OR_RETURN(NetnsGuard guard, NetnsGuard::Enter(source_netns));
+  ASSIGN_OR_RETURN(std::unique_ptr<NetlinkSocket> sock, NetlinkSocket::Open());
+  ASSIGN_OR_RETURN(LinkPtr link, GetLink(*sock, name));
+  LinkPtr change(rtnl_link_alloc());
+  if (!change) return Internal("rtnl_link_alloc: out of memory");
+  rtnl_link_set_ns_fd(change.get(), target);
+  rtnl_link_set_name(change.get(), new_name.c_str());
+  sock->ResetError();
+  return sock->Check(rtnl_link_change(sock->get(), link.get(), change.get(), 0),
+                     fmt::format("move interface {} out of netns {}", name, source_netns));
 }
 
 }  // namespace
@@ -122,6 +146,35 @@ Result<TapRedirect> TapRedirect::Create(const std::string& netns_path, const std
   TapRedirect r(netns_path, veth_name, tap_name, std::move(*fd));
   r.active_ = true;
   kLog.Info("{}: created (tap fd {})", ctx, r.tap_fd());
+  return r;
+}
+
+Result<TapRedirect> TapRedirect::AdoptTap(const std::string& source_netns, const std::string& source_tap,
+                                          const std::string& netns_path, const std::string& veth_name,
+                                          const std::string& tap_name) {
+  const std::string ctx = fmt::format("tap redirect {} <-> {} (tap {} of netns {}) in netns {}", veth_name, tap_name,
+                                      source_tap, source_netns, netns_path);
+  if (tap_name.rfind(kTapPrefix, 0) != 0)
+    return InvalidArgument(fmt::format("{}: tap name must start with '{}' (ReadNetns skips those)", ctx, kTapPrefix));
+  UniqueFd target(::open(netns_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!target) return ErrnoStatus("open netns " + netns_path).WithContext(ctx);
+  Status st = [&]() -> Status {
+    ASSIGN_OR_RETURN(NetnsGuard guard, NetnsGuard::Enter(netns_path));
+    ASSIGN_OR_RETURN(std::unique_ptr<NetlinkSocket> sock, NetlinkSocket::Open());
+    ASSIGN_OR_RETURN(LinkPtr veth, GetLink(*sock, veth_name));
+    if (GetLink(*sock, tap_name).ok()) return AlreadyExists("interface " + tap_name + " already exists");
+    RETURN_IF_ERROR(MoveLink(source_netns, source_tap, target.get(), tap_name));
+    Progress progress;
+    progress.veth_index = rtnl_link_get_ifindex(veth.get());
+    progress.tap_made = true;
+    Status mirrored = Mirror(*sock, veth, veth_name, tap_name, progress);
+    if (!mirrored.ok()) Undo(*sock, progress, tap_name);
+    return mirrored;
+  }();
+  if (!st.ok()) return std::move(st).WithContext(ctx);
+  TapRedirect r(netns_path, veth_name, tap_name, UniqueFd());
+  r.active_ = true;
+  kLog.Info("{}: moved and mirrored", ctx);
   return r;
 }
 

@@ -24,13 +24,24 @@ class TapRedirect {
   static Result<TapRedirect> Create(const std::string& netns_path, const std::string& veth_name,
                                     const std::string& tap_name);
 
+  // A tap a VMM already holds (opened by name in `source_netns`, e.g. its
+  // own /proc/<pid>/ns/net): moved into `netns_path` under `tap_name`, then
+  // set up and mirrored with `veth_name` as Create does. The fd stays the
+  // VMM's (tap_fd() is -1). A tap may change netns while its fd is open;
+  // the NIC on it keeps working. On a failure after the move the tap is
+  // deleted (its NIC then carries nothing); before it, it stays where it was.
+  static Result<TapRedirect> AdoptTap(const std::string& source_netns, const std::string& source_tap,
+                                      const std::string& netns_path, const std::string& veth_name,
+                                      const std::string& tap_name);
+
   TapRedirect(TapRedirect&& other) noexcept;
   TapRedirect& operator=(TapRedirect&& other) noexcept;
   TapRedirect(const TapRedirect&) = delete;
   TapRedirect& operator=(const TapRedirect&) = delete;
   ~TapRedirect();
 
-  // The tun fd (for the VMM); stays owned by this object. -1 after Remove().
+  // The tun fd (for the VMM); stays owned by this object. -1 after Remove()
+  // and for an adopted tap.
   int tap_fd() const { return tap_fd_.get(); }
   const std::string& tap_name() const { return tap_name_; }
   const std::string& veth_name() const { return veth_name_; }

@@ -4,13 +4,15 @@
 //   2. state dir <runtime.state_dir>/vm/<id>/ (0700)
 //   3. vsock host end (VsockBackend::Prepare: capsule-vsockd listening, or a
 //      reserved CID), then virtiofsd with the shared-propagation share
-//   4. the VMM (Hypervisor::Launch with the vsock and virtio-fs devices;
+//   4. the VMM (Hypervisor::Launch with the vsock and virtio-fs devices and,
+//      with guest.boot_nic, a NIC on a tap in QEMU's own netns;
 //      returns once QMP answers and the guest runs), VmVsock::OnQemuStarted
 //   5. ConnectAgent over VmVsock::Dial(guest_abi::kAgentVsockPort) until
 //      runtime.boot_timeout_ms from the start, aborted at once when the VMM's
 //      exit fd fires
 // Any failure stops what was started, in reverse order (SandboxVmImpl::Stop).
 #include <fmt/format.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,6 +43,19 @@ constexpr const char* kFsDeviceId = "fs0";
 
 double MsSince(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+// The boot NIC: a locally administered unicast MAC no pod has (the NIC's
+// until the pod's interface gives it the veth's) and a tap name of its own.
+Result<hypervisor::NetDevice> BootNicDevice() {
+  unsigned char b[9];
+  if (::getrandom(b, sizeof b, 0) != static_cast<ssize_t>(sizeof b)) return ErrnoStatus("getrandom for the boot NIC");
+  b[0] = static_cast<unsigned char>((b[0] & 0xfe) | 0x02);
+  hypervisor::NetDevice n;
+  n.id = kBootNicDeviceId;
+  n.mac = fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3], b[4], b[5]);
+  n.tap_name = fmt::format("{}{:02x}{:02x}{:02x}", kBootNicTapPrefix, b[6], b[7], b[8]);
+  return n;
 }
 
 struct BootPlan {
@@ -115,6 +130,10 @@ Status LaunchVmm(SandboxVmImpl& vm, const config::Config& config, const BootPlan
   s.extra_kernel_params = spec.extra_kernel_params;
   s.devices = {hypervisor::FsShare{kFsDeviceId, fs_socket, std::string(guest_abi::kSharedFsTag)},
                VsockDeviceFor(*vm.vsock())};
+  if (config.guest.boot_nic) {
+    ASSIGN_OR_RETURN(hypervisor::NetDevice nic, BootNicDevice());
+    s.devices.push_back(std::move(nic));
+  }
   // The kernel back end reserves the CID on its own /dev/vhost-vsock fd,
   // but the driver cannot hand QEMU that fd (vhostfd=) yet: release the
   // reservation so QEMU's own open can take the CID.

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,18 @@ struct SandboxVmSpec {
   uint32_t vcpus = 0;        // 0: config guest.default_vcpus
   uint32_t memory_mib = 0;   // 0: config guest.default_memory_mib
   std::string extra_kernel_params;
+};
+
+// The NIC plugged at boot (config guest.boot_nic) for the pod's first
+// interface: QEMU opened tap `tap_name` in its own netns (`vmm_netns`, a
+// /proc/<pid>/ns/net path), the guest sees a NIC with MAC `mac` that no pod
+// has used. The pod's network moves the tap into the pod's netns and has the
+// agent give the NIC the pod's MAC; the tap goes when QEMU closes it.
+struct BootNic {
+  std::string device_id;
+  std::string tap_name;
+  std::string mac;
+  std::string vmm_netns;
 };
 
 // Where the time of a cold boot went (milliseconds, wall clock).
@@ -62,6 +75,8 @@ class SandboxVm {
   // The VM's host processes: the VMM, virtiofsd, the vsock back end (when
   // it is a process) — what belongs in the pod's cgroup.
   virtual std::vector<pid_t> HostPids() const = 0;
+  // nullopt when the VM was booted without one (or its VMM is gone).
+  virtual std::optional<BootNic> boot_nic() const = 0;
 
   // FAILED_PRECONDITION once the VM is gone.
   virtual Result<agentclient::AgentClient*> agent() = 0;

@@ -17,6 +17,7 @@
 #include "runtime/common/file_util.h"
 #include "runtime/common/guest_abi.h"
 #include "runtime/common/logging.h"
+#include "runtime/vm/vm_dir.h"
 
 namespace capsule::vm {
 namespace {
@@ -77,6 +78,16 @@ std::vector<pid_t> SandboxVmImpl::HostPids() const {
     if (pid > 0) out.push_back(static_cast<pid_t>(pid));
   }
   return out;
+}
+
+std::optional<BootNic> SandboxVmImpl::boot_nic() const {
+  if (!vmm_ || vmm_pid() <= 0) return std::nullopt;
+  for (const hypervisor::Device& d : vmm_->boot_devices()) {
+    const auto* n = std::get_if<hypervisor::NetDevice>(&d);
+    if (n == nullptr || n->id != kBootNicDeviceId) continue;
+    return BootNic{n->id, n->tap_name, n->mac, fmt::format("/proc/{}/ns/net", vmm_pid())};
+  }
+  return std::nullopt;
 }
 
 Result<agentclient::AgentClient*> SandboxVmImpl::agent() {

@@ -37,6 +37,7 @@ class SandboxVmImpl final : public SandboxVm {
   hypervisor::Accelerator accelerator() const override;
   const BootTimings& timings() const override { return timings_; }
   std::vector<pid_t> HostPids() const override;
+  std::optional<BootNic> boot_nic() const override;
 
   Result<agentclient::AgentClient*> agent() override;
   hypervisor::Vm& vmm() override { return *vmm_; }

@@ -18,6 +18,14 @@ namespace capsule::vm {
 // end's guest->host listener "vsock.sock_<port>" with a 10-digit port.
 inline constexpr std::string_view kLongestSocketName = "vsock.sock_4294967295";
 
+// The NIC plugged at boot (guest.boot_nic): its QEMU device id, and the
+// prefix of the tap QEMU opens by name in its own netns, completed by 6
+// random hex digits: unique even where QEMU shares the host's netns (no
+// CAP_SYS_ADMIN). "tap_cap" is network::kTapPrefix, so the pod's netns
+// snapshot skips the tap once it has moved there.
+inline constexpr const char* kBootNicDeviceId = "netboot";
+inline constexpr const char* kBootNicTapPrefix = "tap_cap_b";
+
 // INVALID_ARGUMENT naming the id unless it is [A-Za-z0-9][A-Za-z0-9_.-]*
 // of at most hypervisor::kMaxVmIdLen characters.
 Status ValidateVmId(std::string_view id);

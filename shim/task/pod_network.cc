@@ -3,6 +3,9 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <cctype>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -16,6 +19,12 @@ namespace {
 const log::Logger kLog("shim.net");
 namespace v1 = agentclient::v1;
 using agentclient::AgentClient;
+
+bool EqualsIgnoringCase(const std::string& a, const std::string& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
 
 v1::IPAddress::Family FamilyOf(int family) { return family == AF_INET6 ? v1::IPAddress::V6 : v1::IPAddress::V4; }
 
@@ -63,8 +72,59 @@ std::string PodNetnsPath(const nlohmann::json& spec) {
   return "";
 }
 
+Status PodNetwork::TakeOverBootNic(const network::PodInterface& iface, const vm::BootNic& nic,
+                                   const AgentHandle& agent) {
+  const std::string what = fmt::format("{} ({}, {}) on the boot NIC {}", iface.name, iface.mac, netns_path_, nic.mac);
+  auto moved = network::TapRedirect::AdoptTap(nic.vmm_netns, nic.tap_name, netns_path_, iface.name,
+                                              fmt::format("{}0", network::kTapPrefix));
+  if (!moved.ok()) return std::move(moved).status().WithContext(what);
+  network::TapRedirect tap = std::move(moved).value();
+  v1::UpdateInterfaceRequest req;
+  *req.mutable_interface() = GuestInterface(iface);
+  req.mutable_interface()->set_device_hint(nic.mac);
+  req.mutable_interface()->set_hw_addr(iface.mac);
+  auto got = agent.Call<Result<v1::Interface>>([&](AgentClient& a) { return a.UpdateInterface(req); });
+  if (!got.ok()) return FromAgent(got.status(), "configure the guest's NIC for " + what);  // ~tap deletes it
+  // The guest is not trusted to have done it: frames for the veth's MAC
+  // only reach a NIC that carries it.
+  if (!EqualsIgnoringCase(got->hw_addr(), iface.mac))
+    return Internal(fmt::format("{}: the agent left the NIC's MAC at {}", what, got->hw_addr()));
+  taps_.push_back(std::move(tap));
+  used_boot_nic_ = true;
+  kLog.Info("pod NIC {}: {} in the guest, {} address(es), mtu {}", what, got->name(), got->addresses_size(),
+            got->mtu());
+  return Status::Ok();
+}
+
+Status PodNetwork::Hotplug(size_t n, const network::PodInterface& iface, hypervisor::Vm& vmm,
+                           const AgentHandle& agent) {
+  const std::string nic = fmt::format("{} ({}, {})", iface.name, iface.mac, netns_path_);
+  auto made = network::TapRedirect::Create(netns_path_, iface.name, fmt::format("{}{}", network::kTapPrefix, n));
+  if (!made.ok()) return std::move(made).status().WithContext("mirror " + nic);
+  network::TapRedirect tap = std::move(made).value();
+  hypervisor::NetDevice dev;
+  dev.id = fmt::format("net{}", n);
+  dev.tap_name = tap.tap_name();
+  dev.mac = iface.mac;
+  dev.fd_name = dev.id + "-tap";
+  // Checked before the fd goes over: QEMU would keep a passed fd (and with
+  // it the tap and the netns) when the hot-plug is refused up front.
+  RETURN_IF_ERROR_CTX(hypervisor::ValidateDevice(dev), "the NIC for " + nic);
+  RETURN_IF_ERROR_CTX(vmm.PassFd(dev.fd_name, tap.tap_fd()), "hand the tap of " + nic + " to the VMM");
+  RETURN_IF_ERROR_CTX(vmm.HotplugDevice(dev), "hot-plug the NIC for " + nic);
+  taps_.push_back(std::move(tap));
+  v1::UpdateInterfaceRequest req;
+  *req.mutable_interface() = GuestInterface(iface);
+  auto got = agent.Call<Result<v1::Interface>>([&](AgentClient& a) { return a.UpdateInterface(req); });
+  if (!got.ok()) return FromAgent(got.status(), "configure the guest's NIC for " + nic);
+  kLog.Info("pod NIC {}: hot-plugged, {} in the guest, {} address(es), mtu {}", nic, got->name(),
+            got->addresses_size(), got->mtu());
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<PodNetwork>> PodNetwork::Attach(const std::string& netns_path, hypervisor::Vm& vmm,
-                                                       const AgentHandle& agent) {
+                                                       const AgentHandle& agent,
+                                                       const std::optional<vm::BootNic>& boot_nic) {
   const std::string what = "pod network " + netns_path;
   auto read = network::ReadNetns(netns_path);
   if (!read.ok()) return std::move(read).status().WithContext(what);
@@ -72,27 +132,13 @@ Result<std::unique_ptr<PodNetwork>> PodNetwork::Attach(const std::string& netns_
   std::unique_ptr<PodNetwork> net(new PodNetwork(netns_path));
   for (size_t n = 0; n < snap.interfaces.size(); ++n) {
     const network::PodInterface& iface = snap.interfaces[n];
-    const std::string nic = fmt::format("{} ({}, {})", iface.name, iface.mac, netns_path);
-    auto made = network::TapRedirect::Create(netns_path, iface.name, fmt::format("{}{}", network::kTapPrefix, n));
-    if (!made.ok()) return std::move(made).status().WithContext("mirror " + nic);
-    network::TapRedirect tap = std::move(made).value();
-    hypervisor::NetDevice dev;
-    dev.id = fmt::format("net{}", n);
-    dev.tap_name = tap.tap_name();
-    dev.mac = iface.mac;
-    dev.fd_name = dev.id + "-tap";
-    // Checked before the fd goes over: QEMU would keep a passed fd (and with
-    // it the tap and the netns) when the hot-plug is refused up front.
-    RETURN_IF_ERROR_CTX(hypervisor::ValidateDevice(dev), "the NIC for " + nic);
-    RETURN_IF_ERROR_CTX(vmm.PassFd(dev.fd_name, tap.tap_fd()), "hand the tap of " + nic + " to the VMM");
-    RETURN_IF_ERROR_CTX(vmm.HotplugDevice(dev), "hot-plug the NIC for " + nic);
-    net->taps_.push_back(std::move(tap));
-    v1::UpdateInterfaceRequest req;
-    *req.mutable_interface() = GuestInterface(iface);
-    auto got = agent.Call<Result<v1::Interface>>([&](AgentClient& a) { return a.UpdateInterface(req); });
-    if (!got.ok()) return FromAgent(got.status(), "configure the guest's NIC for " + nic);
-    kLog.Info("pod NIC {}: {} in the guest, {} address(es), mtu {}", nic, got->name(), got->addresses_size(),
-              got->mtu());
+    if (n == 0 && boot_nic) {
+      Status st = net->TakeOverBootNic(iface, *boot_nic, agent);
+      if (st.ok()) continue;
+      if (agent.revoked()) return st;
+      kLog.Warn("{}: the boot NIC is not usable, hot-plugging one: {}", what, st.ToString());
+    }
+    RETURN_IF_ERROR(net->Hotplug(n, iface, vmm, agent));
   }
   if (!snap.interfaces.empty()) {
     v1::UpdateRoutesRequest req;

@@ -7,11 +7,20 @@
 // netns's routes. Frames addressed to the veth's MAC thus reach the guest
 // unchanged, and the pod IP CNI reported is the VM's.
 //
-// Hot-plug rather than boot-time NICs: a VM claimed from the warm pool is
-// booted before the pod exists, so per-pod identity must arrive after boot.
+// A VM booted before the pod existed (the warm pool) knows nothing of it,
+// so per-pod identity arrives after boot, in one of two ways:
+//   - the boot NIC (guest.boot_nic): QEMU opened a tap in its own netns at
+//     boot and the guest probed the NIC then; the first interface moves that
+//     tap into the pod's netns and the agent gives the NIC the veth's MAC.
+//     A few netlink calls on either side, no PCI work in the guest.
+//   - hot-plug: a new tap in the pod's netns, its fd passed to QEMU and a
+//     virtio-net NIC added on a free root port; the guest then does PCI
+//     hot-plug and a driver probe (about 250 ms under TCG). Every further
+//     interface, and the first when the boot NIC cannot be taken over.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,7 +28,9 @@
 
 #include "runtime/common/status.h"
 #include "runtime/hypervisor/hypervisor.h"
+#include "runtime/network/netns_snapshot.h"
 #include "runtime/network/tap_redirect.h"
+#include "runtime/vm/sandbox_vm.h"
 #include "shim/task/agent_handle.h"
 
 namespace capsule::shim::task {
@@ -34,14 +45,18 @@ class PodNetwork {
   // Mirrors every interface of `netns_path` (except lo) into the VM. On
   // failure what was set up on the host is undone; a NIC already plugged
   // goes with the VM.
+  // `boot_nic`: the VM's NIC plugged at boot, for the first interface.
   static Result<std::unique_ptr<PodNetwork>> Attach(const std::string& netns_path, hypervisor::Vm& vmm,
-                                                    const AgentHandle& agent);
+                                                    const AgentHandle& agent,
+                                                    const std::optional<vm::BootNic>& boot_nic);
   // Removes the taps and filters (Remove()).
   ~PodNetwork();
   PodNetwork(const PodNetwork&) = delete;
   PodNetwork& operator=(const PodNetwork&) = delete;
 
   size_t nic_count() const { return taps_.size(); }
+  // Whether the first interface took over the boot NIC.
+  bool used_boot_nic() const { return used_boot_nic_; }
   // Call after the VMM has stopped. The netns may already be gone (CNI
   // deleted it): not an error. Idempotent.
   Status Remove();
@@ -49,8 +64,14 @@ class PodNetwork {
  private:
   explicit PodNetwork(std::string netns_path) : netns_path_(std::move(netns_path)) {}
 
+  // Mirrors `iface` into the VM on the boot NIC; the error says why not.
+  Status TakeOverBootNic(const network::PodInterface& iface, const vm::BootNic& nic, const AgentHandle& agent);
+  // Mirrors interface number `n` into the VM on a hot-plugged NIC.
+  Status Hotplug(size_t n, const network::PodInterface& iface, hypervisor::Vm& vmm, const AgentHandle& agent);
+
   const std::string netns_path_;
   std::vector<network::TapRedirect> taps_;
+  bool used_boot_nic_ = false;
 };
 
 }  // namespace capsule::shim::task

@@ -63,7 +63,10 @@ struct SandboxStartTimings {
   double vm_ms = 0;      // claim + adopt, or the cold boot
   double fresh_ms = 0;   // clock + RNG reseed
   double create_ms = 0;  // the agent's CreateSandbox
-  double network_ms = 0; // taps, NIC hot-plug, guest addresses and routes
+  double network_ms = 0; // taps, boot NIC or hot-plug, guest addresses and routes
+  // The network runs beside clock+RNG then CreateSandbox (all finish before
+  // any container runs): from their start until the last one ended.
+  double setup_ms = 0;
 };
 
 class Sandbox {
@@ -109,6 +112,7 @@ class Sandbox {
   static Result<vm::SandboxVmPtr> ObtainVm(const SandboxParams& p, VmProvider& provider, bool* claimed);
   // Clock and RNG of a VM that may have idled (paused) in the pool.
   Status Refresh();
+  Status AttachNetwork();
   Status CreateInAgent();
   void OomLoop();
 

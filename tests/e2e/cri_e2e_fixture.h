@@ -72,7 +72,7 @@ class CriE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!CAPSULE_SHIM_HAS_VM) GTEST_SKIP() << "the shim was built without runtime/vm: it cannot boot VMs";
-    auto env = E2eEnv::Create();
+    auto env = E2eEnv::Create(boot_nic_);
     ASSERT_TRUE(env.ok()) << env.status().ToString();
     env_.emplace(std::move(*env));
     ContainerdOptions o;
@@ -189,6 +189,7 @@ class CriE2eTest : public ::testing::Test {
     return id;
   }
 
+  bool boot_nic_ = true;  // guest.boot_nic of the test's config
   std::optional<E2eEnv> env_;
   std::unique_ptr<ContainerdHarness> ctrd_;
   std::unique_ptr<CriClient> cri_;

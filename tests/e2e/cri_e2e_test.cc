@@ -4,7 +4,8 @@
 // containers sharing its pid namespace: the pod IP CNI gave answers from
 // inside the VM (host -> pod HTTP, pod -> gateway ping), ExecSync, status,
 // logs at the CRI log path, stats, StopContainer, Stop/RemovePodSandbox;
-// a containerd restart while a pod runs (the shim is reconnected through
+// the pod's NIC plugged at VM boot (guest.boot_nic) or hot-plugged; a
+// containerd restart while a pod runs (the shim is reconnected through
 // its address file and the pod still answers and stops); execs that cannot
 // start fail at once; pods asking for a host namespace are refused; a
 // SIGTERMed shim exits and takes its VM along. Nothing of ours is left
@@ -19,6 +20,16 @@
 
 namespace capsule::testing {
 namespace {
+
+Result<std::string> HttpGetOnceListening(const std::string& ip) {
+  Result<std::string> page = Unavailable("not tried");
+  for (int i = 0; i < 100; ++i) {  // until httpd listens (30 s at most)
+    page = HttpGet(ip, kHttpPort, milliseconds(5000));
+    if (page.ok() || page.status().code() == Code::kDeadlineExceeded) break;
+    ::usleep(300 * 1000);
+  }
+  return page;
+}
 
 TEST_F(CriE2eTest, PodOnACniNetworkWithTwoContainersExecLogsStatsAndStop) {
   const v1::PodSandboxConfig pod = Pod("capsule-pod", v1::POD);
@@ -43,12 +54,8 @@ TEST_F(CriE2eTest, PodOnACniNetworkWithTwoContainersExecLogsStatsAndStop) {
 
   // The pod's IP is the VM's: the host reaches a server in the guest
   // through the bridge, the veth, the tc mirror and the VM's NIC.
-  Result<std::string> page = Unavailable("not tried");
-  for (int i = 0; i < 100; ++i) {  // until httpd listens (30 s at most)
-    page = HttpGet(pod_ip, kHttpPort, milliseconds(5000));
-    if (page.ok() || page.status().code() == Code::kDeadlineExceeded) break;
-    ::usleep(300 * 1000);
-  }
+  EXPECT_NE(ctrd_->LogTail(8 << 20).find("(boot NIC)"), std::string::npos) << "the boot NIC was not used";
+  auto page = HttpGetOnceListening(pod_ip);
   ASSERT_TRUE(page.ok()) << page.status().ToString();
   EXPECT_NE(page->find("hello-from-pod"), std::string::npos) << *page;
   // And the guest sees the CNI address on eth0 and reaches the gateway.
@@ -107,12 +114,27 @@ TEST_F(CriE2eTest, PodOnACniNetworkWithTwoContainersExecLogsStatsAndStop) {
   EXPECT_TRUE(pods->empty());
 }
 
-TEST_F(CriE2eTest, PodSurvivesAContainerdRestart) {
+// guest.boot_nic off: the pod's NIC is hot-plugged (the path every NIC
+// after the first takes, and the first when the boot NIC cannot be used).
+class CriHotplugNicE2eTest : public CriE2eTest {
+ protected:
+  CriHotplugNicE2eTest() { boot_nic_ = false; }
+};
+
+TEST_F(CriHotplugNicE2eTest, PodOnAHotpluggedNicSurvivesAContainerdRestart) {
   const v1::PodSandboxConfig pod = Pod("capsule-restart", v1::POD);
   auto pod_id = RunPod(pod);
   ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
-  auto c1 = StartContainer(*pod_id, pod, "one", {"sleep", "3600"});
+  EXPECT_NE(ctrd_->LogTail(8 << 20).find("(hot-plugged NIC)"), std::string::npos) << "the NIC was not hot-plugged";
+  auto c1 = StartContainer(*pod_id, pod, "one",
+                           {"sh", "-c",
+                            fmt::format("mkdir -p /tmp/www; echo hotplugged > /tmp/www/index.html; "
+                                        "exec httpd -f -p {} -h /tmp/www",
+                                        kHttpPort)});
   ASSERT_TRUE(c1.ok()) << c1.status().ToString();
+  auto before = cri_->PodStatus(*pod_id);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  const std::string pod_ip = before->status().network().ip();
 
   cri_.reset();
   ASSERT_TRUE(ctrd_->Restart().ok());
@@ -130,6 +152,10 @@ TEST_F(CriE2eTest, PodSurvivesAContainerdRestart) {
   auto exec = cri_->ExecSync(*c1, {"echo", "still-here"}, 30);
   ASSERT_TRUE(exec.ok()) << exec.status().ToString();
   EXPECT_EQ(exec->out, "still-here\n");
+  // The hot-plugged NIC carries the pod's traffic.
+  auto page = HttpGetOnceListening(pod_ip);
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_NE(page->find("hotplugged"), std::string::npos) << *page;
 
   ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
   ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());

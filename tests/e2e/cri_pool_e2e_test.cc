@@ -47,6 +47,7 @@ TEST_F(CriPoolE2eTest, APodTakesAPooledVmSurvivesTheDaemonsDeathAndStartsColdWit
   std::string log = Log();
   EXPECT_NE(log.find("sandbox " + *pod_id + ": claimed pooled VM"), std::string::npos) << "the pod cold-booted";
   EXPECT_NE(log.find("reseed 1 since its boot"), std::string::npos) << "the claimed VM's RNG was not reseeded";
+  EXPECT_NE(log.find("(boot NIC)"), std::string::npos) << "the pooled VM's boot NIC was not taken over";
   auto st = pool_->Status();
   ASSERT_TRUE(st.ok()) << st.status().ToString();
   ASSERT_FALSE(st->shapes.empty());

@@ -68,7 +68,7 @@ std::string E2eEnv::PathWithShim() {
   return ShimDir() + ":" + (path != nullptr ? path : "/usr/sbin:/usr/bin:/sbin:/bin");
 }
 
-Result<E2eEnv> E2eEnv::Create() {
+Result<E2eEnv> E2eEnv::Create(bool boot_nic) {
   const std::string kernel = BuildDir() + "/deploy/vmlinux";
   const std::string initrd = BuildDir() + "/deploy/capsule-initrd.img";
   for (const auto& f : {kernel, initrd, ShimDir() + "/containerd-shim-capsule-v2"}) {
@@ -81,10 +81,10 @@ Result<E2eEnv> E2eEnv::Create() {
   // The pool socket is the test's own: a pool daemon another test (or the
   // host) runs must never hand this test's shims a VM.
   const std::string yaml = fmt::format(
-      "guest:\n  kernel: {}\n  initrd: {}\n  default_memory_mib: 256\n"
+      "guest:\n  kernel: {}\n  initrd: {}\n  default_memory_mib: 256\n  boot_nic: {}\n"
       "pool:\n  size: 1\n  socket: {}\n  cgroup: /capsule-pool-{}\n"
       "runtime:\n  state_dir: {}\n  boot_timeout_ms: 90000\n  log_level: debug\n",
-      kernel, initrd, env.pool_socket(), env.dir().substr(env.dir().rfind('/') + 1), env.state_dir());
+      kernel, initrd, boot_nic, env.pool_socket(), env.dir().substr(env.dir().rfind('/') + 1), env.state_dir());
   RETURN_IF_ERROR(WriteFile(env.config_path(), yaml));
   return env;
 }

@@ -24,8 +24,9 @@ inline constexpr const char* kCapsuleRuntimeType = "io.containerd.capsule.v2";
 class E2eEnv {
  public:
   // Writes <tmp>/capsule.yaml; fails when the guest kernel/initrd are not
-  // built (`make deps` and the deploy targets).
-  static Result<E2eEnv> Create();
+  // built (`make deps` and the deploy targets). `boot_nic`: guest.boot_nic
+  // (false: every pod NIC is hot-plugged).
+  static Result<E2eEnv> Create(bool boot_nic = true);
 
   const std::string& dir() const { return tmp_->path(); }
   std::string config_path() const { return tmp_->Join("capsule.yaml"); }

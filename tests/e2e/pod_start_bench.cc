@@ -8,8 +8,8 @@
 // the runc shim's BinaryName) is measured when Debian's runsc is installed
 // and runs a CNI pod here, else the reason it was skipped is printed.
 // Prints p50/p90/p99/max per variant, the ratios warm/runc and cold/warm,
-// the warm path's breakdown from the shim's log, the memory of an idle
-// pooled VM, and writes the samples to build/bench/pod_start.csv (plus a
+// each CRI call's share, the warm path's breakdown from the shim's log, the
+// memory of idle pooled VMs with and without KSM, and writes the samples to build/bench/pod_start.csv (plus a
 // CDF as PNG when gnuplot is installed). Asserts only that every pod
 // started. `make bench` runs it; CAPSULE_BENCH_RUNS (default 20) and
 // CAPSULE_BENCH_CONCURRENCY (default 10) size it.
@@ -24,6 +24,8 @@
 #include <iostream>
 #include <map>
 #include <regex>
+#include <thread>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -63,7 +65,39 @@ struct Sample {
   std::string variant;  // runc, capsule-cold, capsule-warm, gvisor
   std::string mode;     // sequential, concurrent
   double ms = 0;
+  // Its three CRI calls.
+  double run_pod_ms = 0;
+  double create_ms = 0;
+  double start_ms = 0;
 };
+
+struct PodTimes {
+  double total = -1;  // < 0: the pod did not start
+  double run_pod = 0;
+  double create = 0;
+  double start = 0;
+};
+
+// Rss and Pss (kB) of a process, from /proc/<pid>/smaps_rollup: Pss divides
+// each page among the processes mapping it, so pages KSM merged across VMs
+// count once in all.
+std::pair<double, double> RssPssKb(pid_t pid) {
+  auto text = ReadFile(fmt::format("/proc/{}/smaps_rollup", pid));
+  if (!text.ok()) return {0, 0};
+  auto field = [&](const char* name) {
+    const size_t at = text->find(std::string("\n") + name + ":");
+    return at == std::string::npos ? 0.0 : std::strtod(text->c_str() + at + std::strlen(name) + 2, nullptr);
+  };
+  return {field("Rss"), field("Pss")};
+}
+
+std::string Ksm(const char* file) {
+  auto v = ReadFile(std::string("/sys/kernel/mm/ksm/") + file);
+  return v.ok() ? std::string(v->substr(0, v->find('\n'))) : "";
+}
+bool SetKsm(const char* file, const std::string& value) {
+  return WriteFile(std::string("/sys/kernel/mm/ksm/") + file, value + "\n").ok();
+}
 
 class PodStartBench : public ::testing::Test {
  protected:
@@ -116,8 +150,11 @@ class PodStartBench : public ::testing::Test {
   }
 
   // One pod start (timed: RunPodSandbox until the container runs); the pod
-  // stays until Remove(). ms, or < 0 on failure.
-  double StartPod(const std::string& handler, const std::string& name, std::string* pod_id) {
+  // stays until Remove(). total < 0 on failure.
+  PodTimes StartPod(const std::string& handler, const std::string& name, std::string* pod_id) {
+    using Clock = std::chrono::steady_clock;
+    auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+    PodTimes t;
     cri::PodOptions pod;
     pod.name = name;
     pod.runtime_handler = handler;
@@ -127,17 +164,24 @@ class PodStartBench : public ::testing::Test {
     c.name = "sleeper";
     c.image = kBusyboxImage;
     c.command = {"sleep", "3600"};
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = Clock::now();
     auto id = cri_->RunPod(config, handler == "runc" ? "" : handler);
+    const auto t1 = Clock::now();
     EXPECT_TRUE(id.ok()) << handler << ": " << id.status().ToString();
-    if (!id.ok()) return -1;
+    if (!id.ok()) return t;
     *pod_id = *id;
     auto cid = cri_->CreateContainer(*id, config, c);
+    const auto t2 = Clock::now();
     EXPECT_TRUE(cid.ok()) << cid.status().ToString();
     Status started = cid.ok() ? cri_->StartContainer(*cid) : cid.status();
+    const auto t3 = Clock::now();
     EXPECT_TRUE(started.ok()) << started.ToString();
-    return started.ok() ? std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()
-                        : -1;
+    if (!started.ok()) return t;
+    t = {ms(t0, t3), ms(t0, t1), ms(t1, t2), ms(t2, t3)};
+    return t;
+  }
+  void Record(const std::string& variant, const std::string& mode, const PodTimes& t) {
+    if (t.total >= 0) samples_.push_back({variant, mode, t.total, t.run_pod, t.create, t.start});
   }
   void Remove(const std::string& pod_id) {
     EXPECT_TRUE(cri_->StopPod(pod_id).ok());
@@ -149,60 +193,132 @@ class PodStartBench : public ::testing::Test {
         ASSERT_TRUE(pool_->WaitReady(1, milliseconds(300000), /*settled=*/true).ok());
       }
       std::string id;
-      const double ms = StartPod(handler, fmt::format("{}-{}", variant, i), &id);
-      if (ms >= 0) samples_.push_back({variant, "sequential", ms});
+      Record(variant, "sequential", StartPod(handler, fmt::format("{}-{}", variant, i), &id));
       if (!id.empty()) Remove(id);
     }
   }
   void Concurrent(const std::string& variant, const std::string& handler, int n) {
-    std::vector<std::future<std::pair<double, std::string>>> starts;
+    std::vector<std::future<std::pair<PodTimes, std::string>>> starts;
     for (int i = 0; i < n; ++i) {
       starts.push_back(std::async(std::launch::async, [this, handler, variant, i] {
         std::string id;
-        double ms = StartPod(handler, fmt::format("{}-c{}", variant, i), &id);
-        return std::make_pair(ms, id);
+        PodTimes t = StartPod(handler, fmt::format("{}-c{}", variant, i), &id);
+        return std::make_pair(t, id);
       }));
     }
     std::vector<std::string> ids;
     for (auto& f : starts) {
-      auto [ms, id] = f.get();
-      if (ms >= 0) samples_.push_back({variant, "concurrent", ms});
+      auto [t, id] = f.get();
+      Record(variant, "concurrent", t);
       if (!id.empty()) ids.push_back(id);
     }
     for (const auto& id : ids) Remove(id);
   }
-  std::vector<double> Of(const std::string& variant, const std::string& mode) const {
+  std::vector<double> Of(const std::string& variant, const std::string& mode,
+                         double Sample::*field = &Sample::ms) const {
     std::vector<double> out;
     for (const auto& s : samples_)
-      if (s.variant == variant && s.mode == mode) out.push_back(s.ms);
+      if (s.variant == variant && s.mode == mode) out.push_back(s.*field);
     return out;
   }
+  void PrintCriCalls(const std::string& mode) {
+    std::cout << "  per CRI call, p50 ms (RunPodSandbox / CreateContainer / StartContainer):\n";
+    for (const char* v : {"runc", "capsule-cold", "capsule-warm", "gvisor"}) {
+      if (Of(v, mode).empty()) continue;
+      std::cout << fmt::format("    {:13} {:8.1f} / {:8.1f} / {:8.1f}\n", v,
+                               Percentile(Of(v, mode, &Sample::run_pod_ms), 0.5),
+                               Percentile(Of(v, mode, &Sample::create_ms), 0.5),
+                               Percentile(Of(v, mode, &Sample::start_ms), 0.5));
+    }
+  }
+  // The QEMU processes of the pool's idle VMs (ids "pool-...").
+  std::vector<pid_t> PoolQemuPids() {
+    std::vector<pid_t> out;
+    for (const auto& [pid, cmd] : E2eEnv::Processes({env_->state_dir() + "/vm/pool-"})) {
+      if (cmd.find("qemu-system") != std::string::npos) out.push_back(pid);
+    }
+    return out;
+  }
+  // Memory of the idle pooled VMs (QEMU Rss and Pss, per VM), without KSM
+  // and after KSM has scanned them twice; KSM's settings are put back.
+  void PrintIdleMemoryWithAndWithoutKsm() {
+    auto measure = [&](const char* label) {
+      const auto pids = PoolQemuPids();
+      std::vector<double> rss, pss;
+      for (pid_t p : pids) {
+        auto [r, q] = RssPssKb(p);
+        rss.push_back(r / 1024);
+        pss.push_back(q / 1024);
+      }
+      std::cout << fmt::format("  {:28} {} VMs: QEMU Rss p50 {:.1f} MiB, Pss p50 {:.1f} MiB per VM\n", label,
+                               pids.size(), Percentile(rss, 0.5), Percentile(pss, 0.5));
+    };
+    std::cout << "idle pooled VMs (paused):\n";
+    const std::string run = Ksm("run");
+    if (run.empty()) {
+      measure("KSM absent:");
+      return;
+    }
+    const std::string to_scan = Ksm("pages_to_scan"), sleep_ms = Ksm("sleep_millisecs");
+    if (!SetKsm("run", "2") || !SetKsm("run", "0")) {  // 2 unmerges what an earlier run merged
+      measure(fmt::format("KSM {} (not writable):", run).c_str());
+      return;
+    }
+    measure("KSM off:");
+    SetKsm("pages_to_scan", "5000");
+    SetKsm("sleep_millisecs", "10");
+    SetKsm("run", "1");
+    const long scans = std::atol(Ksm("full_scans").c_str());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+    while (std::atol(Ksm("full_scans").c_str()) < scans + 2 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(milliseconds(500));
+    measure(fmt::format("KSM on ({} full scans):", std::atol(Ksm("full_scans").c_str()) - scans).c_str());
+    std::cout << fmt::format("  KSM pages_sharing {} ({:.1f} MiB saved)\n", Ksm("pages_sharing"),
+                             std::atof(Ksm("pages_sharing").c_str()) * 4096 / (1 << 20));
+    SetKsm("run", "2");
+    SetKsm("run", run == "1" ? "1" : "0");
+    SetKsm("pages_to_scan", to_scan);
+    SetKsm("sleep_millisecs", sleep_ms);
+  }
   // The shim's "sandbox X ready in VM Y: claimed from the pool in A ms,
-  // clock+RNG B ms, CreateSandbox C ms, network D ms" lines of warm pods.
+  // clock+RNG B ms, CreateSandbox C ms, network D ms" lines of warm pods,
+  // next to the client's view of the three CRI calls.
   void PrintWarmBreakdown() {
     const std::string log = ctrd_->LogTail(64 << 20);
-    std::regex line(R"(claimed from the pool in ([0-9.]+) ms, clock\+RNG ([0-9.]+) ms, CreateSandbox ([0-9.]+) ms, network ([0-9.]+) ms)");
-    std::vector<double> claim, fresh, create, net;
+    std::regex line(R"(claimed from the pool in ([0-9.]+) ms, then side by side ([0-9.]+) ms: clock\+RNG ([0-9.]+) ms, CreateSandbox ([0-9.]+) ms, network ([0-9.]+) ms)");
+    std::vector<double> claim, setup, fresh, create, net;
     for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it) {
       claim.push_back(std::stod((*it)[1]));
-      fresh.push_back(std::stod((*it)[2]));
-      create.push_back(std::stod((*it)[3]));
-      net.push_back(std::stod((*it)[4]));
+      setup.push_back(std::stod((*it)[2]));
+      fresh.push_back(std::stod((*it)[3]));
+      create.push_back(std::stod((*it)[4]));
+      net.push_back(std::stod((*it)[5]));
     }
     std::cout << "warm path in the shim (RunPodSandbox's share; the rest is containerd, CNI and the two container "
                  "calls):\n"
               << "  claim + adopt (pool hand-over, vm.lock, agent Check): " << Summary(claim) << "\n"
-              << "  clock + RNG reseed:                                    " << Summary(fresh) << "\n"
-              << "  CreateSandbox in the agent:                            " << Summary(create) << "\n"
-              << "  network (tap, tc, NIC hot-plug, guest addresses):      " << Summary(net) << "\n";
+              << "  then side by side, until all three are done:         " << Summary(setup) << "\n"
+              << "    clock + RNG reseed:                                  " << Summary(fresh) << "\n"
+              << "    CreateSandbox in the agent:                          " << Summary(create) << "\n"
+              << "    network (tap, tc, boot NIC or hot-plug, guest addrs):" << Summary(net) << "\n";
+    const double run_pod = Percentile(Of("capsule-warm", "sequential", &Sample::run_pod_ms), 0.5);
+    const double shim = Percentile(claim, 0.5) + Percentile(setup, 0.5);
+    std::cout << fmt::format("  RunPodSandbox p50 {:.1f} ms, of which the shim's sandbox start {:.1f} ms: containerd, "
+                             "CNI and the shim's own start take the other {:.1f} ms\n",
+                             run_pod, shim, run_pod - shim)
+              << fmt::format("  CreateContainer p50 {:.1f} ms, StartContainer p50 {:.1f} ms\n",
+                             Percentile(Of("capsule-warm", "sequential", &Sample::create_ms), 0.5),
+                             Percentile(Of("capsule-warm", "sequential", &Sample::start_ms), 0.5));
   }
   void WriteCsvAndPlot() {
     const char* b = std::getenv("CAPSULE_BUILD_DIR");
     const std::string dir = std::string(b != nullptr ? b : ".") + "/bench";
     (void)MkdirAll(dir);
     std::ofstream csv(dir + "/pod_start.csv");
-    csv << "variant,mode,ms\n";
-    for (const auto& s : samples_) csv << s.variant << "," << s.mode << "," << s.ms << "\n";
+    csv << "variant,mode,ms,run_pod_sandbox_ms,create_container_ms,start_container_ms\n";
+    for (const auto& s : samples_)
+      csv << s.variant << "," << s.mode << "," << s.ms << "," << s.run_pod_ms << "," << s.create_ms << ","
+          << s.start_ms << "\n";
     csv.close();
     std::cout << "samples: " << dir << "/pod_start.csv\n";
     if (::access("/usr/bin/gnuplot", X_OK) != 0) {
@@ -266,6 +382,7 @@ TEST_F(PodStartBench, RuncCapsuleColdCapsuleWarmAndGvisor) {
   Concurrent("capsule-cold", "capsule-cold", concurrency);
   ASSERT_TRUE(pool_->client().Resize(static_cast<uint32_t>(concurrency), milliseconds(5000)).ok());
   ASSERT_TRUE(pool_->WaitReady(static_cast<uint32_t>(concurrency), milliseconds(900000), true).ok());
+  PrintIdleMemoryWithAndWithoutKsm();
   Concurrent("capsule-warm", "capsule", concurrency);
   if (gvisor_skip_.empty()) Concurrent("gvisor", "runsc", concurrency);
 
@@ -283,6 +400,7 @@ TEST_F(PodStartBench, RuncCapsuleColdCapsuleWarmAndGvisor) {
     const double cold = Percentile(Of("capsule-cold", mode), 0.5);
     std::cout << fmt::format("  warm/runc p50 = {:.2f}\n  cold/warm p50 = {:.1f}\n", runc > 0 ? warm / runc : 0,
                              warm > 0 ? cold / warm : 0);
+    PrintCriCalls(mode);
   }
   std::cout << "\n";
   PrintWarmBreakdown();

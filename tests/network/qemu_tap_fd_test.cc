@@ -2,9 +2,11 @@
 // netns, its tap fd handed to a real QEMU (TCG, no guest) with PassFd, and
 // a virtio-net NIC hot-plugged on it (NetDevice::fd_name) and removed.
 // QEMU runs in the test's (private) host netns, so only the fd can reach
-// the tap, exactly as for a real pod.
+// the tap, exactly as for a real pod. And the boot NIC's way: a tap QEMU
+// opened in its own netns, moved into the pod's.
 #include <gmock/gmock.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <unistd.h>
 
 #include "runtime/common/file_util.h"
@@ -12,6 +14,8 @@
 #include "runtime/hypervisor/qemu_vm.h"
 #include "runtime/hypervisor/vm_paths.h"
 #include "runtime/hypervisor/vm_record.h"
+#include "runtime/netlink/netlink_socket.h"
+#include "runtime/network/netns.h"
 #include "runtime/network/tap_redirect.h"
 #include "tests/network/pod_netns_fixture.h"
 #include "tests/runtime/hypervisor/vm_test_util.h"
@@ -59,13 +63,15 @@ class QemuTapFdTest : public testing::PodNetnsTest {
     PodNetnsTest::TearDown();
   }
 
-  Result<hypervisor::VmPtr> Launch(hypervisor::QemuHypervisor& hv, const std::string& id) {
+  Result<hypervisor::VmPtr> Launch(hypervisor::QemuHypervisor& hv, const std::string& id,
+                                   std::vector<hypervisor::Device> devices = {}) {
     hypervisor::VmSpec s;
     s.id = id;
     s.state_dir = hypervisor::DefaultVmStateDir(root_->path(), id);
     s.memory_mib = 128;
     s.start_paused = true;  // no guest: firmware never runs
     s.hotplug_slots = 1;
+    s.devices = std::move(devices);
     return hv.Launch(s);
   }
 
@@ -117,6 +123,72 @@ TEST_F(QemuTapFdTest, HotplugNicOnPassedTapFdThenUnplug) {
   EXPECT_GE(tap->tap_fd(), 0);
   ASSERT_TRUE((*vm)->Stop(milliseconds(0)).ok());
   ASSERT_TRUE(tap->Remove().ok());
+}
+
+// What a netlink dump of `netns` shows of link `name`: 0 for no such link.
+struct LinkView {
+  int index = 0;
+  uint32_t mtu = 0;
+  bool up = false;
+};
+LinkView ViewLink(const std::string& netns, const std::string& name) {
+  LinkView v;
+  auto guard = NetnsGuard::Enter(netns);
+  EXPECT_TRUE(guard.ok()) << guard.status().ToString();
+  auto sock = netlink::NetlinkSocket::Open();
+  EXPECT_TRUE(sock.ok()) << sock.status().ToString();
+  if (!guard.ok() || !sock.ok()) return v;
+  auto links = (*sock)->Links();
+  EXPECT_TRUE(links.ok());
+  if (rtnl_link* l = rtnl_link_get_by_name(links->get(), name.c_str())) {
+    v.index = rtnl_link_get_ifindex(l);
+    v.mtu = rtnl_link_get_mtu(l);
+    v.up = (rtnl_link_get_flags(l) & IFF_UP) != 0;
+    rtnl_link_put(l);
+  }
+  return v;
+}
+
+// guest.boot_nic's host side: QEMU opens a tap by name in its own netns at
+// launch; the pod's network moves that tap into the pod's netns while QEMU
+// keeps its fd, and mirrors it with the veth.
+TEST_F(QemuTapFdTest, BootNicTapMovesIntoThePodNetnsWhileQemuHoldsIt) {
+  hypervisor::QemuHypervisor hv(cfg_);
+  const std::string boot_tap = "tap_cap_b0a0b0c";
+  auto vm = Launch(hv, "vm-bootnic", {NetDevice{"netboot", boot_tap, "02:11:22:33:44:55", ""}});
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  const pid_t qemu = (*vm)->vmm_pid();
+  const std::string qemu_netns = "/proc/" + std::to_string(qemu) + "/ns/net";
+  EXPECT_EQ(TunFdsHeldBy(qemu), 1u);
+  ASSERT_NE(ViewLink(qemu_netns, boot_tap).index, 0) << "QEMU made no tap " << boot_tap << " in its netns";
+
+  // A missing veth fails before the move: the tap stays QEMU's.
+  auto bad = TapRedirect::AdoptTap(qemu_netns, boot_tap, pod(), "nope0", kTap);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("nope0"));
+  EXPECT_NE(ViewLink(qemu_netns, boot_tap).index, 0);
+
+  auto tap = TapRedirect::AdoptTap(qemu_netns, boot_tap, pod(), kPodIf, kTap);
+  ASSERT_TRUE(tap.ok()) << tap.status().ToString();
+  EXPECT_EQ(tap->tap_fd(), -1) << "the fd is QEMU's";
+  EXPECT_EQ(ViewLink(qemu_netns, boot_tap).index, 0) << "the tap should have left QEMU's netns";
+  const LinkView moved = ViewLink(pod(), kTap);
+  ASSERT_NE(moved.index, 0);
+  EXPECT_EQ(moved.mtu, testing::kPodMtu);
+  EXPECT_TRUE(moved.up);
+  EXPECT_EQ(TunFdsHeldBy(qemu), 1u);
+  auto rx = Qmp(**vm, "query-rx-filter", json{{"name", "netboot"}});
+  ASSERT_TRUE(rx.ok()) << rx.status().ToString();
+
+  // Taken once: a second take-over finds nothing to move.
+  auto again = TapRedirect::AdoptTap(qemu_netns, boot_tap, pod(), kPodIf, "tap_cap1");
+  ASSERT_FALSE(again.ok());
+  EXPECT_THAT(again.status().message(), HasSubstr(boot_tap));
+  EXPECT_EQ(ViewLink(pod(), "tap_cap1").index, 0);
+
+  ASSERT_TRUE(tap->Remove().ok());
+  EXPECT_EQ(ViewLink(pod(), kTap).index, 0);
+  ASSERT_TRUE((*vm)->Stop(milliseconds(0)).ok());
 }
 
 TEST_F(QemuTapFdTest, BadFdsAndNamesGiveClearErrors) {

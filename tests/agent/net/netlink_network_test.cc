@@ -91,6 +91,23 @@ TEST_F(NetlinkNetworkTest, DeviceHintFindsTheLinkByMacAndRenamesIt) {
   EXPECT_NE(missing.status().message().find("waited 1500 ms"), std::string::npos) << missing.status().message();
 }
 
+TEST_F(NetlinkNetworkTest, DeviceHintWithHwAddrGivesTheLinkANewMac) {
+  // A NIC plugged at boot with a throwaway MAC takes on the pod's.
+  VethPair veth("nt-a4", "nt-b4");
+  Ip({"link", "set", "nt-b4", "address", "02:00:00:00:00:44"});
+  Interface want{"nt-g4", "0A:58:0A:00:00:07", 1400, {{AF_INET, "10.12.0.2", 24}}, true, "02:00:00:00:00:44"};
+  auto got = net_->UpdateInterface(want);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->name, "nt-g4");
+  EXPECT_EQ(got->hw_addr, "0a:58:0a:00:00:07");
+  EXPECT_TRUE(got->up);
+  // Found again by the new MAC; the old one names nothing now.
+  want.device_hint = "0a:58:0a:00:00:07";
+  EXPECT_TRUE(net_->UpdateInterface(want).ok());
+  Interface stale{"", "", 0, {}, true, "02:00:00:00:00:44"};
+  EXPECT_EQ(net_->UpdateInterface(stale).status().code(), Code::kNotFound);
+}
+
 TEST_F(NetlinkNetworkTest, UpdateInterfaceWaitsForALinkThatAppearsLater) {
   // What a hot-plugged NIC looks like to the agent: asked for before the
   // guest kernel has created it.

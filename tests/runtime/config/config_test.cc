@@ -28,6 +28,7 @@ hypervisor:
 guest:
   default_vcpus: 2
   default_memory_mib: 512
+  boot_nic: false
 vsock:
   backend: vhost-user
 pool:
@@ -38,6 +39,8 @@ runtime:
 )", "test.yaml");
   ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
   EXPECT_EQ(cfg->hypervisor.path, "/opt/qemu/bin/qemu-system-x86_64");
+  EXPECT_FALSE(cfg->guest.boot_nic);
+  EXPECT_TRUE(Config{}.guest.boot_nic);
   EXPECT_EQ(cfg->hypervisor.accelerator, Accelerator::kTcg);
   EXPECT_EQ(cfg->guest.default_vcpus, 2u);
   EXPECT_EQ(cfg->guest.default_memory_mib, 512u);

@@ -27,6 +27,7 @@ class FakeVmm : public hypervisor::Vm {
   pid_t vmm_pid() const override { return ::getpid(); }
   hypervisor::Accelerator accelerator() const override { return hypervisor::Accelerator::kTcg; }
   hypervisor::VmState state() const override { return state_; }
+  const std::vector<hypervisor::Device>& boot_devices() const override { return boot_devices_; }
   Status Pause() override;
   Status Resume() override;
   Status Stop(std::chrono::milliseconds) override;
@@ -43,6 +44,7 @@ class FakeVmm : public hypervisor::Vm {
 
  private:
   std::string id_;
+  std::vector<hypervisor::Device> boot_devices_;
   std::atomic<hypervisor::VmState> state_{hypervisor::VmState::kRunning};
 };
 
@@ -59,6 +61,7 @@ class FakeSandboxVm : public vm::SandboxVm {
   hypervisor::Accelerator accelerator() const override { return hypervisor::Accelerator::kTcg; }
   const vm::BootTimings& timings() const override { return timings_; }
   std::vector<pid_t> HostPids() const override { return {}; }
+  std::optional<vm::BootNic> boot_nic() const override { return std::nullopt; }
   Result<agentclient::AgentClient*> agent() override;
   hypervisor::Vm& vmm() override { return vmm_; }
   std::string HostSharedPath(std::string_view rel = "") const override;

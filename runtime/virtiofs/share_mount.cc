@@ -1,7 +1,4 @@
-// The share dir's own shared mount: bind, make-private (leave the parent's
-// peer group, so our submounts do not spread to every namespace that holds
-// a copy of the parent), make-shared (new peer group that virtiofsd's
-// namespace becomes a slave of).
+// The host tree and the guest's read-only view of it (see share_mount.h).
 #include "runtime/virtiofs/share_mount.h"
 
 #include <fcntl.h>
@@ -24,27 +21,46 @@ bool IsMountPoint(const std::string& path) {
   return (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) != 0 && (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
 }
 
-Result<SharedMount> SharedMount::Create(const std::string& dir) {
-  RETURN_IF_ERROR(MkdirAll(dir, 0750));
-  if (IsMountPoint(dir)) return FailedPrecondition("share dir " + dir + " is already a mount point (left over?)");
-  if (::mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND, nullptr) != 0) return ErrnoStatus("bind-mount " + dir + " onto itself");
-  SharedMount m(dir);  // from here on, destruction unmounts
-  if (::mount(nullptr, dir.c_str(), nullptr, MS_PRIVATE, nullptr) != 0) return ErrnoStatus("make " + dir + " private");
-  if (::mount(nullptr, dir.c_str(), nullptr, MS_SHARED, nullptr) != 0) return ErrnoStatus("make " + dir + " shared");
+Result<SharedMount> SharedMount::Create(const std::string& host_dir, const std::string& share_dir) {
+  RETURN_IF_ERROR(MkdirAll(host_dir, 0700));
+  RETURN_IF_ERROR(MkdirAll(share_dir, 0750));
+  for (const std::string* d : {&host_dir, &share_dir}) {
+    if (IsMountPoint(*d)) return FailedPrecondition("share dir " + *d + " is already a mount point (left over?)");
+  }
+  if (::mount(host_dir.c_str(), host_dir.c_str(), nullptr, MS_BIND, nullptr) != 0)
+    return ErrnoStatus("bind-mount " + host_dir + " onto itself");
+  SharedMount m(host_dir, "");  // from here on, destruction unmounts
+  // Private first: leave the parent's peer group, so our submounts do not
+  // spread to every namespace that holds a copy of the parent.
+  if (::mount(nullptr, host_dir.c_str(), nullptr, MS_PRIVATE, nullptr) != 0)
+    return ErrnoStatus("make " + host_dir + " private");
+  if (::mount(nullptr, host_dir.c_str(), nullptr, MS_SHARED, nullptr) != 0)
+    return ErrnoStatus("make " + host_dir + " shared");
+  if (::mount(host_dir.c_str(), share_dir.c_str(), nullptr, MS_BIND, nullptr) != 0)
+    return ErrnoStatus("bind-mount " + host_dir + " onto " + share_dir);
+  m.share_dir_ = share_dir;
+  if (::mount(nullptr, share_dir.c_str(), nullptr, MS_SLAVE, nullptr) != 0)
+    return ErrnoStatus("make " + share_dir + " a slave of " + host_dir);
+  if (::mount(nullptr, share_dir.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+              nullptr) != 0)
+    return ErrnoStatus("remount " + share_dir + " read-only, nosuid, nodev");
   return m;
 }
 
-Result<SharedMount> SharedMount::Adopt(const std::string& dir) {
-  if (!IsMountPoint(dir)) return NotFound("share dir " + dir + " is not mounted");
-  return SharedMount(dir);
+Result<SharedMount> SharedMount::Adopt(const std::string& host_dir, const std::string& share_dir) {
+  const bool host = IsMountPoint(host_dir), share = IsMountPoint(share_dir);
+  if (!host && !share) return NotFound("share dirs " + host_dir + " and " + share_dir + " are not mounted");
+  return SharedMount(host ? host_dir : "", share ? share_dir : "");
 }
 
-SharedMount::SharedMount(SharedMount&& other) noexcept : dir_(std::exchange(other.dir_, {})) {}
+SharedMount::SharedMount(SharedMount&& other) noexcept
+    : host_dir_(std::exchange(other.host_dir_, {})), share_dir_(std::exchange(other.share_dir_, {})) {}
 
 SharedMount& SharedMount::operator=(SharedMount&& other) noexcept {
   if (this != &other) {
     (void)Release();
-    dir_ = std::exchange(other.dir_, {});
+    host_dir_ = std::exchange(other.host_dir_, {});
+    share_dir_ = std::exchange(other.share_dir_, {});
   }
   return *this;
 }
@@ -54,9 +70,10 @@ SharedMount::~SharedMount() {
   if (!st.ok()) kLog.Error("release share mount: {}", st.ToString());
 }
 
-Status SharedMount::Release() {
-  if (dir_.empty()) return Status::Ok();
-  std::string dir = std::exchange(dir_, {});
+namespace {
+
+// Unmounts `dir` (lazily when mounts below it keep it busy) and removes it.
+Status UnmountAndRemove(const std::string& dir) {
   if (::umount2(dir.c_str(), UMOUNT_NOFOLLOW) != 0) {
     if (errno != EBUSY) return ErrnoStatus("unmount share " + dir);
     // Container rootfs still mounted below: detach the whole subtree from
@@ -65,6 +82,19 @@ Status SharedMount::Release() {
     if (::umount2(dir.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0) return ErrnoStatus("detach share " + dir);
   }
   return RemoveAll(dir).WithContext("remove share dir");
+}
+
+}  // namespace
+
+Status SharedMount::Release() {
+  Status first;
+  // The guest's view first: it is a slave of the host tree.
+  for (std::string* d : {&share_dir_, &host_dir_}) {
+    if (d->empty()) continue;
+    Status st = UnmountAndRemove(std::exchange(*d, {}));
+    if (!st.ok() && first.ok()) first = std::move(st);
+  }
+  return first;
 }
 
 }  // namespace capsule::virtiofs

@@ -1,10 +1,21 @@
-// SharedMount: a VM's share dir bind-mounted onto itself and made a shared
-// mount (its own peer group). virtiofsd's namespace sandbox copies the
-// mount table and turns it into slaves, so mounts made under the share on
-// the host *after* virtiofsd started (container rootfs) propagate into the
-// daemon's view only when the share is a shared mount. Host mounts are
-// private on many hosts (this build machine: no "shared:" tag anywhere),
-// hence the explicit bind.
+// SharedMount: a VM's share as two mounts of one directory tree, so that
+// the host never makes a path operation where the guest can write:
+//   <vm>/mounts/  the host's tree (0700, never exported). The shim makes its
+//                 directories and mounts (container rootfs, volumes) here.
+//                 Bound onto itself and made a shared mount (its own peer
+//                 group), so mounts below it propagate.
+//   <vm>/shared/  what virtiofsd exports: a bind of mounts/ made a slave of
+//                 it (mounts made under mounts/ appear here, nothing flows
+//                 back) and read-only, nosuid, nodev. The guest can neither
+//                 create nor rename anything in it, so it cannot swap a path
+//                 component for a symlink between the shim's mkdir and its
+//                 mount (Kata's CVE-2020-2026); what it may write is inside
+//                 the mounts themselves (a rootfs' overlay, an rw volume),
+//                 where the host does no path operations.
+// virtiofsd's namespace sandbox copies the mount table and turns it into
+// slaves, so late mounts reach its view only through this propagation. Host
+// mounts are private on many hosts (this build machine: no "shared:" tag
+// anywhere), hence the explicit binds.
 #pragma once
 
 #include <string>
@@ -15,12 +26,14 @@ namespace capsule::virtiofs {
 
 class SharedMount {
  public:
-  // mkdir -p `dir`, bind it onto itself, make it private then shared.
-  // FAILED_PRECONDITION if `dir` is already a mount point (a leftover).
-  static Result<SharedMount> Create(const std::string& dir);
-  // Takes over an existing share mount (adoption); NOT_FOUND if `dir` is not
-  // a mount point.
-  static Result<SharedMount> Adopt(const std::string& dir);
+  // mkdir both, bind `host_dir` onto itself (private, then shared), bind it
+  // onto `share_dir` (slave, read-only, nosuid, nodev). FAILED_PRECONDITION
+  // if either is already a mount point (a leftover). Nothing is left on
+  // failure.
+  static Result<SharedMount> Create(const std::string& host_dir, const std::string& share_dir);
+  // Takes over whichever of the two is mounted (adoption, or clean-up of a
+  // half-made share); NOT_FOUND if neither is.
+  static Result<SharedMount> Adopt(const std::string& host_dir, const std::string& share_dir);
 
   SharedMount() = default;
   SharedMount(SharedMount&& other) noexcept;
@@ -29,18 +42,24 @@ class SharedMount {
   SharedMount& operator=(const SharedMount&) = delete;
   ~SharedMount();  // Release(), errors logged
 
-  const std::string& dir() const { return dir_; }
-  bool active() const { return !dir_.empty(); }
-  // Unmounts the share (detaching lazily whatever is still mounted below it,
-  // so nothing stays pinned), then removes the directory tree, never
-  // crossing a mount point.
+  const std::string& host_dir() const { return host_dir_; }
+  const std::string& share_dir() const { return share_dir_; }
+  bool active() const { return !share_dir_.empty() || !host_dir_.empty(); }
+  // Unmounts the guest's view, then the host tree (detaching lazily whatever
+  // is still mounted below them, so nothing stays pinned), then removes both
+  // directory trees, never crossing a mount point.
   Status Release();
-  // Forgets the mount without unmounting it (detach for adoption).
-  void Leave() { dir_.clear(); }
+  // Forgets the mounts without unmounting them (detach for adoption).
+  void Leave() {
+    host_dir_.clear();
+    share_dir_.clear();
+  }
 
  private:
-  explicit SharedMount(std::string dir) : dir_(std::move(dir)) {}
-  std::string dir_;
+  SharedMount(std::string host_dir, std::string share_dir)
+      : host_dir_(std::move(host_dir)), share_dir_(std::move(share_dir)) {}
+  std::string host_dir_;   // "" when there is none to release
+  std::string share_dir_;
 };
 
 // statx(STATX_ATTR_MOUNT_ROOT): true also for same-filesystem bind mounts.

@@ -110,7 +110,7 @@ Result<std::unique_ptr<VirtiofsDaemon>> VirtiofsDaemon::Start(const VirtiofsOpti
       return AlreadyExists(fmt::format("{}: virtiofsd pid {} already serves it", what, pid));
   }
   RETURN_IF_ERROR_CTX(MkdirAll(o.vm_dir, 0750), what);
-  ASSIGN_OR_RETURN(SharedMount share, SharedMount::Create(paths.share()));
+  ASSIGN_OR_RETURN(SharedMount share, SharedMount::Create(paths.host_tree(), paths.share()));
   RemoveFiles(paths);  // stale leftovers of a daemon that is gone
   UniqueFd log_fd(::open(paths.log().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0640));
   if (!log_fd) return ErrnoStatus(what + ": open " + paths.log());
@@ -144,7 +144,7 @@ Result<std::unique_ptr<VirtiofsDaemon>> VirtiofsDaemon::Attach(const std::string
   if (!text.ok()) return text.status().WithContext(what);
   pid_t pid = static_cast<pid_t>(std::atoi(text->c_str()));
   if (pid <= 0) return InvalidArgument(fmt::format("{}: {} holds no pid", what, paths.pidfile()));
-  auto share = SharedMount::Adopt(paths.share());
+  auto share = SharedMount::Adopt(paths.host_tree(), paths.share());
   if (!share.ok()) kLog.Warn("{}: {}", what, share.status().message());
   UniqueFd pidfd;
   if (auto fd = OpenPidfd(pid); fd.ok() && ServesSocket(pid, paths.socket())) {

@@ -2,7 +2,9 @@
 // over a vhost-user socket, started as a daemon so the VM can be adopted by
 // another process, and stopped with everything it made: process, socket,
 // pid file, log, share mount and share dir. Files, in the VM's state dir:
-//   shared/          the share (a shared bind mount, see share_mount.h)
+//   mounts/          the host's tree of the share (a shared bind mount)
+//   shared/          what virtiofsd exports: a read-only slave bind of it
+//                    (share_mount.h)
 //   virtiofsd.sock   vhost-user socket QEMU connects to
 //   virtiofsd.pid    the daemon's pid (adoption)
 //   virtiofsd.log    its stderr
@@ -46,7 +48,8 @@ struct VirtiofsOptions {
 struct VirtiofsPaths {
   explicit VirtiofsPaths(std::string vm_dir) : dir(std::move(vm_dir)) {}
   std::string dir;
-  std::string share() const { return dir + "/shared"; }
+  std::string share() const { return dir + "/shared"; }     // exported, read-only at its top
+  std::string host_tree() const { return dir + "/mounts"; }  // where the host mounts
   std::string socket() const { return dir + "/virtiofsd.sock"; }
   std::string pidfile() const { return dir + "/virtiofsd.pid"; }
   std::string log() const { return dir + "/virtiofsd.log"; }
@@ -72,6 +75,8 @@ class VirtiofsDaemon {
   pid_t pid() const { return pid_; }
   const std::string& socket_path() const { return socket_; }
   std::string share_dir() const { return paths_.share(); }
+  // Where the host makes the share's directories and mounts (share_mount.h).
+  std::string host_dir() const { return paths_.host_tree(); }
   // Readable once the daemon exited (for an event loop); -1 if unknown.
   int exit_fd() const { return pidfd_.get(); }
   bool running() const;

@@ -83,8 +83,10 @@ class SandboxVm {
   // The VMM for pause/resume and hot-plug.
   virtual hypervisor::Vm& vmm() = 0;
 
-  // The share as the host sees it (<state_dir>/shared/<rel>) and as the guest
-  // does (/run/capsule/shared/<rel>).
+  // Where the host makes a path of the share (<state_dir>/mounts/<rel>, a
+  // tree the guest cannot write; virtiofsd exports a read-only view of it,
+  // see runtime/virtiofs/share_mount.h) and where the guest sees it
+  // (/run/capsule/shared/<rel>).
   virtual std::string HostSharedPath(std::string_view rel = "") const = 0;
   virtual std::string GuestSharedPath(std::string_view rel = "") const = 0;
   // The storage to pass in CreateSandbox so the agent mounts the share.

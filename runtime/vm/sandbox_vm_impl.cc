@@ -100,7 +100,7 @@ Result<agentclient::AgentClient*> SandboxVmImpl::agent() {
 }
 
 std::string SandboxVmImpl::HostSharedPath(std::string_view rel) const {
-  return Join(virtiofs::VirtiofsPaths(state_dir_).share(), rel);
+  return Join(virtiofs::VirtiofsPaths(state_dir_).host_tree(), rel);
 }
 
 std::string SandboxVmImpl::GuestSharedPath(std::string_view rel) const {
@@ -179,9 +179,10 @@ Status SandboxVmImpl::TearDown() {
   if (vmm_) note(vmm_->Stop(milliseconds(0)), "stop the VMM");
   if (virtiofsd_) {
     note(virtiofsd_->Stop(kDaemonGrace), "stop virtiofsd");
-  } else if (virtiofs::IsMountPoint(HostSharedPath(""))) {
-    // Adopted without a daemon to attach to: the share mount may remain.
-    auto share = virtiofs::SharedMount::Adopt(HostSharedPath(""));
+  } else {
+    // Adopted without a daemon to attach to: the share mounts may remain.
+    const virtiofs::VirtiofsPaths paths(state_dir_);
+    auto share = virtiofs::SharedMount::Adopt(paths.host_tree(), paths.share());
     if (share.ok()) note(share->Release(), "unmount the share");
   }
   if (vsock_) note(vsock_->Shutdown(kDaemonGrace), "stop the vsock host end");

@@ -78,7 +78,8 @@ Result<ContainerPtr> TaskManager::CreateReserved(const CreateParams& params) {
   // dies meanwhile still leaves `delete` enough to stop it.
   auto record = [bundle = params.bundle, cid = params.id, sandbox_id, config = d_.config_path](
                     const std::string& vm_id, const std::string& state_dir) {
-    return WriteBundleRecord(bundle, {sandbox_id, vm_id, state_dir, state_dir + "/shared/" + cid, config});
+    // SandboxVm::HostSharedPath(cid): the host's tree of the share.
+    return WriteBundleRecord(bundle, {sandbox_id, vm_id, state_dir, state_dir + "/mounts/" + cid, config});
   };
   SandboxPtr sandbox;
   if (joins_pod) {

@@ -323,8 +323,8 @@ TEST_F(TaskServiceTest, CriPodSharesOneVmSizedFromItsAnnotations) {
   EXPECT_FALSE(guest["linux"]["namespaces"][0].contains("path"));
   EXPECT_EQ(guest["mounts"].back()["source"], "/run/capsule/shared/app/mounts/2-hosts");
   const auto live = mounter_.live();
-  EXPECT_EQ(live.count(tmp_->Join("state/vm/" + VmId("pod1") + "/shared/app/rootfs")), 1u);
-  EXPECT_EQ(live.count(tmp_->Join("state/vm/" + VmId("pod1") + "/shared/app/mounts/2-hosts")), 1u);
+  EXPECT_EQ(live.count(tmp_->Join("state/vm/" + VmId("pod1") + "/mounts/app/rootfs")), 1u);
+  EXPECT_EQ(live.count(tmp_->Join("state/vm/" + VmId("pod1") + "/mounts/app/mounts/2-hosts")), 1u);
   MustStart("app");
 
   StopAndDelete("app");
@@ -708,8 +708,8 @@ TEST_F(TaskServiceTest, APodClaimsAPooledVmRecordsItAndRefreshesItsClockAndRng) 
   auto app_record = shim::task::ReadBundleRecord(tmp_->Join("app"));
   ASSERT_TRUE(app_record.ok());
   EXPECT_EQ(app_record->vm_id, "pool-fake-1");
-  EXPECT_EQ(app_record->container_share_dir, vms_->StateDirFor("pool-fake-1") + "/shared/app");
-  EXPECT_EQ(mounter_.live().count(vms_->StateDirFor("pool-fake-1") + "/shared/app/rootfs"), 1u);
+  EXPECT_EQ(app_record->container_share_dir, vms_->StateDirFor("pool-fake-1") + "/mounts/app");
+  EXPECT_EQ(mounter_.live().count(vms_->StateDirFor("pool-fake-1") + "/mounts/app/rootfs"), 1u);
   ASSERT_TRUE(Delete("app").ok());
   ASSERT_TRUE(Delete("pod1").ok());
   EXPECT_EQ(vms_->live_vms(), 0) << "the pod's end is its VM's end";

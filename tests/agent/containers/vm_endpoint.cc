@@ -5,6 +5,7 @@
 
 #include <grpcpp/create_channel_posix.h>
 #include <grpcpp/security/credentials.h>
+#include <sys/mount.h>
 
 #include <cstdlib>
 #include <iostream>
@@ -40,9 +41,14 @@ Result<std::unique_ptr<VmEndpoint>> VmEndpoint::Start() {
   virtiofs::VirtiofsOptions fs;
   fs.vm_dir = ep->dir_->path();
   ASSIGN_OR_RETURN(ep->virtiofsd_, virtiofs::VirtiofsDaemon::Start(fs));
-  const std::string rootfs = ep->virtiofsd_->share_dir() + "/" + kRootfsRel;
+  const std::string rootfs = ep->virtiofsd_->host_dir() + "/" + kRootfsRel;
   RETURN_IF_ERROR(MkdirAll(rootfs));
   RETURN_IF_ERROR_CTX(BuildBusyboxRootfs(rootfs), "rootfs on the share");
+  // A mount of its own, as a pod's overlay rootfs is: the share's own tree
+  // is read-only to the guest, the mounts in it are not. The share's
+  // release detaches it.
+  if (::mount(rootfs.c_str(), rootfs.c_str(), nullptr, MS_BIND, nullptr) != 0)
+    return ErrnoStatus("bind-mount the test rootfs " + rootfs + " onto itself");
   vsock::VsockBackendOptions vo;
   vo.vsockd_path = BuildDir() + "/runtime/vsock/capsule-vsockd";
   ASSIGN_OR_RETURN(ep->backend_, vsock::MakeVsockBackend(config::VsockBackendKind::kVhostUser, vo));

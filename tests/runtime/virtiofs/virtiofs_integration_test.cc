@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/statvfs.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -101,7 +102,7 @@ TEST_F(VirtiofsTest, QemuRealizesVhostUserFsAndLateMountsReachVirtiofsd) {
   // A "container rootfs" bind-mounted under the share after virtiofsd started.
   ASSERT_TRUE(MkdirAll(root_->Join("rootfs-src")).ok());
   ASSERT_TRUE(WriteFile(root_->Join("rootfs-src/marker"), "from the host").ok());
-  std::string target = (*d)->share_dir() + "/c1";
+  std::string target = (*d)->host_dir() + "/c1";
   ASSERT_TRUE(MkdirAll(target).ok());
   ASSERT_EQ(::mount(root_->Join("rootfs-src").c_str(), target.c_str(), nullptr, MS_BIND, nullptr), 0);
   pid_t serving = ServingProcess((*d)->pid());
@@ -110,8 +111,25 @@ TEST_F(VirtiofsTest, QemuRealizesVhostUserFsAndLateMountsReachVirtiofsd) {
   auto seen = ReadFile("/proc/" + std::to_string(serving) + "/root/c1/marker");
   ASSERT_TRUE(seen.ok()) << seen.status().ToString();
   EXPECT_EQ(*seen, "from the host");
+  // The guest writes through virtiofsd's view: inside a mount (a rootfs) it
+  // may, but the share's own tree is read-only, so it cannot plant a symlink
+  // or a directory where the host will mkdir and mount next.
+  const std::string view = "/proc/" + std::to_string(serving) + "/root";
+  EXPECT_TRUE(WriteFile(view + "/c1/written-by-guest", "ok").ok());
+  EXPECT_EQ(*ReadFile(root_->Join("rootfs-src/written-by-guest")), "ok");
+  errno = 0;
+  EXPECT_NE(::symlink("/etc", (view + "/c2").c_str()), 0);
+  EXPECT_EQ(errno, EROFS);
+  errno = 0;
+  EXPECT_NE(::mkdir((view + "/c3").c_str(), 0755), 0);
+  EXPECT_EQ(errno, EROFS);
+  EXPECT_NE(::rename((view + "/c1").c_str(), (view + "/c1-moved").c_str()), 0);
+  struct statvfs fs {};
+  ASSERT_EQ(::statvfs((*d)->share_dir().c_str(), &fs), 0);
+  EXPECT_EQ(fs.f_flag & (ST_RDONLY | ST_NOSUID | ST_NODEV), ST_RDONLY | ST_NOSUID | ST_NODEV);
   ASSERT_EQ(::umount(target.c_str()), 0);
   EXPECT_FALSE(PathExists("/proc/" + std::to_string(serving) + "/root/c1/marker"));
+  EXPECT_FALSE(PathExists((*d)->share_dir() + "/c1/marker"));
 
   // virtiofsd serves one connection: it leaves with QEMU.
   int exit_fd = (*d)->exit_fd();
@@ -127,7 +145,7 @@ TEST_F(VirtiofsTest, StopDetachesMountsStillUnderTheShareWithoutTouchingThem) {
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   ASSERT_TRUE(MkdirAll(root_->Join("src")).ok());
   ASSERT_TRUE(WriteFile(root_->Join("src/keep"), "keep").ok());
-  std::string target = (*d)->share_dir() + "/c1";
+  std::string target = (*d)->host_dir() + "/c1";
   ASSERT_TRUE(MkdirAll(target).ok());
   ASSERT_EQ(::mount(root_->Join("src").c_str(), target.c_str(), nullptr, MS_BIND, nullptr), 0);
   ASSERT_TRUE((*d)->Stop().ok());

@@ -25,7 +25,7 @@ Status FakeVmm::Stop(std::chrono::milliseconds) {
 FakeSandboxVm::FakeSandboxVm(FakeVmProvider* owner, std::string id, std::string state_dir,
                              std::shared_ptr<FakeAgentClient> agent)
     : owner_(owner), id_(std::move(id)), state_dir_(std::move(state_dir)), agent_(std::move(agent)), vmm_(id_) {
-  (void)MkdirAll(state_dir_ + "/shared");
+  (void)MkdirAll(state_dir_ + "/mounts");
   timings_.total_ms = 1;
 }
 
@@ -40,7 +40,7 @@ Result<agentclient::AgentClient*> FakeSandboxVm::agent() {
 }
 
 std::string FakeSandboxVm::HostSharedPath(std::string_view rel) const {
-  return state_dir_ + "/shared" + (rel.empty() ? "" : "/" + std::string(rel));
+  return state_dir_ + "/mounts" + (rel.empty() ? "" : "/" + std::string(rel));
 }
 
 std::string FakeSandboxVm::GuestSharedPath(std::string_view rel) const {

@@ -11,6 +11,8 @@
 #include <charconv>
 #include <cstring>
 
+#include "runtime/common/unix_listen.h"
+
 namespace capsule::agent::server {
 namespace {
 
@@ -30,24 +32,12 @@ Result<UniqueFd> ListenVsock(uint32_t port) {
   return fd;
 }
 
-Result<UniqueFd> ListenUnix(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) {
-    return InvalidArgument(fmt::format("unix socket path {} is longer than {} bytes", path, sizeof addr.sun_path - 1));
-  }
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  struct stat st{};
-  if (::lstat(path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) return FailedPrecondition(fmt::format("{} exists and is not a socket", path));
-    if (::unlink(path.c_str()) != 0) return ErrnoStatus("remove stale socket " + path);
-  }
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) return ErrnoStatus("socket(AF_UNIX)");
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return ErrnoStatus("bind " + path);
-  if (::chmod(path.c_str(), 0600) != 0) return ErrnoStatus("chmod 0600 " + path);
-  if (::listen(fd.get(), kBacklog) != 0) return ErrnoStatus("listen on " + path);
-  return fd;
+// --no-init tests: a stale socket of an earlier run is replaced.
+Result<UniqueFd> ListenUnixEndpoint(const std::string& path) {
+  UnixListenOptions o;
+  o.backlog = kBacklog;
+  o.existing = UnixListenOptions::Existing::kReplaceStale;
+  return ListenUnix(path, o);
 }
 
 }  // namespace
@@ -78,7 +68,7 @@ Result<Endpoint> ParseEndpoint(std::string_view text) {
 }
 
 Result<UniqueFd> Listen(const Endpoint& endpoint) {
-  return endpoint.kind == Endpoint::Kind::kVsock ? ListenVsock(endpoint.port) : ListenUnix(endpoint.path);
+  return endpoint.kind == Endpoint::Kind::kVsock ? ListenVsock(endpoint.port) : ListenUnixEndpoint(endpoint.path);
 }
 
 }  // namespace capsule::agent::server

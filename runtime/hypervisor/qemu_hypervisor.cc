@@ -19,6 +19,7 @@
 
 #include "runtime/common/daemon.h"
 #include "runtime/common/file_util.h"
+#include "runtime/common/unix_listen.h"
 #include "runtime/common/logging.h"
 #include "runtime/hypervisor/qemu_cmdline.h"
 #include "runtime/hypervisor/qemu_vm.h"
@@ -35,18 +36,12 @@ constexpr milliseconds kProbeTimeout{10000};
 constexpr size_t kLogTailBytes = 2048;
 constexpr int kExitConfirmMs = 2000;
 
-Result<UniqueFd> ListenUnix(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) return InvalidArgument("socket path too long: " + path);
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) return ErrnoStatus("socket(AF_UNIX)");
-  ::unlink(path.c_str());  // a stale socket from a VM that is gone (we hold the lock)
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return ErrnoStatus("bind " + path);
-  if (::chmod(path.c_str(), 0600) != 0) return ErrnoStatus("chmod " + path);
-  if (::listen(fd.get(), 4) != 0) return ErrnoStatus("listen " + path);
-  return fd;
+// QMP's socket: a stale one from a VM that is gone is ours to replace (we hold the lock).
+Result<UniqueFd> ListenQmp(const std::string& path) {
+  UnixListenOptions o;
+  o.backlog = 4;
+  o.existing = UnixListenOptions::Existing::kReplace;
+  return ListenUnix(path, o);
 }
 
 std::string Joined(const std::vector<std::string>& argv) {
@@ -114,7 +109,7 @@ bool HaveCapSysAdmin() {
 
 // Binds QMP's socket, opens QEMU's log and starts QEMU holding both.
 Result<Daemon> SpawnQemu(QemuCommandInput in, const VmPaths& paths, std::string_view why) {
-  ASSIGN_OR_RETURN(UniqueFd listener, ListenUnix(paths.qmp_socket()));
+  ASSIGN_OR_RETURN(UniqueFd listener, ListenQmp(paths.qmp_socket()));
   UniqueFd log_fd(::open(paths.vmm_log().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0640));
   if (!log_fd) return ErrnoStatus("open " + paths.vmm_log());
   in.qmp_listen_fd = listener.get();

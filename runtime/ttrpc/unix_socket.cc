@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/common/unix_listen.h"
+
 namespace capsule::ttrpc {
 namespace {
 
@@ -47,23 +49,9 @@ std::string StripUnixScheme(std::string_view address) {
 }
 
 Result<UniqueFd> ListenUnix(const std::string& path, mode_t mode) {
-  ASSIGN_OR_RETURN(sockaddr_un addr, MakeAddress(path));
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) return ErrnoStatus("socket(AF_UNIX) for " + path);
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    return ErrnoStatus("bind " + path);
-  }
-  if (::chmod(path.c_str(), mode) != 0) {
-    Status st = ErrnoStatus("chmod " + path);
-    ::unlink(path.c_str());
-    return st;
-  }
-  if (::listen(fd.get(), SOMAXCONN) != 0) {
-    Status st = ErrnoStatus("listen " + path);
-    ::unlink(path.c_str());
-    return st;
-  }
-  return fd;
+  UnixListenOptions o;
+  o.mode = mode;
+  return capsule::ListenUnix(path, o);
 }
 
 Result<UniqueFd> DialUnix(const std::string& path, std::chrono::milliseconds timeout) {

@@ -10,6 +10,8 @@
 
 #include <cstring>
 
+#include "runtime/common/unix_listen.h"
+
 namespace capsule::vsock {
 namespace {
 
@@ -26,28 +28,11 @@ Result<sockaddr_un> UnixAddr(const std::string& path) {
 }  // namespace
 
 Result<UniqueFd> ListenUnix(const std::string& path, int backlog) {
-  ASSIGN_OR_RETURN(sockaddr_un addr, UnixAddr(path));
-  struct stat st{};
-  if (::lstat(path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) return AlreadyExists("listen on " + path + ": a non-socket file is in the way");
-    if (ConnectUnix(path, true).ok()) return AlreadyExists("listen on " + path + ": another process serves it");
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("unlink stale socket " + path);
-  }
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!fd) return ErrnoStatus("socket(AF_UNIX) for " + path);
-  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0)
-    return ErrnoStatus("bind " + path);
-  if (::chmod(path.c_str(), 0600) != 0) {
-    Status s = ErrnoStatus("chmod 0600 " + path);
-    ::unlink(path.c_str());
-    return s;
-  }
-  if (::listen(fd.get(), backlog) != 0) {
-    Status s = ErrnoStatus("listen " + path);
-    ::unlink(path.c_str());
-    return s;
-  }
-  return fd;
+  UnixListenOptions o;
+  o.backlog = backlog;
+  o.existing = UnixListenOptions::Existing::kReplaceStale;
+  o.nonblocking = true;
+  return capsule::ListenUnix(path, o);
 }
 
 Result<UniqueFd> ConnectUnix(const std::string& path, bool nonblocking) {

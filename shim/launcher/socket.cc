@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "runtime/common/file_util.h"
+#include "runtime/common/unix_listen.h"
 
 namespace capsule::shim::launcher {
 namespace {
@@ -120,32 +121,15 @@ bool CanConnect(const std::string& path) {
 }
 
 Result<UniqueFd> ListenUnix(const std::string& path, mode_t mode) {
-  ASSIGN_OR_RETURN(sockaddr_un addr, UnixAddr(path));
+  RETURN_IF_ERROR(UnixAddr(path).status());  // its limit is containerd's, tighter than sun_path
   const std::string dir = path.substr(0, path.rfind('/'));
   if (!dir.empty()) RETURN_IF_ERROR(MkdirAll(dir, kSocketDirMode));
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) return ErrnoStatus("socket(AF_UNIX) for " + path);
-  // bind() creates the file with the umask applied; tighten the umask so the
-  // socket is never reachable by others, even for an instant.
-  const mode_t old_umask = ::umask(static_cast<mode_t>(~mode & 0777));
-  const int rc = ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
-  const int bind_errno = errno;
-  ::umask(old_umask);
-  if (rc != 0) {
-    if (bind_errno == EADDRINUSE) return AlreadyExists("socket " + path + " already exists");
-    return ErrnoStatus("bind " + path, bind_errno);
-  }
-  if (::chmod(path.c_str(), mode) != 0) {
-    Status st = ErrnoStatus("chmod " + path);
-    ::unlink(path.c_str());
-    return st;
-  }
-  if (::listen(fd.get(), SOMAXCONN) != 0) {
-    Status st = ErrnoStatus("listen " + path);
-    ::unlink(path.c_str());
-    return st;
-  }
-  return fd;
+  UnixListenOptions o;
+  o.mode = mode;
+  // The shim binds before any thread of its own runs; its socket dir may
+  // be reachable by others.
+  o.restrict_umask_at_bind = true;
+  return capsule::ListenUnix(path, o);
 }
 
 Result<std::string> BoundPath(int fd) {

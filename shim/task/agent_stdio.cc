@@ -1,6 +1,8 @@
 // See agent_stdio.h.
 #include "shim/task/agent_stdio.h"
 
+#include <fmt/format.h>
+
 #include "shim/task/agent_status.h"
 
 namespace capsule::shim::task {
@@ -22,6 +24,10 @@ Result<io::ReadChunk> AgentStdio::Read(io::OutputStream stream, size_t max_bytes
     return out ? a.ReadStdout(req) : a.ReadStderr(req);
   });
   if (!resp.ok()) return FromAgent(resp.status(), (out ? "read stdout of " : "read stderr of ") + Name());
+  // The guest's answer is input: never more than was asked for.
+  if (resp->data().size() > max_bytes)
+    return Internal(fmt::format("read {}: the agent returned {} bytes, more than the {} asked for", Name(),
+                                resp->data().size(), max_bytes));
   io::ReadChunk chunk;
   chunk.data = std::move(*resp->mutable_data());
   chunk.eof = resp->eof();

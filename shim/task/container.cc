@@ -106,12 +106,14 @@ Status Container::CreateInAgent(const std::string& spec_json) {
   RETURN_IF_ERROR(FromAgent(sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.CreateContainer(req); }),
                             "create container " + p_.id));
   in_agent_ = true;
+  sandbox_->AddContainer(p_.id);
   return Status::Ok();
 }
 
 Status Container::RemoveFromAgent() {
   if (!in_agent_) return Status::Ok();
   in_agent_ = false;
+  sandbox_->RemoveContainer(p_.id);
   if (sandbox_->vm_gone() || sandbox_->agent()->revoked()) return Status::Ok();  // went with its VM
   v1::RemoveContainerRequest req;
   req.set_container_id(p_.id);

@@ -10,6 +10,7 @@
 #include <future>
 
 #include "runtime/common/logging.h"
+#include "runtime/common/rate_limiter.h"
 #include "shim/task/agent_status.h"
 #include "shim/task/guest_spec.h"
 
@@ -25,6 +26,8 @@ constexpr size_t kVmIdPrefix = 16;
 constexpr size_t kReseedBytes = 512;
 // After a failed OOM poll that is not "VM gone": pause before the next.
 constexpr std::chrono::milliseconds kOomRetryDelay{1000};
+// More real OOM kills than this in a second are a guest flooding us.
+constexpr uint32_t kMaxOomEventsPerSecond = 10;
 
 }  // namespace
 
@@ -172,12 +175,48 @@ Status Sandbox::CreateInAgent() {
                    "create sandbox " + p_.id);
 }
 
+void Sandbox::AddContainer(const std::string& id) {
+  std::lock_guard lock(containers_mu_);
+  containers_.insert(id);
+}
+
+void Sandbox::RemoveContainer(const std::string& id) {
+  std::lock_guard lock(containers_mu_);
+  containers_.erase(id);
+}
+
+bool Sandbox::HostsContainer(const std::string& id) const {
+  std::lock_guard lock(containers_mu_);
+  return containers_.count(id) != 0;
+}
+
 void Sandbox::OomLoop() {
+  // The guest decides what GetOOMEvent returns: it may name a container of
+  // another pod (whose containerd task would be marked OOM-killed) or send
+  // a flood. Only this pod's containers count, at a bounded rate; the rest
+  // is dropped with a warning that is itself bounded.
+  RateLimiter events(kMaxOomEventsPerSecond, std::chrono::seconds(1));
+  RateLimiter warnings(1, std::chrono::seconds(10));
   while (!watch_->stopping.load()) {
     auto ev = agent_->Call<Result<v1::OOMEvent>>([](AgentClient& a) { return a.GetOOMEvent(kOomPollTimeout); });
     if (ev.ok()) {
-      kLog.Warn("sandbox {}: container {} had an OOM kill", p_.id, ev->container_id());
-      if (p_.on_oom && !ev->container_id().empty()) p_.on_oom(ev->container_id());
+      const std::string& cid = ev->container_id();
+      if (!HostsContainer(cid)) {
+        ++ignored_ooms_;
+        if (warnings.Allow())
+          kLog.Warn("sandbox {}: the guest reported an OOM kill of '{}', no container of this pod: ignored ({} so far)",
+                    p_.id, cid.substr(0, 128), ignored_ooms_.load());
+        continue;
+      }
+      if (!events.Allow()) {
+        ++ignored_ooms_;
+        if (warnings.Allow())
+          kLog.Warn("sandbox {}: the guest reports OOM kills faster than {} a second: dropped ({} so far)", p_.id,
+                    kMaxOomEventsPerSecond, ignored_ooms_.load());
+        continue;
+      }
+      kLog.Warn("sandbox {}: container {} had an OOM kill", p_.id, cid);
+      if (p_.on_oom) p_.on_oom(cid);
       continue;
     }
     const Code code = ev.status().code();

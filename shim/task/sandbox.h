@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -106,6 +107,15 @@ class Sandbox {
   // helpers, removes the VM's state. Idempotent.
   Status Stop();
 
+  // The containers this shim has made in the VM (from the agent's
+  // CreateContainer until its RemoveContainer): the only ones whose events
+  // from the guest (OOM kills) are believed.
+  void AddContainer(const std::string& id);
+  void RemoveContainer(const std::string& id);
+  bool HostsContainer(const std::string& id) const;
+  // OOM reports from the guest that were not believed or over the rate.
+  uint64_t ignored_ooms() const { return ignored_ooms_.load(); }
+
  private:
   Sandbox(SandboxParams params, vm::SandboxVmPtr vm);
   // Claims from the pool or cold-boots; says which in the log.
@@ -136,6 +146,10 @@ class Sandbox {
   std::unique_ptr<PodNetwork> network_;  // removed after the VMM stopped
   std::unique_ptr<ProcessCgroup> cgroup_;    // removed after the VMM stopped
   std::atomic<bool> vm_paused_{false};
+  std::atomic<uint64_t> ignored_ooms_{0};  // OOM reports not believed or over the rate
+
+  mutable std::mutex containers_mu_;
+  std::set<std::string> containers_;  // guarded by containers_mu_
 
   std::mutex stop_mu_;  // serializes Stop and pause/resume
   bool stopped_ = false;  // guarded by stop_mu_

@@ -150,6 +150,22 @@ class TaskServiceTest : public ::testing::Test {
   std::string shutdown_;
 };
 
+// A guest answering a read with more bytes than were asked for is refused
+// (the stream ends there): the shim never takes in what it did not ask for.
+TEST_F(TaskServiceTest, AnAgentReadLongerThanAskedForEndsTheStream) {
+  FifoReader out(Fifo("out"));
+  vms_->next_agent()->SetScript("c1", "", {std::string(256 * 1024, 'x'), "", 0});
+  vms_->next_agent()->set_oversized_reads(true);
+  auto created = service_->Create(CreateReq("c1", BaseSpec(), out.path()));
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  out.Start();
+  MustStart("c1");
+  auto w = Wait("c1");
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(out.Get(), "") << "an oversized chunk reached containerd's FIFO";
+  ASSERT_TRUE(Delete("c1").ok());
+}
+
 TEST_F(TaskServiceTest, CtrRunLifecycleWithOutputExitAndOrderedEvents) {
   FifoReader out(Fifo("out"));
   vms_->next_agent()->SetScript("c1", "", {"hello\n", "", 0});
@@ -421,6 +437,29 @@ TEST_F(TaskServiceTest, OomKillsArePublished) {
   Agent("c1")->InjectOom("c1");
   ASSERT_TRUE(events_.WaitFor("/tasks/oom"));
   EXPECT_EQ(events_.Last<cev::TaskOOM>("/tasks/oom").container_id(), "c1");
+  StopAndDelete("c1");
+}
+
+// The guest decides what GetOOMEvent says: a report naming a container
+// this pod does not have (another pod's) is not believed, and a flood of
+// reports publishes a bounded number of events.
+TEST_F(TaskServiceTest, OomReportsOfTheGuestCountOnlyForItsOwnContainersAndAreBounded) {
+  RunSleeper("c1");
+  Agent("c1")->InjectOom("another-pods-container");
+  for (int i = 0; i < 200; ++i) Agent("c1")->InjectOom("c1");
+  for (int i = 0; i < 200 && Agent("c1")->pending_ooms() > 0; ++i) std::this_thread::sleep_for(milliseconds(10));
+  ASSERT_EQ(Agent("c1")->pending_ooms(), 0u);
+  std::this_thread::sleep_for(milliseconds(100));  // the last one fetched is published or dropped
+  const std::vector<std::string> topics = events_.topics();
+  const auto published = std::count(topics.begin(), topics.end(), "/tasks/oom");
+  EXPECT_GE(published, 1);
+  EXPECT_LE(published, 20) << "a guest flooding OOM reports floods containerd";
+  for (const auto& e : events_.events()) {
+    if (e.topic != "/tasks/oom") continue;
+    cev::TaskOOM oom;
+    ASSERT_TRUE(oom.ParseFromString(e.any.value()));
+    EXPECT_EQ(oom.container_id(), "c1");
+  }
   StopAndDelete("c1");
 }
 

@@ -37,6 +37,16 @@ void FakeAgentClient::InjectOom(const std::string& cid) {
   cv_.notify_all();
 }
 
+void FakeAgentClient::set_oversized_reads(bool on) {
+  std::lock_guard lock(mu_);
+  oversized_reads_ = on;
+}
+
+size_t FakeAgentClient::pending_ooms() const {
+  std::lock_guard lock(mu_);
+  return ooms_.size();
+}
+
 std::vector<std::string> FakeAgentClient::calls() const {
   std::lock_guard lock(mu_);
   return calls_;
@@ -306,7 +316,7 @@ Result<av1::ReadStreamResponse> FakeAgentClient::Read(const av1::ReadStreamReque
   cv_.wait(lock, [&] { return !buf.empty() || p->exited || closed_; });
   av1::ReadStreamResponse r;
   if (!buf.empty()) {
-    const size_t n = std::min<size_t>(buf.size(), req.len() ? req.len() : 32768);
+    const size_t n = oversized_reads_ ? buf.size() : std::min<size_t>(buf.size(), req.len() ? req.len() : 32768);
     r.set_data(buf.substr(0, n));
     buf.erase(0, n);
     return r;

@@ -42,6 +42,9 @@ class FakeAgentClient : public agentclient::AgentClient {
   // oom_killed, and no GetOOMEvent is queued (the watcher missed it).
   void ExitOomKilled(const std::string& container_id, const std::string& exec_id);
   void InjectOom(const std::string& container_id);
+  size_t pending_ooms() const;
+  // A lying guest: reads answer with all the buffered output, more than asked.
+  void set_oversized_reads(bool on);
   std::vector<std::string> calls() const;
   bool called(const std::string& method) const;
   std::string stdin_of(const std::string& container_id, const std::string& exec_id) const;
@@ -110,6 +113,7 @@ class FakeAgentClient : public agentclient::AgentClient {
   void ExitProc(Proc& p, int status);
   Result<av1::ReadStreamResponse> Read(const av1::ReadStreamRequest& req, bool err);
 
+  bool oversized_reads_ = false;  // guarded by mu_
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool closed_ = false;

@@ -1,0 +1,60 @@
+#include "runtime/common/unix_listen.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include "runtime/common/file_util.h"
+
+namespace capsule {
+namespace {
+
+using Existing = UnixListenOptions::Existing;
+
+struct stat StatOf(const std::string& path) {
+  struct stat st{};
+  EXPECT_EQ(::lstat(path.c_str(), &st), 0) << path;
+  return st;
+}
+
+TEST(UnixListenTest, ModeIsSetAndTheExistingFilePolicyHolds) {
+  auto dir = TempDir::Create("unix-listen");
+  ASSERT_TRUE(dir.ok());
+  const std::string path = dir->Join("s.sock");
+  UnixListenOptions o;
+  o.mode = 0660;
+  auto live = ListenUnix(path, o);
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  EXPECT_TRUE(S_ISSOCK(StatOf(path).st_mode));
+  EXPECT_EQ(StatOf(path).st_mode & 0777, 0660u);
+
+  // A live socket: refused by kRefuse and kReplaceStale, taken by kReplace.
+  EXPECT_EQ(ListenUnix(path, o).status().code(), Code::kAlreadyExists);
+  o.existing = Existing::kReplaceStale;
+  auto busy = ListenUnix(path, o);
+  EXPECT_EQ(busy.status().code(), Code::kAlreadyExists);
+  EXPECT_NE(busy.status().message().find("another process serves it"), std::string::npos);
+  live->reset();  // now stale: nobody accepts on it
+  auto replaced = ListenUnix(path, o);
+  ASSERT_TRUE(replaced.ok()) << replaced.status().ToString();
+  o.existing = Existing::kReplace;
+  EXPECT_TRUE(ListenUnix(path, o).ok());
+
+  // A file that is no socket is never replaced by kReplaceStale.
+  const std::string file = dir->Join("plain");
+  ASSERT_TRUE(WriteFile(file, "x").ok());
+  o.existing = Existing::kReplaceStale;
+  EXPECT_EQ(ListenUnix(file, o).status().code(), Code::kFailedPrecondition);
+  EXPECT_TRUE(ReadFile(file).ok());
+
+  auto too_long = ListenUnix("/" + std::string(200, 'x'), o);
+  EXPECT_EQ(too_long.status().code(), Code::kInvalidArgument);
+  o.restrict_umask_at_bind = true;
+  o.existing = Existing::kRefuse;
+  o.mode = 0600;
+  const std::string tight = dir->Join("tight.sock");
+  ASSERT_TRUE(ListenUnix(tight, o).ok());
+  EXPECT_EQ(StatOf(tight).st_mode & 0777, 0600u);
+}
+
+}  // namespace
+}  // namespace capsule

@@ -35,6 +35,9 @@ const log::Logger kLog("hypervisor");
 constexpr milliseconds kProbeTimeout{10000};
 constexpr size_t kLogTailBytes = 2048;
 constexpr int kExitConfirmMs = 2000;
+// A VM handed over (the pool's claim) may still look locked for a moment
+// (see VmLock::Acquire); one that another process really drives stays so.
+constexpr milliseconds kAttachLockWait{500};
 
 // QMP's socket: a stale one from a VM that is gone is ours to replace (we hold the lock).
 Result<UniqueFd> ListenQmp(const std::string& path) {
@@ -225,7 +228,7 @@ Result<VmPtr> QemuHypervisor::Launch(const VmSpec& spec_in) {
 Result<VmPtr> QemuHypervisor::Attach(const std::string& state_dir) {
   VmPaths paths(state_dir);
   std::string what = "attach VM at " + state_dir;
-  auto lock = VmLock::Acquire(paths.lock(), /*create=*/false);
+  auto lock = VmLock::Acquire(paths.lock(), /*create=*/false, kAttachLockWait);
   if (!lock.ok()) return lock.status().WithContext(what);
   auto text = ReadFile(paths.record());
   if (!text.ok()) return text.status().WithContext(what);

@@ -5,6 +5,10 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <thread>
+
+#include <fmt/format.h>
+
 #include "runtime/common/logging.h"
 
 namespace capsule::hypervisor {
@@ -18,16 +22,20 @@ std::string DefaultVmStateDir(std::string_view state_root, std::string_view vm_i
   return root + "/vm/" + std::string(vm_id);
 }
 
-Result<VmLock> VmLock::Acquire(const std::string& lock_path, bool create) {
+Result<VmLock> VmLock::Acquire(const std::string& lock_path, bool create, std::chrono::milliseconds wait) {
   int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0);
   UniqueFd fd(::open(lock_path.c_str(), flags, 0600));
   if (!fd) {
     if (errno == ENOENT) return NotFound("no VM state at " + lock_path + " (vm.lock missing)");
     return ErrnoStatus("open " + lock_path);
   }
-  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) return FailedPrecondition("VM is driven by another process (" + lock_path + " is locked)");
-    return ErrnoStatus("flock " + lock_path);
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) return ErrnoStatus("flock " + lock_path);
+    if (std::chrono::steady_clock::now() >= deadline)
+      return FailedPrecondition(fmt::format("VM is driven by another process ({} is locked{})", lock_path,
+                                            wait.count() > 0 ? fmt::format(", waited {} ms", wait.count()) : ""));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return VmLock(std::move(fd), lock_path);
 }

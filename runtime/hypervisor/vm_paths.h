@@ -11,6 +11,7 @@
 // sockets); each removes its own and the last one removes the directory.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -40,7 +41,12 @@ class VmLock {
  public:
   // create: make vm.lock if missing (launch); else NOT_FOUND when absent.
   // FAILED_PRECONDITION when another open file description holds it.
-  static Result<VmLock> Acquire(const std::string& lock_path, bool create);
+  // `wait`: how long a lock held by someone else is retried. A lock its
+  // owner just released can look held for a moment: flock belongs to the
+  // open file, and a child the owner was forking at that time holds a copy
+  // until its exec closes it (O_CLOEXEC).
+  static Result<VmLock> Acquire(const std::string& lock_path, bool create,
+                                std::chrono::milliseconds wait = std::chrono::milliseconds(0));
   VmLock() = default;
   bool held() const { return fd_.valid(); }
   // Removes the lock file while still holding the lock, then releases it.

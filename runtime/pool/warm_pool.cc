@@ -309,7 +309,6 @@ Result<std::optional<Claimed>> WarmPool::Claim(const Shape& requested, const Cla
     r = std::move(*live);
     s.ready.erase(live);
     ++s.claimed;
-    cv_.notify_all();  // refill
   }
   const std::string id = r.vm->id();
   const std::string dir = r.vm->state_dir();
@@ -318,6 +317,9 @@ Result<std::optional<Claimed>> WarmPool::Claim(const Shape& requested, const Cla
   Status st = WritePoolRecord(dir, PoolRecord{key, r.ready_since_ms, true, who.sandbox_id, who.process, NowUnixMs()});
   if (st.ok()) st = r.vm->vmm().Resume().WithContext("resume " + id);
   if (st.ok()) st = r.vm->Detach();
+  // The refill starts only now: its boot forks children, and a child forked
+  // while this VM's lock was still open would hold that lock until its exec.
+  cv_.notify_all();
   if (!st.ok()) {
     StopVm(std::move(r.vm), "its hand-over failed");
     *miss = "the hand-over of " + id + " failed: " + st.ToString();

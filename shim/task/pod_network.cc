@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,11 @@ namespace {
 const log::Logger kLog("shim.net");
 namespace v1 = agentclient::v1;
 using agentclient::AgentClient;
+
+using Clock = std::chrono::steady_clock;
+double MsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
 
 bool EqualsIgnoringCase(const std::string& a, const std::string& b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
@@ -75,10 +81,12 @@ std::string PodNetnsPath(const nlohmann::json& spec) {
 Status PodNetwork::TakeOverBootNic(const network::PodInterface& iface, const vm::BootNic& nic,
                                    const AgentHandle& agent) {
   const std::string what = fmt::format("{} ({}, {}) on the boot NIC {}", iface.name, iface.mac, netns_path_, nic.mac);
+  const auto t0 = Clock::now();
   auto moved = network::TapRedirect::AdoptTap(nic.vmm_netns, nic.tap_name, netns_path_, iface.name,
                                               fmt::format("{}0", network::kTapPrefix));
   if (!moved.ok()) return std::move(moved).status().WithContext(what);
   network::TapRedirect tap = std::move(moved).value();
+  const auto t1 = Clock::now();
   v1::UpdateInterfaceRequest req;
   *req.mutable_interface() = GuestInterface(iface);
   req.mutable_interface()->set_device_hint(nic.mac);
@@ -91,14 +99,16 @@ Status PodNetwork::TakeOverBootNic(const network::PodInterface& iface, const vm:
     return Internal(fmt::format("{}: the agent left the NIC's MAC at {}", what, got->hw_addr()));
   taps_.push_back(std::move(tap));
   used_boot_nic_ = true;
-  kLog.Info("pod NIC {}: {} in the guest, {} address(es), mtu {}", what, got->name(), got->addresses_size(),
-            got->mtu());
+  kLog.Info("pod NIC {}: {} in the guest, {} address(es), mtu {}; tap moved and mirrored in {:.1f} ms, guest "
+            "configured in {:.1f} ms",
+            what, got->name(), got->addresses_size(), got->mtu(), MsBetween(t0, t1), MsBetween(t1, Clock::now()));
   return Status::Ok();
 }
 
 Status PodNetwork::Hotplug(size_t n, const network::PodInterface& iface, hypervisor::Vm& vmm,
                            const AgentHandle& agent) {
   const std::string nic = fmt::format("{} ({}, {})", iface.name, iface.mac, netns_path_);
+  const auto t0 = Clock::now();
   auto made = network::TapRedirect::Create(netns_path_, iface.name, fmt::format("{}{}", network::kTapPrefix, n));
   if (!made.ok()) return std::move(made).status().WithContext("mirror " + nic);
   network::TapRedirect tap = std::move(made).value();
@@ -113,12 +123,14 @@ Status PodNetwork::Hotplug(size_t n, const network::PodInterface& iface, hypervi
   RETURN_IF_ERROR_CTX(vmm.PassFd(dev.fd_name, tap.tap_fd()), "hand the tap of " + nic + " to the VMM");
   RETURN_IF_ERROR_CTX(vmm.HotplugDevice(dev), "hot-plug the NIC for " + nic);
   taps_.push_back(std::move(tap));
+  const auto t1 = Clock::now();
   v1::UpdateInterfaceRequest req;
   *req.mutable_interface() = GuestInterface(iface);
   auto got = agent.Call<Result<v1::Interface>>([&](AgentClient& a) { return a.UpdateInterface(req); });
   if (!got.ok()) return FromAgent(got.status(), "configure the guest's NIC for " + nic);
-  kLog.Info("pod NIC {}: hot-plugged, {} in the guest, {} address(es), mtu {}", nic, got->name(),
-            got->addresses_size(), got->mtu());
+  kLog.Info("pod NIC {}: hot-plugged, {} in the guest, {} address(es), mtu {}; tap made and plugged in {:.1f} ms, "
+            "guest configured in {:.1f} ms",
+            nic, got->name(), got->addresses_size(), got->mtu(), MsBetween(t0, t1), MsBetween(t1, Clock::now()));
   return Status::Ok();
 }
 

@@ -12,7 +12,8 @@
 // memory of idle pooled VMs with and without KSM, and writes the samples to build/bench/pod_start.csv (plus a
 // CDF as PNG when gnuplot is installed). Asserts only that every pod
 // started. `make bench` runs it; CAPSULE_BENCH_RUNS (default 20) and
-// CAPSULE_BENCH_CONCURRENCY (default 10) size it.
+// CAPSULE_BENCH_CONCURRENCY (default 10) size it, CAPSULE_BENCH_BOOT_NIC=0
+// hot-plugs every pod NIC instead of taking over the VM's boot NIC.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -103,7 +104,11 @@ class PodStartBench : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!CAPSULE_SHIM_HAS_VM) GTEST_SKIP() << "the shim was built without runtime/vm";
-    auto env = E2eEnv::Create();
+    // CAPSULE_BENCH_BOOT_NIC=0: every pod NIC hot-plugged (guest.boot_nic
+    // off), to measure the boot NIC against a hot-plug.
+    const char* boot_nic = std::getenv("CAPSULE_BENCH_BOOT_NIC");
+    boot_nic_ = boot_nic == nullptr || std::string(boot_nic) != "0";
+    auto env = E2eEnv::Create(boot_nic_);
     ASSERT_TRUE(env.ok()) << env.status().ToString();
     env_.emplace(std::move(*env));
     // capsule-cold: the same config with the pool off.
@@ -283,19 +288,49 @@ class PodStartBench : public ::testing::Test {
   // The shim's "sandbox X ready in VM Y: claimed from the pool in A ms,
   // clock+RNG B ms, CreateSandbox C ms, network D ms" lines of warm pods,
   // next to the client's view of the three CRI calls.
-  void PrintWarmBreakdown() {
+  // The pod NIC lines: host part (tap moved or made, tc mirror, hot-plug)
+  // and guest part (UpdateInterface), per kind of NIC.
+  void PrintNicBreakdown() {
+    const std::string log = ctrd_->LogTail(64 << 20);
+    for (const char* kind : {"boot NIC", "hot-plugged"}) {
+      std::regex line(std::string(kind) + R"(.*; tap [a-z ]+ in ([0-9.]+) ms, guest configured in ([0-9.]+) ms)");
+      std::vector<double> host, guest;
+      for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it) {
+        host.push_back(std::stod((*it)[1]));
+        guest.push_back(std::stod((*it)[2]));
+      }
+      if (host.empty()) continue;
+      std::cout << fmt::format("pod NICs, {}: host side {}\n", kind, Summary(host))
+                << fmt::format("pod NICs, {}: guest side {}\n", kind, Summary(guest));
+    }
+  }
+  // Why pods cold-booted: the shim's "cold-booting VM X (...): <reason>"
+  // lines, counted by reason (a warm pod that missed the pool shows here).
+  void PrintColdBootReasons() {
+    const std::string log = ctrd_->LogTail(64 << 20);
+    std::regex line(R"(cold-booting VM [^ ]+ \([^)]*\): ([^\n]*))");
+    std::map<std::string, int> reasons;
+    for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it)
+      ++reasons[(*it)[1].str().substr(0, 160)];
+    std::cout << "cold boots by reason:\n";
+    for (const auto& [why, n] : reasons) std::cout << fmt::format("  {:4} {}\n", n, why);
+  }
+  // Only the first `sequential` lines count: the pods started one after
+  // another (the concurrent ones queue behind each other in the guest CPUs).
+  void PrintWarmBreakdown(size_t sequential) {
     const std::string log = ctrd_->LogTail(64 << 20);
     std::regex line(R"(claimed from the pool in ([0-9.]+) ms, then side by side ([0-9.]+) ms: clock\+RNG ([0-9.]+) ms, CreateSandbox ([0-9.]+) ms, network ([0-9.]+) ms)");
     std::vector<double> claim, setup, fresh, create, net;
-    for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it) {
+    for (auto it = std::sregex_iterator(log.begin(), log.end(), line);
+         it != std::sregex_iterator() && claim.size() < sequential; ++it) {
       claim.push_back(std::stod((*it)[1]));
       setup.push_back(std::stod((*it)[2]));
       fresh.push_back(std::stod((*it)[3]));
       create.push_back(std::stod((*it)[4]));
       net.push_back(std::stod((*it)[5]));
     }
-    std::cout << "warm path in the shim (RunPodSandbox's share; the rest is containerd, CNI and the two container "
-                 "calls):\n"
+    std::cout << "warm path in the shim, sequential pods (RunPodSandbox's share; the rest is containerd, CNI and the "
+                 "two container calls):\n"
               << "  claim + adopt (pool hand-over, vm.lock, agent Check): " << Summary(claim) << "\n"
               << "  then side by side, until all three are done:         " << Summary(setup) << "\n"
               << "    clock + RNG reseed:                                  " << Summary(fresh) << "\n"
@@ -355,6 +390,7 @@ class PodStartBench : public ::testing::Test {
   std::unique_ptr<PoolDaemonProcess> pool_;
   std::vector<Sample> samples_;
   std::string gvisor_skip_;
+  bool boot_nic_ = true;
 };
 
 TEST_F(PodStartBench, RuncCapsuleColdCapsuleWarmAndGvisor) {
@@ -367,6 +403,8 @@ TEST_F(PodStartBench, RuncCapsuleColdCapsuleWarmAndGvisor) {
   pool_ = std::move(*started);
   auto st = pool_->WaitReady(1, milliseconds(300000), true);
   ASSERT_TRUE(st.ok()) << st.status().ToString();
+  std::cout << "pod NICs: " << (boot_nic_ ? "the VM's boot NIC taken over (guest.boot_nic)" : "hot-plugged (guest.boot_nic off)")
+            << "\n";
   std::cout << "accelerator: " << st->accelerator << "; KSM " << (st->ksm.empty() ? "absent" : st->ksm) << "\n";
   if (!st->shapes.empty()) {
     std::cout << fmt::format("pool boot of a VM: {:.0f} ms; idle pooled VM (paused): QEMU RSS {:.1f} MB\n",
@@ -403,7 +441,9 @@ TEST_F(PodStartBench, RuncCapsuleColdCapsuleWarmAndGvisor) {
     PrintCriCalls(mode);
   }
   std::cout << "\n";
-  PrintWarmBreakdown();
+  PrintWarmBreakdown(static_cast<size_t>(runs));
+  PrintColdBootReasons();
+  PrintNicBreakdown();
   WriteCsvAndPlot();
 }
 

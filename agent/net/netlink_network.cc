@@ -97,14 +97,17 @@ Result<LinkPtr> NetlinkNetwork::AwaitLink(const Interface& want, std::chrono::mi
   }
 }
 
-Status NetlinkNetwork::Rename(rtnl_link* link, const std::string& from, const std::string& to) {
-  // The kernel renames only a link that is down.
+Status NetlinkNetwork::SetDown(rtnl_link* link, const std::string& why) {
   LinkPtr down(rtnl_link_alloc());
   if (!down) return Internal("rtnl_link_alloc: out of memory");
   rtnl_link_unset_flags(down.get(), IFF_UP);
   sock_->ResetError();
-  RETURN_IF_ERROR(sock_->Check(rtnl_link_change(sock_->get(), link, down.get(), 0),
-                               fmt::format("interface {}: set down to rename it to {}", from, to)));
+  return sock_->Check(rtnl_link_change(sock_->get(), link, down.get(), 0), why);
+}
+
+Status NetlinkNetwork::Rename(rtnl_link* link, const std::string& from, const std::string& to) {
+  // The kernel renames only a link that is down.
+  RETURN_IF_ERROR(SetDown(link, fmt::format("interface {}: set down to rename it to {}", from, to)));
   LinkPtr rename(rtnl_link_alloc());
   if (!rename) return Internal("rtnl_link_alloc: out of memory");
   rtnl_link_set_name(rename.get(), to.c_str());
@@ -125,12 +128,7 @@ Status NetlinkNetwork::Rename(rtnl_link* link, const std::string& from, const st
 Status NetlinkNetwork::SetMac(rtnl_link* link, const std::string& name, const std::string& mac) {
   // Down first: not every driver changes its address while up (virtio-net
   // does, through its control queue, so QEMU's receive filter follows).
-  LinkPtr down(rtnl_link_alloc());
-  if (!down) return Internal("rtnl_link_alloc: out of memory");
-  rtnl_link_unset_flags(down.get(), IFF_UP);
-  sock_->ResetError();
-  RETURN_IF_ERROR(sock_->Check(rtnl_link_change(sock_->get(), link, down.get(), 0),
-                               fmt::format("interface {}: set down to change its MAC", name)));
+  RETURN_IF_ERROR(SetDown(link, fmt::format("interface {}: set down to change its MAC", name)));
   nl_addr* parsed = nullptr;
   if (nl_addr_parse(mac.c_str(), AF_LLC, &parsed) != 0 || parsed == nullptr)
     return InvalidArgument(fmt::format("interface {}: MAC {} does not parse", name, mac));

@@ -46,6 +46,8 @@ class NetlinkNetwork final : public Network {
   Result<LinkPtr> AwaitLink(const Interface& want, std::chrono::milliseconds timeout);
   Status Rename(rtnl_link* link, const std::string& from, const std::string& to);
   Status SetMac(rtnl_link* link, const std::string& name, const std::string& mac);
+  // `why` names the link and the reason in the error.
+  Status SetDown(rtnl_link* link, const std::string& why);
   Status SetLink(rtnl_link* link, const Interface& want, const std::string& name);
   Status ReplaceAddresses(int ifindex, const std::vector<IpAddress>& want, const std::string& name);
   Result<Interface> Describe(rtnl_link* link, nl_cache* addrs);

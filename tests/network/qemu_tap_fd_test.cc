@@ -17,6 +17,7 @@
 #include "runtime/netlink/netlink_socket.h"
 #include "runtime/network/netns.h"
 #include "runtime/network/tap_redirect.h"
+#include "tests/network/link_view.h"
 #include "tests/network/pod_netns_fixture.h"
 #include "tests/runtime/hypervisor/vm_test_util.h"
 
@@ -30,6 +31,8 @@ using std::chrono::milliseconds;
 using ::testing::HasSubstr;
 using testing::kPodIf;
 using testing::kPodMac;
+using testing::LinkView;
+using testing::ViewLink;
 
 constexpr const char* kTap = "tap_cap0";
 
@@ -123,30 +126,6 @@ TEST_F(QemuTapFdTest, HotplugNicOnPassedTapFdThenUnplug) {
   EXPECT_GE(tap->tap_fd(), 0);
   ASSERT_TRUE((*vm)->Stop(milliseconds(0)).ok());
   ASSERT_TRUE(tap->Remove().ok());
-}
-
-// What a netlink dump of `netns` shows of link `name`: 0 for no such link.
-struct LinkView {
-  int index = 0;
-  uint32_t mtu = 0;
-  bool up = false;
-};
-LinkView ViewLink(const std::string& netns, const std::string& name) {
-  LinkView v;
-  auto guard = NetnsGuard::Enter(netns);
-  EXPECT_TRUE(guard.ok()) << guard.status().ToString();
-  auto sock = netlink::NetlinkSocket::Open();
-  EXPECT_TRUE(sock.ok()) << sock.status().ToString();
-  if (!guard.ok() || !sock.ok()) return v;
-  auto links = (*sock)->Links();
-  EXPECT_TRUE(links.ok());
-  if (rtnl_link* l = rtnl_link_get_by_name(links->get(), name.c_str())) {
-    v.index = rtnl_link_get_ifindex(l);
-    v.mtu = rtnl_link_get_mtu(l);
-    v.up = (rtnl_link_get_flags(l) & IFF_UP) != 0;
-    rtnl_link_put(l);
-  }
-  return v;
 }
 
 // guest.boot_nic's host side: QEMU opens a tap by name in its own netns at

@@ -22,6 +22,7 @@
 #include "runtime/netlink/netlink_socket.h"
 #include "runtime/network/netns.h"
 #include "runtime/network/tc.h"
+#include "tests/network/link_view.h"
 #include "tests/network/pod_netns_fixture.h"
 
 namespace capsule::network {
@@ -72,18 +73,11 @@ TcView ReadTc(const std::string& netns) {
   auto sock = netlink::NetlinkSocket::Open();
   EXPECT_TRUE(sock.ok()) << sock.status().ToString();
   if (!guard.ok() || !sock.ok()) return v;
-  auto links = (*sock)->Links();
-  EXPECT_TRUE(links.ok());
-  if (rtnl_link* l = rtnl_link_get_by_name(links->get(), kPodIf)) {
-    v.veth_index = rtnl_link_get_ifindex(l);
-    rtnl_link_put(l);
-  }
-  if (rtnl_link* l = rtnl_link_get_by_name(links->get(), kTap)) {
-    v.tap_index = rtnl_link_get_ifindex(l);
-    v.tap_mtu = rtnl_link_get_mtu(l);
-    v.tap_up = (rtnl_link_get_flags(l) & IFF_UP) != 0;
-    rtnl_link_put(l);
-  }
+  v.veth_index = testing::ViewLink(netns, kPodIf).index;
+  const testing::LinkView tap = testing::ViewLink(netns, kTap);
+  v.tap_index = tap.index;
+  v.tap_mtu = tap.mtu;
+  v.tap_up = tap.up;
   nl_cache* qc = nullptr;
   EXPECT_GE(rtnl_qdisc_alloc_cache((*sock)->get(), &qc), 0);
   netlink::NlCachePtr qdiscs(qc);

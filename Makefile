@@ -3,8 +3,7 @@
 #   make test              unit + integration tests, sanitizer run, fuzzing
 SHELL := /bin/bash
 BUILD ?= build
-BUILD_ASAN ?= build-asan
-BUILD_FUZZ ?= build-fuzz
+BUILD_CHECK ?= build-check
 JOBS ?= 2
 FUZZ_SECONDS ?= 30
 CMAKE_FLAGS ?=
@@ -40,29 +39,43 @@ deps:
 
 test: test-unit test-integration test-sanitize test-fuzz
 
-# Unit and sanitizer tests never rerun: a flake there is a bug to fix. An
-# integration test (real QEMU guests on a 2-core host) that fails runs once
-# more; ctest prints both attempts, so a flake stays visible in the log.
+# Each test stage prints how long it took, so a slow CI run shows where.
+timed = s=$$(date +%s); $(1); rc=$$?; echo "make: $@ took $$(( $$(date +%s) - s )) s (exit $$rc)"; exit $$rc
+
+# Unit tests never rerun: a flake there is a bug to fix. An integration test
+# (real QEMU guests on a 2-core host) that fails runs once more; ctest prints
+# both attempts, so a flake stays visible in the log.
 CTEST_RETRY ?= --repeat until-pass:2
 
+# After each stage: every skipped case with its reason; one not listed in
+# tests/skips.allow fails the stage (and so does a report that is missing).
+check_results = python3 tests/check_results.py $(1)/test-results/$(2) tests/skips.allow $(1)/Testing/Temporary/LastTest.log
+
 test-unit: build
-	cd $(BUILD) && ctest -L unit --output-on-failure -j $(JOBS)
+	@$(call timed,rm -rf $(BUILD)/test-results/unit && cd $(BUILD) && ctest -L unit --output-on-failure -j $(JOBS))
+	@$(call check_results,$(BUILD),unit)
 
 test-integration: build
-	cd $(BUILD) && ctest -L integration --output-on-failure $(CTEST_RETRY)
+	@$(call timed,rm -rf $(BUILD)/test-results/integration && cd $(BUILD) && \
+	  ctest -L integration --output-on-failure $(CTEST_RETRY))
+	@$(call check_results,$(BUILD),integration)
 
-# Unit tests again under AddressSanitizer + UBSan, in their own build tree.
-test-sanitize:
-	cmake -S . -B $(BUILD_ASAN) -DCAPSULE_SANITIZE=ON $(CMAKE_FLAGS)
-	cmake --build $(BUILD_ASAN) -j $(JOBS) --target capsule_unit_tests
-	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest -L unit --no-tests=error --output-on-failure -j $(JOBS)
+# The check tree: one clang build with ASan+UBSan everywhere and libFuzzer
+# targets, shared by the two stages below.
+$(BUILD_CHECK)/CMakeCache.txt:
+	CC=clang CXX=clang++ cmake -S . -B $(BUILD_CHECK) -DCAPSULE_SANITIZE=ON -DCAPSULE_FUZZ=ON $(CMAKE_FLAGS)
 
-# libFuzzer targets, built with clang, each run FUZZ_SECONDS; a crash fails.
-test-fuzz:
-	CC=clang CXX=clang++ cmake -S . -B $(BUILD_FUZZ) -DCAPSULE_FUZZ=ON -DCAPSULE_BUILD_TESTS=ON $(CMAKE_FLAGS)
-	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target capsule_fuzzers
-	cd $(BUILD_FUZZ) && FUZZ_SECONDS=$(FUZZ_SECONDS) ctest -L fuzz --no-tests=error --output-on-failure
+# Unit tests again under AddressSanitizer + UBSan.
+test-sanitize: $(BUILD_CHECK)/CMakeCache.txt
+	@$(call timed,cmake --build $(BUILD_CHECK) -j $(JOBS) --target capsule_unit_tests && \
+	  rm -rf $(BUILD_CHECK)/test-results/unit && cd $(BUILD_CHECK) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest -L unit --no-tests=error --output-on-failure -j $(JOBS))
+	@$(call check_results,$(BUILD_CHECK),unit)
+
+# libFuzzer targets, each run FUZZ_SECONDS on its seeds; a crash fails.
+test-fuzz: $(BUILD_CHECK)/CMakeCache.txt
+	@$(call timed,cmake --build $(BUILD_CHECK) -j $(JOBS) --target capsule_fuzzers && cd $(BUILD_CHECK) && \
+	  FUZZ_SECONDS=$(FUZZ_SECONDS) ctest -L fuzz --no-tests=error --output-on-failure)
 
 bench: build
 	cd $(BUILD) && ctest -L bench --output-on-failure -V
@@ -71,4 +84,4 @@ install: build
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)
+	rm -rf $(BUILD) $(BUILD_CHECK)

@@ -76,7 +76,7 @@ std::vector<std::string> BuildQemuCommandLine(const QemuCommandInput& in) {
   if (in.sandbox) Add(a, {"-sandbox", kQemuSandboxPolicy});
   Add(a, {"-chardev", fmt::format("socket,id=qmp,fd={},server=on,wait=off", in.qmp_listen_fd), "-mon",
           "chardev=qmp,mode=control"});
-  Add(a, {"-chardev", fmt::format("file,id=console,path={}", s.console_log), "-serial", "chardev:console"});
+  Add(a, {"-chardev", fmt::format("file,id=console,path={},append=on", s.console_log), "-serial", "chardev:console"});
   Add(a, {"-pidfile", paths.pidfile()});
   if (s.hotplug_slots > 0) Add(a, {"-global", "ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off"});
   for (uint32_t i = 0; i < s.hotplug_slots; ++i)

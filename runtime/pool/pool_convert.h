@@ -6,8 +6,6 @@
 
 namespace capsule::pool {
 
-namespace v1 = ::capsule::pool::v1;
-
 v1::Shape ToProto(const Shape& s);
 Shape FromProto(const v1::Shape& s);
 v1::Claimant ToProto(const Claimant& c);

@@ -39,7 +39,9 @@ std::string Join(std::string_view base, std::string_view rel) {
 }  // namespace
 
 SandboxVmImpl::SandboxVmImpl(std::string id, std::string state_dir)
-    : id_(std::move(id)), state_dir_(std::move(state_dir)) {}
+    : id_(std::move(id)),
+      state_dir_(std::move(state_dir)),
+      log_guard_(std::make_unique<LogGuard>(id_, LogGuard::GuestWritableLogs(state_dir_))) {}
 
 SandboxVmImpl::~SandboxVmImpl() {
   Status st = Stop(milliseconds(0));
@@ -175,6 +177,7 @@ Status SandboxVmImpl::TearDown() {
     kLog.Warn("VM {}: {}: {}", id_, what, st.message());
     if (first.ok()) first = std::move(st).WithContext(fmt::format("stop VM {}: {}", id_, what));
   };
+  log_guard_.reset();
   if (agent_) agent_->Close();
   if (vmm_) note(vmm_->Stop(milliseconds(0)), "stop the VMM");
   if (virtiofsd_) {
@@ -200,6 +203,7 @@ Status SandboxVmImpl::Detach() {
   }
   if (!vmm_) return FailedPrecondition(fmt::format("cannot detach VM {}: it has no VMM", id_));
   RETURN_IF_ERROR_CTX(vmm_->Detach(), "detach VM " + id_);
+  log_guard_.reset();  // the next owner bounds the logs
   if (agent_) agent_->Close();  // a gRPC stream cannot be handed over
   if (virtiofsd_) virtiofsd_->Detach();
   if (vsock_) vsock_->Detach();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/virtiofs/virtiofs_daemon.h"
+#include "runtime/vm/log_guard.h"
 #include "runtime/vm/sandbox_vm.h"
 #include "runtime/vsock/vsock_backend.h"
 
@@ -71,6 +72,7 @@ class SandboxVmImpl final : public SandboxVm {
   agentclient::AgentClientPtr agent_;
   Status agent_error_;
   BootTimings timings_;
+  std::unique_ptr<LogGuard> log_guard_;  // while this process owns the VM
 
   std::mutex op_mu_;            // serializes Stop and Detach
   mutable std::mutex mu_;

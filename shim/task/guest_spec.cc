@@ -20,6 +20,13 @@ bool HasOption(const json& mount, std::string_view word) {
   return false;
 }
 
+// obj[key] when it is a string, else "" (json::value() would throw).
+std::string StringOr(const json& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 bool IsBind(const json& mount) {
   const std::string type = mount.value("type", "");
   return type == "bind" || HasOption(mount, "bind") || HasOption(mount, "rbind");
@@ -91,6 +98,11 @@ Status RewriteMounts(json& spec, const GuestSpecInput& in, GuestSpec& out) {
   for (size_t i = 0; i < spec["mounts"].size(); ++i) {
     json m = spec["mounts"][i];
     if (!m.is_object()) return InvalidArgument(fmt::format("mounts[{}]: must be an object", i));
+    // json::value() throws on a present key of another type.
+    for (const char* key : {"destination", "source", "type"}) {
+      if (m.contains(key) && !m[key].is_string())
+        return InvalidArgument(fmt::format("mounts[{}].{}: must be a string", i, key));
+    }
     bool keep = true;
     if (IsBind(m)) {
       ASSIGN_OR_RETURN(keep, RewriteBind(m, i, in, out));
@@ -109,8 +121,8 @@ void RewriteNamespaces(json& spec, GuestSpec& out) {
   if (!linux.contains("namespaces") || !linux["namespaces"].is_array()) return;
   json kept = json::array();
   for (json ns : linux["namespaces"]) {
-    const std::string type = ns.is_object() ? ns.value("type", "") : "";
-    const std::string path = ns.is_object() ? ns.value("path", "") : "";
+    const std::string type = StringOr(ns, "type");
+    const std::string path = StringOr(ns, "path");
     if (type == "network") {
       if (!path.empty()) out.notes.push_back("network namespace " + path + ": the VM's network is the pod's");
       continue;

@@ -58,12 +58,15 @@ VmSize SizeVm(const WorkloadLimits& limits, const config::GuestConfig& guest) {
   uint64_t mib = guest.default_memory_mib;
   if (limits.cpu_quota_us.value_or(0) > 0 && limits.cpu_period_us.value_or(0) > 0) {
     const int64_t q = *limits.cpu_quota_us, p = *limits.cpu_period_us;
-    const uint64_t extra = static_cast<uint64_t>((q + p - 1) / p);
+    // Rounded up without q + p - 1, which overflows for a quota near
+    // INT64_MAX (an annotation is whatever the pod's author wrote).
+    const uint64_t extra = static_cast<uint64_t>(q / p + (q % p != 0 ? 1 : 0));
     vcpus += extra;
     s.notes.push_back(fmt::format("cpu quota {}us / period {}us adds {} vCPU(s)", q, p, extra));
   }
   if (limits.memory_bytes.value_or(0) > 0) {
-    const uint64_t extra = static_cast<uint64_t>((*limits.memory_bytes + kMiB - 1) / kMiB);
+    const uint64_t bytes = static_cast<uint64_t>(*limits.memory_bytes);
+    const uint64_t extra = bytes / kMiB + (bytes % kMiB != 0 ? 1 : 0);
     mib += extra;
     s.notes.push_back(fmt::format("memory limit {} bytes adds {} MiB", *limits.memory_bytes, extra));
   }

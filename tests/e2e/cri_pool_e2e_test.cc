@@ -23,6 +23,7 @@ class CriPoolE2eTest : public CriE2eTest {
  protected:
   void TearDown() override {
     if (pool_) pool_->Stop();
+    if (!env_) return;  // SetUp failed before the environment existed
     // The pool's own cgroup (pool.cgroup of E2eEnv's config) goes with it.
     const std::string pool_cgroup = "/sys/fs/cgroup/memory/capsule-pool-" + env_->dir().substr(env_->dir().rfind('/') + 1);
     EXPECT_FALSE(PathExists(pool_cgroup)) << pool_cgroup << " was left";

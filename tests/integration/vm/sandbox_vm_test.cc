@@ -3,16 +3,22 @@
 // PID 1. One VM is booted for the whole suite (a TCG cold boot costs
 // 10-20 s); the cases run in order on it: agent over vsock, the virtio-fs
 // share (a file and a late bind mount), a dial to a dead port, detach and
-// adopt, stop with nothing left. The failure cases boot no guest to the end.
+// adopt, a flooded console log, stop with nothing left. The failure cases boot no guest to the end.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <fcntl.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <future>
 
 #include "runtime/common/daemon.h"
 #include "runtime/common/guest_abi.h"
 #include "runtime/hypervisor/vm_paths.h"
+#include "runtime/common/file_util.h"
+#include "runtime/common/unique_fd.h"
+#include "runtime/vm/log_guard.h"
 #include "runtime/vm/sandbox_vm.h"
 #include "runtime/vsock/vsock_backend.h"
 #include "tests/integration/vm/vm_test_env.h"
@@ -29,6 +35,11 @@ constexpr milliseconds kGraceful{10000};
 void ExpectNothingLeft(const TestEnv& env) {
   EXPECT_TRUE(env.Leftovers().empty()) << ::testing::PrintToString(env.Leftovers());
   EXPECT_EQ(testing::MemfdsHeldByUs(), "");
+}
+
+uint64_t FileSize(const std::string& path) {
+  struct stat st{};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
 }
 
 Result<std::string> ReadInGuest(SandboxVm& vm, const std::string& path) {
@@ -151,6 +162,37 @@ TEST_F(BootedVmTest, DetachThenAdoptFromANewObject) {
   auto hello = ReadInGuest(*vm_, vm_->GuestSharedPath("hello.txt"));
   ASSERT_TRUE(hello.ok()) << hello.status().ToString();
   EXPECT_EQ(*hello, "hello from the host\n");
+}
+
+// What a guest that floods its serial console leaves on the host's tmpfs:
+// console.log is cut back to its bound within about a second, and QEMU
+// (chardev append=on) goes on writing at the new end, not its old offset.
+TEST_F(BootedVmTest, AFloodedConsoleLogIsCutToItsBoundAndQemuGoesOnAppending) {
+  const std::string console = hypervisor::VmPaths(vm_->state_dir()).console_log();
+  {
+    UniqueFd fd(::open(console.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
+    ASSERT_TRUE(fd) << console;
+    const std::string flood = std::string(1023, 'f') + "\n";
+    for (int i = 0; i < 3 * 1024; ++i) ASSERT_EQ(::write(fd.get(), flood.data(), flood.size()), 1024);
+  }
+  const LogGuardOptions bound;
+  auto deadline = Clock::now() + milliseconds(10000);
+  while (FileSize(console) > bound.max_bytes && Clock::now() < deadline) ::usleep(50 * 1000);
+  ASSERT_LE(FileSize(console), bound.max_bytes) << "console.log was not trimmed";
+  // A failing RPC makes the agent log a warning on its console.
+  const std::string probe = "/capsule-console-probe-" + std::to_string(::getpid());
+  EXPECT_FALSE(ReadInGuest(*vm_, probe).ok());
+  std::string text;
+  deadline = Clock::now() + milliseconds(10000);
+  while (Clock::now() < deadline) {
+    text = ReadFile(console).value_or("");
+    if (text.find(probe) != std::string::npos) break;
+    ::usleep(50 * 1000);
+  }
+  ASSERT_NE(text.find(probe), std::string::npos) << "the guest's console line never reached console.log";
+  EXPECT_EQ(text.rfind("[capsule: log reached ", 0), 0u) << text.substr(0, 200);
+  EXPECT_GT(text.rfind(probe), text.size() - 2048) << "QEMU wrote at its old offset, into the kept tail";
+  EXPECT_LE(text.size(), bound.keep_bytes + 64 * 1024);
 }
 
 TEST_F(BootedVmTest, StopPowersOffAndLeavesNothing) {

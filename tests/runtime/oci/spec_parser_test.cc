@@ -178,6 +178,8 @@ INSTANTIATE_TEST_SUITE_P(
     Fields, BadSpecTest,
     ::testing::Values(
         BadSpecCase{"BadJson", "{\"root\": ", "invalid JSON"},
+        // A number no double holds threw out_of_range past the parser.
+        BadSpecCase{"NumberOverflow", R"({"root": {"path": "/r"}, "x": 1e400})", "number overflow"},
         BadSpecCase{"NotAnObject", "[1, 2]", "(root): must be an object"},
         BadSpecCase{"MissingProcess", R"({"root": {"path": "/r"}})", "process: required"},
         BadSpecCase{"MissingRoot", R"({"process": {"args": ["a"], "cwd": "/"}})", "root: required"},

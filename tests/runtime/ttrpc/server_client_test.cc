@@ -134,7 +134,7 @@ TEST_F(TtrpcTest, HundredConcurrentCallsCompleteWhileOneHandlerBlocks) {
   });
   auto client = Dial();
   ASSERT_TRUE(client);
-  auto blocked = std::async(std::launch::async, [&] { return client->CallRaw(kTask, "Wait", "", {}); });
+  auto blocked = std::async(std::launch::async, [&c = client] { return c->CallRaw(kTask, "Wait", "", {}); });
   entered.wait();
 
   std::vector<std::future<Result<std::string>>> calls;
@@ -487,8 +487,8 @@ TEST_F(TtrpcTest, InflightCapAnswersResourceExhaustedWithoutStallingTheConnectio
   });
   auto client = Dial();
   ASSERT_TRUE(client);
-  auto a = std::async(std::launch::async, [&] { return client->CallRaw(kTask, "Wait", "", {}); });
-  auto b = std::async(std::launch::async, [&] { return client->CallRaw(kTask, "Wait", "", {}); });
+  auto a = std::async(std::launch::async, [&c = client] { return c->CallRaw(kTask, "Wait", "", {}); });
+  auto b = std::async(std::launch::async, [&c = client] { return c->CallRaw(kTask, "Wait", "", {}); });
   entered.wait();
   auto r = client->CallRaw(kTask, "Echo", "x", {});
   EXPECT_EQ(r.status().code(), Code::kResourceExhausted);
@@ -530,7 +530,7 @@ TEST_F(TtrpcTest, ShutdownWhileHandlerBlocksWaitsForItAndLeaksNothing) {
   auto client = Dial();
   ASSERT_TRUE(client);
   ExpectStateWorks(*client);
-  auto pending = std::async(std::launch::async, [&] { return client->CallRaw(kTask, "Wait", "", {}); });
+  auto pending = std::async(std::launch::async, [&c = client] { return c->CallRaw(kTask, "Wait", "", {}); });
   entered.wait();
 
   std::atomic<bool> handler_done_at_return{false};
@@ -558,7 +558,7 @@ TEST_F(TtrpcTest, ConnectionLossFailsPendingCallsWithUnavailable) {
   auto [client, server_end] = ClientWithRawServer();
   std::vector<std::future<Result<std::string>>> calls;
   for (int i = 0; i < 3; ++i) {
-    calls.push_back(std::async(std::launch::async, [&] { return client->CallRaw("s", "m", "", {}); }));
+    calls.push_back(std::async(std::launch::async, [&c = client] { return c->CallRaw("s", "m", "", {}); }));
   }
   // Wait until all three requests are on the wire; check the ids on the way.
   std::vector<uint32_t> ids;
@@ -585,7 +585,7 @@ TEST_F(TtrpcTest, ClientCloseFailsPendingCalls) {
   });
   auto client = Dial();
   ASSERT_TRUE(client);
-  auto pending = std::async(std::launch::async, [&] { return client->CallRaw(kTask, "Wait", "", {}); });
+  auto pending = std::async(std::launch::async, [&c = client] { return c->CallRaw(kTask, "Wait", "", {}); });
   entered.wait();
   client->Close();
   EXPECT_EQ(pending.get().status().code(), Code::kUnavailable);
@@ -595,7 +595,7 @@ TEST_F(TtrpcTest, ClientCloseFailsPendingCalls) {
 
 TEST_F(TtrpcTest, ServerResponseForUnknownStreamIsIgnoredByClient) {
   auto [client, server_end] = ClientWithRawServer();
-  auto call = std::async(std::launch::async, [&] { return client->CallRaw("s", "m", "", {}); });
+  auto call = std::async(std::launch::async, [&c = client] { return c->CallRaw("s", "m", "", {}); });
   auto req = server_end.ReadFrame();
   ASSERT_TRUE(req);
   ::ttrpc::Response stray;
@@ -614,7 +614,7 @@ TEST_F(TtrpcTest, ErrorMessageThatIsNotUtf8KeepsItsCode) {
   // Go peers put arbitrary bytes (e.g. a file name) in status messages; the
   // code must survive even though proto3 `string` would demand UTF-8.
   auto [client, server_end] = ClientWithRawServer();
-  auto call = std::async(std::launch::async, [&] { return client->CallRaw("s", "m", "", {}); });
+  auto call = std::async(std::launch::async, [&c = client] { return c->CallRaw("s", "m", "", {}); });
   auto req = server_end.ReadFrame();
   ASSERT_TRUE(req);
   ::ttrpc::Response resp;

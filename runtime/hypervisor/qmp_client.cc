@@ -154,8 +154,12 @@ int QmpClient::Subscribe(EventCallback callback) {
 }
 
 void QmpClient::Unsubscribe(int token) {
-  std::lock_guard lock(mu_);
-  subscribers_.erase(token);
+  {
+    std::lock_guard lock(mu_);
+    subscribers_.erase(token);
+  }
+  // A dispatch in flight may hold a copy of the callback: wait it out.
+  if (std::this_thread::get_id() != thread_.get_id()) std::lock_guard wait(dispatch_mu_);
 }
 
 std::shared_ptr<QmpClient::EventWaiter> QmpClient::Expect(std::string event_name,
@@ -233,6 +237,9 @@ void QmpClient::Dispatch(QmpMessage msg) {
 }
 
 void QmpClient::DispatchEvent(const QmpEvent& event) {
+  // Before the copy of the callbacks: an Unsubscribe that got dispatch_mu_
+  // after its erase can no longer meet a stale copy.
+  std::lock_guard dispatching(dispatch_mu_);
   kLog.Debug("{} event {} {}", peer_, event.name, JsonForLog(event.data));
   std::vector<std::shared_ptr<EventCallback>> callbacks;
   {
@@ -249,7 +256,7 @@ void QmpClient::DispatchEvent(const QmpEvent& event) {
     }
     for (auto& [token, cb] : subscribers_) callbacks.push_back(cb);
   }
-  // Outside the lock, so a callback may Subscribe/Unsubscribe or Expect.
+  // Outside mu_, so a callback may Subscribe/Unsubscribe or Expect.
   for (auto& cb : callbacks) (*cb)(event);
 }
 

@@ -77,6 +77,10 @@ class QmpClient {
 
   // Callbacks run on the reader thread, in arrival order; keep them short.
   int Subscribe(EventCallback callback);
+  // Once it returns the callback neither runs nor will run, so whatever it
+  // captured may go (called from a callback, it cannot wait for itself).
+  // It waits for a callback in flight: do not call it holding a lock that
+  // the callback takes.
   void Unsubscribe(int token);
 
   // `match` sees the event's data; nullptr matches any event of that name.
@@ -117,6 +121,7 @@ class QmpClient {
   std::thread thread_;
 
   std::mutex write_mu_;  // serializes whole command lines on the socket
+  std::mutex dispatch_mu_;  // held by the reader while it runs callbacks
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

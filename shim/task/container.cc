@@ -158,7 +158,7 @@ Result<ProcessPtr> Container::AddExec(const std::string& exec_id, const std::str
   pp.host_pid = static_cast<uint32_t>(sandbox_->vmm_pid());
   pp.stdio = stdio;
   pp.agent = sandbox_->agent();
-  pp.vm_gone = [sb = sandbox_.get()] { return sb->vm_gone(); };
+  pp.vm_gone = sandbox_->GoneProbe();  // an exec may outlive the Sandbox too
   pp.on_exit = p_.on_exit;
   ASSIGN_OR_RETURN(ProcessPtr p, Process::Create(std::move(pp)));
   execs_[exec_id] = p;

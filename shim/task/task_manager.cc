@@ -46,11 +46,23 @@ Result<ContainerPtr> TaskManager::Create(const CreateParams& params) {
     creating_.insert(params.id);
   }
   auto result = CreateReserved(params);
+  ContainerPtr orphan;  // destroyed (unmounted, removed from the guest) after the lock is released
   std::lock_guard lock(mu_);
   creating_.erase(params.id);
   if (result.ok()) {
-    containers_[params.id] = *result;
-    had_task_ = true;
+    // A container joining a pod took the pod's Sandbox before it was
+    // created; if the pod's own container was deleted meanwhile, its VM
+    // is stopping and the newcomer must not outlive it as a live task.
+    const SandboxPtr& sb = (*result)->sandbox();
+    auto it = sandboxes_.find(sb->id());
+    if (it == sandboxes_.end() || it->second != sb) {
+      orphan = std::move(*result);
+      result = FailedPrecondition("container " + params.id + ": its sandbox " + sb->id() +
+                                  " was deleted while the container was being created");
+    } else {
+      containers_[params.id] = *result;
+      had_task_ = true;
+    }
   }
   if (containers_.empty() && creating_.empty()) empty_since_ = std::chrono::steady_clock::now();
   return result;

@@ -1,5 +1,5 @@
 // Capsule as a CRI runtime handler of a real containerd 1.6: one pod = one
-// real QEMU microVM (four boots in all). A pod on a CNI bridge network
+// real QEMU microVM (five boots in all). A pod on a CNI bridge network
 // (Debian's bridge + host-local + loopback plugins) with two busybox
 // containers sharing its pid namespace: the pod IP CNI gave answers from
 // inside the VM (host -> pod HTTP, pod -> gateway ping), ExecSync, status,
@@ -8,7 +8,8 @@
 // containerd restart while a pod runs (the shim is reconnected through
 // its address file and the pod still answers and stops); execs that cannot
 // start fail at once; pods asking for a host namespace are refused; a
-// SIGTERMed shim exits and takes its VM along. Nothing of ours is left
+// SIGTERMed shim exits and takes its VM along; a SIGKILLed QEMU ends every
+// container of its pod, which still stops and is removed. Nothing of ours is left
 // after each: no process (shim included), mount, VM dir, socket, pod netns
 // or port on the test bridge. containerd is the shared ContainerdHarness
 // with CRI configured for this host and a CNI bridge.
@@ -259,6 +260,53 @@ TEST_F(CriE2eTest, ASigtermedShimStopsItsVmAndExits) {
   EXPECT_EQ(cstatus->status().state(), v1::CONTAINER_EXITED) << "containerd saw the task end";
   ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
   ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+}
+
+// The VMM dies under a running pod (the host's OOM killer, a QEMU crash,
+// kill -9): every container of the pod is reported exited, the pod is not
+// ready, and it still stops and is removed, leaving nothing behind.
+TEST_F(CriE2eTest, AKilledVmmEndsEveryContainerAndThePodIsRemovedCleanly) {
+  const v1::PodSandboxConfig pod = Pod("capsule-vmmkill", v1::POD);
+  auto pod_id = RunPod(pod);
+  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  std::vector<std::string> containers;
+  for (const char* name : {"one", "two"}) {
+    auto c = StartContainer(*pod_id, pod, name, {"sleep", "3600"});
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    containers.push_back(*c);
+  }
+  const pid_t vmm = VmmOf(*pod_id);
+  ASSERT_GT(vmm, 0);
+  ASSERT_NE(ReadFile("/proc/" + std::to_string(vmm) + "/cmdline").value_or("").find("qemu-system"),
+            std::string::npos)
+      << "pid " << vmm << " is not the pod's QEMU";
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(vmm, SIGKILL), 0);
+
+  // A bound for a hang, not a speed check (the bench measures speed).
+  const auto deadline = t0 + std::chrono::seconds(60);
+  for (const std::string& cid : containers) {
+    auto st = cri_->ContainerStatus(cid);
+    while (st.ok() && st->status().state() != v1::CONTAINER_EXITED && std::chrono::steady_clock::now() < deadline) {
+      ::usleep(100 * 1000);
+      st = cri_->ContainerStatus(cid);
+    }
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    EXPECT_EQ(st->status().state(), v1::CONTAINER_EXITED) << cid << " still runs after its VM died";
+    EXPECT_NE(st->status().exit_code(), 0) << cid << " reported a clean exit although its VM was killed";
+  }
+  const auto took = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - t0);
+  std::cout << "containers reported exited " << took.count() << " ms after the VMM's SIGKILL\n";
+  auto ps = cri_->PodStatus(*pod_id, false);
+  while (ps.ok() && ps->status().state() != v1::SANDBOX_NOTREADY && std::chrono::steady_clock::now() < deadline) {
+    ::usleep(100 * 1000);
+    ps = cri_->PodStatus(*pod_id, false);
+  }
+  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  EXPECT_EQ(ps->status().state(), v1::SANDBOX_NOTREADY);
+  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
+  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+  EXPECT_TRUE(LeaksAfterExit().empty()) << "the pod's shim, VM daemons, mounts or taps outlived it";
 }
 
 }  // namespace

@@ -353,6 +353,34 @@ TEST_F(TaskServiceTest, CriPodSharesOneVmSizedFromItsAnnotations) {
   EXPECT_NE(ShutdownReason(), "");
 }
 
+// Delete racing a Create that joins the pod: the pod's own container is
+// deleted (its VM stops) while the guest has not yet answered a
+// newcomer's CreateContainer. The stop cuts that call; the newcomer fails
+// naming itself and leaves nothing; the VM is gone and the shim may exit.
+TEST_F(TaskServiceTest, ACreateJoiningAPodWhoseSandboxIsDeletedMeanwhileFailsAndLeavesNothing) {
+  ASSERT_TRUE(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))).ok());
+  MustStart("pod1");
+  auto agent = Agent("pod1");
+  std::promise<void> entered;
+  agent->HangNextCreateContainer([&entered] { entered.set_value(); });
+  auto joining = std::async(std::launch::async, [&] {
+    return service_->Create(CreateReq("app", BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}})));
+  });
+  ASSERT_EQ(entered.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  StopAndDelete("pod1");
+  EXPECT_EQ(vms_->live_vms(), 0) << "the pod's VM stops with its sandbox container";
+  ASSERT_EQ(joining.wait_for(std::chrono::seconds(10)), std::future_status::ready) << "the newcomer's Create hangs";
+  auto r = joining.get();
+  ASSERT_FALSE(r.ok()) << "the newcomer became a task of a pod that is gone";
+  EXPECT_NE(r.status().message().find("app"), std::string::npos) << r.status().ToString();
+  EXPECT_TRUE(mounter_.live().empty()) << "the newcomer's rootfs stayed mounted";
+  v2::StateRequest state;
+  state.set_id("app");
+  EXPECT_FALSE(service_->State(state).ok());
+  ASSERT_TRUE(service_->Shutdown(v2::ShutdownRequest()).ok());
+  EXPECT_NE(ShutdownReason(), "") << "a shim with no task left exits";
+}
+
 TEST_F(TaskServiceTest, PodWhoseNetnsCannotBeReadFailsNamingItAndLeavesNoVm) {
   auto spec = BaseSpec({{kTypeKey, "sandbox"}});
   spec["linux"]["namespaces"] = {{{"type", "pid"}}, {{"type", "ipc"}},

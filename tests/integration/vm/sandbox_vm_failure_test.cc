@@ -3,11 +3,15 @@
 // no mount, no socket, no memfd, no state dir). None of these boots a
 // guest to the end.
 #include <gtest/gtest.h>
+#include <dirent.h>
 #include <signal.h>
+#include <sys/mount.h>
 
+#include <cstring>
 #include <future>
 
 #include "runtime/common/daemon.h"
+#include "runtime/common/file_util.h"
 #include "runtime/hypervisor/vm_paths.h"
 #include "runtime/vm/sandbox_vm.h"
 #include "tests/integration/vm/vm_test_env.h"
@@ -117,6 +121,42 @@ TEST(SandboxVmBootFailure, QemuKilledMidBootIsNoticedAtOnce) {
   // wait; the rest is tearing down virtiofsd and capsule-vsockd.
   EXPECT_LT(noticed, milliseconds(10000));
   ExpectNothingLeft(*env);
+}
+
+// The state dir's filesystem full or read-only (a small tmpfs over
+// runtime.state_dir): a clear error naming what could not be written, and
+// nothing half-made in it or outside it.
+TEST(SandboxVmBootFailure, AFullOrReadOnlyStateDirIsAClearErrorAndLeavesNothing) {
+  struct Case {
+    unsigned long flags;
+    const char* options;
+    const char* want;
+  };
+  for (const Case& c : {Case{0, "size=4k,mode=0700", "No space left on device"},
+                        Case{MS_RDONLY, "mode=0700", "Read-only file system"}}) {
+    SCOPED_TRACE(c.want);
+    auto env = MakeEnv();
+    ASSERT_TRUE(env);
+    const std::string state = env->state_dir();
+    ASSERT_TRUE(MkdirAll(state).ok());
+    ASSERT_EQ(::mount("tmpfs", state.c_str(), "tmpfs", c.flags, c.options), 0) << std::strerror(errno);
+    auto vm = SandboxVm::Boot(env->config(), Spec("full"));
+    EXPECT_FALSE(vm.ok()) << "booted on a " << c.want << " state dir";
+    if (!vm.ok()) {
+      EXPECT_NE(vm.status().message().find(c.want), std::string::npos) << vm.status().ToString();
+      EXPECT_NE(vm.status().message().find(state), std::string::npos) << vm.status().ToString();
+    }
+    if (vm.ok()) (void)(*vm)->Stop(milliseconds(0));  // a VM that did boot stops here
+    std::vector<std::string> entries;
+    if (DIR* d = ::opendir((state + "/vm").c_str())) {
+      while (dirent* e = ::readdir(d))
+        if (e->d_name[0] != '.') entries.push_back(e->d_name);
+      ::closedir(d);
+    }
+    EXPECT_TRUE(entries.empty()) << "left in the state dir: " << ::testing::PrintToString(entries);
+    ASSERT_EQ(::umount2(state.c_str(), MNT_DETACH), 0) << std::strerror(errno);
+    ExpectNothingLeft(*env);
+  }
 }
 
 TEST(SandboxVmBootFailure, SecondBootOfTheSameIdIsRefusedWithoutHarm) {

@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <atomic>
 #include <future>
+#include <thread>
 
 namespace capsule::hypervisor {
 namespace {
@@ -174,10 +176,10 @@ TEST(QmpClientTest, RepliesAreMatchedById) {
 }
 
 TEST(QmpClientTest, EventsInterleavedWithRepliesReachSubscribersAndWaiters) {
+  std::mutex mu;  // before the client: they outlive its reader thread
+  std::vector<std::string> seen;
   auto p = Connected();
   ASSERT_TRUE(p.client);
-  std::mutex mu;
-  std::vector<std::string> seen;
   int token = p.client->Subscribe([&](const QmpEvent& e) {
     std::lock_guard lock(mu);
     seen.push_back(e.name);
@@ -193,9 +195,36 @@ TEST(QmpClientTest, EventsInterleavedWithRepliesReachSubscribersAndWaiters) {
   ASSERT_TRUE(ev.ok()) << ev.status().ToString();
   EXPECT_EQ(ev->data["device"], "nic1");  // not the first, non-matching one
   EXPECT_EQ(ev->microseconds, 3);
+  // The waiter is woken before the subscribers run: the second callback
+  // may still be on its way.
+  for (int i = 0; i < 500; ++i) {
+    {
+      std::lock_guard lock(mu);
+      if (seen.size() >= 2) break;
+    }
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  p.client->Unsubscribe(token);
   std::lock_guard lock(mu);
   EXPECT_EQ(seen, (std::vector<std::string>{"DEVICE_DELETED", "DEVICE_DELETED"}));
+}
+
+// What a subscriber captured may go once Unsubscribe returns: it waits for
+// a callback that is running (the race ASan caught in the test above).
+TEST(QmpClientTest, UnsubscribeWaitsForACallbackInFlight) {
+  std::atomic<bool> entered{false}, done{false};
+  auto p = Connected();
+  ASSERT_TRUE(p.client);
+  int token = p.client->Subscribe([&](const QmpEvent&) {
+    entered = true;
+    std::this_thread::sleep_for(milliseconds(200));
+    done = true;
+  });
+  p.server->SendLine(R"({"event": "STOP", "timestamp": {"seconds": 1, "microseconds": 0}})");
+  for (int i = 0; i < 500 && !entered; ++i) std::this_thread::sleep_for(milliseconds(2));
+  ASSERT_TRUE(entered);
   p.client->Unsubscribe(token);
+  EXPECT_TRUE(done) << "Unsubscribe returned while its callback still ran";
 }
 
 TEST(QmpClientTest, ErrorReplyBecomesStatusNamingTheCommand) {

@@ -183,9 +183,23 @@ Status FakeAgentClient::DestroySandbox(const av1::DestroySandboxRequest&) {
   return Enter("DestroySandbox");
 }
 
-Status FakeAgentClient::CreateContainer(const av1::CreateContainerRequest& req) {
+void FakeAgentClient::HangNextCreateContainer(std::function<void()> on_enter) {
   std::lock_guard lock(mu_);
+  hang_create_ = std::move(on_enter);
+}
+
+Status FakeAgentClient::CreateContainer(const av1::CreateContainerRequest& req) {
+  std::unique_lock lock(mu_);
   RETURN_IF_ERROR(Enter("CreateContainer"));
+  if (hang_create_) {
+    std::function<void()> on_enter;
+    on_enter.swap(hang_create_);
+    lock.unlock();
+    on_enter();
+    lock.lock();
+    cv_.wait(lock, [this] { return closed_; });  // a guest that never answers
+    return Cancelled("fake agent: closed during CreateContainer " + req.container_id());
+  }
   auto& c = containers_[req.container_id()];
   if (!c.procs.empty() && !c.removed) return AlreadyExists("fake agent: container " + req.container_id());
   c = Ctr{};

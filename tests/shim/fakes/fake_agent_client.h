@@ -6,6 +6,8 @@
 // failures per method and read the call log.
 #pragma once
 
+#include <functional>
+
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -45,6 +47,10 @@ class FakeAgentClient : public agentclient::AgentClient {
   size_t pending_ooms() const;
   // A lying guest: reads answer with all the buffered output, more than asked.
   void set_oversized_reads(bool on);
+  // The next CreateContainer runs `on_enter`, then hangs (a guest that does
+  // not answer; other calls go on) until Close() cuts it: CANCELLED, as the
+  // shim's Revoke cuts a real call.
+  void HangNextCreateContainer(std::function<void()> on_enter);
   std::vector<std::string> calls() const;
   bool called(const std::string& method) const;
   std::string stdin_of(const std::string& container_id, const std::string& exec_id) const;
@@ -113,6 +119,7 @@ class FakeAgentClient : public agentclient::AgentClient {
   void ExitProc(Proc& p, int status);
   Result<av1::ReadStreamResponse> Read(const av1::ReadStreamRequest& req, bool err);
 
+  std::function<void()> hang_create_;  // guarded by mu_
   bool oversized_reads_ = false;  // guarded by mu_
   mutable std::mutex mu_;
   std::condition_variable cv_;

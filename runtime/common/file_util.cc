@@ -28,17 +28,21 @@ Result<std::string> ReadFile(const std::string& path) {
   return out;
 }
 
-namespace {
-Status WriteAll(int fd, std::string_view data, const std::string& path) {
+Status WriteAll(int fd, std::string_view data, const std::string& what) {
   while (!data.empty()) {
     ssize_t n = ::write(fd, data.data(), data.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus("write " + path);
+    if (n < 0) return ErrnoStatus("write " + what);
     data.remove_prefix(static_cast<size_t>(n));
   }
   return Status::Ok();
 }
-}  // namespace
+
+std::optional<uint64_t> FileSize(const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return static_cast<uint64_t>(st.st_size);
+}
 
 Status WriteFile(const std::string& path, std::string_view data) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));

@@ -3,6 +3,8 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -15,6 +17,10 @@ Result<std::string> ReadFile(const std::string& path);
 // the old or the new content, never a torn one.
 Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode = 0644);
 Status WriteFile(const std::string& path, std::string_view data);
+// write(2) until all of `data` is out (EINTR retried); errors name `what`.
+Status WriteAll(int fd, std::string_view data, const std::string& what);
+// The size of the file at `path` (stat, follows symlinks); nullopt if absent.
+std::optional<uint64_t> FileSize(const std::string& path);
 // mkdir -p; existing directories are fine.
 Status MkdirAll(const std::string& path, mode_t mode = 0755);
 // rm -rf that never crosses into another filesystem (a leftover mount stops it

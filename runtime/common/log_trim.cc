@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/common/file_util.h"
 #include "runtime/common/unique_fd.h"
 
 namespace capsule {
@@ -36,15 +37,7 @@ Result<LogTrim> TrimLogFile(const std::string& path, uint64_t max_bytes, uint64_
   std::string out = fmt::format("[capsule: log reached {} bytes (limit {}); the first {} were dropped]\n", size,
                                 max_bytes, dropped);
   out += tail;
-  const char* p = out.data();
-  size_t left = out.size();
-  while (left > 0) {
-    ssize_t w = ::write(fd.get(), p, left);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return ErrnoStatus("rewrite log " + path);
-    p += w;
-    left -= static_cast<size_t>(w);
-  }
+  RETURN_IF_ERROR(WriteAll(fd.get(), out, "log " + path));
   return LogTrim{size, dropped};
 }
 

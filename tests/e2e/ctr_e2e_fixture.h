@@ -81,6 +81,15 @@ class CtrE2eTest : public ::testing::Test {
     argv.insert(argv.end(), args.begin(), args.end());
     return ctrd_->Ctr(argv, kRunTimeout);
   }
+  // The shim daemons of task `id` under this suite's containerd.
+  std::vector<pid_t> ShimsOf(const std::string& id) const {
+    std::vector<pid_t> out;
+    for (const auto& [pid, cmd] : E2eEnv::Processes({"containerd-shim-capsule-v2"})) {
+      if (cmd.find(" -id " + id + " ") != std::string::npos && cmd.find(ctrd_->grpc_address()) != std::string::npos)
+        out.push_back(pid);
+    }
+    return out;
+  }
   Result<CommandResult> Ctr(const std::vector<std::string>& args, seconds timeout = seconds(60)) {
     std::vector<std::string> argv = {"-n", kNs};
     argv.insert(argv.end(), args.begin(), args.end());

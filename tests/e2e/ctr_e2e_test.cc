@@ -150,11 +150,7 @@ TEST_F(CtrE2eTest, DeleteCleansUpAfterAKilledShim) {
   auto r = Run("orphan", {"sleep", "600"}, /*detach=*/true);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->exit_code, 0) << r->err;
-  std::vector<pid_t> shims;
-  for (const auto& [pid, cmd] : E2eEnv::Processes({"containerd-shim-capsule-v2"})) {
-    if (cmd.find(" -id orphan ") != std::string::npos && cmd.find(ctrd_->grpc_address()) != std::string::npos)
-      shims.push_back(pid);
-  }
+  const std::vector<pid_t> shims = ShimsOf("orphan");
   ASSERT_EQ(shims.size(), 1u) << "one shim daemon for the task";
   ASSERT_FALSE(E2eEnv::Processes({env_->state_dir()}).empty()) << "the VM's processes run";
 
@@ -187,10 +183,7 @@ TEST_F(CtrE2eTest, AShimKilledMidBootLeavesNothingAndTheIdRunsAgain) {
   bool qemu = false;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while ((shim == 0 || !qemu) && std::chrono::steady_clock::now() < deadline) {
-    for (const auto& [pid, cmd] : E2eEnv::Processes({"containerd-shim-capsule-v2"})) {
-      if (cmd.find(" -id midboot ") != std::string::npos && cmd.find(ctrd_->grpc_address()) != std::string::npos)
-        shim = pid;
-    }
+    if (auto shims = ShimsOf("midboot"); !shims.empty()) shim = shims.back();
     for (const auto& [pid, cmd] : E2eEnv::Processes({env_->state_dir()})) {
       if (cmd.find("qemu-system") != std::string::npos) qemu = true;
     }

@@ -11,16 +11,17 @@
 #include <sys/reboot.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
+
+#include "runtime/common/file_util.h"
+#include "runtime/common/unique_fd.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
@@ -57,11 +58,9 @@ void PrepareGuest() {
   std::printf("engine_test: running as PID 1 of a guest\n");
 }
 
+// A /proc file's text without its trailing newline or NUL; "" if unreadable.
 std::string ReadSmall(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  std::string text = s.str();
+  std::string text = capsule::ReadFile(path).value_or("");
   while (!text.empty() && (text.back() == '\n' || text.back() == '\0')) text.pop_back();
   return text;
 }
@@ -83,13 +82,10 @@ std::vector<std::string> Numeric(const std::string& dir) {
 class KmsgReport {
  public:
   KmsgReport() : fd_(::open("/dev/kmsg", O_WRONLY | O_CLOEXEC)) {}
-  ~KmsgReport() {
-    if (fd_ >= 0) ::close(fd_);
-  }
   // One record per line, at KERN_CRIT so that `quiet` does not hide it.
   void Line(const std::string& text) {
     std::string rec = "<2>engine_test watchdog: " + text.substr(0, 900);
-    if (fd_ >= 0) (void)!::write(fd_, rec.data(), rec.size());
+    if (fd_) (void)!::write(fd_.get(), rec.data(), rec.size());
   }
   void Lines(const std::string& prefix, const std::string& text) {
     std::istringstream in(text);
@@ -98,7 +94,7 @@ class KmsgReport {
   }
 
  private:
-  int fd_;
+  capsule::UniqueFd fd_;
 };
 
 // The state letter of a /proc/<pid>/stat line ("R", "S", "D"...).

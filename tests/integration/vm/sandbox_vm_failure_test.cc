@@ -3,7 +3,6 @@
 // no mount, no socket, no memfd, no state dir). None of these boots a
 // guest to the end.
 #include <gtest/gtest.h>
-#include <dirent.h>
 #include <signal.h>
 #include <sys/mount.h>
 
@@ -147,13 +146,7 @@ TEST(SandboxVmBootFailure, AFullOrReadOnlyStateDirIsAClearErrorAndLeavesNothing)
       EXPECT_NE(vm.status().message().find(state), std::string::npos) << vm.status().ToString();
     }
     if (vm.ok()) (void)(*vm)->Stop(milliseconds(0));  // a VM that did boot stops here
-    std::vector<std::string> entries;
-    if (DIR* d = ::opendir((state + "/vm").c_str())) {
-      while (dirent* e = ::readdir(d))
-        if (e->d_name[0] != '.') entries.push_back(e->d_name);
-      ::closedir(d);
-    }
-    EXPECT_TRUE(entries.empty()) << "left in the state dir: " << ::testing::PrintToString(entries);
+    EXPECT_TRUE(env->VmDirs().empty()) << "left in the state dir: " << ::testing::PrintToString(env->VmDirs());
     ASSERT_EQ(::umount2(state.c_str(), MNT_DETACH), 0) << std::strerror(errno);
     ExpectNothingLeft(*env);
   }

@@ -3,12 +3,12 @@
 // PID 1. One VM is booted for the whole suite (a TCG cold boot costs
 // 10-20 s); the cases run in order on it: agent over vsock, the virtio-fs
 // share (a file and a late bind mount), a dial to a dead port, detach and
-// adopt, a flooded console log, stop with nothing left. The failure cases boot no guest to the end.
+// adopt, a flooded console log, stop with nothing left. The failure cases
+// boot no guest to the end.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <fcntl.h>
 #include <sys/mount.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <future>
@@ -35,11 +35,6 @@ constexpr milliseconds kGraceful{10000};
 void ExpectNothingLeft(const TestEnv& env) {
   EXPECT_TRUE(env.Leftovers().empty()) << ::testing::PrintToString(env.Leftovers());
   EXPECT_EQ(testing::MemfdsHeldByUs(), "");
-}
-
-uint64_t FileSize(const std::string& path) {
-  struct stat st{};
-  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
 }
 
 Result<std::string> ReadInGuest(SandboxVm& vm, const std::string& path) {
@@ -177,8 +172,8 @@ TEST_F(BootedVmTest, AFloodedConsoleLogIsCutToItsBoundAndQemuGoesOnAppending) {
   }
   const LogGuardOptions bound;
   auto deadline = Clock::now() + milliseconds(10000);
-  while (FileSize(console) > bound.max_bytes && Clock::now() < deadline) ::usleep(50 * 1000);
-  ASSERT_LE(FileSize(console), bound.max_bytes) << "console.log was not trimmed";
+  while (FileSize(console).value_or(0) > bound.max_bytes && Clock::now() < deadline) ::usleep(50 * 1000);
+  ASSERT_LE(FileSize(console).value_or(0), bound.max_bytes) << "console.log was not trimmed";
   // A failing RPC makes the agent log a warning on its console.
   const std::string probe = "/capsule-console-probe-" + std::to_string(::getpid());
   EXPECT_FALSE(ReadInGuest(*vm_, probe).ok());

@@ -88,15 +88,20 @@ std::vector<std::string> TestEnv::Leftovers() const {
   }
   auto mounts = ReadFile("/proc/self/mountinfo");
   if (mounts.ok() && mounts->find(root()) != std::string::npos) left.push_back("a mount under " + root());
-  DIR* d = ::opendir((state_dir() + "/vm").c_str());
-  if (d != nullptr) {
-    while (dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (n != "." && n != "..") left.push_back("state dir entry vm/" + n);
-    }
-    ::closedir(d);
-  }
+  for (const std::string& n : VmDirs()) left.push_back("state dir entry vm/" + n);
   return left;
+}
+
+std::vector<std::string> TestEnv::VmDirs() const {
+  std::vector<std::string> out;
+  DIR* d = ::opendir((state_dir() + "/vm").c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") out.push_back(n);
+  }
+  ::closedir(d);
+  return out;
 }
 
 std::string MemfdsHeldByUs() {

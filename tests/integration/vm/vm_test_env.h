@@ -42,6 +42,8 @@ class TestEnv {
   // too), processes mentioning root(), mounts under it, entries in state/vm
   // (sockets, pid files, the share). Empty when everything was cleaned up.
   std::vector<std::string> Leftovers() const;
+  // Entries of state_dir()/vm (one per VM dir left there).
+  std::vector<std::string> VmDirs() const;
 
  private:
   explicit TestEnv(TempDir root) : root_(std::move(root)) {}

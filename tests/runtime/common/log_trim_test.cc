@@ -22,11 +22,6 @@ std::string Lines(int from, int to) {
   return out;
 }
 
-uint64_t SizeOf(const std::string& path) {
-  struct stat st{};
-  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
-}
-
 TEST(LogTrimTest, KeepsTheTailFromALineStartAndTheWriterGoesOnAtTheNewEnd) {
   auto dir = TempDir::Create("log-trim");
   ASSERT_TRUE(dir.ok());
@@ -34,13 +29,13 @@ TEST(LogTrimTest, KeepsTheTailFromALineStartAndTheWriterGoesOnAtTheNewEnd) {
   UniqueFd writer(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   ASSERT_TRUE(writer);
   Append(writer.get(), Lines(0, 20000));  // ~1 MiB
-  const uint64_t before = SizeOf(path);
+  const uint64_t before = FileSize(path).value_or(0);
 
   auto trim = TrimLogFile(path, 64 << 10, 16 << 10);
   ASSERT_TRUE(trim.ok()) << trim.status().ToString();
   EXPECT_EQ(trim->size_before, before);
   EXPECT_GT(trim->dropped, before - (16 << 10) - 1);
-  EXPECT_LE(SizeOf(path), (16u << 10) + 200);
+  EXPECT_LE(FileSize(path).value_or(0), (16u << 10) + 200);
   auto text = ReadFile(path);
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(text->rfind("[capsule: log reached " + std::to_string(before) + " bytes", 0), 0u) << text->substr(0, 200);

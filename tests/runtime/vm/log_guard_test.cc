@@ -3,7 +3,6 @@
 #include "runtime/vm/log_guard.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -17,11 +16,6 @@ namespace capsule::vm {
 namespace {
 
 using namespace std::chrono_literals;
-
-uint64_t SizeOf(const std::string& path) {
-  struct stat st{};
-  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
-}
 
 TEST(LogGuardTest, NamesTheConsoleAndEachDaemonLogOfTheVmDir) {
   auto files = LogGuard::GuestWritableLogs("/run/capsule/vm/pod1");
@@ -52,10 +46,10 @@ TEST(LogGuardTest, AFloodingWriterStaysWithinTheBoundUntilTheGuardStops) {
     for (int i = 0; i < 1024; ++i) {
       for (auto& w : writers) ASSERT_EQ(::write(w.get(), chunk.data(), chunk.size()), 4096);
       if (i % 64 == 63) std::this_thread::sleep_for(15ms);
-      for (const auto& f : files) peak = std::max(peak, SizeOf(f));
+      for (const auto& f : files) peak = std::max(peak, FileSize(f).value_or(0));
     }
     guard.CheckNow();
-    for (const auto& f : files) EXPECT_LE(SizeOf(f), o.max_bytes) << f;
+    for (const auto& f : files) EXPECT_LE(FileSize(f).value_or(0), o.max_bytes) << f;
     EXPECT_GE(guard.dropped_bytes(), 4u * ((4u << 20) - o.max_bytes));
   }
   // Bounded by the limit plus what was written in one interval.
@@ -63,9 +57,9 @@ TEST(LogGuardTest, AFloodingWriterStaysWithinTheBoundUntilTheGuardStops) {
   // Stopped: nothing trims any more.
   for (auto& w : writers)
     for (int i = 0; i < 32; ++i) ASSERT_EQ(::write(w.get(), chunk.data(), chunk.size()), 4096);
-  const uint64_t grown = SizeOf(files[0]);
+  const uint64_t grown = FileSize(files[0]).value_or(0);
   std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(SizeOf(files[0]), grown);
+  EXPECT_EQ(FileSize(files[0]).value_or(0), grown);
   EXPECT_GT(grown, o.max_bytes);
 }
 

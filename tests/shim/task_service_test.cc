@@ -368,9 +368,11 @@ TEST_F(TaskServiceTest, ACreateJoiningAPodWhoseSandboxIsDeletedMeanwhileFailsAnd
   });
   ASSERT_EQ(entered.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
   StopAndDelete("pod1");
-  EXPECT_EQ(vms_->live_vms(), 0) << "the pod's VM stops with its sandbox container";
   ASSERT_EQ(joining.wait_for(std::chrono::seconds(10)), std::future_status::ready) << "the newcomer's Create hangs";
   auto r = joining.get();
+  // Counted once the VM object is gone, which the newcomer's hold on the
+  // pod's Sandbox delays until its Create returned.
+  EXPECT_EQ(vms_->live_vms(), 0) << "the pod's VM stops with its sandbox container";
   ASSERT_FALSE(r.ok()) << "the newcomer became a task of a pod that is gone";
   EXPECT_NE(r.status().message().find("app"), std::string::npos) << r.status().ToString();
   EXPECT_TRUE(mounter_.live().empty()) << "the newcomer's rootfs stayed mounted";

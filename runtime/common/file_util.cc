@@ -38,6 +38,18 @@ Status WriteAll(int fd, std::string_view data, const std::string& what) {
   return Status::Ok();
 }
 
+std::vector<std::string> ListDir(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") out.push_back(std::move(n));
+  }
+  ::closedir(d);
+  return out;
+}
+
 std::optional<uint64_t> FileSize(const std::string& path) {
   struct stat st{};
   if (::stat(path.c_str(), &st) != 0) return std::nullopt;

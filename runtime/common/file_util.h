@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "runtime/common/status.h"
 
@@ -27,6 +28,9 @@ Status MkdirAll(const std::string& path, mode_t mode = 0755);
 // with an error instead of deleting the mounted tree's contents).
 Status RemoveAll(const std::string& path);
 bool PathExists(const std::string& path);
+// Names in `dir` ("." and ".." left out), in readdir order; empty if it
+// cannot be read.
+std::vector<std::string> ListDir(const std::string& dir);
 
 // A directory created under `parent` (default $TMPDIR or /tmp) and removed
 // with its contents on destruction.

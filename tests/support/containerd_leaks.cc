@@ -77,15 +77,7 @@ void KeepFirst(Status* first, Status next) {
 
 }  // namespace
 
-std::vector<std::string> DirEntries(const std::string& dir) {
-  std::vector<std::string> out;
-  DIR* d = ::opendir(dir.c_str());
-  while (dirent* e = d != nullptr ? ::readdir(d) : nullptr) {
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) out.emplace_back(e->d_name);
-  }
-  if (d != nullptr) ::closedir(d);
-  return out;
-}
+std::vector<std::string> DirEntries(const std::string& dir) { return ListDir(dir); }
 
 Result<std::vector<std::string>> MountsUnder(const std::string& dir) { return capsule::MountsUnder(dir); }
 

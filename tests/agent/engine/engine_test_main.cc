@@ -4,7 +4,6 @@
 // cgroup2 on /sys/fs/cgroup), runs the tests, prints a result line for the
 // host and powers the VM off. In the guest a watchdog turns a test that hangs
 // into a task dump and a failed result instead of a VM the host must kill.
-#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mount.h>
@@ -67,11 +66,8 @@ std::string ReadSmall(const std::string& path) {
 
 std::vector<std::string> Numeric(const std::string& dir) {
   std::vector<std::string> out;
-  DIR* d = ::opendir(dir.c_str());
-  while (dirent* e = d ? ::readdir(d) : nullptr) {
-    if (e->d_name[0] >= '0' && e->d_name[0] <= '9') out.push_back(e->d_name);
-  }
-  if (d) ::closedir(d);
+  for (std::string& n : capsule::ListDir(dir))
+    if (n[0] >= '0' && n[0] <= '9') out.push_back(std::move(n));
   return out;
 }
 

@@ -92,17 +92,7 @@ std::vector<std::string> TestEnv::Leftovers() const {
   return left;
 }
 
-std::vector<std::string> TestEnv::VmDirs() const {
-  std::vector<std::string> out;
-  DIR* d = ::opendir((state_dir() + "/vm").c_str());
-  if (d == nullptr) return out;
-  while (dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") out.push_back(n);
-  }
-  ::closedir(d);
-  return out;
-}
+std::vector<std::string> TestEnv::VmDirs() const { return ListDir(state_dir() + "/vm"); }
 
 std::string MemfdsHeldByUs() {
   std::string found;

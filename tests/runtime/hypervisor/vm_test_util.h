@@ -74,16 +74,6 @@ inline std::string MultibootGuestImage(const std::string& message) {
 }
 
 // Lists what is left under a directory (for "nothing left behind" checks).
-inline std::vector<std::string> DirEntries(const std::string& dir) {
-  std::vector<std::string> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return out;
-  while (dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") out.push_back(n);
-  }
-  ::closedir(d);
-  return out;
-}
+inline std::vector<std::string> DirEntries(const std::string& dir) { return ListDir(dir); }
 
 }  // namespace capsule::hypervisor::testing

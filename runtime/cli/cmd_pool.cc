@@ -18,6 +18,28 @@ constexpr milliseconds kCallTimeout{5000};
 // Drain waits for boots in flight: a cold boot under TCG.
 constexpr milliseconds kDrainTimeout{180000};
 
+int64_t TemplateAgeSeconds(const pool::ShapeStatus& sh) {
+  if (sh.template_key.empty()) return 0;
+  const auto now = std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch());
+  return (now.count() - sh.template_created_unix_ms) / 1000;
+}
+
+// One line on how a shape refills: from its template (key, age, clone
+// times) or by boot, and why not by template when one is wanted.
+void PrintRefill(const pool::ShapeStatus& sh) {
+  if (sh.refill == "template") {
+    std::printf("  refill: template %s (age %llds, built in %.0f ms); clones %u, p50 %.0f ms, last %.0f ms, %u failed\n",
+                sh.template_key.c_str(), static_cast<long long>(TemplateAgeSeconds(sh)), sh.template_build_ms,
+                sh.clones, sh.clone_p50_ms, sh.clone_last_ms, sh.clone_failures);
+  } else {
+    std::printf("  refill: boot%s; boots %u, p50 %.0f ms, last %.0f ms\n",
+                sh.template_building ? " (template being built)" : "", sh.boots, sh.boot_p50_ms, sh.boot_last_ms);
+  }
+  if (!sh.template_last_failure.empty())
+    std::printf("  last template failure (%u build(s) failed, %u clone(s)): %s\n", sh.template_failures,
+                sh.clone_failures, sh.template_last_failure.c_str());
+}
+
 nlohmann::json ToJson(const pool::PoolStatus& s) {
   nlohmann::json j = {{"state_dir", s.state_dir},     {"max_parallel_boots", s.max_parallel_boots},
                       {"draining", s.draining},       {"accelerator", s.accelerator},
@@ -36,7 +58,20 @@ nlohmann::json ToJson(const pool::PoolStatus& s) {
                            {"boot_p50_ms", sh.boot_p50_ms},
                            {"boot_last_ms", sh.boot_last_ms},
                            {"idle_vm_rss_bytes", sh.idle_vm_rss_bytes},
-                           {"backoff_ms", sh.backoff_ms}});
+                           {"backoff_ms", sh.backoff_ms},
+                           {"refill", sh.refill},
+                           {"template", {{"key", sh.template_key},
+                                         {"created_unix_ms", sh.template_created_unix_ms},
+                                         {"age_s", TemplateAgeSeconds(sh)},
+                                         {"build_ms", sh.template_build_ms},
+                                         {"building", sh.template_building},
+                                         {"builds", sh.template_builds},
+                                         {"failures", sh.template_failures},
+                                         {"last_failure", sh.template_last_failure}}},
+                           {"clones", sh.clones},
+                           {"clone_failures", sh.clone_failures},
+                           {"clone_p50_ms", sh.clone_p50_ms},
+                           {"clone_last_ms", sh.clone_last_ms}});
   }
   return j;
 }
@@ -50,6 +85,7 @@ void PrintStatus(const pool::PoolStatus& s) {
     std::printf("%-16s %-16s %6u %5u %7u %7u %8u %8.0fms %8.0fms %8.1fMB\n", sh.key.c_str(),
                 pool::Describe(sh.shape).c_str(), sh.target, sh.ready, sh.booting, sh.claimed, sh.boot_failures,
                 sh.boot_p50_ms, sh.boot_last_ms, static_cast<double>(sh.idle_vm_rss_bytes) / 1e6);
+    PrintRefill(sh);
     if (!sh.last_failure.empty())
       std::printf("  last boot failure (back-off %llu ms): %s\n", static_cast<unsigned long long>(sh.backoff_ms),
                   sh.last_failure.c_str());

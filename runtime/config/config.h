@@ -65,9 +65,17 @@ struct PoolConfig {
   uint32_t max_parallel_boots = 1;
   // A claim that takes longer than this is abandoned for a cold boot.
   uint32_t claim_timeout_ms = 2000;
+  // A claim that finds no ready VM while a clone of the shape's template is
+  // being restored waits this long for it (a restore ends well before a
+  // cold boot would); 0 never waits. Below claim_timeout_ms.
+  uint32_t claim_wait_ms = 1000;
   // The cgroup (cgroupfs path, every hierarchy) idle pool VMs live in; a
   // claimed VM moves to its pod's. "" leaves them in the daemon's.
   std::string cgroup = "/capsule-pool";
+  // How the pool makes ready VMs: "template" restores clones of a template
+  // VM booted once per shape (vm_template.h; any failure there falls back
+  // to a boot), "boot" cold-boots each one.
+  std::string refill = "template";
 };
 
 struct RuntimeConfig {

@@ -150,7 +150,11 @@ class Loader {
              {"socket", [&](auto& n, auto& k) { return Path(n, k, &c->pool.socket); }},
              {"max_parallel_boots", [&](auto& n, auto& k) { return Uint(n, k, 1, 64, &c->pool.max_parallel_boots); }},
              {"claim_timeout_ms", [&](auto& n, auto& k) { return Uint(n, k, 1, 60000, &c->pool.claim_timeout_ms); }},
+             {"claim_wait_ms", [&](auto& n, auto& k) { return Uint(n, k, 0, 60000, &c->pool.claim_wait_ms); }},
              {"cgroup", [&](auto& n, auto& k) { return OptionalPath(n, k, &c->pool.cgroup); }},
+             {"refill", [&](auto& n, auto& k) {
+                return Enum<std::string>(n, k, {{"template", "template"}, {"boot", "boot"}}, &c->pool.refill);
+              }},
          })},
         {"runtime", section({
              {"state_dir", [&](auto& n, auto& k) { return Path(n, k, &r.state_dir); }},
@@ -170,6 +174,10 @@ class Loader {
       return InvalidArgument(source_ + ": key 'guest.default_memory_mib' (" +
                              std::to_string(g.default_memory_mib) + ") exceeds 'guest.max_memory_mib' (" +
                              std::to_string(g.max_memory_mib) + ")");
+    if (c->pool.claim_wait_ms >= c->pool.claim_timeout_ms)
+      return InvalidArgument(source_ + ": key 'pool.claim_wait_ms' (" + std::to_string(c->pool.claim_wait_ms) +
+                             ") must be below 'pool.claim_timeout_ms' (" + std::to_string(c->pool.claim_timeout_ms) +
+                             "): the shim gives up on a claim after that");
     return Status::Ok();
   }
 
@@ -254,7 +262,9 @@ std::string ToYaml(const Config& c) {
       << YAML::Key << "socket" << YAML::Value << c.pool.socket
       << YAML::Key << "max_parallel_boots" << YAML::Value << c.pool.max_parallel_boots
       << YAML::Key << "claim_timeout_ms" << YAML::Value << c.pool.claim_timeout_ms
+      << YAML::Key << "claim_wait_ms" << YAML::Value << c.pool.claim_wait_ms
       << YAML::Key << "cgroup" << YAML::Value << c.pool.cgroup
+      << YAML::Key << "refill" << YAML::Value << c.pool.refill
       << YAML::EndMap;
   out << YAML::Key << "runtime" << YAML::Value << YAML::BeginMap
       << YAML::Key << "state_dir" << YAML::Value << c.runtime.state_dir

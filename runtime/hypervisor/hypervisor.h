@@ -71,6 +71,17 @@ class Vm {
   // earlier fd. INVALID_ARGUMENT for a bad name or a closed fd.
   virtual Status PassFd(const std::string& fd_name, int fd) = 0;
 
+  // Writes the VM's device state to `fd` as one stream for LoadState,
+  // pausing the VM first. Guest RAM in a shared file (VmSpec::memory_file)
+  // is left out of it: that file is the other half of the state. The VM
+  // stays paused and can only be stopped after.
+  virtual Status SaveState(int fd, std::chrono::milliseconds timeout) = 0;
+  // Reads a stream SaveState wrote into a VM launched with
+  // VmSpec::incoming whose RAM already holds the source's (memory_fd or
+  // memory_file). The VM is paused after. A stream the VMM refuses ends
+  // the VMM (QEMU exits), reported with its own words.
+  virtual Status LoadState(int fd, std::chrono::milliseconds timeout) = 0;
+
   // Readable (POLLIN) as soon as the VMM process exits: for event loops.
   virtual int exit_fd() const = 0;
   // Called once, on an internal thread, when the VMM exits for any reason.

@@ -10,6 +10,13 @@
 //  memory-backend-memfd,share=on
 //                     vhost-user back ends (virtiofsd, vsock) map guest RAM;
 //                     the machine's memory-backend property avoids a NUMA node
+//  memory-backend-file,share=on
+//                     a template's RAM in a named file, or a clone's own copy
+//                     of it (an inherited memfd, by /proc/self/fd). Shared,
+//                     so vhost-user works and x-ignore-shared can leave RAM
+//                     out of the state. (QEMU 7.2 drops RAM of a *memfd*
+//                     backend under x-ignore-shared: POOL-NOTES.md.)
+//  -incoming defer    a clone waits for migrate-incoming (Vm::LoadState)
 //  pcie-root-port xN  q35's pcie.0 cannot hot-plug; each port is one free slot
 //  acpi-pci-hotplug-with-bridge-support=off
 //                     native PCIe hot-plug: an unplug of a device the guest
@@ -46,6 +53,13 @@ void AddBoot(std::vector<std::string>& a, const QemuCommandInput& in) {
   if (!cmdline.empty()) Add(a, {"-append", cmdline});
 }
 
+std::string MemoryBackend(const VmSpec& s) {
+  std::string path = s.memory_fd >= 0 ? fmt::format("/proc/self/fd/{}", s.memory_fd) : s.memory_file;
+  if (path.empty()) return fmt::format("memory-backend-memfd,id=mem,size={}M,share=on", s.memory_mib);
+  return fmt::format("memory-backend-file,id=mem,size={}M,mem-path={},share={}", s.memory_mib, path,
+                     s.memory_private ? "off" : "on");
+}
+
 }  // namespace
 
 std::string HotplugPortId(uint32_t index) { return fmt::format("rp{}", index); }
@@ -71,8 +85,7 @@ std::vector<std::string> BuildQemuCommandLine(const QemuCommandInput& in) {
   Add(a, {"-machine", "q35,memory-backend=mem,vmport=off,sata=off,smbus=off"});
   if (!in.hypervisor->firmware.empty()) Add(a, {"-bios", in.hypervisor->firmware});
   AddAccelerator(a, in);
-  Add(a, {"-smp", std::to_string(s.vcpus), "-m", fmt::format("{}M", s.memory_mib), "-object",
-          fmt::format("memory-backend-memfd,id=mem,size={}M,share=on", s.memory_mib)});
+  Add(a, {"-smp", std::to_string(s.vcpus), "-m", fmt::format("{}M", s.memory_mib), "-object", MemoryBackend(s)});
   if (in.sandbox) Add(a, {"-sandbox", kQemuSandboxPolicy});
   Add(a, {"-chardev", fmt::format("socket,id=qmp,fd={},server=on,wait=off", in.qmp_listen_fd), "-mon",
           "chardev=qmp,mode=control"});
@@ -81,7 +94,9 @@ std::vector<std::string> BuildQemuCommandLine(const QemuCommandInput& in) {
   if (s.hotplug_slots > 0) Add(a, {"-global", "ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off"});
   for (uint32_t i = 0; i < s.hotplug_slots; ++i)
     Add(a, {"-device", fmt::format("pcie-root-port,id={},bus=pcie.0,chassis={}", HotplugPortId(i), i + 1)});
+  if (s.vmgenid) Add(a, {"-device", "vmgenid,id=vmgenid0,guid=auto"});
   AddBoot(a, in);
+  if (s.incoming) Add(a, {"-incoming", "defer"});
   for (const Device& d : s.devices) {
     auto args = DeviceBootArgs(d);
     a.insert(a.end(), args.begin(), args.end());

@@ -121,6 +121,7 @@ Result<Daemon> SpawnQemu(QemuCommandInput in, const VmPaths& paths, std::string_
   d.stdout_fd = log_fd.get();
   d.stderr_fd = log_fd.get();
   d.keep_fds = {listener.get()};
+  if (in.spec.memory_fd >= 0) d.keep_fds.push_back(in.spec.memory_fd);  // the guest's RAM (a clone's copy)
   // QEMU needs no network of its own: NICs come as tap fds over QMP, every
   // other device is a unix socket by path. In an empty netns a compromised
   // VMM cannot reach the host's network, and a tool that configures "the
@@ -189,6 +190,7 @@ Result<VmPtr> QemuHypervisor::Launch(const VmSpec& spec_in) {
   auto start = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(ValidateVmSpec(spec_in));
   VmSpec spec = spec_in;
+  if (spec.incoming) spec.start_paused = true;  // nothing to run before LoadState
   VmPaths paths(spec.state_dir);
   if (spec.console_log.empty()) spec.console_log = paths.console_log();
   std::string what = "launch VM " + spec.id;
@@ -209,6 +211,7 @@ Result<VmPtr> QemuHypervisor::Launch(const VmSpec& spec_in) {
   if (!daemon.ok()) return daemon.status().WithContext(what);
   rollback.Own(std::move(daemon->pidfd));
   VmRecord record{"qemu", spec, accel.accelerator, {}, config_.hypervisor.path, caps.version, paths.qmp_socket(), paths.vmm_log(), {}};
+  record.spec.memory_fd = -1;  // meaningful to this launch only
   auto identity = IdentifyProcess(daemon->pid);
   if (!identity.ok()) return WithVmmLog(Unavailable(what + ": QEMU exited during start-up"), paths);
   record.vmm = *identity;

@@ -311,6 +311,11 @@ Status QemuVm::HotplugDevice(const Device& device) {
   RETURN_IF_ERROR_CTX(ValidateDevice(device), what);
   {
     std::lock_guard lock(mu_);
+    auto* vsock = std::get_if<VsockDevice>(&device);
+    const bool vhost_user =
+        std::holds_alternative<FsShare>(device) || (vsock != nullptr && vsock->backend == VsockDevice::Backend::kVhostUser);
+    if (record_.spec.memory_private && vhost_user)
+      return FailedPrecondition(what + ": a vhost-user back end cannot see a copy-on-write guest's RAM");
     bool taken = std::any_of(record_.spec.devices.begin(), record_.spec.devices.end(),
                              [&](const Device& d) { return DeviceId(d) == DeviceId(device); }) ||
                  std::any_of(record_.hotplugged.begin(), record_.hotplugged.end(),

@@ -48,6 +48,9 @@ class QemuVm final : public Vm {
   Status UnplugDevice(const std::string& device_id, std::chrono::milliseconds timeout) override;
   // QMP getfd; netdev_add fd=<name> takes it out of QEMU's list again.
   Status PassFd(const std::string& fd_name, int fd) override;
+  // qemu_migration.cc: QMP migrate / migrate-incoming over a passed fd.
+  Status SaveState(int fd, std::chrono::milliseconds timeout) override;
+  Status LoadState(int fd, std::chrono::milliseconds timeout) override;
   int exit_fd() const override { return pidfd_.get(); }
   void OnExit(ExitCallback callback) override;
   std::optional<VmExit> WaitExit(std::optional<std::chrono::milliseconds> timeout) override;
@@ -72,6 +75,8 @@ class QemuVm final : public Vm {
   Status PersistRecord();
   Result<std::string> FreePort() const;
   Status RunSteps(const std::vector<QmpStep>& steps);
+  // Polls query-migrate until the stream completed, failed or `timeout`.
+  Status AwaitMigration(std::string_view what, std::chrono::milliseconds timeout);
   std::string Who() const { return "VM " + record_.spec.id; }
 
   VmPaths paths_;

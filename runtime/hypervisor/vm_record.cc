@@ -163,6 +163,10 @@ json SpecToJson(const VmSpec& s) {
             {"console_log", s.console_log},
             {"start_paused", s.start_paused},
             {"hotplug_slots", s.hotplug_slots},
+            {"memory_file", s.memory_file},
+            {"memory_private", s.memory_private},
+            {"incoming", s.incoming},
+            {"vmgenid", s.vmgenid},
             {"extra_args", s.extra_args}};
   if (s.accelerator) j["accelerator"] = std::string(config::AcceleratorName(*s.accelerator));
   return j;
@@ -180,6 +184,10 @@ Status SpecFromJson(const Reader& r, VmSpec& s) {
   RETURN_IF_ERROR(r.Str("console_log", s.console_log, false));
   RETURN_IF_ERROR(r.Bool("start_paused", s.start_paused, false));
   RETURN_IF_ERROR(r.Uint("hotplug_slots", s.hotplug_slots, false));
+  RETURN_IF_ERROR(r.Str("memory_file", s.memory_file, false));
+  RETURN_IF_ERROR(r.Bool("memory_private", s.memory_private, false));
+  RETURN_IF_ERROR(r.Bool("incoming", s.incoming, false));
+  RETURN_IF_ERROR(r.Bool("vmgenid", s.vmgenid, false));
   RETURN_IF_ERROR(r.StrList("extra_args", s.extra_args));
   std::string accel;
   RETURN_IF_ERROR(r.Str("accelerator", accel, false));

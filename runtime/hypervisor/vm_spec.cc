@@ -145,6 +145,19 @@ Status ValidateVmSpec(const VmSpec& s) {
   if (s.hotplug_slots > kMaxHotplugSlots) return bad(fmt::format("hotplug_slots must be at most {}, got {}", kMaxHotplugSlots, s.hotplug_slots));
   if (s.kernel.empty() && (!s.initrd.empty() || !s.kernel_cmdline.empty()))
     return bad("initrd or kernel_cmdline given without a kernel");
+  if (!s.memory_file.empty() && s.memory_fd >= 0) return bad("memory_file and memory_fd are exclusive");
+  if (!s.memory_file.empty() && s.memory_file.front() != '/')
+    return bad(fmt::format("memory_file must be absolute, got '{}'", s.memory_file));
+  RETURN_IF_ERROR(CheckNoComma(fmt::format("vm spec '{}': memory_file", s.id), s.memory_file));
+  if (s.memory_private && s.memory_file.empty()) return bad("memory_private needs a memory_file");
+  if (s.memory_private) {
+    for (const Device& d : s.devices) {
+      auto* v = std::get_if<VsockDevice>(&d);
+      if (std::holds_alternative<FsShare>(d) || (v != nullptr && v->backend == VsockDevice::Backend::kVhostUser))
+        return bad(fmt::format("device '{}' is vhost-user: its back end maps guest RAM itself and would not see a "
+                               "copy-on-write guest's writes (memory_private)", DeviceId(d)));
+    }
+  }
   // Paths go into QEMU's comma-separated option syntax.
   for (const auto* p : {&s.state_dir, &s.console_log}) RETURN_IF_ERROR(CheckNoComma(fmt::format("vm spec '{}': path", s.id), *p));
   std::set<std::string> ids;

@@ -76,6 +76,25 @@ struct VmSpec {
   bool start_paused = false;    // stay paused after launch until Resume()
   // PCIe slots left free for hot-plug (QEMU: one pcie-root-port each).
   uint32_t hotplug_slots = 4;
+  // Guest RAM. By default a shared memfd the VMM makes (vhost-user back ends
+  // map it). memory_file: a file mapped shared instead, so the RAM outlives
+  // the VMM (a template's RAM image; SaveState then skips it). memory_fd: a
+  // shared-memory fd the caller filled (a clone's own copy of a template's
+  // RAM), inherited by the VMM; launch-only, never recorded. At most one.
+  std::string memory_file;
+  int memory_fd = -1;
+  // memory_file mapped private (copy-on-write) instead of shared: the
+  // guest's writes go to pages of its own and the file stays untouched, so
+  // clones share the template's unwritten pages. Refused with any vhost-user
+  // device: the back end maps the file itself and would never see the
+  // guest's writes (silent corruption, POOL-NOTES.md).
+  bool memory_private = false;
+  // Wait for LoadState instead of starting the guest (implies start_paused).
+  bool incoming = false;
+  // A VM generation id device: every VMM start draws a new id, so a restored
+  // clone's id differs from its template's and Linux (CONFIG_VMGENID)
+  // reseeds its RNG. Source and clone of a state must agree on it.
+  bool vmgenid = false;
   // VMM-specific arguments appended last; an escape hatch, not an API.
   std::vector<std::string> extra_args;
 

@@ -68,6 +68,18 @@ v1::StatusResponse ToProto(const PoolStatus& s) {
     p->set_boot_last_ms(st.boot_last_ms);
     p->set_idle_vm_rss_bytes(st.idle_vm_rss_bytes);
     p->set_backoff_ms(st.backoff_ms);
+    p->set_refill(st.refill);
+    p->set_template_key(st.template_key);
+    p->set_template_created_unix_ms(st.template_created_unix_ms);
+    p->set_template_build_ms(st.template_build_ms);
+    p->set_template_building(st.template_building);
+    p->set_template_builds(st.template_builds);
+    p->set_template_failures(st.template_failures);
+    p->set_template_last_failure(st.template_last_failure);
+    p->set_clones(st.clones);
+    p->set_clone_failures(st.clone_failures);
+    p->set_clone_p50_ms(st.clone_p50_ms);
+    p->set_clone_last_ms(st.clone_last_ms);
   }
   return out;
 }
@@ -94,6 +106,18 @@ PoolStatus FromProto(const v1::StatusResponse& r) {
     st.boot_last_ms = p.boot_last_ms();
     st.idle_vm_rss_bytes = p.idle_vm_rss_bytes();
     st.backoff_ms = p.backoff_ms();
+    st.refill = p.refill();
+    st.template_key = p.template_key();
+    st.template_created_unix_ms = p.template_created_unix_ms();
+    st.template_build_ms = p.template_build_ms();
+    st.template_building = p.template_building();
+    st.template_builds = p.template_builds();
+    st.template_failures = p.template_failures();
+    st.template_last_failure = p.template_last_failure();
+    st.clones = p.clones();
+    st.clone_failures = p.clone_failures();
+    st.clone_p50_ms = p.clone_p50_ms();
+    st.clone_last_ms = p.clone_last_ms();
     out.shapes.push_back(std::move(st));
   }
   return out;

@@ -35,6 +35,16 @@ struct ShapeStatus {
   double boot_p50_ms = 0, boot_last_ms = 0;
   uint64_t idle_vm_rss_bytes = 0;
   uint64_t backoff_ms = 0;
+  // How the next VM is made: "template" (a clone) or "boot".
+  std::string refill = "boot";
+  std::string template_key;  // "" while the shape has no template
+  int64_t template_created_unix_ms = 0;
+  double template_build_ms = 0;
+  bool template_building = false;
+  uint32_t template_builds = 0, template_failures = 0;
+  std::string template_last_failure;
+  uint32_t clones = 0, clone_failures = 0;
+  double clone_p50_ms = 0, clone_last_ms = 0;
 };
 
 struct PoolStatus {

@@ -72,8 +72,10 @@ Result<std::unique_ptr<WarmPool>> WarmPool::Start(WarmPoolOptions options) {
     s.shape = shape;
     s.target = p->size_;
   }
-  kLog.Info("keeping {} ready VM(s) of {} (shape {}), at most {} boot(s) at once, state in {}", p->size_,
-            Describe(shape), key, p->o_.config.pool.max_parallel_boots, p->o_.config.runtime.state_dir);
+  p->PruneTemplates(key);
+  kLog.Info("keeping {} ready VM(s) of {} (shape {}) made by {}, at most {} at once, state in {}", p->size_,
+            Describe(shape), key, p->o_.config.pool.refill, p->o_.config.pool.max_parallel_boots,
+            p->o_.config.runtime.state_dir);
   p->refill_ = std::thread([p = p.get()] { p->RefillLoop(); });
   return p;
 }
@@ -112,6 +114,7 @@ void WarmPool::RefillLoop() {
     JoinFinishedBoots();
     ReapDead();
     if (Clock::now() >= next_scan) {
+      RekeyShapes();
       ScanStateDir(/*at_start=*/false);
       next_scan = Clock::now() + o_.scan_interval;
     }
@@ -122,28 +125,53 @@ void WarmPool::RefillLoop() {
 void WarmPool::StartBootsLocked() {
   if (draining_ || stopping_) return;
   const auto now = Clock::now();
+  const uint32_t max = o_.config.pool.max_parallel_boots;
   for (auto& [key, s] : shapes_) {
-    while (booting_total_ < o_.config.pool.max_parallel_boots && s.ready.size() + s.booting < s.target &&
-           now >= s.next_boot) {
+    const bool wanted = s.ready.size() + s.booting < s.target;
+    // A template first: it takes a boot's time once, then each VM is a restore.
+    if (UseTemplates() && wanted && !s.tpl && !s.tpl_building && now >= s.tpl_next_build && booting_total_ < max) {
+      const uint64_t seq = next_boot_seq_++;
+      s.tpl_building = true;
+      ++booting_total_;
+      kLog.Info("building the template of shape {} ({})", key, Describe(s.shape));
+      boot_threads_[seq] = std::thread([this, seq, key = key, shape = s.shape] { BuildTemplateFor(seq, key, shape); });
+    }
+    while (booting_total_ < max && s.ready.size() + s.booting < s.target && now >= s.next_boot) {
       const uint64_t seq = next_boot_seq_++;
       const std::string id = NewVmId(key);
       ++s.booting;
       ++booting_total_;
       booting_ids_.insert(id);
-      kLog.Info("booting {} for shape {} ({} ready, {} booting, target {})", id, key, s.ready.size(),
-                s.booting, s.target);
-      boot_threads_[seq] = std::thread([this, seq, key = key, shape = s.shape, id] { BootOne(seq, key, shape, id); });
+      kLog.Info("{} {} for shape {} ({} ready, {} under way, target {})", s.tpl ? "restoring" : "booting", id, key,
+                s.ready.size(), s.booting, s.target);
+      boot_threads_[seq] = std::thread(
+          [this, seq, key = key, shape = s.shape, id, tpl = s.tpl] { BootOne(seq, key, shape, id, tpl); });
     }
   }
 }
 
-void WarmPool::BootOne(uint64_t seq, std::string key, Shape shape, std::string vm_id) {
+void WarmPool::BootOne(uint64_t seq, std::string key, Shape shape, std::string vm_id,
+                       std::optional<vm::VmTemplate> tpl) {
   vm::SandboxVmSpec spec;
   spec.id = vm_id;
   spec.vcpus = shape.vcpus;
   spec.memory_mib = shape.memory_mib;
-  const auto t0 = Clock::now();
-  Result<vm::SandboxVmPtr> booted = vm::SandboxVm::Boot(o_.config, spec);
+  auto t0 = Clock::now();
+  Result<vm::SandboxVmPtr> booted = Unavailable("no VM");
+  bool restored = false;
+  if (tpl) {
+    booted = vm::SandboxVm::Restore(o_.config, spec, *tpl);
+    restored = booted.ok();
+    if (!booted.ok()) {
+      kLog.Warn("{}: the clone of template {} failed, booting instead: {}", vm_id, tpl->key, booted.status().ToString());
+      std::lock_guard lock(mu_);
+      if (auto it = shapes_.find(key); it != shapes_.end()) CloneFailedLocked(it->second, booted.status());
+    }
+  }
+  if (!restored) {
+    t0 = Clock::now();
+    booted = vm::SandboxVm::Boot(o_.config, spec);
+  }
   if (booted.ok()) {
     // Idle VMs sit paused, in the pool's cgroup; the pool's mark says whose
     // the VM is.
@@ -155,15 +183,73 @@ void WarmPool::BootOne(uint64_t seq, std::string key, Shape shape, std::string v
       booted = std::move(st).WithContext("make " + vm_id + " ready");
     }
   }
-  BootFinished(key, std::move(booted), MsSince(t0));
+  BootFinished(key, std::move(booted), MsSince(t0), restored);
   std::lock_guard lock(mu_);
   finished_boots_.push_back(seq);
   cv_.notify_all();
 }
 
-void WarmPool::BootFinished(const std::string& key, Result<vm::SandboxVmPtr> booted, double ms) {
+void WarmPool::CloneFailedLocked(ShapeState& s, const Status& why) {
+  ++s.clone_failures;
+  s.tpl_last_failure = "clone: " + why.ToString();
+  if (++s.clone_failures_in_row < kMaxCloneFailuresInRow || !s.tpl) return;
+  kLog.Error("{} clones of template {} failed in a row: discarding it (the shape refills by boot until a new one "
+             "is built)", s.clone_failures_in_row, s.tpl->key);
+  const std::string dir = s.tpl->dir;
+  s.tpl.reset();
+  s.clone_failures_in_row = 0;
+  s.tpl_backoff = std::min(o_.max_backoff, s.tpl_backoff.count() == 0 ? o_.first_backoff : s.tpl_backoff * 2);
+  s.tpl_next_build = Clock::now() + s.tpl_backoff;
+  if (Status st = vm::RemoveTemplate(o_.config, dir); !st.ok()) kLog.Warn("remove template {}: {}", dir, st.ToString());
+}
+
+void WarmPool::BuildTemplateFor(uint64_t seq, std::string key, Shape shape) {
+  TemplateBuilt(key, vm::BuildTemplate(o_.config, TemplatesRoot(), vm::TemplateSpec{key, shape.vcpus, shape.memory_mib}));
+  std::lock_guard lock(mu_);
+  finished_boots_.push_back(seq);
+  cv_.notify_all();
+}
+
+void WarmPool::TemplateBuilt(const std::string& key, Result<vm::VmTemplate> built) {
   std::unique_lock lock(mu_);
-  ShapeState& s = shapes_[key];
+  --booting_total_;
+  auto it = shapes_.find(key);
+  if (it == shapes_.end()) {
+    lock.unlock();
+    // Re-keyed while it was built: its image is not the shape's any more.
+    if (built.ok()) (void)vm::RemoveTemplate(o_.config, built->dir);
+    return;
+  }
+  ShapeState& s = it->second;
+  s.tpl_building = false;
+  if (!built.ok()) {
+    ++s.tpl_failures;
+    s.tpl_last_failure = "build: " + built.status().ToString();
+    s.tpl_backoff = std::min(o_.max_backoff, s.tpl_backoff.count() == 0 ? o_.first_backoff : s.tpl_backoff * 2);
+    s.tpl_next_build = Clock::now() + s.tpl_backoff;
+    kLog.Error("template of shape {} failed (next try in {} ms; VMs are booted meanwhile): {}", key,
+               s.tpl_backoff.count(), built.status().ToString());
+    return;
+  }
+  ++s.tpl_builds;
+  s.tpl_backoff = milliseconds(0);
+  s.clone_failures_in_row = 0;
+  s.tpl = std::move(*built);
+  kLog.Info("template of shape {} ready in {:.0f} ms: the shape refills by restoring clones", key, s.tpl->build_ms);
+}
+
+void WarmPool::BootFinished(const std::string& key, Result<vm::SandboxVmPtr> booted, double ms, bool restored) {
+  std::unique_lock lock(mu_);
+  auto found = shapes_.find(key);
+  if (found == shapes_.end()) {
+    // The shape was re-keyed meanwhile: this VM runs the old image.
+    --booting_total_;
+    if (booted.ok()) booting_ids_.erase((*booted)->id());
+    lock.unlock();
+    if (booted.ok()) StopVm(std::move(*booted), "its shape's image changed while it was made");
+    return;
+  }
+  ShapeState& s = found->second;
   --s.booting;
   --booting_total_;
   if (!booted.ok()) {
@@ -184,15 +270,22 @@ void WarmPool::BootFinished(const std::string& key, Result<vm::SandboxVmPtr> boo
   }
   s.backoff = milliseconds(0);
   accelerator_ = std::string(hypervisor::AcceleratorName(v->accelerator()));
-  ++s.boots;
-  s.boot_ms.push_back(ms);
-  if (s.boot_ms.size() > kBootSamples) s.boot_ms.pop_front();
+  std::deque<double>& samples = restored ? s.clone_ms : s.boot_ms;
+  if (restored) {
+    ++s.clones;
+    s.clone_failures_in_row = 0;
+  } else {
+    ++s.boots;
+  }
+  samples.push_back(ms);
+  if (samples.size() > kBootSamples) samples.pop_front();
   ReadyVm r{std::move(v), NowUnixMs(), std::make_shared<std::atomic<bool>>(false)};
   r.vm->OnExit([died = r.died, this](const hypervisor::VmExit&) {
     died->store(true);
     cv_.notify_all();
   });
-  kLog.Info("{} ready in {:.0f} ms (shape {}: {} ready)", r.vm->id(), ms, key, s.ready.size() + 1);
+  kLog.Info("{} ready in {:.0f} ms by {} (shape {}: {} ready)", r.vm->id(), ms, restored ? "restore" : "boot", key,
+            s.ready.size() + 1);
   s.ready.push_back(std::move(r));
 }
 
@@ -236,6 +329,74 @@ void WarmPool::StopVm(vm::SandboxVmPtr v, std::string_view why) {
   // A paused guest cannot power itself off: let it run for its last words.
   (void)v->vmm().Resume();
   if (Status st = v->Stop(kStopGrace); !st.ok()) kLog.Warn("stop {}: {}", id, st.ToString());
+}
+
+void WarmPool::PruneTemplates(const std::string& default_key) {
+  const std::string root = TemplatesRoot();
+  for (const std::string& name : ListDir(root)) {
+    const std::string dir = root + "/" + name;
+    std::string why;
+    if (name != default_key) {
+      why = name.find('.') != std::string::npos ? "an unfinished build" : "not of a shape this pool keeps (or stale)";
+    } else if (!UseTemplates()) {
+      why = "pool.refill is boot";
+    } else {
+      auto t = vm::LoadTemplate(dir);
+      if (t.ok()) {
+        kLog.Info("template {} (built {} ms ago) serves shape {}", dir, NowUnixMs() - t->created_unix_ms, name);
+        std::lock_guard lock(mu_);
+        shapes_[default_key].tpl = std::move(*t);
+        continue;
+      }
+      why = "unreadable: " + t.status().ToString();
+    }
+    kLog.Info("removing template {}: {}", dir, why);
+    if (Status st = vm::RemoveTemplate(o_.config, dir); !st.ok()) kLog.Warn("remove {}: {}", dir, st.ToString());
+  }
+}
+
+void WarmPool::RekeyShapes() {
+  std::vector<std::pair<std::string, Shape>> shapes;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, s] : shapes_) shapes.emplace_back(key, s.shape);
+  }
+  std::vector<std::pair<std::string, std::string>> changed;  // old key, new key
+  for (const auto& [key, shape] : shapes) {
+    auto now = ShapeKey(o_.config, shape);
+    if (!now.ok()) {
+      kLog.Warn("shape {}: {}", key, now.status().ToString());
+      continue;
+    }
+    if (*now != key) changed.emplace_back(key, *now);
+  }
+  if (changed.empty()) return;
+  std::vector<vm::SandboxVmPtr> stale;
+  std::vector<std::string> stale_templates;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [old_key, new_key] : changed) {
+      auto it = shapes_.find(old_key);
+      if (it == shapes_.end() || shapes_.count(new_key) != 0) continue;
+      ShapeState s = std::move(it->second);
+      shapes_.erase(it);
+      for (auto& r : s.ready) stale.push_back(std::move(r.vm));
+      s.ready.clear();
+      if (s.tpl) stale_templates.push_back(s.tpl->dir);
+      s.tpl.reset();
+      s.tpl_building = false;  // a build in flight finds its key gone and deletes what it made
+      s.tpl_next_build = {};
+      // Boots in flight count against the old key; they stop what they made.
+      s.booting = 0;
+      kLog.Info("shape {} ({}) changed its image: now {}; its idle VMs and its template go", old_key,
+                Describe(s.shape), new_key);
+      shapes_.emplace(new_key, std::move(s));
+    }
+  }
+  cv_.notify_all();
+  for (auto& v : stale) StopVm(std::move(v), "its shape's image changed");
+  for (const auto& dir : stale_templates)
+    if (Status st = vm::RemoveTemplate(o_.config, dir); !st.ok()) kLog.Warn("remove {}: {}", dir, st.ToString());
 }
 
 void WarmPool::ScanStateDir(bool at_start) {
@@ -283,7 +444,7 @@ Result<std::optional<Claimed>> WarmPool::Claim(const Shape& requested, const Cla
   ASSIGN_OR_RETURN(std::string key, ShapeKey(o_.config, shape));
   ReadyVm r;
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     auto it = shapes_.find(key);
     if (it == shapes_.end()) {
       if (shapes_.size() >= kMaxShapes) {
@@ -298,9 +459,32 @@ Result<std::optional<Claimed>> WarmPool::Claim(const Shape& requested, const Cla
       *miss = fmt::format("no VM of shape {} ({}) yet: the pool keeps {} from now on", key, Describe(shape), s.target);
       return std::optional<Claimed>();
     }
-    ShapeState& s = it->second;
+    ShapeState* sp = &it->second;
+    auto first_live = [&] {
+      return std::find_if(sp->ready.begin(), sp->ready.end(), [](const ReadyVm& v) { return !v.died->load(); });
+    };
     // The oldest live one; dead ones are left to the refill thread's reaping.
-    auto live = std::find_if(s.ready.begin(), s.ready.end(), [](const ReadyVm& v) { return !v.died->load(); });
+    auto live = first_live();
+    if (live == sp->ready.end() && sp->tpl && sp->booting > 0 && o_.config.pool.claim_wait_ms > 0) {
+      // A clone under way ends well before a cold boot would: wait for it.
+      const auto deadline = Clock::now() + milliseconds(o_.config.pool.claim_wait_ms);
+      cv_.wait_until(lock, deadline, [&] {
+        auto again = shapes_.find(key);
+        if (stopping_ || draining_ || again == shapes_.end()) return true;
+        sp = &again->second;
+        return first_live() != sp->ready.end() || sp->booting == 0;
+      });
+      if (auto again = shapes_.find(key); again != shapes_.end()) {
+        sp = &again->second;
+        live = first_live();
+        if (live != sp->ready.end())
+          kLog.Info("claim for sandbox {} waited {:.0f} ms for a clone", who.sandbox_id, MsSince(t0));
+      } else {
+        *miss = fmt::format("shape {} changed its image while the claim waited", key);
+        return std::optional<Claimed>();
+      }
+    }
+    ShapeState& s = *sp;
     if (live == s.ready.end()) {
       *miss = fmt::format("no ready VM of shape {} ({}): {} booting, target {}", key, Describe(shape), s.booting,
                           s.target);
@@ -364,6 +548,20 @@ PoolStatus WarmPool::GetStatus() const {
     st.boot_p50_ms = Median(s.boot_ms);
     st.boot_last_ms = s.boot_ms.empty() ? 0 : s.boot_ms.back();
     st.backoff_ms = static_cast<uint64_t>(s.backoff.count());
+    st.refill = UseTemplates() && s.tpl ? "template" : "boot";
+    if (s.tpl) {
+      st.template_key = s.tpl->key;
+      st.template_created_unix_ms = s.tpl->created_unix_ms;
+      st.template_build_ms = s.tpl->build_ms;
+    }
+    st.template_building = s.tpl_building;
+    st.template_builds = s.tpl_builds;
+    st.template_failures = s.tpl_failures;
+    st.template_last_failure = s.tpl_last_failure;
+    st.clones = s.clones;
+    st.clone_failures = s.clone_failures;
+    st.clone_p50_ms = Median(s.clone_ms);
+    st.clone_last_ms = s.clone_ms.empty() ? 0 : s.clone_ms.back();
     uint64_t rss = 0;
     for (const auto& r : s.ready) rss += RssBytes(r.vm->vmm_pid());
     st.idle_vm_rss_bytes = s.ready.empty() ? 0 : rss / s.ready.size();

@@ -1,14 +1,25 @@
-// WarmPool: the core of capsule-poold. It keeps `pool.size` booted VMs per
+// WarmPool: the core of capsule-poold. It keeps `pool.size` ready VMs per
 // shape, paused while idle (QMP stop; resuming costs well under a
 // millisecond), refills in the background with at most
-// `pool.max_parallel_boots` cold boots at once and backs off after boot
-// failures. A claim hands a ready VM over by its state dir (see
-// pool_record.h for who owns it when); a claimed VM never comes back.
+// `pool.max_parallel_boots` refills at once and backs off after failures.
+// A claim hands a ready VM over by its state dir (see pool_record.h for who
+// owns it when); a claimed VM never comes back.
 //
-// Threads: the refill thread starts boots (each on a thread of its own),
-// reaps idle VMs whose VMM died, and periodically reaps claimed VMs nobody
-// adopted within the claim grace. Claims and status calls come in on gRPC
-// threads and only hold the lock to pick a VM.
+// Refill (pool.refill): "template" boots one template VM per shape
+// (vm_template.h, under <state_dir>/templates/<shape key>/) and then
+// restores clones of it; a clone that fails is torn down and a cold boot
+// takes its place, a template that fails to build is retried with
+// back-off while the shape refills by boot, and three clone failures in a
+// row discard the template. "boot" cold-boots every VM. A shape's key
+// covers its image (shape.h): when a file it hashes changes, the periodic
+// scan re-keys the shape, stops its idle VMs and deletes its template, so
+// neither an old VM nor an old template is handed out.
+//
+// Threads: the refill thread starts boots, restores and template builds
+// (each on a thread of its own), reaps idle VMs whose VMM died, and
+// periodically re-keys shapes and reaps claimed VMs nobody adopted within
+// the claim grace. Claims and status calls come in on gRPC threads and
+// only hold the lock to pick a VM.
 #pragma once
 
 #include <chrono>
@@ -31,6 +42,7 @@
 #include "runtime/pool/pool_types.h"
 #include "runtime/pool/shape.h"
 #include "runtime/vm/sandbox_vm.h"
+#include "runtime/vm/vm_template.h"
 
 namespace capsule::pool {
 
@@ -85,17 +97,40 @@ class WarmPool {
     std::string last_failure;
     std::chrono::milliseconds backoff{0};
     std::chrono::steady_clock::time_point next_boot{};
-    std::deque<double> boot_ms;  // last kBootSamples
+    std::deque<double> boot_ms;   // last kBootSamples cold boots
+    std::deque<double> clone_ms;  // last kBootSamples restores
+    // Template refill.
+    std::optional<vm::VmTemplate> tpl;
+    bool tpl_building = false;
+    uint32_t tpl_builds = 0, tpl_failures = 0, clones = 0, clone_failures = 0, clone_failures_in_row = 0;
+    std::string tpl_last_failure;
+    std::chrono::milliseconds tpl_backoff{0};
+    std::chrono::steady_clock::time_point tpl_next_build{};
   };
   static constexpr size_t kBootSamples = 64;
+  static constexpr uint32_t kMaxCloneFailuresInRow = 3;
 
   explicit WarmPool(WarmPoolOptions options) : o_(std::move(options)), size_(o_.config.pool.size) {}
   void RefillLoop();
   // Under mu_: starts the boots that targets and limits allow.
   void StartBootsLocked();
-  void BootOne(uint64_t seq, std::string key, Shape shape, std::string vm_id);
+  bool UseTemplates() const { return o_.config.pool.refill == "template"; }
+  std::string TemplatesRoot() const { return o_.config.runtime.state_dir + "/templates"; }
+  // A ready VM: a clone of `tpl` when there is one (a boot if it fails),
+  // else a cold boot.
+  void BootOne(uint64_t seq, std::string key, Shape shape, std::string vm_id, std::optional<vm::VmTemplate> tpl);
+  void BuildTemplateFor(uint64_t seq, std::string key, Shape shape);
+  void TemplateBuilt(const std::string& key, Result<vm::VmTemplate> built);
   void JoinFinishedBoots();
-  void BootFinished(const std::string& key, Result<vm::SandboxVmPtr> booted, double ms);
+  void BootFinished(const std::string& key, Result<vm::SandboxVmPtr> booted, double ms, bool restored);
+  // Under mu_: a clone of the shape's template failed.
+  void CloneFailedLocked(ShapeState& s, const Status& why);
+  // At start: the default shape's template if it is current; every other
+  // template and every unfinished build is deleted.
+  void PruneTemplates(const std::string& default_key);
+  // Shapes whose image changed get their new key; their idle VMs stop and
+  // their template goes.
+  void RekeyShapes();
   // Stops idle VMs whose VMM exited; under no lock.
   void ReapDead();
   // Leftovers of an earlier daemon (at start) or unadopted claims (later).

@@ -45,13 +45,19 @@ struct BootNic {
   std::string vmm_netns;
 };
 
-// Where the time of a cold boot went (milliseconds, wall clock).
+// Where the time of a cold boot or a restore went (milliseconds, wall clock).
 struct BootTimings {
+  bool restored = false;      // a clone of a template, not a boot
   double prepare_ms = 0;      // state dir, virtiofsd, vsock host end
+  double ram_copy_ms = 0;     // restore: the template's RAM into the clone's
   double vmm_start_ms = 0;    // VMM process start until it takes commands
+  double state_load_ms = 0;   // restore: device state loaded
+  double hotplug_ms = 0;      // restore: vsock and virtio-fs devices added
   double agent_ready_ms = 0;  // guest running until the agent answered Check
   double total_ms = 0;
 };
+
+struct VmTemplate;
 
 class SandboxVm {
  public:
@@ -60,6 +66,14 @@ class SandboxVm {
   // Cold boot: on failure nothing is left (no process, mount, socket, dir)
   // and the error carries the console tail when the guest got that far.
   static Result<std::unique_ptr<SandboxVm>> Boot(const config::Config& config, const SandboxVmSpec& spec);
+  // A clone of `tpl` (vm_template.h): the template's RAM copied into memory
+  // of the clone's own, its device state loaded, then the devices a
+  // template cannot hold (vsock, virtio-fs) hot-plugged, a new VM
+  // generation id and a vsock CID of its own, and the agent checked. The
+  // spec's size must be the template's. On failure nothing is left, as
+  // for Boot.
+  static Result<std::unique_ptr<SandboxVm>> Restore(const config::Config& config, const SandboxVmSpec& spec,
+                                                    const VmTemplate& tpl);
   // Takes over a detached VM from its state dir. A VM whose VMM died is
   // returned anyway (agent unreachable) so Stop() can clean it up.
   static Result<std::unique_ptr<SandboxVm>> Adopt(const config::Config& config, const std::string& state_dir);

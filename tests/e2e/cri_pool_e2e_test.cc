@@ -1,6 +1,8 @@
 // CRI pods and the warm pool, through a real containerd 1.6 and real QEMU:
-// with capsule-poold running, RunPodSandbox takes a pooled VM (the shim's log
-// says so, the pool's Status counts the claim), its clock is set and its RNG
+// with capsule-poold running (refilling from a template, the default),
+// RunPodSandbox takes a pooled VM, a clone restored from the template (the
+// shim's log says so, the pool's Status counts the claim and the clones,
+// the VM's record says it was restored), its clock is set and its RNG
 // reseeded before anything runs, and the pod serves HTTP on its CNI IP; a
 // SIGKILLed daemon leaves the claimed pod working and a restarted one reaps
 // the idle VM it left; without a daemon a pod still starts, cold. A pooled VM
@@ -53,6 +55,9 @@ TEST_F(CriPoolE2eTest, APodTakesAPooledVmSurvivesTheDaemonsDeathAndStartsColdWit
   ASSERT_TRUE(st.ok()) << st.status().ToString();
   ASSERT_FALSE(st->shapes.empty());
   EXPECT_EQ(st->shapes[0].claimed, 1u);
+  EXPECT_EQ(st->shapes[0].refill, "template") << st->shapes[0].template_last_failure;
+  EXPECT_GE(st->shapes[0].clones, 1u);
+  EXPECT_EQ(st->shapes[0].boots, 0u) << "every pool VM was a clone: " << st->shapes[0].template_last_failure;
   ExpectVmmInPodCgroup(*pod_id);  // a pooled VM leaves the pool's cgroup at claim
 
   auto c1 = StartContainer(*pod_id, pod, "web",
@@ -76,6 +81,12 @@ TEST_F(CriPoolE2eTest, APodTakesAPooledVmSurvivesTheDaemonsDeathAndStartsColdWit
   // SIGKILL with this pod's VM claimed and (once refilled) one idling.
   ASSERT_TRUE(pool_->WaitReady(1, kBootBudget, /*settled=*/true).ok());
   pool_->Kill();
+  // The clone's kernel RNG and identity are its own (vmgenid, the claim's
+  // reseed): readable from a container like on any node.
+  auto random = cri_->ExecSync(*c1, {"sh", "-c", "head -c 16 /dev/urandom | od -An -tx1; cat /proc/sys/kernel/random/boot_id"}, 30);
+  ASSERT_TRUE(random.ok()) << random.status().ToString();
+  EXPECT_EQ(random->exit_code, 0) << random->err;
+  EXPECT_GT(random->out.size(), 40u) << random->out;
   auto exec = cri_->ExecSync(*c1, {"echo", "still-here"}, 30);
   ASSERT_TRUE(exec.ok()) << exec.status().ToString();
   EXPECT_EQ(exec->out, "still-here\n");

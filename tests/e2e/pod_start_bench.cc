@@ -4,7 +4,12 @@
 // pod; runtime handler capsule-cold, pool.size 0) and (c) Capsule warm (a
 // VM claimed from capsule-poold; handler capsule), first one pod after
 // another (the pool refilled before each warm pod), then CONCURRENCY pods at
-// once (warm: with the pool filled to CONCURRENCY first). gVisor (runsc as
+// once (warm: with the pool filled to CONCURRENCY first), then CONCURRENCY
+// pods at once against a pool of BURST_POOL (< CONCURRENCY) ready VMs,
+// refilled by restoring clones of a template (capsule-burst-template) and
+// by cold boots (capsule-burst-boot): the pods beyond the pool are served
+// by the refill (a claim waits pool.claim_wait_ms for a clone under way)
+// or cold-boot. gVisor (runsc as
 // the runc shim's BinaryName) is measured when Debian's runsc is installed
 // and runs a CNI pod here, else the reason it was skipped is printed.
 // Prints p50/p90/p99/max per variant, the ratios warm/runc and cold/warm,
@@ -12,7 +17,8 @@
 // memory of idle pooled VMs with and without KSM, and writes the samples to build/bench/pod_start.csv (plus a
 // CDF as PNG when gnuplot is installed). Asserts only that every pod
 // started. `make bench` runs it; CAPSULE_BENCH_RUNS (default 20) and
-// CAPSULE_BENCH_CONCURRENCY (default 10) size it, CAPSULE_BENCH_BOOT_NIC=0
+// CAPSULE_BENCH_CONCURRENCY (default 10) and CAPSULE_BENCH_BURST_POOL
+// (default 3) size it, CAPSULE_BENCH_BOOT_NIC=0
 // hot-plugs every pod NIC instead of taking over the VM's boot NIC.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -236,6 +242,34 @@ class PodStartBench : public ::testing::Test {
                                Percentile(Of(v, mode, &Sample::start_ms), 0.5));
     }
   }
+  // CONCURRENCY pods against a pool of `size` ready VMs that refills by
+  // `refill` ("template" or "boot") with two refills at once: a daemon of
+  // its own config (same image, so the same shape key as the shim's).
+  void Burst(const std::string& variant, const std::string& refill, uint32_t size, int n) {
+    if (pool_) pool_->Stop();
+    pool_.reset();
+    auto yaml = ReadFile(env_->config_path());
+    ASSERT_TRUE(yaml.ok());
+    const std::string path = env_->dir() + "/pool-" + refill + ".yaml";
+    std::string text = std::regex_replace(
+        *yaml, std::regex("pool:\n  size: 1"),
+        fmt::format("pool:\n  size: {}\n  refill: {}\n  max_parallel_boots: 2", size, refill));
+    ASSERT_NE(text, *yaml) << "the env's config has no 'pool:\n  size: 1'";
+    ASSERT_TRUE(WriteFile(path, text).ok());
+    auto started = PoolDaemonProcess::Start(path, env_->pool_socket());
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    pool_ = std::move(*started);
+    auto st = pool_->WaitReady(size, milliseconds(900000), /*settled=*/true);
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    Concurrent(variant, "capsule", n);
+    st = pool_->Status();
+    if (st.ok() && !st->shapes.empty()) {
+      const auto& sh = st->shapes[0];
+      std::cout << fmt::format("  {}: pool of {} refilled by {}: {} boots (p50 {:.0f} ms), {} clones (p50 {:.0f} ms, "
+                               "{} failed), {} claimed\n", variant, size, sh.refill, sh.boots, sh.boot_p50_ms,
+                               sh.clones, sh.clone_p50_ms, sh.clone_failures, sh.claimed);
+    }
+  }
   // The QEMU processes of the pool's idle VMs (ids "pool-...").
   std::vector<pid_t> PoolQemuPids() {
     std::vector<pid_t> out;
@@ -423,10 +457,16 @@ TEST_F(PodStartBench, RuncCapsuleColdCapsuleWarmAndGvisor) {
   PrintIdleMemoryWithAndWithoutKsm();
   Concurrent("capsule-warm", "capsule", concurrency);
   if (gvisor_skip_.empty()) Concurrent("gvisor", "runsc", concurrency);
+  const auto burst_pool = static_cast<uint32_t>(EnvInt("CAPSULE_BENCH_BURST_POOL", 3));
+  std::cout << "\nburst of " << concurrency << " pods against a pool of " << burst_pool << ":\n";
+  Burst("capsule-burst-template", "template", burst_pool, concurrency);
+  Burst("capsule-burst-boot", "boot", burst_pool, concurrency);
 
   for (const char* mode : {"sequential", "concurrent"}) {
     std::cout << "\n" << mode << ":\n";
-    for (const char* v : {"runc", "capsule-cold", "capsule-warm", "gvisor"}) {
+    for (const char* v : {"runc", "capsule-cold", "capsule-warm", "capsule-burst-template", "capsule-burst-boot",
+                          "gvisor"}) {
+      if (Of(v, mode).empty() && std::string(v).find("burst") != std::string::npos) continue;
       if (std::string(v) == "gvisor" && !gvisor_skip_.empty()) {
         std::cout << fmt::format("  {:13} skipped: {}\n", v, gvisor_skip_);
         continue;
@@ -438,6 +478,11 @@ TEST_F(PodStartBench, RuncCapsuleColdCapsuleWarmAndGvisor) {
     const double cold = Percentile(Of("capsule-cold", mode), 0.5);
     std::cout << fmt::format("  warm/runc p50 = {:.2f}\n  cold/warm p50 = {:.1f}\n", runc > 0 ? warm / runc : 0,
                              warm > 0 ? cold / warm : 0);
+    if (!Of("capsule-burst-template", mode).empty()) {
+      std::cout << fmt::format("  burst p95: template refill {:.0f} ms, boot refill {:.0f} ms\n",
+                               Percentile(Of("capsule-burst-template", mode), 0.95),
+                               Percentile(Of("capsule-burst-boot", mode), 0.95));
+    }
     PrintCriCalls(mode);
   }
   std::cout << "\n";

@@ -1,18 +1,29 @@
-// The warm pool with real VMs. In-process: the pool fills to its size with
-// booted, paused VMs; Status says so; a claim hands one over by its state
-// dir (marked claimed) and it adopts with its agent answering; the pool
-// refills; a claim nobody adopts is reaped after the grace; a shape seen
-// for the first time is a miss that registers it; Drain leaves nothing. As
-// a process: capsule-poold killed with SIGKILL while one VM is claimed (and
-// adopted) and one idles: the claimed VM keeps working, a restarted daemon
-// reaps the idle one and leaves the claimed one alone; SIGTERM drains.
+// The warm pool with real VMs. In-process, refilling by boot: the pool
+// fills to its size with booted, paused VMs; Status says so; a claim hands
+// one over by its state dir (marked claimed) and it adopts with its agent
+// answering; the pool refills; a claim nobody adopts is reaped after the
+// grace; a shape seen for the first time is a miss that registers it;
+// Drain leaves nothing. Refilling from a template: the pool builds one
+// template and fills with clones of it; a changed initrd or shape makes a
+// new template and deletes the old one; a clone whose QEMU is killed while
+// it restores leaves nothing and a boot takes its place. As a process
+// (template refill): capsule-poold killed with SIGKILL while one VM is
+// claimed (and adopted) and one idles: the claimed VM keeps working, a
+// restarted daemon reaps the idle one, keeps the template and leaves the
+// claimed one alone; SIGTERM drains.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <thread>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+
 #include "runtime/common/file_util.h"
+#include "runtime/hypervisor/vm_paths.h"
+#include "runtime/hypervisor/vm_record.h"
 #include "runtime/pool/pool_record.h"
 #include "runtime/pool/warm_pool.h"
 #include "runtime/vm/sandbox_vm.h"
@@ -104,6 +115,7 @@ bool WaitFor(Pred pred, std::chrono::milliseconds timeout) {
 TEST_F(WarmPoolVmTest, FillsClaimsRefillsReapsUnadoptedClaimsAndDrainsToNothing) {
   WarmPoolOptions o;
   o.config = cfg_;
+  o.config.pool.refill = "boot";
   o.claim_grace = seconds(2);
   o.scan_interval = milliseconds(500);
   auto started = WarmPool::Start(o);
@@ -202,6 +214,8 @@ TEST_F(WarmPoolVmTest, AKilledDaemonLeavesClaimedVmsRunningAndARestartReapsOnlyT
   for (const auto& id : VmDirNames(cfg_.runtime.state_dir))
     if (id != mine->id()) idle.push_back(cfg_.runtime.state_dir + "/vm/" + id);
   ASSERT_EQ(idle.size(), 1u);
+  const std::string tpl_dir = cfg_.runtime.state_dir + "/templates/" + key_;
+  EXPECT_TRUE(PathExists(tpl_dir + "/template.json")) << "the daemon refills from a template by default";
   (*daemon)->Kill();
   EXPECT_TRUE(PathExists(idle[0])) << "SIGKILL leaves the idle VM for the next daemon";
   // The claimed VM is the claimant's: it keeps running without the daemon.
@@ -214,6 +228,8 @@ TEST_F(WarmPoolVmTest, AKilledDaemonLeavesClaimedVmsRunningAndARestartReapsOnlyT
   auto reaped = (*restarted)->WaitForLog("an idle VM left by an earlier pool daemon", seconds(30));
   EXPECT_TRUE(reaped.ok()) << reaped.status().ToString();
   EXPECT_TRUE(WaitFor([&] { return !PathExists(idle[0]); }, seconds(30))) << idle[0] << " was not reaped";
+  auto kept = (*restarted)->WaitForLog("serves shape " + key_, seconds(30));
+  EXPECT_TRUE(kept.ok()) << "a restarted daemon reuses the current template: " << kept.status().ToString();
   EXPECT_TRUE((*agent)->Check(milliseconds(5000)).ok()) << "the restart must not touch a claimed, adopted VM";
   // (A shim would have moved its VM into its pod's cgroup; ours still sits
   // in the pool's, so it goes first.)
@@ -221,6 +237,153 @@ TEST_F(WarmPoolVmTest, AKilledDaemonLeavesClaimedVmsRunningAndARestartReapsOnlyT
   (*restarted)->Stop();  // SIGTERM: drains, its refill boot included
   EXPECT_FALSE(PathExists("/sys/fs/cgroup/memory" + cfg_.pool.cgroup + "-d"))
       << "the restarted daemon removes the pool cgroup its killed predecessor made";
+}
+
+// ---- refill from a template ----
+
+const ShapeStatus* WaitForShape(WarmPool& pool, const std::string& key,
+                                const std::function<bool(const ShapeStatus&)>& pred, std::chrono::milliseconds timeout) {
+  static thread_local PoolStatus last;
+  const ShapeStatus* found = nullptr;
+  WaitFor(
+      [&] {
+        last = pool.GetStatus();
+        found = DefaultShape(last, key);
+        return found != nullptr && pred(*found);
+      },
+      timeout);
+  return found != nullptr && pred(*found) ? found : nullptr;
+}
+
+TEST_F(WarmPoolVmTest, ATemplateFillsThePoolWithClonesAndStatusSaysSo) {
+  WarmPoolOptions o;
+  o.config = cfg_;
+  o.config.pool.size = 2;
+  o.scan_interval = milliseconds(500);
+  auto started = WarmPool::Start(o);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  std::unique_ptr<WarmPool> pool = std::move(*started);
+  const ShapeStatus* s = WaitForShape(*pool, key_, [](const ShapeStatus& x) { return x.ready >= 2; }, kBootBudget * 2);
+  ASSERT_NE(s, nullptr) << "the pool never filled";
+  EXPECT_EQ(s->refill, "template");
+  EXPECT_EQ(s->template_key, key_);
+  EXPECT_EQ(s->template_builds, 1u);
+  EXPECT_EQ(s->clones, 2u);
+  EXPECT_EQ(s->boots, 0u) << "no VM was cold-booted: " << s->template_last_failure;
+  EXPECT_GT(s->clone_p50_ms, 0.0);
+  EXPECT_GT(s->template_build_ms, s->clone_p50_ms) << "a clone is cheaper than the template's boot";
+  EXPECT_TRUE(PathExists(cfg_.runtime.state_dir + "/templates/" + key_ + "/ram"));
+  std::printf("template built in %.0f ms; clone p50 %.0f ms, last %.0f ms\n", s->template_build_ms, s->clone_p50_ms,
+              s->clone_last_ms);
+
+  std::string miss;
+  auto claimed = pool->Claim(Shape{}, Self("sandbox-c"), &miss);
+  ASSERT_TRUE(claimed.ok() && claimed->has_value()) << miss;
+  vm::SandboxVmPtr mine = AdoptClaimed(cfg_, **claimed);
+  ASSERT_NE(mine, nullptr);
+  EXPECT_EQ(mine->vmm().boot_devices().size(), cfg_.guest.boot_nic ? 1u : 0u)
+      << "a clone boots with no device QEMU cannot migrate";
+  s = WaitForShape(*pool, key_, [](const ShapeStatus& x) { return x.ready >= 2 && x.clones >= 3; }, kBootBudget);
+  EXPECT_NE(s, nullptr) << "the pool did not refill by clone after the claim";
+  EXPECT_TRUE(mine->Stop(milliseconds(2000)).ok());
+  pool.reset();
+  EXPECT_TRUE(env_->VmDirs().empty()) << ::testing::PrintToString(env_->VmDirs());
+  EXPECT_TRUE(PathExists(cfg_.runtime.state_dir + "/templates/" + key_ + "/template.json"))
+      << "a stopped pool keeps its template for the next daemon";
+}
+
+TEST_F(WarmPoolVmTest, AChangedInitrdOrShapeBuildsANewTemplateAndDeletesTheOld) {
+  // The pool's own copy of the initrd, so the test can change it.
+  const std::string initrd = env_->root() + "/initrd.img";
+  auto image = ReadFile(cfg_.guest.initrd);
+  ASSERT_TRUE(image.ok());
+  ASSERT_TRUE(WriteFile(initrd, *image).ok());
+  WarmPoolOptions o;
+  o.config = cfg_;
+  o.config.guest.initrd = initrd;
+  o.scan_interval = milliseconds(500);
+  auto first_key = ShapeKey(o.config, Resolve(o.config, Shape{}));
+  ASSERT_TRUE(first_key.ok());
+  const std::string templates = cfg_.runtime.state_dir + "/templates/";
+  {
+    auto started = WarmPool::Start(o);
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    std::unique_ptr<WarmPool> pool = std::move(*started);
+    ASSERT_NE(WaitForShape(*pool, *first_key, [](const ShapeStatus& x) { return x.ready >= 1 && x.clones >= 1; },
+                           kBootBudget * 2),
+              nullptr);
+    ASSERT_TRUE(PathExists(templates + *first_key));
+
+    // A rebuilt image (same path, new mtime): a new key, a new template.
+    timespec later[2] = {{0, UTIME_OMIT}, {::time(nullptr) + 60, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, initrd.c_str(), later, 0), 0);
+    auto second_key = ShapeKey(o.config, Resolve(o.config, Shape{}));
+    ASSERT_TRUE(second_key.ok());
+    ASSERT_NE(*second_key, *first_key);
+    const ShapeStatus* s = WaitForShape(
+        *pool, *second_key, [](const ShapeStatus& x) { return x.ready >= 1 && !x.template_key.empty(); },
+        kBootBudget * 2);
+    ASSERT_NE(s, nullptr) << "the shape was not re-keyed and refilled";
+    EXPECT_EQ(s->template_key, *second_key);
+    EXPECT_FALSE(PathExists(templates + *first_key)) << "the old image's template is deleted";
+    EXPECT_TRUE(PathExists(templates + *second_key + "/template.json"));
+    EXPECT_EQ(env_->VmDirs().size(), 1u) << "the old image's idle VM was stopped: "
+                                         << ::testing::PrintToString(env_->VmDirs());
+  }
+  // Another default shape (a restart with a new config): its own template,
+  // the other one deleted at start.
+  o.config.guest.default_memory_mib = 320;
+  auto third_key = ShapeKey(o.config, Resolve(o.config, Shape{}));
+  ASSERT_TRUE(third_key.ok());
+  auto started = WarmPool::Start(o);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  std::unique_ptr<WarmPool> pool = std::move(*started);
+  const ShapeStatus* s = WaitForShape(*pool, *third_key, [](const ShapeStatus& x) { return x.ready >= 1; },
+                                      kBootBudget * 2);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->template_key, *third_key);
+  EXPECT_EQ(ListDir(templates), std::vector<std::string>{*third_key}) << "only the current shape's template is kept";
+  pool.reset();
+  EXPECT_TRUE(env_->VmDirs().empty());
+}
+
+TEST_F(WarmPoolVmTest, ACloneWhoseQemuIsKilledDuringItsRestoreLeavesNothingAndABootReplacesIt) {
+  WarmPoolOptions o;
+  o.config = cfg_;
+  o.scan_interval = milliseconds(500);
+  vm::testing::LogTap tap;
+  auto started = WarmPool::Start(o);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  std::unique_ptr<WarmPool> pool = std::move(*started);
+  // The first clone, as soon as its QEMU waits for the template's state.
+  ASSERT_TRUE(tap.WaitFor("waits for the state", kBootBudget * 2));
+  std::vector<std::string> dirs = env_->VmDirs();
+  ASSERT_EQ(dirs.size(), 1u) << ::testing::PrintToString(dirs);
+  const std::string clone_dir = cfg_.runtime.state_dir + "/vm/" + dirs[0];
+  auto text = ReadFile(hypervisor::VmPaths(clone_dir).record());
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  auto rec = hypervisor::VmRecordFromJson(*text, "vm.json");
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  ASSERT_TRUE(rec->spec.incoming);
+  ASSERT_EQ(::kill(rec->vmm.pid, SIGKILL), 0);
+
+  const ShapeStatus* s =
+      WaitForShape(*pool, key_, [](const ShapeStatus& x) { return x.ready >= 1 && x.clone_failures >= 1; }, kBootBudget);
+  ASSERT_NE(s, nullptr) << "no VM replaced the failed clone";
+  EXPECT_EQ(s->boots, 1u) << "a boot took the failed clone's place";
+  EXPECT_NE(s->template_last_failure.find("clone"), std::string::npos) << s->template_last_failure;
+  // The boot reuses the VM id (the failed restore removed all of its own).
+  auto booted = ReadFile(hypervisor::VmPaths(clone_dir).record());
+  ASSERT_TRUE(booted.ok()) << booted.status().ToString();
+  auto brec = hypervisor::VmRecordFromJson(*booted, "vm.json");
+  ASSERT_TRUE(brec.ok());
+  EXPECT_FALSE(brec->spec.incoming) << "the VM there now was booted";
+  EXPECT_NE(brec->vmm.pid, rec->vmm.pid);
+  EXPECT_NE(::kill(rec->vmm.pid, 0), 0) << "the killed clone's QEMU is gone";
+  EXPECT_EQ(vm::testing::ChildrenOfUs().size(), 0u) << ::testing::PrintToString(vm::testing::ChildrenOfUs());
+  EXPECT_EQ(vm::testing::MemfdsHeldByUs(), "");
+  pool.reset();
+  EXPECT_TRUE(env_->VmDirs().empty());
 }
 
 }  // namespace

@@ -1,9 +1,13 @@
-// Benchmark (ctest -L bench): cold boot of a SandboxVm until the agent
-// answers Check over vsock, median of kRuns with the breakdown, then the
-// resident memory of one idle VM's host processes: QEMU (RSS, and RSS minus
-// the guest RAM it has touched: memfd pages count as RssShmem), virtiofsd
-// (both processes: the launcher and its sandboxed server) and
-// capsule-vsockd; Pss and private bytes from smaps_rollup.
+// Benchmark (ctest -L bench), in one run on one machine: cold boots of a
+// SandboxVm until the agent answers Check over vsock, and restores of
+// clones from a template built in the same run (the pool's two refill
+// paths), interleaved boot/clone so load changes hit both alike; medians
+// and p90 of kRuns each with their breakdowns, and the ratio. Then the
+// memory of one idle booted VM and one idle clone: QEMU (RSS, and RSS minus
+// the guest RAM it has touched: memfd pages count as RssShmem), the guest
+// RAM memfd's allocated pages (what the VM holds of host memory for its
+// RAM, mapped or not), virtiofsd (both processes) and capsule-vsockd; Pss
+// and private bytes from smaps_rollup.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,7 +17,11 @@
 #include <sstream>
 #include <thread>
 
+#include <dirent.h>
+#include <sys/stat.h>
+
 #include "runtime/vm/sandbox_vm.h"
+#include "runtime/vm/vm_template.h"
 #include "tests/integration/vm/vm_test_env.h"
 
 namespace capsule::vm {
@@ -27,6 +35,25 @@ constexpr milliseconds kSettle{3000};
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
+}
+
+double P90(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[std::min(v.size() - 1, (v.size() * 9) / 10)];
+}
+
+// Allocated bytes of the memfds a process holds (its guest RAM).
+long MemfdKb(pid_t pid) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  long kb = 0;
+  for (const std::string& fd : ListDir(dir)) {
+    char target[256] = {};
+    ssize_t n = ::readlink((dir + "/" + fd).c_str(), target, sizeof target - 1);
+    if (n <= 0 || std::string(target, n).rfind("/memfd:", 0) != 0) continue;
+    struct stat st{};
+    if (::stat((dir + "/" + fd).c_str(), &st) == 0) kb += static_cast<long>(st.st_blocks) / 2;
+  }
+  return kb;
 }
 
 // kB values of `keys` in a /proc "Key:   N kB" file.
@@ -80,24 +107,26 @@ void PrintMem(const char* who, const Mem& m) {
               m.rss / 1024.0, m.anon / 1024.0, m.file / 1024.0, m.shmem / 1024.0, m.pss / 1024.0, m.priv / 1024.0);
 }
 
-void ReportMemory(const SandboxVm& vm, uint32_t guest_mib) {
+void ReportMemory(const SandboxVm& vm, const char* what, uint32_t guest_mib) {
   Mem qemu = MemOf(vm.vmm_pid());
   Mem vfs;
   for (pid_t p : WithChildren(PidFromFile(vm.state_dir() + "/virtiofsd.pid"))) vfs += MemOf(p);
   Mem vsockd = MemOf(PidFromFile(vm.state_dir() + "/vsockd.pid"));
-  std::printf("\nmemory of one idle VM (%u MiB guest, TCG, memfd RAM), %lld s after boot:\n",
-              guest_mib,
+  const long ram_kb = MemfdKb(vm.vmm_pid());
+  std::printf("\nmemory of one idle %s (%u MiB guest, TCG), %lld s after it was ready:\n", what, guest_mib,
               static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(kSettle).count()));
   PrintMem("QEMU", qemu);
   std::printf("  %-22s %7.1f MB (VmRSS minus RssShmem = guest RAM touched %.1f MB)\n", "QEMU own overhead",
               (qemu.rss - qemu.shmem) / 1024.0, qemu.shmem / 1024.0);
+  std::printf("  %-22s %7.1f MB allocated (shared with no other VM)\n", "guest RAM memfd", ram_kb / 1024.0);
   PrintMem("virtiofsd (2 procs)", vfs);
   PrintMem("capsule-vsockd", vsockd);
   Mem all = qemu;
   all += vfs;
   all += vsockd;
-  std::printf("  %-22s Pss %.1f MB, Pss minus guest RAM %.1f MB\n", "all three", all.pss / 1024.0,
-              (all.pss - qemu.shmem) / 1024.0);
+  std::printf("  %-22s Pss %.1f MB, Pss minus guest RAM %.1f MB; host memory of the VM (guest RAM + QEMU anon + "
+              "helpers' private) %.1f MB\n", "all three", all.pss / 1024.0, (all.pss - qemu.shmem) / 1024.0,
+              (ram_kb + qemu.anon + vfs.priv + vsockd.priv) / 1024.0);
 }
 
 TEST(VmBench, ColdBootToAgentCheckAndIdleMemory) {
@@ -129,9 +158,62 @@ TEST(VmBench, ColdBootToAgentCheckAndIdleMemory) {
               "kernel and agent %.0f ms (guest CLOCK_BOOTTIME at agent ready: %.0f ms)\n",
               kRuns, Median(total), Median(prepare), Median(vmm), Median(agent), Median(guest_ready));
   std::this_thread::sleep_for(kSettle);
-  ReportMemory(*last, (*env)->config().guest.default_memory_mib);
+  ReportMemory(*last, "booted VM", (*env)->config().guest.default_memory_mib);
   std::fflush(stdout);
   ASSERT_TRUE(last->Stop(milliseconds(10000)).ok());
+  EXPECT_TRUE((*env)->Leftovers().empty());
+}
+
+// The pool's two refill paths side by side: a cold boot and a clone of a
+// template, alternated, kRuns each, after one template build.
+TEST(VmBench, ARefillFromATemplateAgainstAColdBoot) {
+  auto env = testing::TestEnv::Create();
+  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  const config::Config& cfg = (*env)->config();
+  auto tpl = BuildTemplate(cfg, (*env)->state_dir() + "/templates",
+                           TemplateSpec{"00000000bebe0000", cfg.guest.default_vcpus, cfg.guest.default_memory_mib});
+  ASSERT_TRUE(tpl.ok()) << tpl.status().ToString();
+  std::printf("template built in %.0f ms: RAM image %.1f MB allocated, device state %.1f KB\n", tpl->build_ms,
+              tpl->ram_allocated_bytes / 1e6, tpl->state_bytes / 1e3);
+  std::vector<double> boot, clone, copy, vmm, load, plug, agent;
+  SandboxVmPtr last_boot, last_clone;
+  for (int i = 0; i < kRuns; ++i) {
+    SandboxVmSpec b;
+    b.id = "bench-boot-" + std::to_string(i);
+    auto booted = SandboxVm::Boot(cfg, b);
+    ASSERT_TRUE(booted.ok()) << booted.status().ToString();
+    boot.push_back((*booted)->timings().total_ms);
+    SandboxVmSpec c;
+    c.id = "bench-clone-" + std::to_string(i);
+    auto cloned = SandboxVm::Restore(cfg, c, *tpl);
+    ASSERT_TRUE(cloned.ok()) << cloned.status().ToString();
+    const BootTimings& t = (*cloned)->timings();
+    clone.push_back(t.total_ms), copy.push_back(t.ram_copy_ms), vmm.push_back(t.vmm_start_ms);
+    load.push_back(t.state_load_ms), plug.push_back(t.hotplug_ms), agent.push_back(t.agent_ready_ms);
+    std::printf("run %d: cold boot %6.0f ms | clone %5.0f ms = prepare %4.0f + RAM copy %4.0f + VMM start %4.0f + "
+                "state %3.0f + hot-plug %3.0f + agent %4.0f\n", i + 1, boot.back(), t.total_ms, t.prepare_ms,
+                t.ram_copy_ms, t.vmm_start_ms, t.state_load_ms, t.hotplug_ms, t.agent_ready_ms);
+    std::fflush(stdout);
+    if (i + 1 < kRuns) {
+      ASSERT_TRUE((*booted)->Stop(milliseconds(10000)).ok());
+      ASSERT_TRUE((*cloned)->Stop(milliseconds(10000)).ok());
+    } else {
+      last_boot = std::move(*booted);
+      last_clone = std::move(*cloned);
+    }
+  }
+  std::printf("\nrefill per VM, %d runs each: cold boot p50 %.0f ms (p90 %.0f); clone p50 %.0f ms (p90 %.0f) "
+              "[RAM copy %.0f, VMM start %.0f, state %.0f, hot-plug %.0f, agent %.0f]; boot/clone p50 = %.1fx\n",
+              kRuns, Median(boot), P90(boot), Median(clone), P90(clone), Median(copy), Median(vmm), Median(load),
+              Median(plug), Median(agent), Median(clone) > 0 ? Median(boot) / Median(clone) : 0.0);
+  std::this_thread::sleep_for(kSettle);
+  ReportMemory(*last_boot, "booted VM", cfg.guest.default_memory_mib);
+  ReportMemory(*last_clone, "clone (full RAM copy: its vhost-user devices need shared RAM)",
+               cfg.guest.default_memory_mib);
+  std::fflush(stdout);
+  ASSERT_TRUE(last_boot->Stop(milliseconds(10000)).ok());
+  ASSERT_TRUE(last_clone->Stop(milliseconds(10000)).ok());
+  EXPECT_TRUE(RemoveTemplate(cfg, tpl->dir).ok());
   EXPECT_TRUE((*env)->Leftovers().empty());
 }
 

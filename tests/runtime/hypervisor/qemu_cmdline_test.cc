@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "runtime/hypervisor/qemu_devices.h"
 
 namespace capsule::hypervisor {
@@ -56,6 +58,39 @@ TEST(QemuCmdlineTest, TcgVmExactArguments) {
       "-device", "vhost-user-vsock-pci,chardev=vsock0-be,id=vsock0",
   };
   EXPECT_EQ(BuildQemuCommandLine(in), want);
+}
+
+// A template keeps its RAM in a file it maps shared; a clone maps an
+// inherited memfd (its own copy) and waits for the device state; both
+// carry a VM generation id device.
+TEST(QemuCmdlineTest, TemplateAndCloneRamBackingsIncomingAndVmgenid) {
+  config::HypervisorConfig hv;
+  VmSpec tpl = BaseSpec();
+  tpl.memory_file = "/run/capsule/templates/k/ram";
+  tpl.vmgenid = true;
+  Args a = BuildQemuCommandLine(QemuCommandInput{&hv, tpl, Accelerator::kTcg, false, 3});
+  auto has = [&](const Args& args, const std::string& flag, const std::string& value) {
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == flag && args[i + 1] == value) return true;
+    return false;
+  };
+  EXPECT_TRUE(has(a, "-object", "memory-backend-file,id=mem,size=512M,mem-path=/run/capsule/templates/k/ram,share=on"));
+  EXPECT_TRUE(has(a, "-device", "vmgenid,id=vmgenid0,guid=auto"));
+  EXPECT_EQ(std::count(a.begin(), a.end(), "-incoming"), 0);
+
+  VmSpec clone = BaseSpec();
+  clone.memory_fd = 7;
+  clone.incoming = true;
+  clone.vmgenid = true;
+  Args b = BuildQemuCommandLine(QemuCommandInput{&hv, clone, Accelerator::kTcg, false, 3});
+  EXPECT_TRUE(has(b, "-object", "memory-backend-file,id=mem,size=512M,mem-path=/proc/self/fd/7,share=on"));
+  EXPECT_TRUE(has(b, "-incoming", "defer"));
+  EXPECT_TRUE(has(b, "-device", "vmgenid,id=vmgenid0,guid=auto"));
+
+  VmSpec cow = tpl;
+  cow.memory_private = true;
+  Args c = BuildQemuCommandLine(QemuCommandInput{&hv, cow, Accelerator::kTcg, false, 3});
+  EXPECT_TRUE(has(c, "-object", "memory-backend-file,id=mem,size=512M,mem-path=/run/capsule/templates/k/ram,share=off"));
 }
 
 TEST(QemuCmdlineTest, KvmVmExactArguments) {

@@ -30,6 +30,9 @@ VmRecord FullRecord() {
   r.spec.console_log = "/run/capsule/vm/pod-1/console.log";
   r.spec.start_paused = true;
   r.spec.hotplug_slots = 3;
+  r.spec.memory_file = "/run/capsule/templates/k/ram";
+  r.spec.incoming = true;
+  r.spec.vmgenid = true;
   r.spec.extra_args = {"-device", "virtio-rng-pci"};
   r.accelerator = Accelerator::kTcg;
   r.vmm = ProcessIdentity{1234, 987654321, "boot-id"};
@@ -48,6 +51,13 @@ TEST(VmRecordTest, RoundTripsEveryField) {
   auto back = VmRecordFromJson(VmRecordToJson(r), "vm.json");
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, r);
+}
+
+TEST(VmSpecTest, CopyOnWriteRamWithOnlyMigratableDevicesPasses) {
+  VmSpec s = FullRecord().spec;
+  s.memory_private = true;
+  s.devices = {VsockDevice{"v", VsockDevice::Backend::kVhostKernel, 9, ""}};
+  EXPECT_TRUE(ValidateVmSpec(s).ok()) << ValidateVmSpec(s).ToString();
 }
 
 TEST(VmRecordTest, RecordWithoutFdNameStillReads) {
@@ -123,6 +133,16 @@ TEST(VmSpecTest, RejectionsNameTheField) {
       {[](VmSpec& s) { s.devices = {NetDevice{"n", "tap0", "52:54:00:00:00:01", "a,b"}}; }, "fd_name 'a,b' must match"},
       {[](VmSpec& s) { s.devices = {NetDevice{"n", "", "52:54:00:00:00:01", "tapfd"}}; }, "fd_name works for hot-plug only"},
       {[](VmSpec& s) { s.devices = {VsockDevice{"v", VsockDevice::Backend::kVhostKernel, 2, ""}}; }, "guest_cid must be 3.."},
+      {[](VmSpec& s) { s.memory_fd = 5; }, "memory_file and memory_fd are exclusive"},
+      {[](VmSpec& s) { s.memory_file = "ram"; }, "memory_file must be absolute"},
+      {[](VmSpec& s) { s.memory_file = "/a,b"; }, "memory_file '/a,b' must not contain ','"},
+      {[](VmSpec& s) { s.memory_file.clear(); s.memory_private = true; }, "memory_private needs a memory_file"},
+      // Copy-on-write guest RAM and a vhost-user back end: silent corruption.
+      {[](VmSpec& s) { s.memory_private = true; }, "device 'fs0' is vhost-user"},
+      {[](VmSpec& s) {
+         s.memory_private = true;
+         s.devices = {VsockDevice{"v", VsockDevice::Backend::kVhostUser, 0, "/v.sock"}};
+       }, "device 'v' is vhost-user"},
   };
   for (const Case& c : cases) {
     VmSpec s = FullRecord().spec;

@@ -34,6 +34,8 @@ class FakeVmm : public hypervisor::Vm {
   Status HotplugDevice(const hypervisor::Device&) override { return Unimplemented("fake"); }
   Status UnplugDevice(const std::string&, std::chrono::milliseconds) override { return Unimplemented("fake"); }
   Status PassFd(const std::string&, int) override { return Unimplemented("fake"); }
+  Status SaveState(int, std::chrono::milliseconds) override { return Unimplemented("fake"); }
+  Status LoadState(int, std::chrono::milliseconds) override { return Unimplemented("fake"); }
   int exit_fd() const override { return -1; }
   void OnExit(ExitCallback) override {}
   std::optional<hypervisor::VmExit> WaitExit(std::optional<std::chrono::milliseconds>) override { return std::nullopt; }

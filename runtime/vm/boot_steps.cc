@@ -1,0 +1,146 @@
+// See boot_steps.h.
+#include "runtime/vm/boot_steps.h"
+
+#include <fmt/format.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "runtime/common/daemon.h"
+#include "runtime/common/file_util.h"
+#include "runtime/common/guest_abi.h"
+#include "runtime/common/logging.h"
+#include "runtime/hypervisor/vm_paths.h"
+#include "runtime/vm/vm_dir.h"
+
+namespace capsule::vm {
+namespace {
+
+using std::chrono::milliseconds;
+const log::Logger kLog("vm");
+
+// The serial console's last lines, for errors about a guest that never answered.
+constexpr size_t kConsoleTailBytes = 3000;
+// How long a VMM whose exit fd fired may take to report its exit (QMP's last events).
+constexpr milliseconds kExitReportWait{3000};
+// The VM's device ids.
+constexpr const char* kVsockDeviceId = "vsock0";
+constexpr const char* kFsDeviceId = "fs0";
+
+Status CheckFile(const std::string& path, std::string_view key) {
+  if (path.empty()) return InvalidArgument(fmt::format("{} is not set", key));
+  if (::access(path.c_str(), R_OK) != 0) return ErrnoStatus(fmt::format("{} {}", key, path));
+  return Status::Ok();
+}
+
+uint32_t Pick(uint32_t asked, uint32_t fallback) { return asked != 0 ? asked : fallback; }
+
+// The wait ended because the VMM exited: say so, with the console.
+Status VmmDiedDuringBoot(SandboxVmImpl& vm) {
+  auto exit = vm.vmm().WaitExit(kExitReportWait);
+  std::string why = exit ? exit->Describe(vm.id()) : fmt::format("VM {}: QEMU exited", vm.id());
+  return Unavailable("the VMM exited while the guest was booting: " + why);
+}
+
+}  // namespace
+
+double MsSince(BootClock::time_point t) {
+  return std::chrono::duration<double, std::milli>(BootClock::now() - t).count();
+}
+
+Result<hypervisor::NetDevice> BootNicDevice() {
+  unsigned char b[9];
+  if (::getrandom(b, sizeof b, 0) != static_cast<ssize_t>(sizeof b)) return ErrnoStatus("getrandom for the boot NIC");
+  b[0] = static_cast<unsigned char>((b[0] & 0xfe) | 0x02);
+  hypervisor::NetDevice n;
+  n.id = kBootNicDeviceId;
+  n.mac = fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3], b[4], b[5]);
+  n.tap_name = fmt::format("{}{:02x}{:02x}{:02x}", kBootNicTapPrefix, b[6], b[7], b[8]);
+  return n;
+}
+
+Result<BootPlan> Plan(const config::Config& config, const SandboxVmSpec& spec, std::string state_dir) {
+  RETURN_IF_ERROR(ValidateVmId(spec.id));
+  BootPlan p{spec.id, state_dir.empty() ? SandboxVm::StateDirFor(config, spec.id) : std::move(state_dir),
+             Pick(spec.vcpus, config.guest.default_vcpus), Pick(spec.memory_mib, config.guest.default_memory_mib)};
+  if (p.vcpus > config.guest.max_vcpus)
+    return InvalidArgument(fmt::format("vcpus {} exceeds guest.max_vcpus {}", p.vcpus, config.guest.max_vcpus));
+  if (p.memory_mib > config.guest.max_memory_mib)
+    return InvalidArgument(
+        fmt::format("memory {} MiB exceeds guest.max_memory_mib {}", p.memory_mib, config.guest.max_memory_mib));
+  if (::access(config.hypervisor.path.c_str(), X_OK) != 0)
+    return ErrnoStatus(fmt::format("hypervisor.path {}", config.hypervisor.path));
+  RETURN_IF_ERROR(CheckFile(config.guest.kernel, "guest.kernel"));
+  RETURN_IF_ERROR(CheckFile(config.guest.initrd, "guest.initrd"));
+  RETURN_IF_ERROR(CheckSocketPathsFit(p.state_dir));
+  return p;
+}
+
+hypervisor::VmSpec BaseVmmSpec(const config::Config& config, const BootPlan& plan, const SandboxVmSpec& spec) {
+  hypervisor::VmSpec s;
+  s.id = plan.id;
+  s.state_dir = plan.state_dir;
+  s.vcpus = plan.vcpus;
+  s.memory_mib = plan.memory_mib;
+  s.kernel = config.guest.kernel;
+  s.initrd = config.guest.initrd;
+  s.kernel_cmdline = std::string(guest_abi::kBaseKernelCmdline);  // + hypervisor.kernel_params (the driver adds it)
+  s.extra_kernel_params = spec.extra_kernel_params;
+  return s;
+}
+
+hypervisor::Device VsockDeviceFor(vsock::VmVsock& v) {
+  hypervisor::VsockDevice d;
+  d.id = kVsockDeviceId;
+  if (v.kind() == config::VsockBackendKind::kVhost) {
+    d.backend = hypervisor::VsockDevice::Backend::kVhostKernel;
+    d.guest_cid = static_cast<uint32_t>(v.guest_cid());
+  } else {
+    d.backend = hypervisor::VsockDevice::Backend::kVhostUser;
+    d.socket_path = v.qemu_device().chardev_path;
+  }
+  return d;
+}
+
+hypervisor::Device FsDeviceFor(SandboxVmImpl& vm) {
+  return hypervisor::FsShare{kFsDeviceId, vm.virtiofsd()->socket_path(), std::string(guest_abi::kSharedFsTag)};
+}
+
+Status PrepareHostEnds(SandboxVmImpl& vm, const config::Config& config, uint64_t guest_cid) {
+  ASSIGN_OR_RETURN(vsock::VsockBackendPtr backend, vsock::MakeVsockBackend(config.vsock.backend));
+  vsock::VmVsockSpec vs;
+  vs.vm_dir = vm.state_dir();
+  vs.device_id = kVsockDeviceId;
+  vs.guest_cid = guest_cid;
+  ASSIGN_OR_RETURN(vsock::VmVsockPtr v, backend->Prepare(vs));
+  vm.SetVsock(std::move(v));
+  ASSIGN_OR_RETURN(auto fs, virtiofs::VirtiofsDaemon::Start(virtiofs::VirtiofsOptions::FromConfig(config, vm.state_dir())));
+  kLog.Info("VM {}: vsock host end ({}, guest CID {}) and virtiofsd (pid {}) ready", vm.id(),
+            config::VsockBackendName(vm.vsock()->kind()), vm.vsock()->guest_cid(), fs->pid());
+  vm.SetVirtiofsd(std::move(fs));
+  return Status::Ok();
+}
+
+Status WaitForAgent(SandboxVmImpl& vm, const config::Config& config, BootClock::time_point boot_start) {
+  agentclient::ConnectOptions o;
+  auto budget = milliseconds(config.runtime.boot_timeout_ms);
+  o.deadline = std::max(milliseconds(1), budget - std::chrono::duration_cast<milliseconds>(BootClock::now() - boot_start));
+  o.abort_fd = vm.vmm().exit_fd();
+  vsock::VmVsock* v = vm.vsock();
+  agentclient::Dialer dial = [v](milliseconds t) { return v->Dial(guest_abi::kAgentVsockPort, t); };
+  kLog.Info("VM {}: waiting up to {} ms for the agent on vsock port {}", vm.id(), o.deadline.count(),
+            guest_abi::kAgentVsockPort);
+  auto client = agentclient::ConnectAgent(dial, o);
+  if (client.ok()) {
+    vm.SetAgent(std::move(*client));
+    return Status::Ok();
+  }
+  if (client.status().code() == Code::kAborted) return VmmDiedDuringBoot(vm);
+  std::string tail = ReadLogTail(hypervisor::VmPaths(vm.state_dir()).console_log(), kConsoleTailBytes);
+  Status st = client.status().WithContext(fmt::format("runtime.boot_timeout_ms {}", config.runtime.boot_timeout_ms));
+  if (tail.empty()) return st;
+  return Status(st.code(), st.message() + "\n--- console tail ---\n" + tail);
+}
+
+}  // namespace capsule::vm

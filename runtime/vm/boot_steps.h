@@ -1,0 +1,50 @@
+// The steps a cold boot (boot.cc), a template build (vm_template.cc) and a
+// clone's restore (restore.cc) share: planning a VM before anything starts,
+// the VMM spec every pod VM is launched from, the host ends (vsock,
+// virtiofsd), and the wait for the agent. Internal to capsule_vm.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "runtime/common/status.h"
+#include "runtime/config/config.h"
+#include "runtime/hypervisor/vm_spec.h"
+#include "runtime/vm/sandbox_vm.h"
+#include "runtime/vm/sandbox_vm_impl.h"
+
+namespace capsule::vm {
+
+using BootClock = std::chrono::steady_clock;
+double MsSince(BootClock::time_point t);
+
+struct BootPlan {
+  std::string id;
+  std::string state_dir;
+  uint32_t vcpus = 0;
+  uint32_t memory_mib = 0;
+};
+
+// Id valid; size from the spec or guest.default_*, within guest.max_*;
+// hypervisor.path executable; guest.kernel and guest.initrd readable; the
+// state dir's socket paths fit. `state_dir` "": the VM dir of the id.
+Result<BootPlan> Plan(const config::Config& config, const SandboxVmSpec& spec, std::string state_dir = "");
+
+// The NIC plugged at boot for the pod's first interface: a locally
+// administered MAC no pod has and a tap name of its own.
+Result<hypervisor::NetDevice> BootNicDevice();
+
+// What every pod VM's VMM is launched with: id, dir, size, kernel, initrd,
+// command line. The caller adds devices and the RAM backing.
+hypervisor::VmSpec BaseVmmSpec(const config::Config& config, const BootPlan& plan, const SandboxVmSpec& spec);
+
+// capsule-vsockd (or a reserved CID) and virtiofsd, set into `vm`.
+Status PrepareHostEnds(SandboxVmImpl& vm, const config::Config& config, uint64_t guest_cid = 0);
+hypervisor::Device VsockDeviceFor(vsock::VmVsock& v);
+hypervisor::Device FsDeviceFor(SandboxVmImpl& vm);
+
+// ConnectAgent until runtime.boot_timeout_ms counted from `start`, aborted
+// at once (with the VMM's last words) when the VMM exits.
+Status WaitForAgent(SandboxVmImpl& vm, const config::Config& config, BootClock::time_point start);
+
+}  // namespace capsule::vm

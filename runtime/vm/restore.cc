@@ -1,0 +1,135 @@
+// SandboxVm::Restore, a clone of a template (vm_template.h):
+//   1. plan as for a boot; the size must be the template's
+//   2. state dir, vsock host end with a random guest CID (vhost-user; the
+//      kernel back end picks a free one), virtiofsd
+//   3. the template's RAM copied into a memfd of the clone's own
+//      (ram_image.h: shared, because vhost-user back ends map guest RAM)
+//   4. QEMU launched as the template was (same machine, size, root ports,
+//      vmgenid, boot NIC MAC) but `-incoming defer`, RAM from that memfd;
+//      the device state loaded (x-ignore-shared: RAM is already there)
+//   5. vsock and virtio-fs hot-plugged into reserved root ports while the
+//      guest is still paused; resume. vmgenid: QEMU drew a new id at start
+//      and writes it into the guest after the load, so the guest kernel
+//      reseeds its RNG at resume, before anything else can use it
+//   6. the agent checked over vsock (its listener was made before the
+//      template had a vsock device and accepts once the device arrives)
+// Any failure stops what was started (SandboxVmImpl::Stop): no process,
+// memfd, socket or dir is left, and the caller may boot instead.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/random.h>
+
+#include "runtime/common/logging.h"
+#include "runtime/hypervisor/qemu_hypervisor.h"
+#include "runtime/vm/boot_steps.h"
+#include "runtime/vm/ram_image.h"
+#include "runtime/vm/vm_dir.h"
+#include "runtime/vm/vm_template.h"
+
+namespace capsule::vm {
+namespace {
+
+using std::chrono::milliseconds;
+const log::Logger kLog("vm");
+
+// A device-state stream of a few hundred KB; seconds would mean trouble.
+constexpr milliseconds kStateLoadTimeout{30000};
+// CIDs 0..2 are reserved (linux/vm_sockets.h), 2^32-1 is VMADDR_CID_ANY.
+constexpr uint64_t kFirstCid = 3;
+constexpr uint64_t kCidCount = 0xfffffffeull - kFirstCid + 1;
+
+// vhost-user: each clone's CID is its own (random, so no two clones of a
+// template share it); the kernel back end allocates a free one itself.
+uint64_t CloneCid(const config::Config& config) {
+  if (config.vsock.backend == config::VsockBackendKind::kVhost) return 0;
+  uint32_t r = 0;
+  if (::getrandom(&r, sizeof r, 0) != sizeof r) return 0;
+  return kFirstCid + r % kCidCount;
+}
+
+Status LaunchClone(SandboxVmImpl& vm, const config::Config& config, const BootPlan& plan, const VmTemplate& tpl,
+                   BootTimings& t) {
+  auto step = BootClock::now();
+  ASSIGN_OR_RETURN(RamCopy ram, CopyRamImage(tpl.ram_path(), static_cast<uint64_t>(tpl.memory_mib) << 20,
+                                             "capsule-ram-" + plan.id));
+  t.ram_copy_ms = MsSince(step);
+  hypervisor::VmSpec s = BaseVmmSpec(config, plan, SandboxVmSpec{plan.id, plan.vcpus, plan.memory_mib, ""});
+  s.memory_fd = ram.memfd.get();
+  s.incoming = true;
+  s.vmgenid = true;
+  s.hotplug_slots = tpl.hotplug_slots;
+  if (!tpl.boot_nic_mac.empty()) {
+    // Migrated state carries the MAC anyway; the tap is the clone's own.
+    ASSIGN_OR_RETURN(hypervisor::NetDevice nic, BootNicDevice());
+    nic.mac = tpl.boot_nic_mac;
+    s.devices.push_back(std::move(nic));
+  }
+  step = BootClock::now();
+  ASSIGN_OR_RETURN(hypervisor::VmPtr vmm, hypervisor::NewQemuHypervisor(config)->Launch(s));
+  vm.SetVmm(std::move(vmm));
+  t.vmm_start_ms = MsSince(step);  // QEMU holds the RAM now; our memfd closes here
+  kLog.Info("VM {}: {} MiB of template {} RAM copied in {:.0f} ms; QEMU pid {} waits for the state", plan.id,
+            ram.copied >> 20, tpl.key, t.ram_copy_ms, vm.vmm_pid());
+  return Status::Ok();
+}
+
+Status LoadAndPlug(SandboxVmImpl& vm, const VmTemplate& tpl, BootTimings& t) {
+  auto step = BootClock::now();
+  UniqueFd state(::open(tpl.state_path().c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!state) return ErrnoStatus("open template state " + tpl.state_path());
+  RETURN_IF_ERROR(vm.vmm().LoadState(state.get(), kStateLoadTimeout));
+  t.state_load_ms = MsSince(step);
+  step = BootClock::now();
+  vsock::VmVsock& v = *vm.vsock();
+  // As at boot: the kernel back end's CID reservation is released for QEMU.
+  if (v.kind() == config::VsockBackendKind::kVhost) v.OnQemuStarted();
+  RETURN_IF_ERROR(vm.vmm().HotplugDevice(VsockDeviceFor(v)));
+  v.OnQemuStarted();
+  RETURN_IF_ERROR(vm.vmm().HotplugDevice(FsDeviceFor(vm)));
+  t.hotplug_ms = MsSince(step);
+  return vm.vmm().Resume();
+}
+
+Status RestoreInto(SandboxVmImpl& vm, const config::Config& config, const BootPlan& plan, const VmTemplate& tpl,
+                   BootClock::time_point start) {
+  BootTimings& t = vm.mutable_timings();
+  t.restored = true;
+  RETURN_IF_ERROR(PrepareHostEnds(vm, config, CloneCid(config)));
+  t.prepare_ms = MsSince(start);
+  RETURN_IF_ERROR(LaunchClone(vm, config, plan, tpl, t));
+  RETURN_IF_ERROR(LoadAndPlug(vm, tpl, t));
+  auto guest = BootClock::now();
+  RETURN_IF_ERROR(WaitForAgent(vm, config, start));
+  t.agent_ready_ms = MsSince(guest);
+  t.total_ms = MsSince(start);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SandboxVm>> SandboxVm::Restore(const config::Config& config, const SandboxVmSpec& spec,
+                                                      const VmTemplate& tpl) {
+  auto start = BootClock::now();
+  std::string what = fmt::format("restore VM '{}' from template {}", spec.id, tpl.key);
+  auto plan = Plan(config, spec);
+  if (!plan.ok()) return plan.status().WithContext(what);
+  if (plan->vcpus != tpl.vcpus || plan->memory_mib != tpl.memory_mib)
+    return FailedPrecondition(fmt::format("{}: the template is {} vCPU, {} MiB, the VM {} vCPU, {} MiB", what,
+                                          tpl.vcpus, tpl.memory_mib, plan->vcpus, plan->memory_mib));
+  RETURN_IF_ERROR_CTX(CreateVmDir(plan->state_dir), what);
+  auto vm = std::make_unique<SandboxVmImpl>(plan->id, plan->state_dir);
+  Status st = RestoreInto(*vm, config, *plan, tpl, start);
+  if (!st.ok()) {
+    kLog.Warn("{} failed; tearing down what was started", what);
+    Status cleanup = vm->Stop(milliseconds(0));
+    if (!cleanup.ok()) kLog.Error("{}: clean-up after the failure: {}", what, cleanup.ToString());
+    return std::move(st).WithContext(what);
+  }
+  const BootTimings& t = vm->timings();
+  kLog.Info("VM {} restored in {:.0f} ms (prepare {:.0f}, RAM copy {:.0f}, VMM start {:.0f}, state {:.0f}, "
+            "hot-plug {:.0f}, agent {:.0f})", plan->id, t.total_ms, t.prepare_ms, t.ram_copy_ms, t.vmm_start_ms,
+            t.state_load_ms, t.hotplug_ms, t.agent_ready_ms);
+  return std::unique_ptr<SandboxVm>(std::move(vm));
+}
+
+}  // namespace capsule::vm

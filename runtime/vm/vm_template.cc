@@ -1,0 +1,261 @@
+// BuildTemplate: <root>/<key>.building/ (0700) -> the template VM in its
+// vm/ subdir, RAM in ram (a shared file), vmgenid on, root ports reserved,
+// only the boot NIC as a device -> wait for the agent's ready line on the
+// serial console (there is no vsock device to ask it through: that is
+// what keeps the VM migratable) -> SaveState into state -> stop the VMM ->
+// template.json -> rename to <root>/<key>/.
+//
+// The console is guest output, but a template runs nothing but our own
+// kernel and agent before it is saved, so its ready line is what it seems;
+// every clone is still checked over vsock (Check) before it is ready.
+#include "runtime/vm/vm_template.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/common/daemon.h"
+#include "runtime/common/file_util.h"
+#include "runtime/common/guest_abi.h"
+#include "runtime/common/logging.h"
+#include "runtime/hypervisor/qemu_hypervisor.h"
+#include "runtime/hypervisor/qemu_probe.h"
+#include "runtime/hypervisor/vm_paths.h"
+#include "runtime/vm/boot_steps.h"
+#include "runtime/vm/ram_image.h"
+#include "runtime/vm/vm_dir.h"
+
+namespace capsule::vm {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+const log::Logger kLog("vm");
+
+constexpr const char* kRecordName = "template.json";
+constexpr const char* kBuildingSuffix = ".building";
+// How often the console is read for the agent's ready line.
+constexpr milliseconds kReadyPoll{20};
+// The console's tail read for the ready line (the agent prints it early).
+constexpr size_t kConsoleScanBytes = 64 * 1024;
+// A device-state stream is a few hundred KB: seconds would mean trouble.
+constexpr milliseconds kSaveTimeout{30000};
+
+int64_t UnixMs() {
+  return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+uint64_t AllocatedBytes(const std::string& path) {
+  struct stat st{};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_blocks) * 512 : 0;
+}
+
+uint64_t FileBytes(const std::string& path) {
+  struct stat st{};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+// Until the console shows the agent's ready line; the VMM's exit or the
+// deadline end the wait with the console's tail.
+Status WaitForReadyLine(hypervisor::Vm& vmm, const std::string& console, milliseconds budget) {
+  const auto deadline = BootClock::now() + budget;
+  for (;;) {
+    if (ReadLogTail(console, kConsoleScanBytes).find(guest_abi::kAgentReadyMarker) != std::string::npos)
+      return Status::Ok();
+    pollfd p{vmm.exit_fd(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(kReadyPoll.count())) > 0) {
+      auto exit = vmm.WaitExit(milliseconds(3000));
+      return Unavailable("the VMM exited while the template booted: " +
+                         (exit ? exit->Describe(vmm.id()) : std::string("no exit report")));
+    }
+    if (BootClock::now() >= deadline)
+      return DeadlineExceeded(fmt::format("no '{}' on the console within runtime.boot_timeout_ms {}:\n{}",
+                                          guest_abi::kAgentReadyMarker, budget.count(), ReadLogTail(console, 3000)));
+  }
+}
+
+Result<hypervisor::VmPtr> LaunchTemplateVm(const config::Config& config, const BootPlan& plan,
+                                           const std::string& ram_path, std::string* boot_nic_mac) {
+  hypervisor::VmSpec s = BaseVmmSpec(config, plan, SandboxVmSpec{plan.id, plan.vcpus, plan.memory_mib, ""});
+  s.memory_file = ram_path;
+  s.vmgenid = true;
+  s.hotplug_slots = kTemplateHotplugSlots;
+  if (config.guest.boot_nic) {
+    ASSIGN_OR_RETURN(hypervisor::NetDevice nic, BootNicDevice());
+    *boot_nic_mac = nic.mac;
+    s.devices.push_back(std::move(nic));
+  }
+  return hypervisor::NewQemuHypervisor(config)->Launch(s);
+}
+
+Status SaveTo(hypervisor::Vm& vmm, const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!fd) return ErrnoStatus("create " + path);
+  RETURN_IF_ERROR(vmm.SaveState(fd.get(), kSaveTimeout));
+  if (::fsync(fd.get()) != 0) return ErrnoStatus("sync " + path);
+  return Status::Ok();
+}
+
+Result<VmTemplate> BuildIn(const config::Config& config, const std::string& dir, const TemplateSpec& spec,
+                           hypervisor::VmPtr& vmm) {
+  const auto start = BootClock::now();
+  VmTemplate t;
+  t.dir = dir;
+  t.key = spec.key;
+  t.hotplug_slots = kTemplateHotplugSlots;
+  const std::string vm_dir = dir + "/vm";
+  ASSIGN_OR_RETURN(BootPlan plan, Plan(config, SandboxVmSpec{"tpl-" + spec.key, spec.vcpus, spec.memory_mib, ""}, vm_dir));
+  t.vcpus = plan.vcpus;
+  t.memory_mib = plan.memory_mib;
+  RETURN_IF_ERROR(CreateVmDir(vm_dir));
+  ASSIGN_OR_RETURN(vmm, LaunchTemplateVm(config, plan, t.ram_path(), &t.boot_nic_mac));
+  RETURN_IF_ERROR(WaitForReadyLine(*vmm, hypervisor::VmPaths(vm_dir).console_log(),
+                                   milliseconds(config.runtime.boot_timeout_ms)));
+  const double booted_ms = MsSince(start);
+  RETURN_IF_ERROR(SaveTo(*vmm, t.state_path()));
+  RETURN_IF_ERROR(vmm->Stop(milliseconds(0)));
+  vmm.reset();
+  ASSIGN_OR_RETURN(uint64_t punched, PunchZeroPages(t.ram_path()));
+  t.build_ms = MsSince(start);
+  t.created_unix_ms = UnixMs();
+  ASSIGN_OR_RETURN(auto caps, hypervisor::ProbeQemuCached(config.hypervisor.path,
+                                                          config.runtime.state_dir + "/qemu-capabilities.json",
+                                                          milliseconds(10000)));
+  t.vmm_version = caps.version;
+  t.ram_allocated_bytes = AllocatedBytes(t.ram_path());
+  t.state_bytes = FileBytes(t.state_path());
+  kLog.Info("template {} ({} vCPU, {} MiB): booted in {:.0f} ms, saved in {:.0f} ms; RAM image {} MiB allocated "
+            "({} MiB of zero pages left out), device state {} KiB", spec.key, t.vcpus, t.memory_mib, booted_ms,
+            t.build_ms - booted_ms, t.ram_allocated_bytes >> 20, punched >> 20, t.state_bytes >> 10);
+  return t;
+}
+
+}  // namespace
+
+std::string TemplateDir(const std::string& root, const std::string& key) { return root + "/" + key; }
+
+Result<VmTemplate> BuildTemplate(const config::Config& config, const std::string& root, const TemplateSpec& spec) {
+  const std::string what = fmt::format("build template {}", spec.key);
+  if (spec.key.empty() || spec.key.find_first_not_of("0123456789abcdef") != std::string::npos)
+    return InvalidArgument(fmt::format("{}: a template key is lowercase hex", what));
+  const std::string final_dir = TemplateDir(root, spec.key);
+  const std::string dir = final_dir + kBuildingSuffix;
+  RETURN_IF_ERROR_CTX(MkdirAll(root, 0700), what);
+  RETURN_IF_ERROR_CTX(RemoveTemplate(config, dir), what + ": an unfinished earlier build");
+  if (::mkdir(dir.c_str(), 0700) != 0) return ErrnoStatus(what + ": mkdir " + dir);
+  kLog.Info("{}: booting a {} vCPU, {} MiB template VM in {}", what, spec.vcpus, spec.memory_mib, dir);
+
+  hypervisor::VmPtr vmm;
+  auto built = BuildIn(config, dir, spec, vmm);
+  Status st = built.status();
+  if (st.ok()) st = WriteFileAtomic(dir + "/" + kRecordName, TemplateToJson(*built), 0600);
+  if (st.ok()) st = RemoveTemplate(config, final_dir);
+  if (st.ok() && ::rename(dir.c_str(), final_dir.c_str()) != 0) st = ErrnoStatus("rename " + dir + " to " + final_dir);
+  if (!st.ok()) {
+    if (vmm) (void)vmm->Stop(milliseconds(0));
+    vmm.reset();
+    if (Status rm = RemoveTemplate(config, dir); !rm.ok()) kLog.Error("{}: clean-up: {}", what, rm.ToString());
+    return std::move(st).WithContext(what);
+  }
+  built->dir = final_dir;
+  (void)::rmdir((final_dir + "/vm").c_str());  // the template VM's dir, empty once it stopped
+  return built;
+}
+
+Result<VmTemplate> LoadTemplate(const std::string& dir) {
+  const std::string path = dir + "/" + kRecordName;
+  auto text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  ASSIGN_OR_RETURN(VmTemplate t, TemplateFromJson(*text, path));
+  t.dir = dir;
+  if (FileBytes(t.ram_path()) != static_cast<uint64_t>(t.memory_mib) << 20)
+    return FailedPrecondition(fmt::format("{}: {} is not a {} MiB RAM image", path, t.ram_path(), t.memory_mib));
+  if (FileBytes(t.state_path()) == 0) return FailedPrecondition(fmt::format("{}: {} is empty or missing", path, t.state_path()));
+  return t;
+}
+
+std::string TemplateToJson(const VmTemplate& t) {
+  json j = {{"version", VmTemplate::kFormatVersion},
+            {"key", t.key},
+            {"vcpus", t.vcpus},
+            {"memory_mib", t.memory_mib},
+            {"hotplug_slots", t.hotplug_slots},
+            {"boot_nic_mac", t.boot_nic_mac},
+            {"created_unix_ms", t.created_unix_ms},
+            {"build_ms", t.build_ms},
+            {"vmm_version", t.vmm_version},
+            {"ram_allocated_bytes", t.ram_allocated_bytes},
+            {"state_bytes", t.state_bytes}};
+  return j.dump(2) + "\n";
+}
+
+Result<VmTemplate> TemplateFromJson(std::string_view text, std::string_view source) {
+  json j = json::parse(text.begin(), text.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument(fmt::format("{}: not a JSON object", source));
+  auto field = [&](const char* key, auto check) -> Result<const json*> {
+    auto it = j.find(key);
+    if (it == j.end() || !check(*it)) return InvalidArgument(fmt::format("{}: field '{}' is missing or of the wrong type", source, key));
+    return &*it;
+  };
+  auto is_uint = [](const json& v) { return v.is_number_unsigned(); };
+  auto is_str = [](const json& v) { return v.is_string(); };
+  auto is_num = [](const json& v) { return v.is_number(); };
+  VmTemplate t;
+  ASSIGN_OR_RETURN(const json* version, field("version", is_uint));
+  if (version->get<uint64_t>() != VmTemplate::kFormatVersion)
+    return InvalidArgument(fmt::format("{}: format {} is not supported (this build reads {})", source, version->dump(), VmTemplate::kFormatVersion));
+  ASSIGN_OR_RETURN(const json* key, field("key", is_str));
+  t.key = key->get<std::string>();
+  if (t.key.empty() || t.key.size() > 64 || t.key.find_first_not_of("0123456789abcdef") != std::string::npos)
+    return InvalidArgument(fmt::format("{}: field 'key' is not a lowercase hex key", source));
+  uint64_t n = 0;
+  for (auto [name, out] : {std::pair<const char*, uint32_t*>{"vcpus", &t.vcpus}, {"memory_mib", &t.memory_mib},
+                           {"hotplug_slots", &t.hotplug_slots}}) {
+    ASSIGN_OR_RETURN(const json* v, field(name, is_uint));
+    n = v->get<uint64_t>();
+    if (n == 0 || n > 1u << 24) return InvalidArgument(fmt::format("{}: field '{}' out of range: {}", source, name, n));
+    *out = static_cast<uint32_t>(n);
+  }
+  if (t.hotplug_slots > hypervisor::kMaxHotplugSlots)
+    return InvalidArgument(fmt::format("{}: field 'hotplug_slots' above {}", source, hypervisor::kMaxHotplugSlots));
+  ASSIGN_OR_RETURN(const json* mac, field("boot_nic_mac", is_str));
+  t.boot_nic_mac = mac->get<std::string>();
+  ASSIGN_OR_RETURN(const json* created, field("created_unix_ms", is_num));
+  t.created_unix_ms = created->get<int64_t>();
+  ASSIGN_OR_RETURN(const json* build, field("build_ms", is_num));
+  t.build_ms = build->get<double>();
+  ASSIGN_OR_RETURN(const json* ver, field("vmm_version", is_str));
+  t.vmm_version = ver->get<std::string>();
+  ASSIGN_OR_RETURN(const json* ram, field("ram_allocated_bytes", is_uint));
+  t.ram_allocated_bytes = ram->get<uint64_t>();
+  ASSIGN_OR_RETURN(const json* state, field("state_bytes", is_uint));
+  t.state_bytes = state->get<uint64_t>();
+  return t;
+}
+
+Status RemoveTemplate(const config::Config& config, const std::string& dir) {
+  struct stat st{};
+  if (::lstat(dir.c_str(), &st) != 0) return errno == ENOENT ? Status::Ok() : ErrnoStatus("stat " + dir);
+  if (!S_ISDIR(st.st_mode)) return FailedPrecondition(dir + " is not a directory");
+  const std::string vm_dir = dir + "/vm";
+  if (PathExists(hypervisor::VmPaths(vm_dir).record())) {
+    // A build a killed process left: its VMM may still run.
+    auto vmm = hypervisor::NewQemuHypervisor(config)->Attach(vm_dir);
+    if (vmm.ok()) {
+      kLog.Warn("stopping the VMM of an unfinished template build in {}", dir);
+      RETURN_IF_ERROR((*vmm)->Stop(milliseconds(0)));
+    } else {
+      kLog.Warn("unfinished template build in {}: {}", dir, vmm.status().message());
+    }
+  }
+  return RemoveAll(dir);
+}
+
+}  // namespace capsule::vm

@@ -1,0 +1,221 @@
+// Templates and clones with every real part (QEMU under TCG here,
+// capsule-vsockd, virtiofsd, the built guest image). One template is built
+// for the suite; clones restore from it:
+//   - the template dir holds its RAM image and a small device state, and
+//     nothing of the template VM runs after the build
+//   - three clones each answer Check over a vsock device that was
+//     hot-plugged after the restore, each draws different kernel random
+//     bytes (before any host reseed: vmgenid did it), has its own boot_id
+//     and vsock CID, takes the host's clock, and mounts its virtio-fs share
+//   - a clone whose QEMU is killed while it restores, one whose state file
+//     is corrupt and one of another size fail with the reason and leave
+//     nothing (process, memfd, socket, dir)
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <set>
+
+#include "runtime/common/daemon.h"
+#include "runtime/common/file_util.h"
+#include "runtime/hypervisor/vm_paths.h"
+#include "runtime/hypervisor/vm_record.h"
+#include "runtime/vm/sandbox_vm.h"
+#include "runtime/vm/vm_template.h"
+#include "tests/integration/vm/vm_test_env.h"
+
+namespace capsule::vm {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::TestEnv;
+
+void ExpectNothingLeft(const TestEnv& env) {
+  EXPECT_TRUE(env.VmDirs().empty()) << ::testing::PrintToString(env.VmDirs());
+  for (const std::string& l : env.Leftovers()) {
+    // The template dir is the suite's, not a leftover.
+    if (l.find("/templates/") == std::string::npos) ADD_FAILURE() << "left: " << l;
+  }
+  EXPECT_EQ(testing::MemfdsHeldByUs(), "");
+}
+
+Result<std::string> ReadInGuest(SandboxVm& vm, const std::string& path) {
+  ASSIGN_OR_RETURN(agentclient::AgentClient * agent, vm.agent());
+  agent::v1::ReadGuestFileRequest req;
+  req.set_path(path);
+  req.set_max_bytes(4096);
+  ASSIGN_OR_RETURN(auto resp, agent->ReadGuestFile(req));
+  return resp.data();
+}
+
+int64_t HostUnixNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+class VmTemplateTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto env = TestEnv::Create();
+    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    env_ = std::move(*env);
+    root_ = env_->state_dir() + "/templates";
+    auto t = BuildTemplate(env_->config(), root_, TemplateSpec{"00c0ffee00c0ffee", 1, 256});
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    tpl_ = std::move(*t);
+  }
+  static void TearDownTestSuite() {
+    if (env_) {
+      EXPECT_TRUE(RemoveTemplate(env_->config(), tpl_.dir).ok());
+    }
+    env_.reset();
+  }
+  void SetUp() override {
+    if (!env_ || tpl_.dir.empty()) GTEST_SKIP() << "the suite's template was not built";
+  }
+
+  static std::unique_ptr<TestEnv> env_;
+  static std::string root_;
+  static VmTemplate tpl_;
+};
+std::unique_ptr<TestEnv> VmTemplateTest::env_;
+std::string VmTemplateTest::root_;
+VmTemplate VmTemplateTest::tpl_;
+
+TEST_F(VmTemplateTest, ATemplateIsItsRamImageAndASmallDeviceStateWithNothingRunning) {
+  EXPECT_EQ(tpl_.dir, root_ + "/00c0ffee00c0ffee");
+  struct stat st{};
+  ASSERT_EQ(::stat(tpl_.ram_path().c_str(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), 256ull << 20);
+  EXPECT_GT(tpl_.ram_allocated_bytes, 16ull << 20) << "the guest's boot wrote its RAM image";
+  EXPECT_GT(tpl_.state_bytes, 0u);
+  EXPECT_LT(tpl_.state_bytes, 4ull << 20) << "RAM stays out of the device state (x-ignore-shared)";
+  EXPECT_FALSE(PathExists(tpl_.dir + "/vm")) << "the template VM's own dir is gone";
+  EXPECT_FALSE(PathExists(tpl_.dir + ".building"));
+  EXPECT_EQ(tpl_.hotplug_slots, kTemplateHotplugSlots);
+  EXPECT_TRUE(testing::ProcessesMentioning(root_).empty()) << "the template's QEMU stopped";
+  auto loaded = LoadTemplate(tpl_.dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->key, tpl_.key);
+  EXPECT_EQ(loaded->boot_nic_mac, tpl_.boot_nic_mac);
+  EXPECT_EQ(loaded->created_unix_ms, tpl_.created_unix_ms);
+}
+
+TEST_F(VmTemplateTest, ThreeClonesAnswerWithTheirOwnRandomnessBootIdCidAndTheHostsClock) {
+  std::vector<SandboxVmPtr> clones;
+  std::set<std::string> uuids, boot_ids;
+  std::set<uint32_t> cids;
+  for (int i = 0; i < 3; ++i) {
+    SandboxVmSpec spec;
+    spec.id = "clone-" + std::to_string(i);
+    auto c = SandboxVm::Restore(env_->config(), spec, tpl_);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    const BootTimings& t = (*c)->timings();
+    EXPECT_TRUE(t.restored);
+    std::printf("clone %d restored in %.0f ms (prepare %.0f, RAM copy %.0f, VMM start %.0f, state %.0f, hot-plug %.0f, "
+                "agent %.0f)\n", i, t.total_ms, t.prepare_ms, t.ram_copy_ms, t.vmm_start_ms, t.state_load_ms,
+                t.hotplug_ms, t.agent_ready_ms);
+    auto agent = (*c)->agent();
+    ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+    ASSERT_TRUE((*agent)->Check(milliseconds(5000)).ok());
+    // Kernel CRNG output before any reseed from the host: vmgenid's.
+    auto uuid = ReadInGuest(**c, "/proc/sys/kernel/random/uuid");
+    ASSERT_TRUE(uuid.ok()) << uuid.status().ToString();
+    uuids.insert(*uuid);
+    auto boot_id = ReadInGuest(**c, "/proc/sys/kernel/random/boot_id");
+    ASSERT_TRUE(boot_id.ok()) << boot_id.status().ToString();
+    boot_ids.insert(*boot_id);
+    // The claim's freshness: the host's clock.
+    auto now = HostUnixNs();
+    agent::v1::SetGuestTimeRequest time;
+    time.set_seconds(now / 1'000'000'000);
+    time.set_nanos(now % 1'000'000'000);
+    ASSERT_TRUE((*agent)->SetGuestTime(time).ok());
+    auto version = (*agent)->Version();
+    ASSERT_TRUE(version.ok()) << version.status().ToString();
+    EXPECT_LT(std::llabs(version->wall_clock_unix_ns() - HostUnixNs()), 1'000'000'000ll)
+        << "clone " << i << "'s clock after SetGuestTime";
+    cids.insert(version->local_cid());
+    EXPECT_NE(version->local_cid(), 0u);
+    // The hot-plugged virtio-fs share mounts and serves the host's files.
+    agent::v1::CreateSandboxRequest req;
+    req.set_sandbox_id("pod-" + std::to_string(i));
+    *req.add_storages() = (*c)->SharedFsStorage();
+    ASSERT_TRUE((*agent)->CreateSandbox(req).ok());
+    ASSERT_TRUE(WriteFile((*c)->HostSharedPath("who"), spec.id).ok());
+    auto who = ReadInGuest(**c, (*c)->GuestSharedPath("who"));
+    ASSERT_TRUE(who.ok()) << who.status().ToString();
+    EXPECT_EQ(*who, spec.id);
+    clones.push_back(std::move(*c));
+  }
+  EXPECT_EQ(uuids.size(), 3u) << "each clone's kernel RNG differs before the host reseeds it";
+  EXPECT_EQ(boot_ids.size(), 3u) << ::testing::PrintToString(boot_ids);
+  EXPECT_EQ(cids.size(), 3u) << ::testing::PrintToString(cids);
+  for (auto& c : clones) EXPECT_TRUE(c->Stop(milliseconds(5000)).ok());
+  clones.clear();
+  ExpectNothingLeft(*env_);
+}
+
+TEST_F(VmTemplateTest, AKilledQemuDuringTheRestoreFailsItAndLeavesNothing) {
+  SandboxVmSpec spec;
+  spec.id = "clone-killed";
+  testing::LogTap tap;
+  auto restore = std::async(std::launch::async, [&] { return SandboxVm::Restore(env_->config(), spec, tpl_); });
+  ASSERT_TRUE(tap.WaitFor("waits for the state", milliseconds(60000)));
+  auto record = ReadFile(hypervisor::VmPaths(SandboxVm::StateDirFor(env_->config(), spec.id)).record());
+  ASSERT_TRUE(record.ok()) << record.status().ToString();
+  auto rec = hypervisor::VmRecordFromJson(*record, "vm.json");
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  ASSERT_EQ(::kill(rec->vmm.pid, SIGKILL), 0);
+  auto vm = restore.get();
+  ASSERT_FALSE(vm.ok()) << "a clone whose QEMU died must not be handed out";
+  EXPECT_NE(vm.status().message().find("clone-killed"), std::string::npos) << vm.status().ToString();
+  ExpectNothingLeft(*env_);
+}
+
+TEST_F(VmTemplateTest, ACorruptStateFailsWithQemusWordsAndLeavesNothing) {
+  VmTemplate bad = tpl_;
+  bad.dir = env_->root() + "/bad-template";
+  ASSERT_TRUE(MkdirAll(bad.dir, 0700).ok());
+  ASSERT_EQ(::link(tpl_.ram_path().c_str(), bad.ram_path().c_str()), 0);
+  ASSERT_TRUE(WriteFile(bad.state_path(), std::string(4096, 'x')).ok());
+  SandboxVmSpec spec;
+  spec.id = "clone-corrupt";
+  auto vm = SandboxVm::Restore(env_->config(), spec, bad);
+  ASSERT_FALSE(vm.ok());
+  EXPECT_NE(vm.status().message().find("load the state"), std::string::npos) << vm.status().ToString();
+  ExpectNothingLeft(*env_);
+  EXPECT_TRUE(RemoveAll(bad.dir).ok());
+}
+
+TEST_F(VmTemplateTest, ACloneOfAnotherSizeIsRefusedBeforeAnythingStarts) {
+  SandboxVmSpec spec;
+  spec.id = "clone-big";
+  spec.memory_mib = 512;
+  auto vm = SandboxVm::Restore(env_->config(), spec, tpl_);
+  ASSERT_FALSE(vm.ok());
+  EXPECT_EQ(vm.status().code(), Code::kFailedPrecondition) << vm.status().ToString();
+  EXPECT_NE(vm.status().message().find("256 MiB"), std::string::npos) << vm.status().ToString();
+  ExpectNothingLeft(*env_);
+}
+
+TEST(VmTemplateBuildTest, AFailedBuildLeavesNoTemplateAndNoProcess) {
+  auto env = TestEnv::Create();
+  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  config::Config cfg = (*env)->config();
+  cfg.guest.kernel = (*env)->root() + "/not-a-kernel";
+  ASSERT_TRUE(WriteFile(cfg.guest.kernel, "garbage").ok());
+  const std::string root = (*env)->state_dir() + "/templates";
+  auto t = BuildTemplate(cfg, root, TemplateSpec{"0123456789abcdef", 1, 256});
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("0123456789abcdef"), std::string::npos) << t.status().ToString();
+  EXPECT_FALSE(PathExists(root + "/0123456789abcdef"));
+  EXPECT_FALSE(PathExists(root + "/0123456789abcdef.building"));
+  EXPECT_TRUE((*env)->Leftovers().empty()) << ::testing::PrintToString((*env)->Leftovers());
+}
+
+}  // namespace
+}  // namespace capsule::vm

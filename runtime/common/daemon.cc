@@ -4,8 +4,14 @@
 #include "runtime/common/daemon.h"
 
 #include <fcntl.h>
+#include <grp.h>
+#include <linux/if.h>
+#include <linux/if_tun.h>
 #include <sched.h>
 #include <linux/close_range.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -24,7 +30,10 @@ namespace {
 
 // Records sent from the forked processes to the launcher over a CLOEXEC pipe.
 enum Record : int { kPid = 1, kError = 2 };
-enum Step : int { kSetsid = 1, kFork, kStdio, kKeepFds, kChdir, kUnshareNet, kExec };
+enum Step : int {
+  kSetsid = 1, kFork, kStdio, kKeepFds, kChdir, kUnshareNet, kExec, kUnshareMnt, kPrivateMounts, kTap, kSetgroups,
+  kSetgid, kSetuid, kNoNewPrivs
+};
 
 const char* StepName(int step) {
   switch (step) {
@@ -34,6 +43,13 @@ const char* StepName(int step) {
     case kKeepFds: return "pass fds";
     case kChdir: return "chdir";
     case kUnshareNet: return "unshare its network namespace";
+    case kUnshareMnt: return "unshare its mount namespace";
+    case kPrivateMounts: return "make its mounts private";
+    case kTap: return "create a tap in its network namespace";
+    case kSetgroups: return "set its supplementary groups";
+    case kSetgid: return "set its gid";
+    case kSetuid: return "set its uid";
+    case kNoNewPrivs: return "set no_new_privs";
     default: return "exec";
   }
 }
@@ -54,6 +70,42 @@ void SendRecord(int fd, int kind, int a, int b) {
 [[noreturn]] void Fail(int report_fd, int step) {
   SendRecord(report_fd, kError, step, errno);
   ::_exit(127);
+}
+
+// A tap in the current netns, as an fd at `target` (async-signal-safe).
+bool MakeTap(const DaemonOptions::Tap& t) {
+  int fd = ::open("/dev/net/tun", O_RDWR);
+  if (fd < 0) return false;
+  ifreq ifr{};
+  size_t n = t.name.size() < IFNAMSIZ - 1 ? t.name.size() : IFNAMSIZ - 1;
+  std::memcpy(ifr.ifr_name, t.name.data(), n);
+  ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
+  if (::ioctl(fd, TUNSETIFF, &ifr) != 0 || ::dup2(fd, t.target_fd) < 0) {
+    ::close(fd);
+    return false;
+  }
+  if (fd != t.target_fd) ::close(fd);
+  return true;
+}
+
+// Namespaces, taps, then the drop to an unprivileged uid: setuid from root
+// to a non-zero uid clears every capability set (no SECBIT_KEEP_CAPS).
+void Confine(const DaemonOptions& o, int report_fd) {
+  if (o.new_net_namespace && ::unshare(CLONE_NEWNET) != 0) Fail(report_fd, kUnshareNet);
+  if (o.new_mount_namespace) {
+    if (::unshare(CLONE_NEWNS) != 0) Fail(report_fd, kUnshareMnt);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) Fail(report_fd, kPrivateMounts);
+  }
+  for (const auto& t : o.taps) {
+    if (!MakeTap(t)) Fail(report_fd, kTap);
+  }
+  if (o.uid < 0) return;
+  if (::setgroups(o.groups.size(), o.groups.data()) != 0) Fail(report_fd, kSetgroups);
+  const auto gid = static_cast<gid_t>(o.gid < 0 ? o.uid : o.gid);
+  if (::setresgid(gid, gid, gid) != 0) Fail(report_fd, kSetgid);
+  const auto uid = static_cast<uid_t>(o.uid);
+  if (::setresuid(uid, uid, uid) != 0) Fail(report_fd, kSetuid);
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) Fail(report_fd, kNoNewPrivs);
 }
 
 // Grandchild: becomes the daemon.
@@ -84,7 +136,7 @@ void SendRecord(int fd, int kind, int a, int b) {
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) Fail(report_fd, kChdir);
-  if (o.new_net_namespace && ::unshare(CLONE_NEWNET) != 0) Fail(report_fd, kUnshareNet);
+  Confine(o, report_fd);
   if (envp != nullptr) {
     ::execve(argv[0], argv, envp);
   } else {
@@ -130,6 +182,12 @@ void ReapIntermediate(pid_t pid) {
 
 Result<Daemon> SpawnDaemon(const DaemonOptions& o) {
   if (o.argv.empty()) return InvalidArgument("spawn daemon: empty argv");
+  if (!o.taps.empty() && !o.new_net_namespace)
+    return InvalidArgument("spawn " + o.argv[0] + ": taps are made only in a network namespace of its own");
+  for (const auto& t : o.taps) {
+    if (t.name.empty() || t.name.size() >= 16 || t.target_fd <= 2)
+      return InvalidArgument("spawn " + o.argv[0] + ": tap '" + t.name + "' needs a name of 1..15 bytes and an fd above 2");
+  }
   const std::string& prog = o.argv[0];
   if (::access(prog.c_str(), X_OK) != 0) return ErrnoStatus("spawn " + prog);
   std::vector<char*> argv = CStrings(o.argv);
@@ -177,6 +235,17 @@ Result<Daemon> SpawnDaemon(const DaemonOptions& o) {
     return ErrnoStatus("spawn " + prog + ": " + StepName(rec[1]), rec[2]);
   if (!d.pidfd) return Internal("spawn " + prog + ": could not open a pidfd for pid " + std::to_string(d.pid));
   return d;
+}
+
+bool HaveEffectiveCapabilities(std::initializer_list<int> caps) {
+  auto status = ReadFile("/proc/self/status");
+  if (!status.ok()) return false;
+  const size_t at = status->find("\nCapEff:");
+  if (at == std::string::npos) return false;
+  const uint64_t eff = std::strtoull(status->c_str() + at + 8, nullptr, 16);
+  for (int c : caps)
+    if (c < 0 || c > 63 || (eff >> c & 1) == 0) return false;
+  return true;
 }
 
 std::string CurrentBootId() {

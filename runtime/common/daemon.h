@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,24 @@ struct DaemonOptions {
   // unshare(CLONE_NEWNET) before exec: the daemon gets a network namespace
   // of its own with only a loopback (needs CAP_SYS_ADMIN).
   bool new_net_namespace = false;
+  // unshare(CLONE_NEWNS) with every mount made private: mounts made on the
+  // host later never reach the daemon (needs CAP_SYS_ADMIN).
+  bool new_mount_namespace = false;
+  // Taps made in the daemon's new network namespace (new_net_namespace)
+  // before it runs and handed to it as `target_fd` (IFF_TAP | IFF_NO_PI |
+  // IFF_VNET_HDR): a daemon that runs unprivileged cannot make its own.
+  // target_fd must be a number the caller holds open (it is replaced).
+  struct Tap {
+    std::string name;
+    int target_fd = -1;
+  };
+  std::vector<Tap> taps;
+  // Drop to this uid and gid (supplementary groups: `groups`) after the
+  // namespaces and taps are made, with no capabilities left and
+  // no_new_privs set. -1: stay who we are.
+  int64_t uid = -1;
+  int64_t gid = -1;
+  std::vector<gid_t> groups;
 };
 
 // A started daemon. It is not our child (the intermediate process exited),
@@ -40,6 +59,11 @@ struct Daemon {
   pid_t pid = -1;
   UniqueFd pidfd;
 };
+
+// Whether this process holds every capability of `caps` (linux/capability.h
+// numbers) in its effective set: what DaemonOptions' namespaces (CAP_SYS_ADMIN)
+// and uid drop (CAP_SETUID, CAP_SETGID) need.
+bool HaveEffectiveCapabilities(std::initializer_list<int> caps);
 
 // fork -> setsid -> fork -> exec. Exec failures come back as errors naming
 // the program and the step. Signal dispositions and mask are reset.

@@ -79,4 +79,17 @@ Result<UniqueFd> ListenUnix(const std::string& path, const UnixListenOptions& o)
   return fd;
 }
 
+Result<UniqueFd> ConnectUnix(const std::string& path) {
+  ASSIGN_OR_RETURN(sockaddr_un addr, UnixAddress(path));
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return ErrnoStatus("socket(AF_UNIX)");
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    const int err = errno;
+    Status st = ErrnoStatus("connect " + path, err);
+    if (err == ENOENT || err == ECONNREFUSED) return Status(Code::kUnavailable, st.message());
+    return st;
+  }
+  return fd;
+}
+
 }  // namespace capsule

@@ -37,4 +37,8 @@ struct UnixListenOptions {
 // INVALID_ARGUMENT for an empty path or one longer than sun_path allows.
 Result<UniqueFd> ListenUnix(const std::string& path, const UnixListenOptions& options);
 
+// A blocking, CLOEXEC stream socket connected to `path` (a unix connect
+// completes or fails at once). UNAVAILABLE when nothing listens there.
+Result<UniqueFd> ConnectUnix(const std::string& path);
+
 }  // namespace capsule

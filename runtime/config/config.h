@@ -27,6 +27,12 @@ struct HypervisorConfig {
   bool seccomp_sandbox = true;
   // Firmware for direct kernel boot (-bios); "" = QEMU's default (SeaBIOS).
   std::string firmware;
+  // Each QEMU runs as a uid (and gid) of its own from [vmm_uid_base,
+  // vmm_uid_base + vmm_uid_count), numbers no account uses, with no
+  // capabilities, in mount and network namespaces of its own. 0: QEMU runs
+  // as the launching user (root), as before.
+  uint32_t vmm_uid_base = 0x7fff0000;
+  uint32_t vmm_uid_count = 65536;
 };
 
 struct GuestConfig {

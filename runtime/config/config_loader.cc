@@ -120,6 +120,8 @@ class Loader {
              {"tcg_tb_size_mib", [&](auto& n, auto& k) { return Uint(n, k, 0, 4096, &h.tcg_tb_size_mib); }},
              {"seccomp_sandbox", [&](auto& n, auto& k) { return Bool(n, k, &h.seccomp_sandbox); }},
              {"firmware", [&](auto& n, auto& k) { return OptionalPath(n, k, &h.firmware); }},
+             {"vmm_uid_base", [&](auto& n, auto& k) { return Uint(n, k, 0, 0x7fffffff, &h.vmm_uid_base); }},
+             {"vmm_uid_count", [&](auto& n, auto& k) { return Uint(n, k, 1, 1u << 24, &h.vmm_uid_count); }},
          })},
         {"guest", section({
              {"kernel", [&](auto& n, auto& k) { return Path(n, k, &g.kernel); }},
@@ -174,6 +176,10 @@ class Loader {
       return InvalidArgument(source_ + ": key 'guest.default_memory_mib' (" +
                              std::to_string(g.default_memory_mib) + ") exceeds 'guest.max_memory_mib' (" +
                              std::to_string(g.max_memory_mib) + ")");
+    if (h.vmm_uid_base != 0 && (h.vmm_uid_base < 1000 || uint64_t{h.vmm_uid_base} + h.vmm_uid_count > 0x80000000ull))
+      return InvalidArgument(source_ + ": keys 'hypervisor.vmm_uid_base' (" + std::to_string(h.vmm_uid_base) +
+                             ") and 'hypervisor.vmm_uid_count' (" + std::to_string(h.vmm_uid_count) +
+                             ") must give a range of uids from 1000 up that ends below 2^31 (0 turns it off)");
     if (c->pool.claim_wait_ms >= c->pool.claim_timeout_ms)
       return InvalidArgument(source_ + ": key 'pool.claim_wait_ms' (" + std::to_string(c->pool.claim_wait_ms) +
                              ") must be below 'pool.claim_timeout_ms' (" + std::to_string(c->pool.claim_timeout_ms) +
@@ -240,6 +246,8 @@ std::string ToYaml(const Config& c) {
       << YAML::Key << "tcg_tb_size_mib" << YAML::Value << c.hypervisor.tcg_tb_size_mib
       << YAML::Key << "seccomp_sandbox" << YAML::Value << c.hypervisor.seccomp_sandbox
       << YAML::Key << "firmware" << YAML::Value << c.hypervisor.firmware
+      << YAML::Key << "vmm_uid_base" << YAML::Value << c.hypervisor.vmm_uid_base
+      << YAML::Key << "vmm_uid_count" << YAML::Value << c.hypervisor.vmm_uid_count
       << YAML::EndMap;
   out << YAML::Key << "guest" << YAML::Value << YAML::BeginMap
       << YAML::Key << "kernel" << YAML::Value << c.guest.kernel

@@ -24,6 +24,10 @@
 //  QMP on an inherited listening fd
 //                     the socket exists before QEMU starts, so readiness is
 //                     simply the greeting; no polling for the file
+//  fds for the console, taps, vhost-user sockets, vhost and RAM files
+//                     QEMU may run as a user that cannot open paths of the
+//                     VM's state dir (vmm_user.h); the launcher opens them
+//  no -pidfile        the launcher knows the pid and writes qemu.pid
 #include "runtime/hypervisor/qemu_cmdline.h"
 
 #include <fmt/format.h>
@@ -53,8 +57,10 @@ void AddBoot(std::vector<std::string>& a, const QemuCommandInput& in) {
   if (!cmdline.empty()) Add(a, {"-append", cmdline});
 }
 
-std::string MemoryBackend(const VmSpec& s) {
-  std::string path = s.memory_fd >= 0 ? fmt::format("/proc/self/fd/{}", s.memory_fd) : s.memory_file;
+std::string MemoryBackend(const QemuCommandInput& in) {
+  const VmSpec& s = in.spec;
+  const int fd = s.memory_fd >= 0 ? s.memory_fd : in.memory_file_fd;
+  std::string path = fd >= 0 ? fmt::format("/proc/self/fd/{}", fd) : s.memory_file;
   if (path.empty()) return fmt::format("memory-backend-memfd,id=mem,size={}M,share=on", s.memory_mib);
   return fmt::format("memory-backend-file,id=mem,size={}M,mem-path={},share={}", s.memory_mib, path,
                      s.memory_private ? "off" : "on");
@@ -78,19 +84,23 @@ std::string ComposeKernelCmdline(const VmSpec& spec, const config::HypervisorCon
 
 std::vector<std::string> BuildQemuCommandLine(const QemuCommandInput& in) {
   const VmSpec& s = in.spec;
-  VmPaths paths(s.state_dir);
   std::vector<std::string> a = {in.hypervisor->path};
   Add(a, {"-name", fmt::format("guest={},debug-threads=on", s.id), "-msg", "timestamp=on", "-no-user-config",
           "-nodefaults", "-display", "none", "-no-reboot", "-S"});
   Add(a, {"-machine", "q35,memory-backend=mem,vmport=off,sata=off,smbus=off"});
   if (!in.hypervisor->firmware.empty()) Add(a, {"-bios", in.hypervisor->firmware});
   AddAccelerator(a, in);
-  Add(a, {"-smp", std::to_string(s.vcpus), "-m", fmt::format("{}M", s.memory_mib), "-object", MemoryBackend(s)});
+  Add(a, {"-smp", std::to_string(s.vcpus), "-m", fmt::format("{}M", s.memory_mib), "-object", MemoryBackend(in)});
   if (in.sandbox) Add(a, {"-sandbox", kQemuSandboxPolicy});
   Add(a, {"-chardev", fmt::format("socket,id=qmp,fd={},server=on,wait=off", in.qmp_listen_fd), "-mon",
           "chardev=qmp,mode=control"});
-  Add(a, {"-chardev", fmt::format("file,id=console,path={},append=on", s.console_log), "-serial", "chardev:console"});
-  Add(a, {"-pidfile", paths.pidfile()});
+  if (in.console_fd >= 0) {
+    Add(a, {"-add-fd", fmt::format("fd={},set={},opaque=console", in.console_fd, kConsoleFdset)});
+    Add(a, {"-chardev", fmt::format("file,id=console,path=/dev/fdset/{},append=on", kConsoleFdset)});
+  } else {
+    Add(a, {"-chardev", fmt::format("file,id=console,path={},append=on", s.console_log)});
+  }
+  Add(a, {"-serial", "chardev:console"});
   if (s.hotplug_slots > 0) Add(a, {"-global", "ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off"});
   for (uint32_t i = 0; i < s.hotplug_slots; ++i)
     Add(a, {"-device", fmt::format("pcie-root-port,id={},bus=pcie.0,chassis={}", HotplugPortId(i), i + 1)});
@@ -98,7 +108,8 @@ std::vector<std::string> BuildQemuCommandLine(const QemuCommandInput& in) {
   AddBoot(a, in);
   if (s.incoming) Add(a, {"-incoming", "defer"});
   for (const Device& d : s.devices) {
-    auto args = DeviceBootArgs(d);
+    auto fd = in.device_fds.find(DeviceId(d));
+    auto args = DeviceBootArgs(d, fd == in.device_fds.end() ? -1 : fd->second);
     a.insert(a.end(), args.begin(), args.end());
   }
   a.insert(a.end(), s.extra_args.begin(), s.extra_args.end());

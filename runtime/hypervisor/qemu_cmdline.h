@@ -3,6 +3,7 @@
 // exact arguments.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,19 @@ struct QemuCommandInput {
   Accelerator accelerator = Accelerator::kTcg;
   bool sandbox = false;  // config.seccomp_sandbox and supported by the binary
   int qmp_listen_fd = -1;  // a bound, listening unix socket QEMU inherits
+  // Descriptors QEMU inherits for boot devices, by device id: a tap, a
+  // connected vhost-user socket, a kernel vsock's vhost fd. A device without
+  // one is opened by QEMU (by name or path).
+  std::map<std::string, int> device_fds;
+  // The console log we opened (O_APPEND), handed over as fdset 1; -1: QEMU
+  // opens the path.
+  int console_fd = -1;
+  // spec.memory_file opened by us; -1: QEMU opens the path.
+  int memory_file_fd = -1;
 };
+
+// The fdset the console log is handed over in.
+inline constexpr int kConsoleFdset = 1;
 
 // spec.kernel_cmdline, then config's kernel_params, then the spec's extras.
 std::string ComposeKernelCmdline(const VmSpec& spec, const config::HypervisorConfig& hv);

@@ -1,9 +1,11 @@
-// Device -> QEMU mapping. Taps are opened by name with no helper scripts
-// (script=no: the sandbox forbids spawning, and Capsule's network code owns
-// the tap's setup), or come as an fd passed with getfd (fd=<name>), and
-// run without vhost-net (needs /dev/vhost-net, absent on
-// many hosts; a later option). vhost-user devices reach their back end
-// through a client chardev.
+// Device -> QEMU mapping. Taps come as an fd (inherited at boot, passed
+// with getfd for a hot-plug) or, where QEMU may open them, by name with no
+// helper scripts (script=no: the sandbox forbids spawning, and Capsule's
+// network code owns the tap's setup), and run without vhost-net (needs
+// /dev/vhost-net, absent on many hosts; a later option). vhost-user devices
+// reach their back end through a client chardev on a socket we connected,
+// and kernel vhost-vsock gets the vhost fd that holds its CID: a VMM that
+// runs unprivileged opens no path of the VM's state dir.
 #include "runtime/hypervisor/qemu_devices.h"
 
 #include <fmt/format.h>
@@ -17,10 +19,11 @@ std::string VhostUserDriver(const Device& d) {
   return std::holds_alternative<FsShare>(d) ? "vhost-user-fs-pci" : "vhost-user-vsock-pci";
 }
 
-bool UsesChardev(const Device& d) {
-  if (std::holds_alternative<FsShare>(d)) return true;
+bool UsesChardev(const Device& d) { return IsVhostUser(d); }
+
+bool PassesVhostFd(const Device& d) {
   auto* v = std::get_if<VsockDevice>(&d);
-  return v != nullptr && v->backend == VsockDevice::Backend::kVhostUser;
+  return v != nullptr && v->backend == VsockDevice::Backend::kVhostKernel && v->vhost_fd >= 0;
 }
 
 const std::string& SocketPath(const Device& d) {
@@ -35,13 +38,15 @@ std::string TapSource(const NetDevice& n) {
   return fmt::format("ifname={},script=no,downscript=no", n.tap_name);
 }
 
-// device_add properties as (name, value) pairs, shared by both paths.
-std::vector<std::pair<std::string, json>> DeviceProps(const Device& d) {
+// device_add properties as (name, value) pairs, shared by both paths;
+// `vhostfd`: the kernel vsock's fd (a number at boot, a getfd name later).
+std::vector<std::pair<std::string, json>> DeviceProps(const Device& d, const std::string& vhostfd) {
   std::vector<std::pair<std::string, json>> p;
   if (auto* n = std::get_if<NetDevice>(&d)) {
     p = {{"driver", "virtio-net-pci"}, {"netdev", BackendId(d)}, {"mac", n->mac}};
   } else if (auto* v = std::get_if<VsockDevice>(&d); v != nullptr && v->backend == VsockDevice::Backend::kVhostKernel) {
     p = {{"driver", "vhost-vsock-pci"}, {"guest-cid", v->guest_cid}};
+    if (!vhostfd.empty()) p.emplace_back("vhostfd", vhostfd);
   } else if (auto* f = std::get_if<FsShare>(&d)) {
     p = {{"driver", VhostUserDriver(d)}, {"chardev", BackendId(d)}, {"tag", f->tag}, {"queue-size", f->queue_size}};
   } else {
@@ -67,15 +72,25 @@ std::string OptString(const std::vector<std::pair<std::string, json>>& props) {
 
 std::string BackendId(const Device& d) { return DeviceId(d) + "-be"; }
 
-std::vector<std::string> DeviceBootArgs(const Device& d) {
+bool IsVhostUser(const Device& d) {
+  if (std::holds_alternative<FsShare>(d)) return true;
+  auto* v = std::get_if<VsockDevice>(&d);
+  return v != nullptr && v->backend == VsockDevice::Backend::kVhostUser;
+}
+
+std::string PassedFdName(const Device& d) { return DeviceId(d) + "-fd"; }
+
+std::vector<std::string> DeviceBootArgs(const Device& d, int fd) {
   std::vector<std::string> args;
   if (auto* n = std::get_if<NetDevice>(&d)) {
-    args = {"-netdev", fmt::format("tap,id={},{},vhost=off", BackendId(d), TapSource(*n))};
+    const std::string source = fd >= 0 ? fmt::format("fd={}", fd) : TapSource(*n);
+    args = {"-netdev", fmt::format("tap,id={},{},vhost=off", BackendId(d), source)};
   } else if (UsesChardev(d)) {
-    args = {"-chardev", fmt::format("socket,id={},path={}", BackendId(d), SocketPath(d))};
+    const std::string source = fd >= 0 ? fmt::format("fd={}", fd) : "path=" + SocketPath(d);
+    args = {"-chardev", fmt::format("socket,id={},{}", BackendId(d), source)};
   }
   args.push_back("-device");
-  args.push_back(OptString(DeviceProps(d)));
+  args.push_back(OptString(DeviceProps(d, PassesVhostFd(d) && fd >= 0 ? std::to_string(fd) : "")));
   return args;
 }
 
@@ -91,18 +106,19 @@ std::vector<QmpStep> BackendAddSteps(const Device& d) {
   }
   if (!UsesChardev(d)) return {};
   json backend = {{"type", "socket"},
-                  {"data", {{"addr", {{"type", "unix"}, {"data", {{"path", SocketPath(d)}}}}}, {"server", false}}}};
+                  {"data", {{"addr", {{"type", "fd"}, {"data", {{"str", PassedFdName(d)}}}}}, {"server", false}}}};
   return {{"chardev-add", json{{"id", BackendId(d)}, {"backend", backend}}}};
 }
 
 QmpStep DeviceAddStep(const Device& d, const std::string& bus) {
   json args = json::object();
-  for (const auto& [k, v] : DeviceProps(d)) args[k] = v;
+  for (const auto& [k, v] : DeviceProps(d, PassesVhostFd(d) ? PassedFdName(d) : "")) args[k] = v;
   args["bus"] = bus;
   return {"device_add", args};
 }
 
 std::vector<QmpStep> PassedFdReleaseSteps(const Device& d) {
+  if (UsesChardev(d) || PassesVhostFd(d)) return {{"closefd", json{{"fdname", PassedFdName(d)}}}};
   auto* n = std::get_if<NetDevice>(&d);
   if (n == nullptr || n->fd_name.empty()) return {};
   return {{"closefd", json{{"fdname", n->fd_name}}}};

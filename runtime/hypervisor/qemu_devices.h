@@ -20,15 +20,27 @@ struct QmpStep {
 
 std::string BackendId(const Device& d);
 
+// Whether the device's back end is a vhost-user socket (a chardev).
+bool IsVhostUser(const Device& d);
+// The getfd name a hot-plug passes the device's fd under: the connected
+// vhost-user socket, or a kernel vsock device's vhost fd.
+std::string PassedFdName(const Device& d);
+
 // "-netdev ... -device ..." etc. for a device present from boot (on pcie.0).
-std::vector<std::string> DeviceBootArgs(const Device& d);
+// `fd` >= 0: an fd the VMM inherits for it: the tap of a NIC, the connected
+// socket of a vhost-user device, the vhost fd of a kernel vsock device.
+std::vector<std::string> DeviceBootArgs(const Device& d, int fd = -1);
 
 // Back end first (netdev_add / chardev-add, none for kernel vhost-vsock).
+// A vhost-user chardev takes its socket from the fd passed as
+// PassedFdName(d): the VMM never opens a path of the state dir.
 std::vector<QmpStep> BackendAddSteps(const Device& d);
 // device_add onto `bus` (a hot-plug root port).
 QmpStep DeviceAddStep(const Device& d, const std::string& bus);
-// When the back end could not be added: closefd for a tap fd passed with
-// getfd that the netdev therefore never took (QEMU would keep it open).
+// When the back end or device could not be added: closefd for an fd passed
+// with getfd (a tap, a vhost-user socket, a vhost fd) that was therefore
+// never taken (QEMU would keep it open). An fd already taken makes closefd
+// fail harmlessly.
 std::vector<QmpStep> PassedFdReleaseSteps(const Device& d);
 // After DEVICE_DELETED: netdev_del / chardev-remove (netdev_del also closes
 // a passed tap fd).

@@ -22,9 +22,11 @@
 #include "runtime/common/unix_listen.h"
 #include "runtime/common/logging.h"
 #include "runtime/hypervisor/qemu_cmdline.h"
+#include "runtime/hypervisor/qemu_devices.h"
 #include "runtime/hypervisor/qemu_vm.h"
 #include "runtime/hypervisor/vm_paths.h"
 #include "runtime/hypervisor/vm_record.h"
+#include "runtime/hypervisor/vmm_user.h"
 
 namespace capsule::hypervisor {
 namespace {
@@ -99,39 +101,123 @@ VmState StateFromQmp(const nlohmann::json& status) {
   return running ? VmState::kRunning : VmState::kPaused;
 }
 
-// unshare(CLONE_NEWNET) needs CAP_SYS_ADMIN in the effective set, which
-// root in an unprivileged container lacks.
-bool HaveCapSysAdmin() {
-  auto status = ReadFile("/proc/self/status");
-  if (!status.ok()) return false;
-  const size_t at = status->find("\nCapEff:");
-  if (at == std::string::npos) return false;
-  const uint64_t eff = std::strtoull(status->c_str() + at + 8, nullptr, 16);
-  return (eff >> CAP_SYS_ADMIN & 1) != 0;
+// What QEMU is handed instead of opening paths itself: it may run as a uid
+// of its own (vmm_user.h) that cannot reach the VM's state dir. Our copies
+// of the fds close once QEMU runs.
+class LaunchFds {
+ public:
+  explicit LaunchFds(DaemonOptions& d) : d_(d) {}
+  int Keep(UniqueFd fd) {
+    const int n = fd.get();
+    d_.keep_fds.push_back(n);
+    held_.push_back(std::move(fd));
+    return n;
+  }
+  // A number the child replaces with a tap it makes (DaemonOptions::taps).
+  Result<int> TapSlot(const std::string& tap_name) {
+    UniqueFd slot(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!slot) return ErrnoStatus("open /dev/null");
+    const int n = slot.get();
+    d_.taps.push_back({tap_name, n});
+    held_.push_back(std::move(slot));
+    return n;
+  }
+
+ private:
+  DaemonOptions& d_;
+  std::vector<UniqueFd> held_;
+};
+
+const std::string& VhostUserSocket(const Device& d) {
+  if (const auto* f = std::get_if<FsShare>(&d)) return f->socket_path;
+  return std::get<VsockDevice>(d).socket_path;
 }
 
-// Binds QMP's socket, opens QEMU's log and starts QEMU holding both.
-Result<Daemon> SpawnQemu(QemuCommandInput in, const VmPaths& paths, std::string_view why) {
+// A template's RAM file (memory_file), made and sized here and owned by
+// the VMM's user, which must open it read-write through /proc/self/fd.
+Result<UniqueFd> OpenMemoryFile(const VmSpec& spec, const std::optional<VmmUser>& user) {
+  const std::string& path = spec.memory_file;
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) return ErrnoStatus("open guest RAM file " + path);
+  const off_t size = static_cast<off_t>(spec.memory_mib) << 20;
+  struct stat st{};
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("stat " + path);
+  if (st.st_size != size && ::ftruncate(fd.get(), size) != 0) return ErrnoStatus("size " + path);
+  if (user && ::fchown(fd.get(), user->uid, user->gid) != 0) return ErrnoStatus("hand " + path + " to the VMM's user");
+  return fd;
+}
+
+// The fds of the boot devices: vhost-user sockets connected here, a kernel
+// vsock's vhost fd from the caller, taps made in QEMU's netns by the child.
+Status PassBootDevices(const VmSpec& spec, DaemonOptions& d, LaunchFds& fds, QemuCommandInput& in) {
+  for (const Device& dev : spec.devices) {
+    const std::string& id = DeviceId(dev);
+    if (IsVhostUser(dev)) {
+      ASSIGN_OR_RETURN(UniqueFd sock, ConnectUnix(VhostUserSocket(dev)));
+      in.device_fds[id] = fds.Keep(std::move(sock));
+    } else if (const auto* v = std::get_if<VsockDevice>(&dev); v != nullptr && v->vhost_fd >= 0) {
+      d.keep_fds.push_back(v->vhost_fd);
+      in.device_fds[id] = v->vhost_fd;
+    } else if (const auto* n = std::get_if<NetDevice>(&dev); n != nullptr && d.new_net_namespace) {
+      ASSIGN_OR_RETURN(in.device_fds[id], fds.TapSlot(n->tap_name));
+    }
+  }
+  return Status::Ok();
+}
+
+// Binds QMP's socket, opens QEMU's log, console and devices, and starts
+// QEMU holding them: in network and mount namespaces of its own when we
+// may make them, as a uid of its own when hypervisor.vmm_uid_base is set.
+Result<Daemon> SpawnQemu(QemuCommandInput in, const VmPaths& paths, std::string_view why, const config::Config& config,
+                         std::optional<uid_t>* vmm_uid) {
   ASSIGN_OR_RETURN(UniqueFd listener, ListenQmp(paths.qmp_socket()));
   UniqueFd log_fd(::open(paths.vmm_log().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0640));
   if (!log_fd) return ErrnoStatus("open " + paths.vmm_log());
-  in.qmp_listen_fd = listener.get();
+  const VmSpec& spec = in.spec;
   DaemonOptions d;
-  d.argv = BuildQemuCommandLine(in);
+  LaunchFds fds(d);
+  in.qmp_listen_fd = listener.get();
+  d.keep_fds = {listener.get()};
   d.stdout_fd = log_fd.get();
   d.stderr_fd = log_fd.get();
-  d.keep_fds = {listener.get()};
-  if (in.spec.memory_fd >= 0) d.keep_fds.push_back(in.spec.memory_fd);  // the guest's RAM (a clone's copy)
-  // QEMU needs no network of its own: NICs come as tap fds over QMP, every
-  // other device is a unix socket by path. In an empty netns a compromised
-  // VMM cannot reach the host's network, and a tool that configures "the
-  // task's pid's netns" (ctr run --cni) cannot change the host's.
-  d.new_net_namespace = HaveCapSysAdmin();
-  if (!d.new_net_namespace)
-    kLog.Warn("VM {}: no CAP_SYS_ADMIN, so QEMU shares this process's network namespace", in.spec.id);
-  kLog.Info("launch VM {} ({}{}): {}", in.spec.id, why, d.new_net_namespace ? ", private netns" : "",
-            Joined(d.argv));
-  return SpawnDaemon(d);  // our copies of the socket and log close here
+  // QEMU needs no network of its own: NICs come as tap fds, every other
+  // device is a unix socket. In an empty netns a compromised VMM cannot
+  // reach the host's network, and a tool that configures "the task's pid's
+  // netns" (ctr run --cni) cannot change the host's. Its own mount
+  // namespace keeps the host's later mounts (pods' rootfs) out of its view.
+  const bool can_unshare = HaveEffectiveCapabilities({CAP_SYS_ADMIN});
+  d.new_net_namespace = can_unshare;
+  d.new_mount_namespace = can_unshare;
+  if (!can_unshare)
+    kLog.Warn("VM {}: no CAP_SYS_ADMIN, so QEMU shares this process's network and mount namespaces", spec.id);
+  std::optional<VmmUser> user;
+  if (VmmUsersEnabled(config)) {
+    if (spec.memory_private)
+      return FailedPrecondition("a copy-on-write RAM file (memory_private) under an unprivileged VMM: QEMU 7.2 "
+                                "opens the file read-write, so the VMM could change the shared image");
+    ASSIGN_OR_RETURN(user, AcquireVmmUser(config, spec.id));
+    d.uid = user->uid;
+    d.gid = user->gid;
+    d.groups = user->groups;
+    fds.Keep(std::move(user->lock));  // QEMU holds its uid's lock while it runs
+    *vmm_uid = user->uid;
+  } else if (config.hypervisor.vmm_uid_base != 0) {
+    kLog.Warn("VM {}: no CAP_SETUID/CAP_SETGID, so QEMU runs as this process's user", spec.id);
+  }
+  UniqueFd console(::open(spec.console_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640));
+  if (!console) return ErrnoStatus("open " + spec.console_log);
+  in.console_fd = fds.Keep(std::move(console));
+  if (spec.memory_fd >= 0) {
+    d.keep_fds.push_back(spec.memory_fd);
+  } else if (!spec.memory_file.empty()) {
+    ASSIGN_OR_RETURN(UniqueFd ram, OpenMemoryFile(spec, user));
+    in.memory_file_fd = fds.Keep(std::move(ram));
+  }
+  RETURN_IF_ERROR(PassBootDevices(spec, d, fds, in));
+  d.argv = BuildQemuCommandLine(in);
+  kLog.Info("launch VM {} ({}{}{}): {}", spec.id, why, can_unshare ? ", own netns and mount ns" : "",
+            user ? fmt::format(", uid {}", user->uid) : std::string(), Joined(d.argv));
+  return SpawnDaemon(d);  // our copies of the fds close here
 }
 
 // Waits for QMP while watching QEMU's pidfd; an early exit carries QEMU's log.
@@ -207,11 +293,28 @@ Result<VmPtr> QemuHypervisor::Launch(const VmSpec& spec_in) {
     return AlreadyExists(fmt::format("{}: {} already describes a VM (running or not cleaned up)", what, paths.record()));
   LaunchRollback rollback(paths, spec.console_log, *lock);
 
-  auto daemon = SpawnQemu(QemuCommandInput{&config_.hypervisor, spec, accel.accelerator, sandbox, -1}, paths, accel.reason);
+  std::optional<uid_t> vmm_uid;
+  QemuCommandInput input;
+  input.hypervisor = &config_.hypervisor;
+  input.spec = spec;
+  input.accelerator = accel.accelerator;
+  input.sandbox = sandbox;
+  auto daemon = SpawnQemu(std::move(input), paths, accel.reason, config_, &vmm_uid);
   if (!daemon.ok()) return daemon.status().WithContext(what);
   rollback.Own(std::move(daemon->pidfd));
-  VmRecord record{"qemu", spec, accel.accelerator, {}, config_.hypervisor.path, caps.version, paths.qmp_socket(), paths.vmm_log(), {}};
+  RETURN_IF_ERROR_CTX(WriteFileAtomic(paths.pidfile(), std::to_string(daemon->pid) + "\n", 0644), what);
+  VmRecord record;
+  record.hypervisor = "qemu";
+  record.spec = spec;
+  record.accelerator = accel.accelerator;
+  record.vmm_binary = config_.hypervisor.path;
+  record.vmm_version = caps.version;
+  record.qmp_socket = paths.qmp_socket();
+  record.vmm_log = paths.vmm_log();
   record.spec.memory_fd = -1;  // meaningful to this launch only
+  for (Device& dev : record.spec.devices)
+    if (auto* v = std::get_if<VsockDevice>(&dev)) v->vhost_fd = -1;
+  record.vmm_uid = vmm_uid ? static_cast<int64_t>(*vmm_uid) : -1;
   auto identity = IdentifyProcess(daemon->pid);
   if (!identity.ok()) return WithVmmLog(Unavailable(what + ": QEMU exited during start-up"), paths);
   record.vmm = *identity;

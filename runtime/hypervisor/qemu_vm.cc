@@ -18,6 +18,7 @@
 #include "runtime/common/daemon.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/unix_listen.h"
 #include "runtime/hypervisor/qemu_cmdline.h"
 
 namespace capsule::hypervisor {
@@ -304,6 +305,21 @@ Status QemuVm::RunSteps(const std::vector<QmpStep>& steps) {
   return Status::Ok();
 }
 
+// The VMM opens no path of ours (it may run as a user that cannot): a
+// vhost-user device's socket is connected here, a kernel vsock's vhost fd
+// comes from the caller, and each goes over with getfd.
+Status QemuVm::PassDeviceFd(const Device& device) {
+  if (IsVhostUser(device)) {
+    const auto* fs = std::get_if<FsShare>(&device);
+    const std::string& path = fs != nullptr ? fs->socket_path : std::get<VsockDevice>(device).socket_path;
+    ASSIGN_OR_RETURN(UniqueFd sock, ConnectUnix(path));
+    return qmp_->ExecuteWithFd("getfd", json{{"fdname", PassedFdName(device)}}, sock.get()).status();
+  }
+  if (const auto* v = std::get_if<VsockDevice>(&device); v != nullptr && v->vhost_fd >= 0)
+    return qmp_->ExecuteWithFd("getfd", json{{"fdname", PassedFdName(device)}}, v->vhost_fd).status();
+  return Status::Ok();
+}
+
 Status QemuVm::HotplugDevice(const Device& device) {
   std::lock_guard op(op_mu_);
   std::string what = fmt::format("hot-plug {} device '{}' into {}", DeviceKind(device), DeviceId(device), Who());
@@ -316,6 +332,10 @@ Status QemuVm::HotplugDevice(const Device& device) {
         std::holds_alternative<FsShare>(device) || (vsock != nullptr && vsock->backend == VsockDevice::Backend::kVhostUser);
     if (record_.spec.memory_private && vhost_user)
       return FailedPrecondition(what + ": a vhost-user back end cannot see a copy-on-write guest's RAM");
+    auto* nic = std::get_if<NetDevice>(&device);
+    if (nic != nullptr && nic->fd_name.empty() && record_.vmm_uid >= 0)
+      return FailedPrecondition(fmt::format("{}: QEMU runs as uid {} and cannot make a tap; pass one (PassFd, "
+                                            "fd_name)", what, record_.vmm_uid));
     bool taken = std::any_of(record_.spec.devices.begin(), record_.spec.devices.end(),
                              [&](const Device& d) { return DeviceId(d) == DeviceId(device); }) ||
                  std::any_of(record_.hotplugged.begin(), record_.hotplugged.end(),
@@ -323,6 +343,7 @@ Status QemuVm::HotplugDevice(const Device& device) {
     if (taken) return AlreadyExists(what + ": the id is in use");
   }
   ASSIGN_OR_RETURN(std::string port, FreePort());
+  RETURN_IF_ERROR_CTX(PassDeviceFd(device), what);
   if (Status st = RunSteps(BackendAddSteps(device)); !st.ok()) {
     (void)RunSteps(PassedFdReleaseSteps(device));
     return std::move(st).WithContext(what);
@@ -330,6 +351,7 @@ Status QemuVm::HotplugDevice(const Device& device) {
   QmpStep add = DeviceAddStep(device, port);
   if (Status st = qmp_->Execute(add.command, add.arguments).status(); !st.ok()) {
     (void)RunSteps(BackendRemoveSteps(device));  // undo the back end
+    if (!IsVhostUser(device)) (void)RunSteps(PassedFdReleaseSteps(device));  // a vhost fd not taken
     return std::move(st).WithContext(what);
   }
   {

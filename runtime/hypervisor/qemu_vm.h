@@ -75,6 +75,7 @@ class QemuVm final : public Vm {
   Status PersistRecord();
   Result<std::string> FreePort() const;
   Status RunSteps(const std::vector<QmpStep>& steps);
+  Status PassDeviceFd(const Device& device);
   // Polls query-migrate until the stream completed, failed or `timeout`.
   Status AwaitMigration(std::string_view what, std::chrono::milliseconds timeout);
   std::string Who() const { return "VM " + record_.spec.id; }

@@ -206,7 +206,7 @@ Status SpecFromJson(const Reader& r, VmSpec& s) {
 
 bool VmRecord::operator==(const VmRecord& o) const {
   return hypervisor == o.hypervisor && spec == o.spec && accelerator == o.accelerator && vmm.pid == o.vmm.pid &&
-         vmm.start_time == o.vmm.start_time && vmm.boot_id == o.vmm.boot_id && vmm_binary == o.vmm_binary &&
+         vmm.start_time == o.vmm.start_time && vmm.boot_id == o.vmm.boot_id && vmm_uid == o.vmm_uid && vmm_binary == o.vmm_binary &&
          vmm_version == o.vmm_version && qmp_socket == o.qmp_socket && vmm_log == o.vmm_log && hotplugged == o.hotplugged;
 }
 
@@ -222,7 +222,7 @@ std::string VmRecordToJson(const VmRecord& r) {
             {"spec", SpecToJson(r.spec)},
             {"accelerator", std::string(AcceleratorName(r.accelerator))},
             {"vmm", {{"pid", r.vmm.pid}, {"start_time", r.vmm.start_time}, {"boot_id", r.vmm.boot_id},
-                     {"binary", r.vmm_binary}, {"version", r.vmm_version}}},
+                     {"binary", r.vmm_binary}, {"version", r.vmm_version}, {"uid", r.vmm_uid}}},
             {"qmp_socket", r.qmp_socket},
             {"vmm_log", r.vmm_log},
             {"hotplugged", hot}};
@@ -252,6 +252,11 @@ Result<VmRecord> VmRecordFromJson(std::string_view text, std::string_view source
   RETURN_IF_ERROR(vmm.Str("boot_id", rec.vmm.boot_id));
   RETURN_IF_ERROR(vmm.Str("binary", rec.vmm_binary));
   RETURN_IF_ERROR(vmm.Str("version", rec.vmm_version, false));
+  if (auto uid = vmm.Get("uid", false); uid.ok() && *uid != nullptr) {
+    if (!(*uid)->is_number_integer() || (*uid)->get<int64_t>() < -1 || (*uid)->get<int64_t>() > 0xffffffffll)
+      return vmm.Error("uid", "expected -1 or a uid");
+    rec.vmm_uid = (*uid)->get<int64_t>();
+  }
   RETURN_IF_ERROR(r.Str("qmp_socket", rec.qmp_socket));
   RETURN_IF_ERROR(r.Str("vmm_log", rec.vmm_log));
   auto add_hotplugged = [&](const Reader& dr) -> Status {

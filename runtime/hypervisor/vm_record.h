@@ -30,6 +30,7 @@ struct VmRecord {
   VmSpec spec;             // as launched, console_log resolved
   Accelerator accelerator = Accelerator::kTcg;
   ProcessIdentity vmm;
+  int64_t vmm_uid = -1;  // the uid QEMU runs as (vmm_user.h); -1: the launcher's
   std::string vmm_binary;
   std::string vmm_version;  // "7.2.22"
   std::string qmp_socket;

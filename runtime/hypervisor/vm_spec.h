@@ -42,6 +42,11 @@ struct VsockDevice {
   Backend backend = Backend::kVhostUser;
   uint32_t guest_cid = 0;
   std::string socket_path;
+  // kVhostKernel: the /dev/vhost-vsock fd that holds guest_cid, handed to
+  // the VMM (vhostfd) so the CID is never free between reservation and use.
+  // The caller keeps it open until the launch or hot-plug returned. -1: the
+  // VMM opens the device itself. Never recorded.
+  int vhost_fd = -1;
   bool operator==(const VsockDevice&) const = default;
 };
 

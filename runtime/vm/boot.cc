@@ -32,12 +32,8 @@ Status LaunchVmm(SandboxVmImpl& vm, const config::Config& config, const BootPlan
     ASSIGN_OR_RETURN(hypervisor::NetDevice nic, BootNicDevice());
     s.devices.push_back(std::move(nic));
   }
-  // The kernel back end reserves the CID on its own /dev/vhost-vsock fd,
-  // but the driver cannot hand QEMU that fd (vhostfd=) yet: release the
-  // reservation so QEMU's own open can take the CID.
-  if (vm.vsock()->kind() == config::VsockBackendKind::kVhost) vm.vsock()->OnQemuStarted();
   ASSIGN_OR_RETURN(hypervisor::VmPtr vmm, hypervisor::NewQemuHypervisor(config)->Launch(s));
-  vm.vsock()->OnQemuStarted();
+  vm.vsock()->OnQemuStarted();  // QEMU holds its own copy of a kernel vhost fd now
   kLog.Info("VM {}: QEMU pid {} running ({}, {} vCPU, {} MiB)", plan.id, vmm->vmm_pid(),
             hypervisor::AcceleratorName(vmm->accelerator()), plan.vcpus, plan.memory_mib);
   vm.SetVmm(std::move(vmm));

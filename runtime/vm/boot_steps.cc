@@ -12,6 +12,7 @@
 #include "runtime/common/guest_abi.h"
 #include "runtime/common/logging.h"
 #include "runtime/hypervisor/vm_paths.h"
+#include "runtime/hypervisor/vmm_user.h"
 #include "runtime/vm/vm_dir.h"
 
 namespace capsule::vm {
@@ -73,6 +74,13 @@ Result<BootPlan> Plan(const config::Config& config, const SandboxVmSpec& spec, s
     return ErrnoStatus(fmt::format("hypervisor.path {}", config.hypervisor.path));
   RETURN_IF_ERROR(CheckFile(config.guest.kernel, "guest.kernel"));
   RETURN_IF_ERROR(CheckFile(config.guest.initrd, "guest.initrd"));
+  if (hypervisor::VmmUsersEnabled(config)) {
+    RETURN_IF_ERROR(hypervisor::CheckVmmCanRead(config.hypervisor.path, "hypervisor.path", /*exec=*/true));
+    RETURN_IF_ERROR(hypervisor::CheckVmmCanRead(config.guest.kernel, "guest.kernel"));
+    RETURN_IF_ERROR(hypervisor::CheckVmmCanRead(config.guest.initrd, "guest.initrd"));
+    if (!config.hypervisor.firmware.empty())
+      RETURN_IF_ERROR(hypervisor::CheckVmmCanRead(config.hypervisor.firmware, "hypervisor.firmware"));
+  }
   RETURN_IF_ERROR(CheckSocketPathsFit(p.state_dir));
   return p;
 }
@@ -96,6 +104,9 @@ hypervisor::Device VsockDeviceFor(vsock::VmVsock& v) {
   if (v.kind() == config::VsockBackendKind::kVhost) {
     d.backend = hypervisor::VsockDevice::Backend::kVhostKernel;
     d.guest_cid = static_cast<uint32_t>(v.guest_cid());
+    // The fd that holds the CID goes to QEMU: no moment where it is free.
+    const auto& inherit = v.qemu_device().inherit_fds;
+    if (!inherit.empty()) d.vhost_fd = inherit.front();
   } else {
     d.backend = hypervisor::VsockDevice::Backend::kVhostUser;
     d.socket_path = v.qemu_device().chardev_path;

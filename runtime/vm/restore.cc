@@ -81,10 +81,8 @@ Status LoadAndPlug(SandboxVmImpl& vm, const VmTemplate& tpl, BootTimings& t) {
   t.state_load_ms = MsSince(step);
   step = BootClock::now();
   vsock::VmVsock& v = *vm.vsock();
-  // As at boot: the kernel back end's CID reservation is released for QEMU.
-  if (v.kind() == config::VsockBackendKind::kVhost) v.OnQemuStarted();
   RETURN_IF_ERROR(vm.vmm().HotplugDevice(VsockDeviceFor(v)));
-  v.OnQemuStarted();
+  v.OnQemuStarted();  // QEMU holds its own copy of a kernel vhost fd now
   RETURN_IF_ERROR(vm.vmm().HotplugDevice(FsDeviceFor(vm)));
   t.hotplug_ms = MsSince(step);
   return vm.vmm().Resume();

@@ -122,6 +122,8 @@ Result<VmTemplate> BuildIn(const config::Config& config, const std::string& dir,
   RETURN_IF_ERROR(SaveTo(*vmm, t.state_path()));
   RETURN_IF_ERROR(vmm->Stop(milliseconds(0)));
   vmm.reset();
+  // The template VM's uid owned the image while it ran; only we read it now.
+  if (::chown(t.ram_path().c_str(), ::geteuid(), ::getegid()) != 0) return ErrnoStatus("chown " + t.ram_path());
   ASSIGN_OR_RETURN(uint64_t punched, PunchZeroPages(t.ram_path()));
   t.build_ms = MsSince(start);
   t.created_unix_ms = UnixMs();

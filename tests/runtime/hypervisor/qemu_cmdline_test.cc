@@ -26,13 +26,28 @@ VmSpec BaseSpec() {
   return s;
 }
 
+QemuCommandInput Input(const config::HypervisorConfig& hv, VmSpec s, Accelerator accel, bool sandbox, int qmp) {
+  QemuCommandInput in;
+  in.hypervisor = &hv;
+  in.spec = std::move(s);
+  in.accelerator = accel;
+  in.sandbox = sandbox;
+  in.qmp_listen_fd = qmp;
+  return in;
+}
+
+// As the launcher runs it: QEMU opens no path of the state dir; the
+// console, the vhost-user sockets and the tap come as inherited fds.
 TEST(QemuCmdlineTest, TcgVmExactArguments) {
   config::HypervisorConfig hv;
   hv.kernel_params = "capsule.debug=1";
   VmSpec s = BaseSpec();
   s.devices = {FsShare{"fs0", "/run/capsule/vm/pod1/virtiofsd.sock", "capsule-shared", 1024},
                VsockDevice{"vsock0", VsockDevice::Backend::kVhostUser, 0, "/run/capsule/vm/pod1/vsock.sock"}};
-  QemuCommandInput in{&hv, s, Accelerator::kTcg, /*sandbox=*/true, /*qmp_listen_fd=*/3};
+  s.devices.push_back(NetDevice{"netboot", "tap_cap_b01", "02:00:00:00:00:01", ""});
+  QemuCommandInput in = Input(hv, s, Accelerator::kTcg, /*sandbox=*/true, /*qmp=*/3);
+  in.console_fd = 4;
+  in.device_fds = {{"fs0", 5}, {"vsock0", 6}, {"netboot", 9}};
   Args want = {
       "/usr/bin/qemu-system-x86_64",
       "-name", "guest=pod1,debug-threads=on",
@@ -44,18 +59,20 @@ TEST(QemuCmdlineTest, TcgVmExactArguments) {
       "-object", "memory-backend-memfd,id=mem,size=512M,share=on",
       "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
       "-chardev", "socket,id=qmp,fd=3,server=on,wait=off", "-mon", "chardev=qmp,mode=control",
-      "-chardev", "file,id=console,path=/run/capsule/vm/pod1/console.log,append=on", "-serial", "chardev:console",
-      "-pidfile", "/run/capsule/vm/pod1/qemu.pid",
+      "-add-fd", "fd=4,set=1,opaque=console",
+      "-chardev", "file,id=console,path=/dev/fdset/1,append=on", "-serial", "chardev:console",
       "-global", "ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off",
       "-device", "pcie-root-port,id=rp0,bus=pcie.0,chassis=1",
       "-device", "pcie-root-port,id=rp1,bus=pcie.0,chassis=2",
       "-kernel", "/usr/share/capsule/vmlinuz",
       "-initrd", "/usr/share/capsule/capsule-initrd.img",
       "-append", "console=ttyS0 quiet panic=-1 capsule.debug=1",
-      "-chardev", "socket,id=fs0-be,path=/run/capsule/vm/pod1/virtiofsd.sock",
+      "-chardev", "socket,id=fs0-be,fd=5",
       "-device", "vhost-user-fs-pci,chardev=fs0-be,tag=capsule-shared,queue-size=1024,id=fs0",
-      "-chardev", "socket,id=vsock0-be,path=/run/capsule/vm/pod1/vsock.sock",
+      "-chardev", "socket,id=vsock0-be,fd=6",
       "-device", "vhost-user-vsock-pci,chardev=vsock0-be,id=vsock0",
+      "-netdev", "tap,id=netboot-be,fd=9,vhost=off",
+      "-device", "virtio-net-pci,netdev=netboot-be,mac=02:00:00:00:00:01,id=netboot",
   };
   EXPECT_EQ(BuildQemuCommandLine(in), want);
 }
@@ -68,7 +85,7 @@ TEST(QemuCmdlineTest, TemplateAndCloneRamBackingsIncomingAndVmgenid) {
   VmSpec tpl = BaseSpec();
   tpl.memory_file = "/run/capsule/templates/k/ram";
   tpl.vmgenid = true;
-  Args a = BuildQemuCommandLine(QemuCommandInput{&hv, tpl, Accelerator::kTcg, false, 3});
+  Args a = BuildQemuCommandLine(Input(hv, tpl, Accelerator::kTcg, false, 3));
   auto has = [&](const Args& args, const std::string& flag, const std::string& value) {
     for (size_t i = 0; i + 1 < args.size(); ++i)
       if (args[i] == flag && args[i + 1] == value) return true;
@@ -82,14 +99,14 @@ TEST(QemuCmdlineTest, TemplateAndCloneRamBackingsIncomingAndVmgenid) {
   clone.memory_fd = 7;
   clone.incoming = true;
   clone.vmgenid = true;
-  Args b = BuildQemuCommandLine(QemuCommandInput{&hv, clone, Accelerator::kTcg, false, 3});
+  Args b = BuildQemuCommandLine(Input(hv, clone, Accelerator::kTcg, false, 3));
   EXPECT_TRUE(has(b, "-object", "memory-backend-file,id=mem,size=512M,mem-path=/proc/self/fd/7,share=on"));
   EXPECT_TRUE(has(b, "-incoming", "defer"));
   EXPECT_TRUE(has(b, "-device", "vmgenid,id=vmgenid0,guid=auto"));
 
   VmSpec cow = tpl;
   cow.memory_private = true;
-  Args c = BuildQemuCommandLine(QemuCommandInput{&hv, cow, Accelerator::kTcg, false, 3});
+  Args c = BuildQemuCommandLine(Input(hv, cow, Accelerator::kTcg, false, 3));
   EXPECT_TRUE(has(c, "-object", "memory-backend-file,id=mem,size=512M,mem-path=/run/capsule/templates/k/ram,share=off"));
 }
 
@@ -102,10 +119,13 @@ TEST(QemuCmdlineTest, KvmVmExactArguments) {
   s.hotplug_slots = 0;
   s.initrd.clear();
   s.extra_kernel_params = "capsule.pod=x";
-  s.devices = {VsockDevice{"vsock0", VsockDevice::Backend::kVhostKernel, 42, ""},
+  s.devices = {VsockDevice{"vsock0", VsockDevice::Backend::kVhostKernel, 42, "", 11},
                NetDevice{"eth0", "tap0", "52:54:00:12:34:56", ""}};
   s.extra_args = {"-device", "virtio-rng-pci"};
-  QemuCommandInput in{&hv, s, Accelerator::kKvm, /*sandbox=*/false, /*qmp_listen_fd=*/7};
+  // Without fds (a launcher that cannot make QEMU's netns): paths and names;
+  // the kernel vsock's vhost fd that holds its CID.
+  QemuCommandInput in = Input(hv, s, Accelerator::kKvm, /*sandbox=*/false, /*qmp=*/7);
+  in.device_fds = {{"vsock0", 11}};
   Args want = {
       "/opt/qemu/bin/qemu-system-x86_64",
       "-name", "guest=pod1,debug-threads=on",
@@ -117,10 +137,9 @@ TEST(QemuCmdlineTest, KvmVmExactArguments) {
       "-object", "memory-backend-memfd,id=mem,size=256M,share=on",
       "-chardev", "socket,id=qmp,fd=7,server=on,wait=off", "-mon", "chardev=qmp,mode=control",
       "-chardev", "file,id=console,path=/run/capsule/vm/pod1/console.log,append=on", "-serial", "chardev:console",
-      "-pidfile", "/run/capsule/vm/pod1/qemu.pid",
       "-kernel", "/usr/share/capsule/vmlinuz",
       "-append", "console=ttyS0 quiet panic=-1 capsule.pod=x",
-      "-device", "vhost-vsock-pci,guest-cid=42,id=vsock0",
+      "-device", "vhost-vsock-pci,guest-cid=42,vhostfd=11,id=vsock0",
       "-netdev", "tap,id=eth0-be,ifname=tap0,script=no,downscript=no,vhost=off",
       "-device", "virtio-net-pci,netdev=eth0-be,mac=52:54:00:12:34:56,id=eth0",
       "-device", "virtio-rng-pci",
@@ -135,8 +154,7 @@ TEST(QemuCmdlineTest, NoKernelBootsNothingAndTbSizeZeroKeepsQemuDefault) {
   s.kernel.clear();
   s.initrd.clear();
   s.kernel_cmdline.clear();
-  QemuCommandInput in{&hv, s, Accelerator::kTcg, false, 3};
-  Args a = BuildQemuCommandLine(in);
+  Args a = BuildQemuCommandLine(Input(hv, s, Accelerator::kTcg, false, 3));
   for (const char* flag : {"-kernel", "-initrd", "-append", "-sandbox"})
     EXPECT_EQ(std::find(a.begin(), a.end(), flag), a.end()) << flag;
   auto accel = std::find(a.begin(), a.end(), "-accel");
@@ -183,20 +201,30 @@ TEST(QemuDevicesTest, HotplugStepsForATapPassedAsAnFd) {
                                      "virtio-net-pci,netdev=eth0-be,mac=52:54:00:00:00:01,id=eth0"}));
 }
 
+// A hot-plugged vhost-user device's chardev takes the socket the launcher
+// connected and passed (getfd); a kernel vsock device its vhost fd.
 TEST(QemuDevicesTest, HotplugStepsForVhostUserAndKernelVsock) {
   Device user = VsockDevice{"vsock0", VsockDevice::Backend::kVhostUser, 0, "/run/v.sock"};
+  EXPECT_TRUE(IsVhostUser(user));
   auto add = BackendAddSteps(user);
   ASSERT_EQ(add.size(), 1u);
   EXPECT_EQ(add[0].command, "chardev-add");
-  EXPECT_EQ(add[0].arguments["backend"]["data"]["addr"]["data"]["path"], "/run/v.sock");
+  EXPECT_EQ(add[0].arguments["backend"]["data"]["addr"], (json{{"type", "fd"}, {"data", {{"str", "vsock0-fd"}}}}));
   EXPECT_EQ(add[0].arguments["backend"]["data"]["server"], false);
   EXPECT_EQ(DeviceAddStep(user, "rp0").arguments["driver"], "vhost-user-vsock-pci");
+  EXPECT_EQ(PassedFdReleaseSteps(user), (std::vector<QmpStep>{{"closefd", json{{"fdname", "vsock0-fd"}}}}));
   EXPECT_EQ(BackendRemoveSteps(user), (std::vector<QmpStep>{{"chardev-remove", json{{"id", "vsock0-be"}}}}));
+  EXPECT_TRUE(IsVhostUser(FsShare{"fs0", "/run/fs.sock", "t", 1024}));
 
   Device kernel = VsockDevice{"vsock1", VsockDevice::Backend::kVhostKernel, 5, ""};
+  EXPECT_FALSE(IsVhostUser(kernel));
   EXPECT_TRUE(BackendAddSteps(kernel).empty());
   EXPECT_EQ(DeviceAddStep(kernel, "rp0").arguments["guest-cid"], 5);
+  EXPECT_FALSE(DeviceAddStep(kernel, "rp0").arguments.contains("vhostfd")) << "QEMU opens the device itself";
   EXPECT_TRUE(BackendRemoveSteps(kernel).empty());
+  Device held = VsockDevice{"vsock1", VsockDevice::Backend::kVhostKernel, 5, "", 12};
+  EXPECT_EQ(DeviceAddStep(held, "rp0").arguments["vhostfd"], "vsock1-fd");
+  EXPECT_EQ(PassedFdReleaseSteps(held), (std::vector<QmpStep>{{"closefd", json{{"fdname", "vsock1-fd"}}}}));
 }
 
 }  // namespace

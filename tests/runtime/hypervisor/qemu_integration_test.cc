@@ -5,7 +5,11 @@
 
 #include <algorithm>
 #include <signal.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+
+#include <set>
 
 #include <atomic>
 #include <future>
@@ -34,6 +38,9 @@ class QemuTest : public ::testing::Test {
     auto dir = TempDir::Create("qemu-it");
     ASSERT_TRUE(dir.ok());
     root_ = std::make_unique<TempDir>(std::move(*dir));
+    // QEMU runs as a uid of its own: the fake QEMUs and guest images the
+    // cases write here must be reachable by others.
+    ASSERT_EQ(::chmod(root_->path().c_str(), 0755), 0);
     cfg_.runtime.state_dir = root_->path();
   }
   void TearDown() override {
@@ -152,9 +159,11 @@ TEST_F(QemuTest, DestroyingTheVmObjectStopsAndCleansUp) {
 
 TEST_F(QemuTest, HotplugAndUnplugTapNic) {
   if (!PathExists("/dev/net/tun")) GTEST_SKIP() << "/dev/net/tun absent";
-  QemuHypervisor hv(cfg_);
+  // A tap by name needs a VMM with CAP_NET_ADMIN; pods' taps come as fds.
+  cfg_.hypervisor.vmm_uid_base = 0;
+  QemuHypervisor root_hv(cfg_);
   VmSpec spec = Spec("vm-net");
-  auto vm = hv.Launch(spec);
+  auto vm = root_hv.Launch(spec);
   ASSERT_TRUE(vm.ok()) << vm.status().ToString();
   std::string tap = "cpt" + std::to_string(::getpid() % 100000);
   // A tap by name is made in QEMU's own network namespace (a private one
@@ -210,15 +219,80 @@ TEST_F(QemuTest, QemuRunsInANetworkNamespaceOfItsOwnWhenRoot) {
   ASSERT_TRUE((*vm)->Stop(milliseconds(0)).ok());
 }
 
+// Status lines of a process's /proc/<pid>/status ("Uid:", "CapEff:" ...).
+std::string StatusField(pid_t pid, const std::string& key) {
+  auto text = ReadFile("/proc/" + std::to_string(pid) + "/status");
+  if (!text.ok()) return "";
+  const size_t at = text->find("\n" + key + ":");
+  if (at == std::string::npos) return "";
+  const size_t from = text->find_first_not_of(" \t", at + key.size() + 2);
+  return text->substr(from, text->find('\n', from) - from);
+}
+
+std::string NsOf(const std::string& pid, const char* ns) {
+  char buf[64] = {};
+  return ::readlink(("/proc/" + pid + "/ns/" + ns).c_str(), buf, sizeof buf - 1) > 0 ? buf : "";
+}
+
+// Firecracker's jailer, for QEMU: a uid and gid of its own per VM, no
+// capability, no_new_privs, seccomp, and mount and network namespaces of
+// its own; the uid is free again once its QEMU is gone.
+TEST_F(QemuTest, QemuRunsAsAUidOfItsOwnWithoutCapabilitiesInNamespacesOfItsOwn) {
+  if (::geteuid() != 0) GTEST_SKIP() << "changing uid and making namespaces needs root";
+  QemuHypervisor hv(cfg_);
+  auto a = hv.Launch(Spec("vm-uid-a"));
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto b = hv.Launch(Spec("vm-uid-b"));
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  std::set<std::string> uids;
+  for (Vm* vm : {a->get(), b->get()}) {
+    const pid_t pid = vm->vmm_pid();
+    auto rec = VmRecordFromJson(*ReadFile(VmPaths(vm->state_dir()).record()), "vm.json");
+    ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+    ASSERT_GE(rec->vmm_uid, static_cast<int64_t>(cfg_.hypervisor.vmm_uid_base));
+    ASSERT_LT(rec->vmm_uid, static_cast<int64_t>(cfg_.hypervisor.vmm_uid_base) + cfg_.hypervisor.vmm_uid_count);
+    const std::string id = std::to_string(rec->vmm_uid);
+    EXPECT_EQ(StatusField(pid, "Uid"), id + "\t" + id + "\t" + id + "\t" + id);
+    EXPECT_EQ(StatusField(pid, "Gid"), id + "\t" + id + "\t" + id + "\t" + id);
+    EXPECT_EQ(StatusField(pid, "CapEff"), "0000000000000000");
+    EXPECT_EQ(StatusField(pid, "CapPrm"), "0000000000000000");
+    EXPECT_EQ(StatusField(pid, "NoNewPrivs"), "1");
+    EXPECT_EQ(StatusField(pid, "Seccomp"), "2") << "-sandbox on";
+    for (const char* ns : {"mnt", "net"}) EXPECT_NE(NsOf(std::to_string(pid), ns), NsOf("self", ns)) << ns;
+    uids.insert(id);
+    // It runs, for real: QMP answers, and pause/resume work.
+    EXPECT_TRUE(vm->Resume().ok());
+    EXPECT_TRUE(vm->Pause().ok());
+  }
+  EXPECT_EQ(uids.size(), 2u) << "two VMMs never share a uid";
+  const std::string lock = root_->Join("vmm-uids/" + *uids.begin() + ".lock");
+  ASSERT_TRUE(PathExists(lock));
+  ASSERT_TRUE((*a)->Stop(milliseconds(0)).ok());
+  ASSERT_TRUE((*b)->Stop(milliseconds(0)).ok());
+  UniqueFd fd(::open(lock.c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(fd);
+  EXPECT_EQ(::flock(fd.get(), LOCK_EX | LOCK_NB), 0) << "the uid is free once its QEMU exited";
+}
+
 TEST_F(QemuTest, HotplugFailuresAreCleanAndSlotsAreBounded) {
   QemuHypervisor hv(cfg_);
   auto vm = hv.Launch(Spec("vm-hp"));
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  // An unprivileged QEMU cannot make a tap: a NIC must come as an fd.
+  Status by_name = (*vm)->HotplugDevice(NetDevice{"n9", "cpq9", "52:54:00:00:00:09", ""});
+  EXPECT_EQ(by_name.code(), Code::kFailedPrecondition) << by_name.ToString();
+  EXPECT_NE(by_name.message().find("cannot make a tap"), std::string::npos) << by_name.ToString();
+  ASSERT_TRUE((*vm)->Stop(milliseconds(0)).ok());
+  // The rest with a QEMU that may make taps by name.
+  cfg_.hypervisor.vmm_uid_base = 0;
+  QemuHypervisor root_hv(cfg_);
+  vm = root_hv.Launch(Spec("vm-hp"));
   ASSERT_TRUE(vm.ok()) << vm.status().ToString();
   // No back end listens there: chardev-add fails and nothing is left half-added.
   Device vs = VsockDevice{"vsock0", VsockDevice::Backend::kVhostUser, 0, root_->Join("nobody.sock")};
   Status st = (*vm)->HotplugDevice(vs);
   EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("QMP chardev-add"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("connect " + root_->Join("nobody.sock")), std::string::npos) << st.ToString();
   EXPECT_NE(st.message().find("hot-plug vsock device 'vsock0' into VM vm-hp"), std::string::npos) << st.ToString();
   EXPECT_TRUE(static_cast<QemuVm&>(**vm).hotplugged().empty());
   EXPECT_EQ((*vm)->HotplugDevice(NetDevice{"bad id", "t", "52:54:00:00:00:01", ""}).code(), Code::kInvalidArgument);
@@ -372,6 +446,7 @@ TEST_F(QemuTest, QmpThatNeverAnswersTimesOutAndKillsTheProcess) {
   ASSERT_TRUE(WriteFile(fake, "#!/bin/sh\necho $$ > " + pidfile + "\nexec sleep 600\n").ok());
   ASSERT_EQ(::chmod(fake.c_str(), 0755), 0);
   cfg_.hypervisor.path = fake;
+  cfg_.hypervisor.vmm_uid_base = 0;  // the fake writes its pid file into our dir
   QemuHypervisorOptions o;
   o.capabilities = QemuCapabilities{"7.2.0", "", true};
   o.qmp_ready_timeout = milliseconds(500);

@@ -4,6 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/file_util.h"
@@ -17,26 +18,31 @@ std::string PathIn(const std::string& state_dir) { return state_dir + "/" + kPoo
 
 }  // namespace
 
+bool PoolRecord::operator==(const PoolRecord& o) const {
+  return shape_key == o.shape_key && created_unix_ms == o.created_unix_ms && claimed == o.claimed &&
+         sandbox_id == o.sandbox_id && claimant.pid == o.claimant.pid && claimant.start_time == o.claimant.start_time &&
+         claimant.boot_id == o.claimant.boot_id && claimed_unix_ms == o.claimed_unix_ms;
+}
+
 int64_t NowUnixMs() {
   timespec ts{};
   ::clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
-Status WritePoolRecord(const std::string& state_dir, const PoolRecord& r) {
+std::string PoolRecordToJson(const PoolRecord& r) {
   json j = {{"shape_key", r.shape_key}, {"created_unix_ms", r.created_unix_ms}, {"claimed", r.claimed}};
   if (r.claimed) {
     j["sandbox_id"] = r.sandbox_id;
     j["claimant"] = {{"pid", r.claimant.pid}, {"start_time", r.claimant.start_time}, {"boot_id", r.claimant.boot_id}};
     j["claimed_unix_ms"] = r.claimed_unix_ms;
   }
-  return WriteFileAtomic(PathIn(state_dir), j.dump(), 0600);
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-Result<PoolRecord> ReadPoolRecord(const std::string& state_dir) {
-  const std::string path = PathIn(state_dir);
-  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+Result<PoolRecord> PoolRecordFromJson(std::string_view text, std::string_view source) {
+  const std::string path(source);
+  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return InvalidArgument(path + ": not a JSON object");
   auto field = [&](const char* key, json::value_t type) -> Result<const json*> {
     auto it = j.find(key);
@@ -65,6 +71,16 @@ Result<PoolRecord> ReadPoolRecord(const std::string& state_dir) {
   r.claimant.start_time = (*who)["start_time"].get<uint64_t>();
   r.claimant.boot_id = (*who)["boot_id"].get<std::string>();
   return r;
+}
+
+Status WritePoolRecord(const std::string& state_dir, const PoolRecord& r) {
+  return WriteFileAtomic(PathIn(state_dir), PoolRecordToJson(r), 0600);
+}
+
+Result<PoolRecord> ReadPoolRecord(const std::string& state_dir) {
+  const std::string path = PathIn(state_dir);
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  return PoolRecordFromJson(text, path);
 }
 
 Status RemovePoolRecord(const std::string& state_dir) {

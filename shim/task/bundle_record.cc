@@ -7,19 +7,18 @@
 
 namespace capsule::shim::task {
 
-Status WriteBundleRecord(const std::string& bundle, const BundleRecord& r) {
+std::string BundleRecordToJson(const BundleRecord& r) {
   nlohmann::json j = {{"sandbox_id", r.sandbox_id},
                       {"vm_id", r.vm_id},
                       {"vm_state_dir", r.vm_state_dir},
                       {"container_share_dir", r.container_share_dir},
                       {"config_path", r.config_path}};
-  return WriteFileAtomic(bundle + "/" + kBundleRecordFile, j.dump(2) + "\n", 0600);
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
-Result<BundleRecord> ReadBundleRecord(const std::string& bundle) {
-  const std::string path = bundle + "/" + kBundleRecordFile;
-  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+Result<BundleRecord> BundleRecordFromJson(std::string_view text, std::string_view source) {
+  const std::string path(source);
+  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return InvalidArgument(path + ": not a JSON object");
   BundleRecord r;
   for (auto [key, field] : {std::pair{"sandbox_id", &r.sandbox_id}, std::pair{"vm_id", &r.vm_id},
@@ -30,6 +29,16 @@ Result<BundleRecord> ReadBundleRecord(const std::string& bundle) {
     *field = j.value(key, "");
   }
   return r;
+}
+
+Status WriteBundleRecord(const std::string& bundle, const BundleRecord& r) {
+  return WriteFileAtomic(bundle + "/" + kBundleRecordFile, BundleRecordToJson(r), 0600);
+}
+
+Result<BundleRecord> ReadBundleRecord(const std::string& bundle) {
+  const std::string path = bundle + "/" + kBundleRecordFile;
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  return BundleRecordFromJson(text, path);
 }
 
 }  // namespace capsule::shim::task

@@ -19,12 +19,27 @@ constexpr size_t kMaxReplyLine = 32;
 
 }  // namespace
 
+std::optional<uint32_t> ParseOkLine(std::string_view reply) {
+  uint64_t host_port = 0;
+  bool ok = reply.substr(0, 3) == "OK " && reply.size() > 3 && reply.size() <= 13;
+  for (char c : reply.substr(std::min<size_t>(3, reply.size()))) {
+    ok = ok && c >= '0' && c <= '9';
+    host_port = host_port * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (!ok || host_port > UINT32_MAX) return std::nullopt;
+  return static_cast<uint32_t>(host_port);
+}
+
 Result<HybridStream> DialHybrid(const std::string& uds_path, uint32_t port, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string what = fmt::format("vsock port {} via {}", port, uds_path);
   Result<UniqueFd> conn = ConnectUnix(uds_path, /*nonblocking=*/true);
   if (!conn.ok()) return Unavailable(what + ": " + conn.status().message());
-  UniqueFd fd = std::move(*conn);
+  return HybridHandshake(std::move(*conn), port, timeout, what);
+}
+
+Result<HybridStream> HybridHandshake(UniqueFd fd, uint32_t port, std::chrono::milliseconds timeout,
+                                     const std::string& what) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string line = fmt::format("CONNECT {}\n", port);
   if (::send(fd.get(), line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size()))
     return ErrnoStatus(what + ": send CONNECT");
@@ -46,15 +61,10 @@ Result<HybridStream> DialHybrid(const std::string& uds_path, uint32_t port, std:
     size_t len = static_cast<size_t>(nl - buf) + 1;
     (void)!::recv(fd.get(), buf, len, MSG_DONTWAIT);
     std::string_view reply(buf, len - 1);
-    uint64_t host_port = 0;
-    bool ok = reply.substr(0, 3) == "OK " && reply.size() > 3 && reply.size() <= 13;
-    for (char c : reply.substr(std::min<size_t>(3, reply.size()))) {
-      ok = ok && c >= '0' && c <= '9';
-      host_port = host_port * 10 + static_cast<uint64_t>(c - '0');
-    }
-    if (!ok || host_port > UINT32_MAX) return Internal(what + ": unexpected reply '" + std::string(reply) + "'");
+    std::optional<uint32_t> host_port = ParseOkLine(reply);
+    if (!host_port) return Internal(what + ": unexpected reply '" + std::string(reply) + "'");
     RETURN_IF_ERROR(SetNonBlocking(fd.get(), false));
-    return HybridStream{std::move(fd), static_cast<uint32_t>(host_port)};
+    return HybridStream{std::move(fd), *host_port};
   }
 }
 

@@ -23,7 +23,10 @@ struct BundleRecord {
 };
 
 Status WriteBundleRecord(const std::string& bundle, const BundleRecord& record);
-// NOT_FOUND when absent; INVALID_ARGUMENT naming the file when malformed.
+// NOT_FOUND when absent; INVALID_ARGUMENT naming the file when malformed,
+// and when its dirs are not what the shim writes: vm_state_dir absolute
+// without "." or ".." parts, container_share_dir one directory in
+// <vm_state_dir>/mounts/ (or empty).
 Result<BundleRecord> ReadBundleRecord(const std::string& bundle);
 
 // The file's text and back (for the two above and the fuzzer).

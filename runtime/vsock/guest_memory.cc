@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 namespace capsule::vsock {
 namespace {
@@ -32,6 +33,14 @@ Result<GuestMemoryPtr> GuestMemory::Map(const std::vector<MemoryRegionDesc>& reg
         r.user_addr > UINT64_MAX - r.size || r.mmap_offset + r.size > SIZE_MAX)
       return InvalidArgument(fmt::format("memory region {}: bad size 0x{:x} or offset 0x{:x}", i, r.size, r.mmap_offset));
     size_t len = static_cast<size_t>(r.mmap_offset + r.size);
+    // A mapping past the end of a file maps fine, but the first access
+    // there raises SIGBUS: a region must lie within its file (memfd,
+    // hugetlbfs or tmpfs file: all regular, with their size in st_size).
+    struct stat st {};
+    if (::fstat(fds[i].get(), &st) != 0) return ErrnoStatus(fmt::format("fstat the fd of memory region {}", i));
+    if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) < r.mmap_offset + r.size)
+      return InvalidArgument(fmt::format("memory region {}: offset 0x{:x} + size 0x{:x} is past the end of its file "
+                                         "(0x{:x} bytes)", i, r.mmap_offset, r.size, st.st_size));
     void* base = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fds[i].get(), 0);
     if (base == MAP_FAILED)
       return ErrnoStatus(fmt::format("mmap memory region {} (0x{:x} bytes at gpa 0x{:x})", i, r.size, r.guest_phys_addr));

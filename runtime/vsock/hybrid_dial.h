@@ -6,7 +6,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "runtime/common/status.h"
 #include "runtime/common/unique_fd.h"
@@ -21,5 +23,14 @@ struct HybridStream {
 // UNAVAILABLE when the socket is missing or the guest refused (closed before
 // OK); DEADLINE_EXCEEDED when no answer came within `timeout`.
 Result<HybridStream> DialHybrid(const std::string& uds_path, uint32_t port, std::chrono::milliseconds timeout);
+
+// The handshake alone, on a connected non-blocking unix stream `fd`
+// (DialHybrid is ConnectUnix and this); `what` prefixes every error.
+Result<HybridStream> HybridHandshake(UniqueFd fd, uint32_t port, std::chrono::milliseconds timeout,
+                                     const std::string& what);
+
+// Parses the back end's reply "OK <hostport>" (newline stripped by the
+// caller). nullopt for anything else.
+std::optional<uint32_t> ParseOkLine(std::string_view line);
 
 }  // namespace capsule::vsock

@@ -1,25 +1,63 @@
 // See bundle_record.h. JSON, so a person can read it while debugging.
 #include "shim/task/bundle_record.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/file_util.h"
 
 namespace capsule::shim::task {
+namespace {
 
-Status WriteBundleRecord(const std::string& bundle, const BundleRecord& r) {
+// An absolute path without NUL bytes or "." and ".." parts: `delete` runs as
+// root and acts on these, so a record must not lead it anywhere else.
+bool IsCleanAbsolute(std::string_view p) {
+  if (p.empty() || p.front() != '/' || p.find('\0') != std::string_view::npos) return false;
+  for (size_t start = 1; start <= p.size();) {
+    size_t end = std::min(p.find('/', start), p.size());
+    std::string_view part = p.substr(start, end - start);
+    if (part == "." || part == "..") return false;
+    start = end + 1;
+  }
+  return true;
+}
+
+// The container id part of <vm_state_dir>/mounts/<id>.
+bool IsOneComponent(std::string_view c) {
+  return !c.empty() && c != "." && c != ".." && c.find('/') == std::string_view::npos &&
+         c.find('\0') == std::string_view::npos;
+}
+
+// The dirs are the ones the shim writes (task_manager.cc): the VM's state
+// dir, and this container's dir under its mounts/. `delete` unmounts and
+// removes the latter.
+Status Validate(const BundleRecord& r, const std::string& path) {
+  if (!r.vm_state_dir.empty() && !IsCleanAbsolute(r.vm_state_dir))
+    return InvalidArgument(path + ": vm_state_dir '" + r.vm_state_dir +
+                           "' is not an absolute path without '.' or '..' parts");
+  if (r.container_share_dir.empty()) return Status::Ok();
+  const std::string mounts = r.vm_state_dir + "/mounts/";
+  if (r.vm_state_dir.empty() || r.container_share_dir.rfind(mounts, 0) != 0 ||
+      !IsOneComponent(std::string_view(r.container_share_dir).substr(mounts.size())))
+    return InvalidArgument(path + ": container_share_dir '" + r.container_share_dir + "' is not a directory in " +
+                           (r.vm_state_dir.empty() ? std::string("a VM's mounts/") : mounts));
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string BundleRecordToJson(const BundleRecord& r) {
   nlohmann::json j = {{"sandbox_id", r.sandbox_id},
                       {"vm_id", r.vm_id},
                       {"vm_state_dir", r.vm_state_dir},
                       {"container_share_dir", r.container_share_dir},
                       {"config_path", r.config_path}};
-  return WriteFileAtomic(bundle + "/" + kBundleRecordFile, j.dump(2) + "\n", 0600);
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
-Result<BundleRecord> ReadBundleRecord(const std::string& bundle) {
-  const std::string path = bundle + "/" + kBundleRecordFile;
-  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+Result<BundleRecord> BundleRecordFromJson(std::string_view text, std::string_view source) {
+  const std::string path(source);
+  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return InvalidArgument(path + ": not a JSON object");
   BundleRecord r;
   for (auto [key, field] : {std::pair{"sandbox_id", &r.sandbox_id}, std::pair{"vm_id", &r.vm_id},
@@ -29,7 +67,18 @@ Result<BundleRecord> ReadBundleRecord(const std::string& bundle) {
     if (j.contains(key) && !j[key].is_string()) return InvalidArgument(path + ": " + key + " must be a string");
     *field = j.value(key, "");
   }
+  RETURN_IF_ERROR(Validate(r, path));
   return r;
+}
+
+Status WriteBundleRecord(const std::string& bundle, const BundleRecord& r) {
+  return WriteFileAtomic(bundle + "/" + kBundleRecordFile, BundleRecordToJson(r), 0600);
+}
+
+Result<BundleRecord> ReadBundleRecord(const std::string& bundle) {
+  const std::string path = bundle + "/" + kBundleRecordFile;
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  return BundleRecordFromJson(text, path);
 }
 
 }  // namespace capsule::shim::task

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "runtime/common/status.h"
 
@@ -17,10 +18,19 @@ struct BundleRecord {
   std::string vm_state_dir;
   std::string container_share_dir;  // host dir under the share holding this container's mounts
   std::string config_path;          // "" = the default config
+
+  bool operator==(const BundleRecord&) const = default;
 };
 
 Status WriteBundleRecord(const std::string& bundle, const BundleRecord& record);
-// NOT_FOUND when absent; INVALID_ARGUMENT naming the file when malformed.
+// NOT_FOUND when absent; INVALID_ARGUMENT naming the file when malformed,
+// and when its dirs are not what the shim writes: vm_state_dir absolute
+// without "." or ".." parts, container_share_dir one directory in
+// <vm_state_dir>/mounts/ (or empty).
 Result<BundleRecord> ReadBundleRecord(const std::string& bundle);
+
+// The file's text and back (for the two above and the fuzzer).
+std::string BundleRecordToJson(const BundleRecord& record);
+Result<BundleRecord> BundleRecordFromJson(std::string_view text, std::string_view source);
 
 }  // namespace capsule::shim::task

@@ -6,22 +6,32 @@
 //     Virtqueue, chains parsed as tx packets and filled as rx buffers;
 //  2  the connection state machine: fuzzed guest packets, host socket
 //     writes/reads/closes and rx fills against two live connections, with
-//     the invariants a guest relies on checked after every step.
+//     the invariants a guest relies on checked after every step;
+//  3  vhost-user messages built from the input with the fds QEMU passes
+//     (eventfds for SET_VRING_KICK/CALL/ERR, a memfd as guest RAM for
+//     SET_MEM_TABLE), kicks on those eventfds and writes into that RAM: the
+//     way from a front end's memory table to the device touching memory.
+// In modes 0 and 3 every reply the back end sends is checked: version 1
+// with the reply flag, and the payload its request allows.
 // Without CAPSULE_FUZZ the file builds with a main() that replays seed files.
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/common/logging.h"
 #include "runtime/vsock/event_loop.h"
+#include "runtime/vsock/vhost_user_protocol.h"
 #include "runtime/vsock/vhost_user_server.h"
 #include "runtime/vsock/virtqueue.h"
 #include "runtime/vsock/vsock_device.h"
@@ -67,6 +77,54 @@ void Check(bool ok, const char* what) {
   }
 }
 
+// Reads what the back end replied and checks each complete reply.
+class ReplyChecker {
+ public:
+  void Drain(int fd) {
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT)) > 0) pending_.append(buf, static_cast<size_t>(n));
+    while (pending_.size() >= vhost_user::kHeaderSize) {
+      uint32_t request, flags, size;
+      std::memcpy(&request, pending_.data(), 4);
+      std::memcpy(&flags, pending_.data() + 4, 4);
+      std::memcpy(&size, pending_.data() + 8, 4);
+      Check(flags == (vhost_user::kVersion | vhost_user::kReplyFlag), "reply without version 1 and the reply flag");
+      Check(size <= vhost_user::kMaxPayloadSize, "reply payload above the protocol's maximum");
+      if (pending_.size() < vhost_user::kHeaderSize + size) return;
+      CheckPayload(request, std::string_view(pending_).substr(vhost_user::kHeaderSize, size));
+      pending_.erase(0, vhost_user::kHeaderSize + size);
+    }
+  }
+
+ private:
+  static void CheckPayload(uint32_t request, std::string_view payload) {
+    using vhost_user::Request;
+    switch (static_cast<Request>(request)) {
+      case Request::kGetFeatures:
+      case Request::kGetProtocolFeatures:
+      case Request::kGetQueueNum:
+      case Request::kGetVringBase:
+        // A value, or nothing when the request failed.
+        Check(payload.empty() || payload.size() == 8, "GET_* reply is neither empty nor a u64");
+        return;
+      case Request::kGetConfig:
+        Check(payload.empty() || (payload.size() >= 12 && payload.size() <= 12 + vhost_user::kMaxConfigSize),
+              "GET_CONFIG reply of a size no config access has");
+        return;
+      default: {
+        // REPLY_ACK: a u64, 0 for success.
+        Check(payload.size() == 8, "REPLY_ACK is not a u64");
+        uint64_t v;
+        std::memcpy(&v, payload.data(), 8);
+        Check(v <= 1, "REPLY_ACK neither 0 nor 1");
+      }
+    }
+  }
+
+  std::string pending_;
+};
+
 void FuzzVhostUser(Input in) {
   auto loop = EventLoop::Create();
   if (!loop.ok()) return;
@@ -76,13 +134,109 @@ void FuzzVhostUser(Input in) {
   UniqueFd ours(sv[0]);
   auto server = VhostUserServer::Serve(**loop, UniqueFd(sv[1]), dev, nullptr);
   if (!server.ok()) return;
+  ReplyChecker replies;
   while (!in.empty() && (*server)->connected()) {
     std::string chunk = in.Bytes(512);
     if (::send(ours.get(), chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) break;
     (void)(*loop)->RunOnce(std::chrono::milliseconds(0));
-    char sink[4096];
-    while (::recv(ours.get(), sink, sizeof sink, MSG_DONTWAIT) > 0) {
+    replies.Drain(ours.get());
+  }
+}
+
+// Sends `bytes` with `fds` attached (SCM_RIGHTS), as QEMU does.
+bool SendWithFds(int sock, const std::string& bytes, const std::vector<int>& fds) {
+  iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 2)];
+  if (!fds.empty()) {
+    msg.msg_control = cbuf;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
+  return ::sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(bytes.size());
+}
+
+// Mode 3's input: a list of steps, each a byte whose low two bits pick
+//  0  a message: request (u8), payload length (u16 % 512), payload; bit 2
+//     asks for a reply, bit 3 attaches a new eventfd, bit 4 a new memfd of
+//     (u8 + 1) pages that becomes the RAM steps 2 write;
+//  1  a kick: an eventfd sent earlier (u8 picks it) is written;
+//  2  a write into the RAM: offset (u32, modulo its size), length (u8), bytes;
+//  3  raw bytes (length u8) on the socket, no fds.
+void FuzzVhostUserWithFds(Input in) {
+  constexpr size_t kPage = 4096;
+  auto loop = EventLoop::Create();
+  if (!loop.ok()) return;
+  VsockDevice dev(**loop, {3, kNowhere});
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return;
+  UniqueFd ours(sv[0]);
+  auto server = VhostUserServer::Serve(**loop, UniqueFd(sv[1]), dev, nullptr);
+  if (!server.ok()) return;
+  ReplyChecker replies;
+  std::vector<UniqueFd> eventfds;  // our ends of every eventfd passed
+  UniqueFd ram;
+  size_t ram_size = 0;
+  while (!in.empty() && (*server)->connected()) {
+    const uint8_t step = in.Take<uint8_t>();
+    switch (step & 3) {
+      case 0: {
+        vhost_user::Header h;
+        h.request = in.Take<uint8_t>();
+        h.flags = vhost_user::kVersion | ((step & 4) ? vhost_user::kNeedReplyFlag : 0);
+        std::string payload = in.Bytes(in.Take<uint16_t>() % 512);
+        h.size = static_cast<uint32_t>(payload.size());
+        std::vector<uint8_t> head = vhost_user::EncodeHeader(h);
+        std::string bytes(head.begin(), head.end());
+        bytes += payload;
+        std::vector<int> fds;
+        if (step & 8) {
+          eventfds.emplace_back(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+          if (eventfds.back()) fds.push_back(eventfds.back().get());
+        }
+        if (step & 16) {
+          size_t size = (in.Take<uint8_t>() + 1u) * kPage;
+          UniqueFd m(::memfd_create("capsule-fuzz-ram", MFD_CLOEXEC));
+          if (m && ::ftruncate(m.get(), static_cast<off_t>(size)) == 0) {
+            ram = std::move(m);
+            ram_size = size;
+            fds.push_back(ram.get());
+          }
+        }
+        if (!SendWithFds(ours.get(), bytes, fds)) return;
+        break;
+      }
+      case 1: {
+        uint8_t pick = in.Take<uint8_t>();
+        if (!eventfds.empty() && eventfds[pick % eventfds.size()]) {
+          uint64_t one = 1;
+          (void)!::write(eventfds[pick % eventfds.size()].get(), &one, sizeof one);
+        }
+        break;
+      }
+      case 2: {
+        uint32_t off = in.Take<uint32_t>();
+        std::string bytes = in.Bytes(in.Take<uint8_t>());
+        if (ram && ram_size > 0) {
+          off %= ram_size;
+          size_t n = std::min(bytes.size(), ram_size - off);
+          (void)!::pwrite(ram.get(), bytes.data(), n, off);
+        }
+        break;
+      }
+      default: {
+        std::string bytes = in.Bytes(in.Take<uint8_t>());
+        if (::send(ours.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) return;
+      }
     }
+    for (int i = 0; i < 3; ++i) (void)(*loop)->RunOnce(std::chrono::milliseconds(0));
+    replies.Drain(ours.get());
   }
 }
 
@@ -215,10 +369,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)quiet;
   if (size == 0) return 0;
   capsule::vsock::Input in(data + 1, size - 1);
-  switch (data[0] % 3) {
+  switch (data[0] % 4) {
     case 0: capsule::vsock::FuzzVhostUser(in); break;
     case 1: capsule::vsock::FuzzVirtqueue(in); break;
-    default: capsule::vsock::FuzzConnections(in); break;
+    case 2: capsule::vsock::FuzzConnections(in); break;
+    default: capsule::vsock::FuzzVhostUserWithFds(in); break;
   }
   return 0;
 }

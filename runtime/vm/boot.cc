@@ -9,7 +9,8 @@
 //      returns once QMP answers and the guest runs), VmVsock::OnQemuStarted
 //   5. ConnectAgent over VmVsock::Dial(guest_abi::kAgentVsockPort) until
 //      runtime.boot_timeout_ms from the start, aborted at once when the VMM's
-//      exit fd fires
+//      exit fd fires or the spec's cancel fd does; the client's calls get
+//      runtime.agent_timeout_ms
 // Any failure stops what was started, in reverse order (SandboxVmImpl::Stop).
 #include <fmt/format.h>
 #include <sys/random.h>
@@ -153,11 +154,13 @@ Status VmmDiedDuringBoot(SandboxVmImpl& vm) {
   return Unavailable("the VMM exited while the guest was booting: " + why);
 }
 
-Status WaitForAgent(SandboxVmImpl& vm, const config::Config& config, Clock::time_point boot_start) {
+Status WaitForAgent(SandboxVmImpl& vm, const config::Config& config, Clock::time_point boot_start, int cancel_fd) {
   agentclient::ConnectOptions o;
   auto budget = milliseconds(config.runtime.boot_timeout_ms);
   o.deadline = std::max(milliseconds(1), budget - std::chrono::duration_cast<milliseconds>(Clock::now() - boot_start));
   o.abort_fd = vm.vmm().exit_fd();
+  o.cancel_fd = cancel_fd;
+  o.default_call_timeout = milliseconds(config.runtime.agent_timeout_ms);
   vsock::VmVsock* v = vm.vsock();
   agentclient::Dialer dial = [v](milliseconds t) { return v->Dial(guest_abi::kAgentVsockPort, t); };
   kLog.Info("VM {}: waiting up to {} ms for the agent on vsock port {}", vm.id(), o.deadline.count(),
@@ -168,6 +171,7 @@ Status WaitForAgent(SandboxVmImpl& vm, const config::Config& config, Clock::time
     return Status::Ok();
   }
   if (client.status().code() == Code::kAborted) return VmmDiedDuringBoot(vm);
+  if (client.status().code() == Code::kCancelled) return client.status();
   std::string tail = ReadLogTail(hypervisor::VmPaths(vm.state_dir()).console_log(), kConsoleTailBytes);
   Status st = client.status().WithContext(fmt::format("runtime.boot_timeout_ms {}", config.runtime.boot_timeout_ms));
   if (tail.empty()) return st;
@@ -183,7 +187,7 @@ Status BootInto(SandboxVmImpl& vm, const config::Config& config, const BootPlan&
   RETURN_IF_ERROR(LaunchVmm(vm, config, plan, spec, vm.virtiofsd()->socket_path()));
   t.vmm_start_ms = MsSince(vmm_start);
   auto guest_start = Clock::now();
-  RETURN_IF_ERROR(WaitForAgent(vm, config, start));
+  RETURN_IF_ERROR(WaitForAgent(vm, config, start, spec.cancel_fd));
   t.agent_ready_ms = MsSince(guest_start);
   t.total_ms = MsSince(start);
   return Status::Ok();

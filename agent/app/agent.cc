@@ -94,6 +94,9 @@ Status AgentProcess::Prepare() {
   if (options_.init) {
     ASSIGN_OR_RETURN(init::BootReport report, init::RunBootDuties(*loader_));
     if (options_.log_level) log::SetLevel(*options_.log_level);
+    if (!report.settings.fault.empty() && !extensions_.interceptors)
+      kLog.Warn("capsule.fault={} ignored: this agent has no fault switch (only the test build capsule-agent-faults "
+                "has one)", report.settings.fault);
     MaybeStartDebugShell(report.settings.debug_shell);
     return Status::Ok();
   }
@@ -123,7 +126,9 @@ Status AgentProcess::Serve() {
   }
   server::ServerLimits limits;
   limits.max_blocking_calls = options_.max_blocking_calls;
-  ASSIGN_OR_RETURN(server_, server::AgentServer::Start(service_.get(), options_.listen, limits));
+  server::InterceptorFactories interceptors;
+  if (extensions_.interceptors) interceptors = extensions_.interceptors();
+  ASSIGN_OR_RETURN(server_, server::AgentServer::Start(service_.get(), options_.listen, limits, std::move(interceptors)));
   ready_us_ = system::BootTimeMicros();
   std::string where;
   for (const auto& ep : options_.listen) where += (where.empty() ? "" : " ") + ep.ToString();
@@ -222,7 +227,7 @@ int AgentProcess::Run() {
   return 0;
 }
 
-int RunAgent(int argc, char** argv) {
+int RunAgent(int argc, char** argv, AgentExtensions extensions) {
   const bool is_pid1 = ::getpid() == 1;
   ParsedArgs args = ParseArgs(argc, argv, is_pid1);
   if (args.exit_code) return *args.exit_code;
@@ -239,6 +244,7 @@ int RunAgent(int argc, char** argv) {
   // the reaper it needs is running.
   agent.SetContainerOps(
       std::make_unique<containers::EngineOps>(containers::EngineOps::LinuxEngine(engine_options)));
+  agent.SetExtensions(std::move(extensions));
   return agent.Run();
 }
 

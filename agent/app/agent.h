@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,8 +23,15 @@
 
 namespace capsule::agent::app {
 
+// What a build of the agent adds to the product: the test build's fault
+// switch (agent/faults) installs gRPC interceptors. Made once serving
+// starts (the PID-1 boot duties have mounted /proc by then).
+struct AgentExtensions {
+  std::function<server::InterceptorFactories()> interceptors;
+};
+
 // Entry point for main(): parses argv and runs the agent.
-int RunAgent(int argc, char** argv);
+int RunAgent(int argc, char** argv, AgentExtensions extensions = {});
 
 class AgentProcess final : public server::AgentLifecycle {
  public:
@@ -36,6 +44,8 @@ class AgentProcess final : public server::AgentLifecycle {
   // Plugs the container engine in; call before Run. Without one the
   // container RPCs answer UNIMPLEMENTED.
   void SetContainerOps(server::ContainerOpsPtr ops) { containers_ = std::move(ops); }
+  // Call before Run.
+  void SetExtensions(AgentExtensions extensions) { extensions_ = std::move(extensions); }
 
   void RequestPowerOff(std::string_view reason) override;
   bool shutting_down() const override { return shutting_down_.load(); }
@@ -51,6 +61,7 @@ class AgentProcess final : public server::AgentLifecycle {
   void SignalReady();
 
   AgentOptions options_;
+  AgentExtensions extensions_;
   UniqueFd signal_fd_;     // SIGTERM, SIGINT, SIGHUP
   UniqueFd power_off_fd_;  // eventfd written by RequestPowerOff
   std::unique_ptr<modules::KernelModuleLoader> loader_;

@@ -70,6 +70,11 @@ const std::map<std::string, Setter, std::less<>>& Setters() {
          if (b) s.cgroups = *b;
          return b.has_value();
        }},
+      {"fault",
+       [](BootSettings& s, std::string_view v) {
+         s.fault = std::string(v);
+         return true;
+       }},
   };
   return setters;
 }

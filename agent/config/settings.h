@@ -7,6 +7,9 @@
 //   capsule.modules=a,b                       extra modules of the image to load at boot
 //   capsule.debug_shell=0|1                   spawn /bin/sh on the console (debug image)
 //   capsule.cgroups=0|1                       mount cgroup2 and enable controllers (1)
+//   capsule.fault=SPEC                        test builds only (agent/faults): make named
+//                                             RPCs hang or answer late; the production
+//                                             agent logs that it ignores it
 #pragma once
 
 #include <string>
@@ -25,6 +28,8 @@ struct BootSettings {
   std::vector<std::string> extra_modules;
   bool debug_shell = false;
   bool cgroups = true;
+  // capsule.fault as given (agent/faults parses it); "" when absent.
+  std::string fault;
   // Problems found while parsing (unknown key, bad value), reported once
   // logging is up.
   std::vector<std::string> warnings;

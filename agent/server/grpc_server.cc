@@ -21,7 +21,8 @@ const log::Logger kLog("server");
 
 Result<std::unique_ptr<AgentServer>> AgentServer::Start(grpc::Service* service,
                                                         const std::vector<Endpoint>& endpoints,
-                                                        const ServerLimits& limits) {
+                                                        const ServerLimits& limits,
+                                                        InterceptorFactories interceptors) {
   auto s = std::make_unique<AgentServer>(Token{});
   s->stop_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!s->stop_) return ErrnoStatus("eventfd for the server's stop signal");
@@ -39,6 +40,7 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(grpc::Service* service,
   builder.SetResourceQuota(quota);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, kMinPollers);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, kMaxPollers);
+  if (!interceptors.empty()) builder.experimental().SetInterceptorCreators(std::move(interceptors));
   s->server_ = builder.BuildAndStart();
   if (!s->server_) return Internal("gRPC server failed to start");
   for (auto& l : s->listeners_) {

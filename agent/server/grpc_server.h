@@ -5,6 +5,7 @@
 #pragma once
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/server_interceptor.h>
 
 #include <chrono>
 #include <memory>
@@ -18,14 +19,19 @@
 
 namespace capsule::agent::server {
 
+using InterceptorFactories = std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>;
+
 class AgentServer {
   struct Token {};  // only Start can make one, so only Start constructs
 
  public:
   // Listens on every endpoint (all or none) and starts serving `service`
   // (not owned; must outlive the server) with the thread budget `limits`.
+  // `interceptors` see every call first (the test build's fault switch,
+  // agent/faults; the production agent passes none).
   static Result<std::unique_ptr<AgentServer>> Start(grpc::Service* service, const std::vector<Endpoint>& endpoints,
-                                                    const ServerLimits& limits = {});
+                                                    const ServerLimits& limits = {},
+                                                    InterceptorFactories interceptors = {});
 
   explicit AgentServer(Token) {}
   AgentServer(const AgentServer&) = delete;

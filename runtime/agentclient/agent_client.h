@@ -18,7 +18,9 @@ namespace capsule::agentclient {
 
 namespace v1 = ::capsule::agent::v1;
 
-// Deadline of calls that do not block on the guest's processes.
+// Deadline of calls that do not block on the guest's processes (the
+// shim takes it from runtime.agent_timeout_ms). A call that runs out of it
+// fails with DEADLINE_EXCEEDED: "agent <Rpc>: deadline exceeded after N ms".
 inline constexpr std::chrono::milliseconds kDefaultCallTimeout{30000};
 
 class AgentClient {
@@ -87,11 +89,16 @@ struct ConnectOptions {
   // When >= 0: give up with ABORTED as soon as this fd is readable (e.g. the
   // VMM's exit fd, so a dead VM ends the wait at once). Not owned.
   int abort_fd = -1;
+  // When >= 0: give up with CANCELLED as soon as this fd is readable (the
+  // caller no longer wants the VM, e.g. containerd gave up on its Create).
+  // Not owned.
+  int cancel_fd = -1;
 };
 
 // Dials until the agent answers Check (SERVING) or the deadline passes
 // (DEADLINE_EXCEEDED naming the last error). Dial errors other than
-// UNAVAILABLE / DEADLINE_EXCEEDED end the wait at once.
+// UNAVAILABLE / DEADLINE_EXCEEDED end the wait at once, and so do the
+// abort fd (ABORTED) and the cancel fd (CANCELLED) between attempts.
 Result<AgentClientPtr> ConnectAgent(const Dialer& dial, const ConnectOptions& options);
 
 // A connected unix stream socket: for an agent run with --listen unix:PATH

@@ -42,6 +42,18 @@ bool Readable(int fd, milliseconds wait) {
   return r > 0;
 }
 
+// Waits up to `wait` for either fd (each may be < 0) to become readable.
+bool ReadableEither(int a, int b, milliseconds wait) {
+  if (a < 0) return Readable(b, wait);
+  if (b < 0) return Readable(a, wait);
+  pollfd p[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
+  int r;
+  do {
+    r = ::poll(p, 2, static_cast<int>(wait.count()));
+  } while (r < 0 && errno == EINTR);
+  return r > 0;
+}
+
 // "Not up yet" as opposed to "will never work".
 bool Retryable(const Status& st) {
   return st.code() == Code::kUnavailable || st.code() == Code::kDeadlineExceeded;
@@ -66,7 +78,12 @@ Result<AgentClientPtr> ConnectAgent(const Dialer& dial, const ConnectOptions& o)
   auto deadline = start + o.deadline;
   Status last = DeadlineExceeded("no attempt fitted in the deadline");
   int attempts = 0;
+  auto cancelled = [&] {
+    return Status(Code::kCancelled, fmt::format("connect to the agent: cancelled after {} attempt(s), {} ms", attempts,
+                                                std::chrono::duration_cast<milliseconds>(Clock::now() - start).count()));
+  };
   for (milliseconds left = Left(deadline); left.count() > 0; left = Left(deadline)) {
+    if (Readable(o.cancel_fd, milliseconds(0))) return cancelled();
     if (Readable(o.abort_fd, milliseconds(0))) break;
     ++attempts;
     auto client = TryOnce(dial, std::min(left, o.attempt_timeout), o);
@@ -78,8 +95,9 @@ Result<AgentClientPtr> ConnectAgent(const Dialer& dial, const ConnectOptions& o)
     last = std::move(client).status();
     if (!Retryable(last)) return last.WithContext(fmt::format("connect to the agent (attempt {})", attempts));
     kLog.Trace("agent not answering yet (attempt {}): {}", attempts, last.message());
-    if (Readable(o.abort_fd, std::min(o.retry_interval, Left(deadline)))) break;
+    if (ReadableEither(o.abort_fd, o.cancel_fd, std::min(o.retry_interval, Left(deadline)))) continue;
   }
+  if (Readable(o.cancel_fd, milliseconds(0))) return cancelled();
   if (Readable(o.abort_fd, milliseconds(0)))
     return Status(Code::kAborted, fmt::format("connect to the agent: given up after {} attempt(s) (abort requested); "
                                               "last error: {}", attempts, last.message()));

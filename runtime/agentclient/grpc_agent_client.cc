@@ -30,11 +30,15 @@ template <typename Req, typename Resp>
 using Method = grpc::Status (Stub::*)(grpc::ClientContext*, const Req&, Resp*);
 
 // gRPC codes are the numbers capsule::Code uses (both are google.rpc.Code).
-Status FromGrpc(std::string_view rpc, const grpc::Status& s, std::optional<milliseconds> timeout) {
+// A call that ran out its own deadline says so in the words users grep for
+// ("agent CreateContainer: deadline exceeded after 30000 ms"); a
+// DEADLINE_EXCEEDED the agent itself returned keeps the agent's message.
+Status FromGrpc(std::string_view rpc, const grpc::Status& s, std::optional<milliseconds> timeout, bool deadline_passed) {
   int raw = static_cast<int>(s.error_code());
   Code code = raw >= 0 && raw <= static_cast<int>(Code::kUnauthenticated) ? static_cast<Code>(raw) : Code::kUnknown;
+  if (code == Code::kDeadlineExceeded && timeout && deadline_passed)
+    return DeadlineExceeded(fmt::format("agent {}: deadline exceeded after {} ms", rpc, timeout->count()));
   std::string msg = s.error_message().empty() ? std::string(CodeName(code)) : s.error_message();
-  if (code == Code::kDeadlineExceeded && timeout) msg += fmt::format(" (timeout {} ms)", timeout->count());
   return Status(code, fmt::format("agent {}: {}", rpc, msg));
 }
 
@@ -161,6 +165,7 @@ template <typename Req, typename Resp>
 Result<Resp> GrpcAgentClient::Call(std::string_view rpc, Method<Req, Resp> method, const Req& req,
                                    std::optional<milliseconds> timeout) {
   grpc::ClientContext ctx;
+  const auto deadline = std::chrono::steady_clock::now() + timeout.value_or(milliseconds(0));
   if (timeout) ctx.set_deadline(std::chrono::system_clock::now() + *timeout);
   std::shared_ptr<Stub> stub;
   {
@@ -179,7 +184,7 @@ Result<Resp> GrpcAgentClient::Call(std::string_view rpc, Method<Req, Resp> metho
     in_flight_.erase(&ctx);
     if (in_flight_.empty()) idle_.notify_all();
   }
-  if (!st.ok()) return FromGrpc(rpc, st, timeout);
+  if (!st.ok()) return FromGrpc(rpc, st, timeout, timeout && std::chrono::steady_clock::now() >= deadline);
   return resp;
 }
 

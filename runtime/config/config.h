@@ -89,6 +89,11 @@ struct RuntimeConfig {
   log::Level log_level = log::Level::kInfo;
   // Deadline for a booting guest's agent to answer Check.
   uint32_t boot_timeout_ms = 60000;
+  // Deadline of every agent call that does not wait on the guest's
+  // processes (all but the long polls: WaitProcess, stdio reads and writes,
+  // OOM events). An agent that misses it is taken as hung: the call fails
+  // naming the RPC and the pod, and the pod's VM is stopped.
+  uint32_t agent_timeout_ms = 30000;
 };
 
 struct Config {

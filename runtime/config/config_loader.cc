@@ -166,6 +166,7 @@ class Loader {
                                                {"error", log::Level::kError}}, &r.log_level);
               }},
              {"boot_timeout_ms", [&](auto& n, auto& k) { return Uint(n, k, 100, 3600000, &r.boot_timeout_ms); }},
+             {"agent_timeout_ms", [&](auto& n, auto& k) { return Uint(n, k, 500, 3600000, &r.agent_timeout_ms); }},
          })},
     };
     RETURN_IF_ERROR(Section(root, "", top));
@@ -278,6 +279,7 @@ std::string ToYaml(const Config& c) {
       << YAML::Key << "state_dir" << YAML::Value << c.runtime.state_dir
       << YAML::Key << "log_level" << YAML::Value << std::string(log::LevelName(c.runtime.log_level))
       << YAML::Key << "boot_timeout_ms" << YAML::Value << c.runtime.boot_timeout_ms
+      << YAML::Key << "agent_timeout_ms" << YAML::Value << c.runtime.agent_timeout_ms
       << YAML::EndMap;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

@@ -39,7 +39,7 @@ void AdoptHostEnds(SandboxVmImpl& vm) {
   }
 }
 
-Status ConnectAdopted(SandboxVmImpl& vm) {
+Status ConnectAdopted(SandboxVmImpl& vm, milliseconds agent_timeout) {
   hypervisor::Vm& vmm = vm.vmm();
   if (vmm.state() != hypervisor::VmState::kRunning)
     return FailedPrecondition(fmt::format("VM {} is {}, not running", vm.id(), hypervisor::VmStateName(vmm.state())));
@@ -47,6 +47,7 @@ Status ConnectAdopted(SandboxVmImpl& vm) {
   if (v == nullptr) return Unavailable(fmt::format("VM {}: its vsock host end is gone", vm.id()));
   agentclient::ConnectOptions o;
   o.deadline = kAdoptConnectTimeout;
+  o.default_call_timeout = agent_timeout;
   o.abort_fd = vmm.exit_fd();
   auto client = agentclient::ConnectAgent([v](milliseconds t) { return v->Dial(guest_abi::kAgentVsockPort, t); }, o);
   if (!client.ok()) return client.status();
@@ -65,7 +66,7 @@ Result<std::unique_ptr<SandboxVm>> SandboxVm::Adopt(const config::Config& config
   auto vm = std::make_unique<SandboxVmImpl>((*vmm)->id(), state_dir);
   vm->SetVmm(std::move(*vmm));
   AdoptHostEnds(*vm);
-  Status agent = ConnectAdopted(*vm);
+  Status agent = ConnectAdopted(*vm, milliseconds(config.runtime.agent_timeout_ms));
   if (agent.ok()) {
     kLog.Info("adopted VM {} (QEMU pid {}); the agent answers", vm->id(), vm->vmm_pid());
   } else {

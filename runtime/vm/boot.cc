@@ -9,7 +9,8 @@
 //      returns once QMP answers and the guest runs), VmVsock::OnQemuStarted
 //   5. ConnectAgent over VmVsock::Dial(guest_abi::kAgentVsockPort) until
 //      runtime.boot_timeout_ms from the start, aborted at once when the VMM's
-//      exit fd fires
+//      exit fd fires or the spec's cancel fd does; the client's calls get
+//      runtime.agent_timeout_ms
 // Any failure stops what was started, in reverse order (SandboxVmImpl::Stop).
 #include <fmt/format.h>
 
@@ -49,7 +50,7 @@ Status BootInto(SandboxVmImpl& vm, const config::Config& config, const BootPlan&
   RETURN_IF_ERROR(LaunchVmm(vm, config, plan, spec));
   t.vmm_start_ms = MsSince(vmm_start);
   auto guest_start = BootClock::now();
-  RETURN_IF_ERROR(WaitForAgent(vm, config, start));
+  RETURN_IF_ERROR(WaitForAgent(vm, config, start, spec.cancel_fd));
   t.agent_ready_ms = MsSince(guest_start);
   t.total_ms = MsSince(start);
   return Status::Ok();

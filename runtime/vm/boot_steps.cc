@@ -133,11 +133,13 @@ Status PrepareHostEnds(SandboxVmImpl& vm, const config::Config& config, uint64_t
   return Status::Ok();
 }
 
-Status WaitForAgent(SandboxVmImpl& vm, const config::Config& config, BootClock::time_point boot_start) {
+Status WaitForAgent(SandboxVmImpl& vm, const config::Config& config, BootClock::time_point boot_start, int cancel_fd) {
   agentclient::ConnectOptions o;
   auto budget = milliseconds(config.runtime.boot_timeout_ms);
   o.deadline = std::max(milliseconds(1), budget - std::chrono::duration_cast<milliseconds>(BootClock::now() - boot_start));
   o.abort_fd = vm.vmm().exit_fd();
+  o.cancel_fd = cancel_fd;
+  o.default_call_timeout = milliseconds(config.runtime.agent_timeout_ms);
   vsock::VmVsock* v = vm.vsock();
   agentclient::Dialer dial = [v](milliseconds t) { return v->Dial(guest_abi::kAgentVsockPort, t); };
   kLog.Info("VM {}: waiting up to {} ms for the agent on vsock port {}", vm.id(), o.deadline.count(),
@@ -148,6 +150,7 @@ Status WaitForAgent(SandboxVmImpl& vm, const config::Config& config, BootClock::
     return Status::Ok();
   }
   if (client.status().code() == Code::kAborted) return VmmDiedDuringBoot(vm);
+  if (client.status().code() == Code::kCancelled) return client.status();
   std::string tail = ReadLogTail(hypervisor::VmPaths(vm.state_dir()).console_log(), kConsoleTailBytes);
   Status st = client.status().WithContext(fmt::format("runtime.boot_timeout_ms {}", config.runtime.boot_timeout_ms));
   if (tail.empty()) return st;

@@ -44,7 +44,9 @@ hypervisor::Device VsockDeviceFor(vsock::VmVsock& v);
 hypervisor::Device FsDeviceFor(SandboxVmImpl& vm);
 
 // ConnectAgent until runtime.boot_timeout_ms counted from `start`, aborted
-// at once (with the VMM's last words) when the VMM exits.
-Status WaitForAgent(SandboxVmImpl& vm, const config::Config& config, BootClock::time_point start);
+// at once (with the VMM's last words) when the VMM exits, and CANCELLED when
+// `cancel_fd` (if >= 0) turns readable. The client's calls then get
+// runtime.agent_timeout_ms.
+Status WaitForAgent(SandboxVmImpl& vm, const config::Config& config, BootClock::time_point start, int cancel_fd);
 
 }  // namespace capsule::vm

@@ -89,7 +89,7 @@ Status LoadAndPlug(SandboxVmImpl& vm, const VmTemplate& tpl, BootTimings& t) {
 }
 
 Status RestoreInto(SandboxVmImpl& vm, const config::Config& config, const BootPlan& plan, const VmTemplate& tpl,
-                   BootClock::time_point start) {
+                   int cancel_fd, BootClock::time_point start) {
   BootTimings& t = vm.mutable_timings();
   t.restored = true;
   RETURN_IF_ERROR(PrepareHostEnds(vm, config, CloneCid(config)));
@@ -97,7 +97,7 @@ Status RestoreInto(SandboxVmImpl& vm, const config::Config& config, const BootPl
   RETURN_IF_ERROR(LaunchClone(vm, config, plan, tpl, t));
   RETURN_IF_ERROR(LoadAndPlug(vm, tpl, t));
   auto guest = BootClock::now();
-  RETURN_IF_ERROR(WaitForAgent(vm, config, start));
+  RETURN_IF_ERROR(WaitForAgent(vm, config, start, cancel_fd));
   t.agent_ready_ms = MsSince(guest);
   t.total_ms = MsSince(start);
   return Status::Ok();
@@ -116,7 +116,7 @@ Result<std::unique_ptr<SandboxVm>> SandboxVm::Restore(const config::Config& conf
                                           tpl.vcpus, tpl.memory_mib, plan->vcpus, plan->memory_mib));
   RETURN_IF_ERROR_CTX(CreateVmDir(plan->state_dir), what);
   auto vm = std::make_unique<SandboxVmImpl>(plan->id, plan->state_dir);
-  Status st = RestoreInto(*vm, config, *plan, tpl, start);
+  Status st = RestoreInto(*vm, config, *plan, tpl, spec.cancel_fd, start);
   if (!st.ok()) {
     kLog.Warn("{} failed; tearing down what was started", what);
     Status cleanup = vm->Stop(milliseconds(0));

@@ -31,6 +31,10 @@ struct SandboxVmSpec {
   uint32_t vcpus = 0;        // 0: config guest.default_vcpus
   uint32_t memory_mib = 0;   // 0: config guest.default_memory_mib
   std::string extra_kernel_params;
+  // When >= 0: readable once the caller gave up on this VM (containerd
+  // forgot the pod); the wait for the guest's agent then ends at once with
+  // CANCELLED and the boot is undone. Not owned.
+  int cancel_fd = -1;
 };
 
 // The NIC plugged at boot (config guest.boot_nic) for the pod's first

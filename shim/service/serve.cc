@@ -46,6 +46,10 @@ std::string WaitForShutdown(launcher::ShutdownSignal& shutdown, const task::Task
   while (!shutdown.WaitFor(kIdleCheck)) {
     const auto idle = tasks.IdleFor();
     if (!idle) continue;
+    if (idle->shutdown_requested) {
+      shutdown.Request("containerd's Shutdown came while a creation it gave up on was undone; it is undone now");
+      continue;
+    }
     const std::chrono::seconds limit = idle->had_task ? kIdleExitAfterLastTask : kIdleExitWithoutTask;
     if (idle->duration >= limit) {
       shutdown.Request(fmt::format("no task {} for {} s and no Shutdown from containerd",

@@ -19,9 +19,11 @@ Result<ProcessPtr> TaskService::Find(const std::string& id, const std::string& e
   return c->Find(exec_id);
 }
 
-Result<v2::CreateTaskResponse> TaskService::Create(const v2::CreateTaskRequest& req) {
+Result<v2::CreateTaskResponse> TaskService::Create(const v2::CreateTaskRequest& req, std::optional<Deadline> deadline) {
   if (!req.checkpoint().empty()) return Unimplemented("create " + req.id() + " from a checkpoint: not supported");
-  ASSIGN_OR_RETURN(task::ContainerPtr c, tasks_->Create(ToCreateParams(req)));
+  task::CreateParams params = ToCreateParams(req);
+  params.deadline = deadline;  // containerd gives up then (ttrpc has no cancel message)
+  ASSIGN_OR_RETURN(task::ContainerPtr c, tasks_->Create(params));
   cev::TaskCreate ev;
   ev.set_container_id(req.id());
   ev.set_bundle(req.bundle());
@@ -80,6 +82,10 @@ Result<Empty> TaskService::Kill(const v2::KillRequest& req) {
 }
 
 Result<v2::DeleteResponse> TaskService::Delete(const v2::DeleteRequest& req) {
+  // Only after containerd gave up on the task's Create: undo it; then NOT_FOUND.
+  if (req.exec_id().empty())
+    tasks_->CancelCreation(req.id(), Cancelled("create task " + req.id() +
+                                               ": containerd deleted the task while it was being created"));
   ASSIGN_OR_RETURN(ProcessPtr p, Find(req.id(), req.exec_id()));
   ASSIGN_OR_RETURN(task::ExitInfo exit, tasks_->Delete(req.id(), req.exec_id()));
   v2::DeleteResponse resp;
@@ -179,7 +185,7 @@ Result<v2::ConnectResponse> TaskService::Connect(const v2::ConnectRequest& req) 
 
 Result<Empty> TaskService::Shutdown(const v2::ShutdownRequest&) {
   // containerd calls this after every Delete; one shim serves a whole pod.
-  if (!tasks_->Empty()) return Empty();
+  if (!tasks_->AcceptShutdown()) return Empty();
   request_shutdown_("containerd's Shutdown found no task left");
   return Empty();
 }
@@ -189,7 +195,9 @@ void TaskService::Register(ttrpc::Server& server) {
   server.RegisterMethod<Req, Resp>(kTaskService, #Name,                                               \
                                    [this](const ttrpc::CallContext&, const Req& r) { return Name(r); })
   CAPSULE_TASK_METHOD(State, v2::StateRequest, v2::StateResponse);
-  CAPSULE_TASK_METHOD(Create, v2::CreateTaskRequest, v2::CreateTaskResponse);
+  server.RegisterMethod<v2::CreateTaskRequest, v2::CreateTaskResponse>(
+      kTaskService, "Create",
+      [this](const ttrpc::CallContext& ctx, const v2::CreateTaskRequest& r) { return Create(r, ctx.deadline); });
   CAPSULE_TASK_METHOD(Start, v2::StartRequest, v2::StartResponse);
   CAPSULE_TASK_METHOD(Delete, v2::DeleteRequest, v2::DeleteResponse);
   CAPSULE_TASK_METHOD(Pids, v2::PidsRequest, v2::PidsResponse);

@@ -5,7 +5,9 @@
 // containerd protos and the shim's types are in proto_convert.h.
 #pragma once
 
+#include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "containerd/task/v2/shim.pb.h"
@@ -30,7 +32,9 @@ class TaskService {
   // Registers every method of the Task service.
   void Register(ttrpc::Server& server);
 
-  Result<v2::CreateTaskResponse> Create(const v2::CreateTaskRequest& req);
+  using Deadline = std::chrono::steady_clock::time_point;
+  // `deadline`: the request's (ttrpc timeout_nano), when containerd gives up.
+  Result<v2::CreateTaskResponse> Create(const v2::CreateTaskRequest& req, std::optional<Deadline> deadline = std::nullopt);
   Result<v2::StartResponse> Start(const v2::StartRequest& req);
   Result<v2::StateResponse> State(const v2::StateRequest& req);
   Result<v2::WaitResponse> Wait(const v2::WaitRequest& req);

@@ -5,7 +5,9 @@ namespace capsule::shim::task {
 
 Status FromAgent(const Status& st, std::string_view what) {
   if (st.ok()) return st;
-  const std::string msg = std::string(what) + ": agent: " + st.message();
+  // The real client's messages start with "agent <Rpc>"; a fake's may not.
+  const bool named = st.message().rfind("agent ", 0) == 0;
+  const std::string msg = std::string(what) + (named ? ": " : ": agent: ") + st.message();
   switch (st.code()) {
     // Meaningful to containerd as they are.
     case Code::kNotFound:

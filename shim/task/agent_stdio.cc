@@ -20,7 +20,7 @@ Result<io::ReadChunk> AgentStdio::Read(io::OutputStream stream, size_t max_bytes
   req.set_exec_id(exec_id_);
   req.set_len(static_cast<uint32_t>(max_bytes));
   const bool out = stream == io::OutputStream::kStdout;
-  auto resp = agent_->Call<Result<v1::ReadStreamResponse>>([&](AgentClient& a) {
+  auto resp = agent_->LongPoll<Result<v1::ReadStreamResponse>>([&](AgentClient& a) {
     return out ? a.ReadStdout(req) : a.ReadStderr(req);
   });
   if (!resp.ok()) return FromAgent(resp.status(), (out ? "read stdout of " : "read stderr of ") + Name());
@@ -44,7 +44,7 @@ Status AgentStdio::Write(std::string_view data) {
     req.set_container_id(container_id_);
     req.set_exec_id(exec_id_);
     req.set_data(std::string(data));
-    auto resp = agent_->Call<Result<v1::WriteStreamResponse>>([&](AgentClient& a) { return a.WriteStdin(req); });
+    auto resp = agent_->LongPoll<Result<v1::WriteStreamResponse>>([&](AgentClient& a) { return a.WriteStdin(req); });
     if (!resp.ok()) return FromAgent(resp.status(), "write stdin of " + Name());
     if (resp->len() == 0 || resp->len() > data.size())
       return Internal("write stdin of " + Name() + ": the agent took " + std::to_string(resp->len()) + " of " +

@@ -233,40 +233,57 @@ Status Container::Update(const std::string& resources_json) {
 }
 
 Status Container::Pause() {
-  std::lock_guard lock(mu_);
-  const ProcessState s = init_->Snapshot().state;
-  if (deleted_ || s != ProcessState::kRunning || paused_)
-    return FailedPrecondition(fmt::format("cannot pause container {} in state {}", p_.id,
-                                          paused_ ? "paused" : deleted_ ? "deleted" : ProcessStateName(s)));
+  {
+    std::lock_guard lock(mu_);
+    const ProcessState s = init_->Snapshot().state;
+    if (deleted_ || s != ProcessState::kRunning || paused_ || pause_change_)
+      return FailedPrecondition(fmt::format("cannot pause container {} in state {}", p_.id,
+                                            pause_change_ ? "pausing or resuming"
+                                            : paused_     ? "paused"
+                                            : deleted_    ? "deleted"
+                                                          : ProcessStateName(s)));
+    pause_change_ = true;  // the agent or QMP call runs without the lock (State answers meanwhile)
+  }
+  Status st;
   if (p_.sandbox_container) {
-    RETURN_IF_ERROR(sandbox_->PauseVm());
+    st = sandbox_->PauseVm();
   } else {
     v1::PauseContainerRequest req;
     req.set_container_id(p_.id);
-    RETURN_IF_ERROR(FromAgent(sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.PauseContainer(req); }),
-                              "pause " + p_.id));
+    st = FromAgent(sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.PauseContainer(req); }),
+                   "pause " + p_.id);
   }
-  paused_ = true;
-  return Status::Ok();
+  std::lock_guard lock(mu_);
+  pause_change_ = false;
+  if (st.ok()) paused_ = true;
+  return st;
 }
 
 Status Container::Resume() {
-  std::lock_guard lock(mu_);
-  if (!paused_) {
-    const ProcessState s = init_->Snapshot().state;
-    return FailedPrecondition(fmt::format("cannot resume container {} in state {}", p_.id,
-                                          deleted_ ? "deleted" : ProcessStateName(s)));
+  {
+    std::lock_guard lock(mu_);
+    if (!paused_ || pause_change_) {
+      const ProcessState s = init_->Snapshot().state;
+      return FailedPrecondition(fmt::format("cannot resume container {} in state {}", p_.id,
+                                            pause_change_ ? "pausing or resuming"
+                                            : deleted_    ? "deleted"
+                                                          : ProcessStateName(s)));
+    }
+    pause_change_ = true;
   }
+  Status st;
   if (p_.sandbox_container) {
-    RETURN_IF_ERROR(sandbox_->ResumeVm());
+    st = sandbox_->ResumeVm();
   } else {
     v1::ResumeContainerRequest req;
     req.set_container_id(p_.id);
-    RETURN_IF_ERROR(FromAgent(
-        sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.ResumeContainer(req); }), "resume " + p_.id));
+    st = FromAgent(sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.ResumeContainer(req); }),
+                   "resume " + p_.id);
   }
-  paused_ = false;
-  return Status::Ok();
+  std::lock_guard lock(mu_);
+  pause_change_ = false;
+  if (st.ok()) paused_ = false;
+  return st;
 }
 
 bool Container::paused() const {

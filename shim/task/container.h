@@ -68,6 +68,8 @@ class Container {
   Result<agentclient::v1::ListProcessesResponse> Pids();
   Result<agentclient::v1::StatsContainerResponse> Stats();
   Status Update(const std::string& resources_json);
+  // The agent (or QMP) call runs without the lock, so State, Find and
+  // Delete answer meanwhile; a second Pause or Resume then fails.
   Status Pause();
   Status Resume();
   bool paused() const;
@@ -90,6 +92,7 @@ class Container {
   mutable std::mutex mu_;
   std::map<std::string, ProcessPtr> execs_;  // guarded by mu_
   bool paused_ = false;                      // guarded by mu_
+  bool pause_change_ = false;                // guarded by mu_: a Pause or Resume is in flight
   bool deleted_ = false;                     // guarded by mu_
 };
 using ContainerPtr = std::shared_ptr<Container>;

@@ -38,10 +38,16 @@ std::string Process::Name() const {
 }
 
 Status Process::AttachStdio() {
-  std::lock_guard lock(mu_);
-  if (stdio_attached_ || !copier_) return Status::Ok();
-  stdio_attached_ = true;
-  return copier_->Start(std::make_shared<AgentStdio>(p_.agent, p_.container_id, p_.exec_id));
+  std::shared_ptr<io::StdioCopier> copier;
+  {
+    std::lock_guard lock(mu_);
+    if (stdio_attached_ || !copier_) return Status::Ok();
+    stdio_attached_ = true;
+    copier = copier_;
+  }
+  // Not under the lock: a process without stdin has it closed in the agent
+  // here (CloseStdin), and State, Kill and Wait must not wait for that.
+  return copier->Start(std::make_shared<AgentStdio>(p_.agent, p_.container_id, p_.exec_id));
 }
 
 Result<uint32_t> Process::StartInAgent() {
@@ -63,27 +69,47 @@ Result<uint32_t> Process::StartInAgent() {
 
 Result<uint32_t> Process::Start() {
   std::unique_lock lock(mu_);
+  if (starting_) return FailedPrecondition("start " + Name() + ": a start is already in progress");
   RETURN_IF_ERROR(CheckTransition(state_, ProcessState::kRunning, "start " + Name()));
+  // The agent's answer may take long (a slow guest, up to the agent's
+  // deadline): State, Kill, Wait and Delete answer meanwhile, so the lock
+  // is not held across the call. `starting_` keeps a second Start and a
+  // Delete out; the process stays created until the answer.
+  starting_ = true;
+  lock.unlock();
   auto pid = StartInAgent();
+  lock.lock();
+  starting_ = false;
   if (!pid.ok()) {
     const uint32_t status = pid.status().code() == Code::kNotFound ? kNotFoundExitStatus : kCannotRunExitStatus;
     kLog.Warn("{} could not start ({}); it is stopped with status {}", Name(), pid.status().message(), status);
     RecordExitLocked(ExitInfo{status, NowUnixNanos(), false});
+    cv_.notify_all();
     return std::move(pid).status();
   }
+  started_in_agent_ = true;  // an exec then needs RemoveProcess whatever happens next
   guest_pid_ = *pid;
-  started_in_agent_ = true;
+  if (state_ != ProcessState::kCreated) {
+    // Stopped meanwhile (its VM died, its container was deleted, the shim
+    // is stopping): it stays stopped with the exit already reported.
+    cv_.notify_all();
+    return FailedPrecondition(fmt::format("start {}: it was {} while the agent started it", Name(),
+                                          ProcessStateName(state_)));
+  }
   state_ = ProcessState::kRunning;
+  cv_.notify_all();
   lock.unlock();
   if (!is_init()) RETURN_IF_ERROR_CTX(AttachStdio(), "stdio of " + Name());
-  kLog.Info("{} started (guest pid {})", Name(), guest_pid_);
+  kLog.Info("{} started (guest pid {})", Name(), *pid);
   return p_.host_pid;
 }
 
 void Process::WatchExit() {
   std::lock_guard lock(mu_);
-  // A created init is watched too once it was signalled (killed before start).
-  if (state_ == ProcessState::kStopped || state_ == ProcessState::kDeleted || watcher_.joinable()) return;
+  // A created init is watched too once it was signalled (killed before
+  // start); while its start is in flight, Start's caller watches it.
+  if (state_ == ProcessState::kStopped || state_ == ProcessState::kDeleted || watcher_.joinable() || starting_)
+    return;
   watcher_ = std::thread([this] {
     ExitInfo exit = AwaitExit();
     DrainOutput();
@@ -96,7 +122,7 @@ ExitInfo Process::AwaitExit() {
   req.set_container_id(p_.container_id);
   req.set_exec_id(p_.exec_id);
   for (int attempt = 1;; ++attempt) {
-    auto r = p_.agent->Call<Result<v1::WaitProcessResponse>>([&](AgentClient& a) { return a.WaitProcess(req); });
+    auto r = p_.agent->LongPoll<Result<v1::WaitProcessResponse>>([&](AgentClient& a) { return a.WaitProcess(req); });
     if (r.ok()) {
       ExitInfo e{static_cast<uint32_t>(r->status()), r->exited_at_unix_nanos(), r->oom_killed()};
       if (e.exited_at_ns == 0) e.exited_at_ns = NowUnixNanos();
@@ -142,11 +168,16 @@ void Process::RecordExitLocked(const ExitInfo& exit) {
   kLog.Info("{} exited with status {}", Name(), exit.status);
   // Queues /tasks/exit before anyone can Delete. An exec that never ran
   // had no start event, so it gets no exit event either.
-  if (p_.on_exit && (was_running || is_init())) p_.on_exit(*this, exit);
+  if (p_.on_exit && !drop_events_ && (was_running || is_init())) p_.on_exit(*this, exit);
   cv_.notify_all();
 }
 
 void Process::Abandon(uint32_t status) { RecordExit(ExitInfo{status, NowUnixNanos(), false}); }
+
+void Process::DropEvents() {
+  std::lock_guard lock(mu_);
+  drop_events_ = true;
+}
 
 Status Process::Kill(uint32_t signal, bool all) {
   {
@@ -175,6 +206,7 @@ ExitInfo Process::Wait() {
 
 Result<ExitInfo> Process::Delete() {
   std::unique_lock lock(mu_);
+  if (starting_) return FailedPrecondition("delete " + Name() + ": its start is in progress (kill it, then wait)");
   RETURN_IF_ERROR(CheckTransition(state_, ProcessState::kDeleted, "delete " + Name()));
   const bool started = started_in_agent_;
   ExitInfo exit = exit_.value_or(ExitInfo{0, NowUnixNanos(), false});

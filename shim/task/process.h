@@ -76,7 +76,9 @@ class Process {
   // returns and a Kill answers NOT_FOUND at once: containerd's
   // WithProcessKill, which CRI runs after a failed start, waits for that.
   // An init's failed start publishes its exit; an exec's does not (it never
-  // had a start event), as runc's shim.
+  // had a start event), as runc's shim. The lock is not held while the
+  // agent answers: State, Kill and Wait answer meanwhile (the process is
+  // still created), a second Start and a Delete fail FAILED_PRECONDITION.
   Result<uint32_t> Start();
   // Starts the exit watcher; call after the start event was queued, so
   // /tasks/exit always follows /tasks/start. Idempotent.
@@ -93,6 +95,9 @@ class Process {
   // without asking the agent, so every Wait on it returns. No-op once
   // stopped. A never-started exec publishes no exit.
   void Abandon(uint32_t status);
+  // From now on its exit publishes nothing: a process of a creation that
+  // was undone, whose task containerd never had.
+  void DropEvents();
   Status ResizePty(uint32_t width, uint32_t height);
   void CloseStdin();
   ProcessSnapshot Snapshot() const;
@@ -115,6 +120,8 @@ class Process {
   std::optional<ExitInfo> exit_;                 // guarded by mu_
   bool stdio_attached_ = false;                  // guarded by mu_
   bool started_in_agent_ = false;                // guarded by mu_
+  bool starting_ = false;  // guarded by mu_: Start is waiting for the agent
+  bool drop_events_ = false;  // guarded by mu_
   // Set at Create; dropped once drained, which closes the host ends.
   std::shared_ptr<io::StdioCopier> copier_;      // guarded by mu_
 };

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <future>
+#include <optional>
 
 #include "runtime/common/logging.h"
 #include "runtime/common/rate_limiter.h"
@@ -42,14 +43,23 @@ std::string VmIdFor(std::string_view ns, std::string_view sandbox_id) {
   return fmt::format("{}-{:02x}{:02x}{:02x}{:02x}", prefix, digest[0], digest[1], digest[2], digest[3]);
 }
 
+namespace {
+
+std::string PodLabel(const SandboxParams& p) {
+  return p.claimant.pod.empty() ? "pod " + p.id : fmt::format("pod {} ({})", p.claimant.pod, p.id);
+}
+
+}  // namespace
+
 Sandbox::Sandbox(SandboxParams params, vm::SandboxVmPtr vm)
-    : p_(std::move(params)), vm_(std::move(vm)), vm_id_(vm_->id()) {}
+    : p_(std::move(params)), label_(PodLabel(p_)), vm_(std::move(vm)), vm_id_(vm_->id()) {}
 
 Result<vm::SandboxVmPtr> Sandbox::ObtainVm(const SandboxParams& p, VmProvider& provider, bool* claimed) {
   vm::SandboxVmSpec spec;
   spec.id = p.vm_id;
   spec.vcpus = p.size.vcpus;
   spec.memory_mib = p.size.memory_mib;
+  spec.cancel_fd = p.cancel ? p.cancel->fd() : -1;
   auto record = [&](const std::string& id, const std::string& dir) { return p.record ? p.record(id, dir) : Status::Ok(); };
   std::string miss = "the pool is not used for this sandbox";
   if (p.use_pool) {
@@ -70,7 +80,10 @@ Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxParams params, VmProvide
   auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
   auto t = Clock::now();
   bool claimed = false;
+  const CancelTokenPtr cancel = params.cancel;
+  if (cancel && cancel->cancelled()) return cancel->reason();
   ASSIGN_OR_RETURN(vm::SandboxVmPtr vm, ObtainVm(params, provider, &claimed));
+  if (cancel && cancel->cancelled()) return cancel->reason();  // the VM goes with `vm`
   std::shared_ptr<Sandbox> s(new Sandbox(std::move(params), std::move(vm)));
   s->timings_.claimed = claimed;
   s->timings_.vm_ms = ms_since(t);
@@ -86,14 +99,26 @@ Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxParams params, VmProvide
   }
   auto client = s->vm_->agent();
   if (!client.ok()) return std::move(client).status().WithContext("VM " + s->vm_id_);
-  s->agent_ = std::make_shared<AgentHandle>(*client, s->vm_id_);
+  s->agent_ = std::make_shared<AgentHandle>(*client, s->vm_id_, s->label_, s->p_.agent_timeout);
+  // A raw pointer is safe: the hook runs inside a call on the handle, and
+  // Stop() (at the latest from ~Sandbox) revokes the handle, which waits
+  // for every call in flight and fails every later one before the hook.
+  s->agent_->OnUnanswered([raw = s.get()](const Status& why) { raw->FailInBackground(why); });
   s->watch_->agent = s->agent_;
   s->watch_->vm_id = s->vm_id_;
   s->vm_->OnExit([watch = s->watch_](const hypervisor::VmExit& exit) {
     watch->gone.store(true);
-    if (!watch->stopping.load()) kLog.Error("the VM died: {}", exit.Describe(watch->vm_id));
+    if (watch->failed.load()) {
+      kLog.Warn("VM {} stopped after its agent stopped answering", watch->vm_id);
+    } else if (!watch->stopping.load()) {
+      kLog.Error("the VM died: {}", exit.Describe(watch->vm_id));
+    }
     watch->agent->Revoke();  // every blocked call (waits, reads) ends now
   });
+  // Containerd giving up on the pod cuts the set-up calls below: they fail,
+  // and ~Sandbox stops the VM.
+  std::optional<CancelToken::Registration> on_cancel;
+  if (cancel) on_cancel.emplace(cancel->OnCancel([agent = s->agent_] { agent->Revoke(); }));
   // The network runs beside freshness-then-CreateSandbox (the guest is made
   // fresh before the pod exists in it); all have finished (or failed) before
   // Create returns, so no container runs on a stale clock or RNG. Under TCG
@@ -115,10 +140,12 @@ Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxParams params, VmProvide
   s->timings_.create_ms = ms_since(start);
   Status attached = network.get();
   s->timings_.setup_ms = ms_since(t);
+  if (cancel && cancel->cancelled()) return cancel->reason();  // ~Sandbox stops the VM
   for (Status* st : {&fresh, &created, &attached}) {
     if (!st->ok()) return std::move(*st);  // ~Sandbox stops the VM
   }
   s->oom_thread_ = std::thread([s = s.get()] { s->OomLoop(); });
+  s->ready_.store(true);
   const SandboxStartTimings& st = s->timings_;
   const char* nics = !s->network_ || s->network_->nic_count() == 0 ? "no NIC"
                      : s->network_->used_boot_nic()                 ? "boot NIC"
@@ -198,7 +225,7 @@ void Sandbox::OomLoop() {
   RateLimiter events(kMaxOomEventsPerSecond, std::chrono::seconds(1));
   RateLimiter warnings(1, std::chrono::seconds(10));
   while (!watch_->stopping.load()) {
-    auto ev = agent_->Call<Result<v1::OOMEvent>>([](AgentClient& a) { return a.GetOOMEvent(kOomPollTimeout); });
+    auto ev = agent_->LongPoll<Result<v1::OOMEvent>>([](AgentClient& a) { return a.GetOOMEvent(kOomPollTimeout); });
     if (ev.ok()) {
       const std::string& cid = ev->container_id();
       if (!HostsContainer(cid)) {
@@ -261,11 +288,32 @@ Status Sandbox::Stop() {
   // stop then finds its agent closed and stops the VMM directly.
   if (agent_) agent_->Revoke();
   if (oom_thread_.joinable()) oom_thread_.join();
-  Status st = vm_->Stop(kVmStopGrace);
+  {
+    // No hook fires once the handle is revoked, so no thread starts after this.
+    std::lock_guard fail_lock(fail_mu_);
+    if (fail_thread_.joinable()) fail_thread_.join();
+  }
+  const bool graceful = ready_.load() && !watch_->failed.load();
+  Status st = vm_->Stop(graceful ? kVmStopGrace : std::chrono::milliseconds(0));
   if (!st.ok()) kLog.Error("stop VM {}: {}", vm_id_, st.ToString());
   network_.reset();  // the taps go once the VMM no longer holds them
   cgroup_.reset();   // empty now
   return st;
+}
+
+void Sandbox::FailInBackground(const Status& why) {
+  std::lock_guard lock(fail_mu_);
+  if (fail_thread_.joinable() || watch_->stopping.load()) return;
+  watch_->failed.store(true);
+  kLog.Error("sandbox {}: {}; stopping VM {} (VMM pid {})", p_.id, why.message(), vm_id_, vmm_pid_);
+  fail_thread_ = std::thread([this] {
+    agent_->Revoke();  // the pod's other calls in flight end now, not at their deadlines
+    // The VMM only: the share, virtiofsd and the vsock host end stay until
+    // containerd deletes the pod's tasks (Stop), as after a crash.
+    if (Status st = vm_->vmm().Stop(std::chrono::milliseconds(0)); !st.ok())
+      kLog.Error("sandbox {}: stop the VMM of VM {}: {}", p_.id, vm_id_, st.ToString());
+    watch_->gone.store(true);
+  });
 }
 
 Sandbox::~Sandbox() { (void)Stop(); }

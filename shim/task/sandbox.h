@@ -8,6 +8,13 @@
 //
 // Threads: the OOM watcher long-polls GetOOMEvent; the VM's exit callback
 // (SandboxVm's thread) revokes the agent handle so every blocked call ends.
+//
+// An agent that does not answer a bounded call within runtime.agent_timeout_ms
+// is taken as hung (AgentHandle::Call): a thread of the Sandbox revokes the
+// agent and stops the VMM, which from there on is a VM that died: every
+// process of the pod is reported killed (137), containerd's Delete removes
+// the rest. A half-alive pod (the guest may have done what it did not
+// answer) is never left running.
 #pragma once
 
 #include <sys/types.h>
@@ -23,6 +30,7 @@
 
 #include "runtime/vm/sandbox_vm.h"
 #include "shim/task/agent_handle.h"
+#include "shim/task/cancel_token.h"
 #include "runtime/common/process_cgroup.h"
 #include "shim/task/pod_network.h"
 #include "shim/task/vm_provider.h"
@@ -56,6 +64,12 @@ struct SandboxParams {
   // Records the VM this sandbox is about to own (id, state dir) in the
   // bundle before it is booted or adopted.
   RecordClaimedVm record;
+  // runtime.agent_timeout_ms: the deadline of the agent's bounded calls.
+  std::chrono::milliseconds agent_timeout = agentclient::kDefaultCallTimeout;
+  // When set and cancelled while Create runs (containerd gave up on the
+  // pod), the boot or the agent's set-up calls end at once and Create
+  // fails with the token's reason, leaving no VM.
+  CancelTokenPtr cancel;
 };
 
 // Where the time of a sandbox's start went (milliseconds).
@@ -98,6 +112,12 @@ class Sandbox {
   std::string HostSharedPath(std::string_view rel) const;
   std::string GuestSharedPath(std::string_view rel) const;
 
+  // "pod default/web (<id>)", or "pod <id>" without CRI's names: how
+  // errors name the pod.
+  const std::string& label() const { return label_; }
+  // Whether the VM was stopped because its agent stopped answering.
+  bool failed() const { return watch_->failed.load(); }
+
   // QMP stop/cont of the whole VM.
   Status PauseVm();
   Status ResumeVm();
@@ -125,17 +145,22 @@ class Sandbox {
   Status AttachNetwork();
   Status CreateInAgent();
   void OomLoop();
+  // The agent missed a deadline: revoke it and stop the VMM on fail_thread_
+  // (the caller holds the agent handle's lock). Once per Sandbox.
+  void FailInBackground(const Status& why);
 
   // What the VM's exit callback touches: shared with it, so the callback
   // never holds (and so never destroys) the Sandbox or its SandboxVm.
   struct VmWatch {
     std::atomic<bool> gone{false};
     std::atomic<bool> stopping{false};
+    std::atomic<bool> failed{false};  // stopped for an unanswered agent call
     AgentHandlePtr agent;
     std::string vm_id;
   };
 
   const SandboxParams p_;
+  const std::string label_;
   vm::SandboxVmPtr vm_;  // its methods are thread-safe
   std::string vm_id_;
   SandboxStartTimings timings_;
@@ -146,6 +171,10 @@ class Sandbox {
   std::unique_ptr<PodNetwork> network_;  // removed after the VMM stopped
   std::unique_ptr<ProcessCgroup> cgroup_;    // removed after the VMM stopped
   std::atomic<bool> vm_paused_{false};
+  // Create finished: the pod existed in the guest. A VM that never got that
+  // far, or whose agent stopped answering, is stopped without the guest
+  // power-off grace (nothing in it to shut down, nobody to ask).
+  std::atomic<bool> ready_{false};
   std::atomic<uint64_t> ignored_ooms_{0};  // OOM reports not believed or over the rate
 
   mutable std::mutex containers_mu_;
@@ -153,6 +182,11 @@ class Sandbox {
 
   std::mutex stop_mu_;  // serializes Stop and pause/resume
   bool stopped_ = false;  // guarded by stop_mu_
+
+  // Not stop_mu_: FailInBackground runs inside agent calls that Stop's
+  // Revoke waits for.
+  std::mutex fail_mu_;
+  std::thread fail_thread_;  // guarded by fail_mu_; joined by Stop
 };
 using SandboxPtr = std::shared_ptr<Sandbox>;
 

@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include "containerd/events/task.pb.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
@@ -39,24 +41,69 @@ TaskManager::~TaskManager() { StopAll(); }
 
 Result<ContainerPtr> TaskManager::Create(const CreateParams& params) {
   if (!d_.config_error.ok()) return d_.config_error.WithContext("capsule configuration");
+  ASSIGN_OR_RETURN(CancelTokenPtr cancel, CancelToken::Make());
+  auto op = std::make_shared<Creation>();
+  op->cancel = cancel;
   {
     std::lock_guard lock(mu_);
     if (containers_.count(params.id) != 0 || creating_.count(params.id) != 0)
       return AlreadyExists("task " + params.id + " already exists");
-    creating_.insert(params.id);
+    creating_[params.id] = op;
+    shutdown_requested_ = false;  // a new task: containerd wants the shim after all
   }
-  auto result = CreateReserved(params);
-  ContainerPtr orphan;  // destroyed (unmounted, removed from the guest) after the lock is released
+  Result<ContainerPtr> result = InvalidArgument("not created");
+  {
+    std::optional<CancelToken::Deadline> deadline;
+    if (params.deadline) {
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*params.deadline -
+                                                                            std::chrono::steady_clock::now());
+      deadline.emplace(cancel, *params.deadline,
+                       DeadlineExceeded(fmt::format("create task {}: containerd's deadline for it passed ({} ms after "
+                                                    "the request came); containerd gave up on it, so it is undone",
+                                                    params.id, std::max<int64_t>(ms.count(), 0))));
+    }
+    result = CreateReserved(params, cancel);
+  }  // the deadline cannot fire after this point
+  Undo undo = Settle(params, *cancel, result);
+  // Undone outside the lock: unmount, remove from the guest, stop the VM.
+  undo.container.reset();
+  if (undo.sandbox) {
+    kLog.Info("sandbox {}: stopping the VM of an abandoned creation", undo.sandbox->id());
+    (void)undo.sandbox->Stop();
+    undo.sandbox.reset();
+  }
   std::lock_guard lock(mu_);
+  op->done = true;
   creating_.erase(params.id);
-  if (result.ok()) {
+  if (cancel->cancelled()) had_task_ = true;  // containerd forgot it: exit as after a last task
+  if (containers_.empty() && creating_.empty()) empty_since_ = std::chrono::steady_clock::now();
+  creation_done_.notify_all();
+  return result;
+}
+
+TaskManager::Undo TaskManager::Settle(const CreateParams& params, const CancelToken& cancel,
+                                      Result<ContainerPtr>& result) {
+  Undo undo;
+  std::lock_guard lock(mu_);
+  if (cancel.cancelled()) {
+    const Status why = cancel.reason();
+    if (result.ok()) {
+      kLog.Warn("{}; the task was created just before and is undone", why.message());
+      undo.container = std::move(*result);
+    } else if (result.status() != why) {
+      kLog.Warn("{} (the creation ended with: {})", why.message(), result.status().message());
+    } else {
+      kLog.Warn("{}", why.message());
+    }
+    result = why;
+  } else if (result.ok()) {
     // A container joining a pod took the pod's Sandbox before it was
     // created; if the pod's own container was deleted meanwhile, its VM
     // is stopping and the newcomer must not outlive it as a live task.
     const SandboxPtr& sb = (*result)->sandbox();
     auto it = sandboxes_.find(sb->id());
     if (it == sandboxes_.end() || it->second != sb) {
-      orphan = std::move(*result);
+      undo.container = std::move(*result);
       result = FailedPrecondition("container " + params.id + ": its sandbox " + sb->id() +
                                   " was deleted while the container was being created");
     } else {
@@ -64,11 +111,41 @@ Result<ContainerPtr> TaskManager::Create(const CreateParams& params) {
       had_task_ = true;
     }
   }
-  if (containers_.empty() && creating_.empty()) empty_since_ = std::chrono::steady_clock::now();
-  return result;
+  // containerd never saw /tasks/create of an abandoned container: its end
+  // is no event either.
+  if (undo.container) undo.container->init()->DropEvents();
+  // An abandoned container that made its own VM takes it along.
+  if (undo.container && undo.container->sandbox_container()) {
+    auto it = sandboxes_.find(undo.container->sandbox()->id());
+    if (it != sandboxes_.end() && it->second == undo.container->sandbox()) {
+      undo.sandbox = it->second;
+      sandboxes_.erase(it);
+    }
+  }
+  return undo;
 }
 
-Result<ContainerPtr> TaskManager::CreateReserved(const CreateParams& params) {
+void TaskManager::CancelCreation(const std::string& id, const Status& why) {
+  std::shared_ptr<Creation> op;
+  {
+    std::lock_guard lock(mu_);
+    auto it = creating_.find(id);
+    if (it == creating_.end()) return;
+    op = it->second;
+  }
+  op->cancel->Cancel(why);
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_lock lock(mu_);
+  if (creation_done_.wait_for(lock, kCancelledCreateWait, [&] { return op->done; })) {
+    kLog.Info("task {}: its creation was cancelled and undone in {} ms", id,
+              std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
+  } else {
+    kLog.Warn("task {}: its cancelled creation is still being undone after {} ms; the shim exits once it is",
+              id, kCancelledCreateWait.count());
+  }
+}
+
+Result<ContainerPtr> TaskManager::CreateReserved(const CreateParams& params, const CancelTokenPtr& cancel) {
   ASSIGN_OR_RETURN(nlohmann::json spec, ReadSpec(params.bundle));
   const auto annotations = Annotations(spec);
   const auto type = annotations.find(kContainerTypeAnnotation);
@@ -106,8 +183,13 @@ Result<ContainerPtr> TaskManager::CreateReserved(const CreateParams& params) {
     RETURN_IF_ERROR(record(sandbox->vm_id(), sandbox->vm_state_dir()));
   } else {
     const bool cri_sandbox = type != annotations.end() && type->second == kContainerTypeSandbox;
-    ASSIGN_OR_RETURN(sandbox, NewSandbox(sandbox_id, spec, annotations, cri_sandbox, record));
+    ASSIGN_OR_RETURN(sandbox, NewSandbox(sandbox_id, spec, annotations, cri_sandbox, record, cancel));
   }
+  // Giving up cuts the agent's CreateContainer of a new VM (the VM is
+  // undone anyway); a container joining a pod gets its answer, bounded by
+  // runtime.agent_timeout_ms, and is undone after it.
+  std::optional<CancelToken::Registration> on_cancel;
+  if (!joins_pod) on_cancel.emplace(cancel->OnCancel([sandbox] { sandbox->agent()->Revoke(); }));
 
   ContainerParams cp;
   cp.id = params.id;
@@ -117,7 +199,8 @@ Result<ContainerPtr> TaskManager::CreateReserved(const CreateParams& params) {
   cp.stdio = io::StdioSpec{params.stdin_path, params.stdout_path, params.stderr_path, params.terminal, params.id, d_.ns};
   cp.sandbox_container = !joins_pod;
   cp.on_exit = [this](const Process& p, const ExitInfo& e) { PublishExit(p, e); };
-  auto c = Container::Create(std::move(cp), sandbox, d_.mounter);
+  auto c = cancel->cancelled() ? Result<std::unique_ptr<Container>>(cancel->reason())
+                               : Container::Create(std::move(cp), sandbox, d_.mounter);
   if (!c.ok()) {
     if (!joins_pod) {
       {
@@ -133,7 +216,7 @@ Result<ContainerPtr> TaskManager::CreateReserved(const CreateParams& params) {
 
 Result<SandboxPtr> TaskManager::NewSandbox(const std::string& sandbox_id, const nlohmann::json& spec,
                                            const std::map<std::string, std::string>& annotations, bool cri_sandbox,
-                                           RecordClaimedVm record) {
+                                           RecordClaimedVm record, const CancelTokenPtr& cancel) {
   WorkloadLimits limits;
   if (cri_sandbox) {
     ASSIGN_OR_RETURN(limits, LimitsFromAnnotations(annotations));
@@ -158,6 +241,8 @@ Result<SandboxPtr> TaskManager::NewSandbox(const std::string& sandbox_id, const 
     sp.cgroups_path = linux->value("cgroupsPath", "");
   if (sp.netns_path.empty()) kLog.Info("sandbox {}: no network namespace path in the spec: the VM gets no NIC", sandbox_id);
   sp.on_oom = [this](const std::string& container_id) { PublishOom(container_id); };
+  sp.agent_timeout = std::chrono::milliseconds(d_.config.runtime.agent_timeout_ms);
+  sp.cancel = cancel;
   ASSIGN_OR_RETURN(SandboxPtr sandbox, Sandbox::Create(std::move(sp), *d_.vms));
   std::lock_guard lock(mu_);
   sandboxes_[sandbox_id] = sandbox;
@@ -200,20 +285,39 @@ bool TaskManager::Empty() const {
   return containers_.empty() && creating_.empty();
 }
 
+bool TaskManager::AcceptShutdown() {
+  std::vector<std::shared_ptr<Creation>> forgotten;
+  {
+    std::lock_guard lock(mu_);
+    if (!containers_.empty()) return false;
+    if (creating_.empty()) return true;
+    shutdown_requested_ = true;
+    for (const auto& [id, op] : creating_) forgotten.push_back(op);
+  }
+  kLog.Warn("containerd shut the shim down with {} creation(s) still running: cancelling them", forgotten.size());
+  for (const auto& op : forgotten)
+    op->cancel->Cancel(Cancelled("containerd shut the shim down while the task was being created"));
+  return false;
+}
+
 std::optional<TaskManager::Idle> TaskManager::IdleFor() const {
   std::lock_guard lock(mu_);
   if (!containers_.empty() || !creating_.empty()) return std::nullopt;
-  return Idle{std::chrono::steady_clock::now() - empty_since_, had_task_};
+  return Idle{std::chrono::steady_clock::now() - empty_since_, had_task_, shutdown_requested_};
 }
 
 void TaskManager::StopAll() {
   std::map<std::string, ContainerPtr> containers;
   std::map<std::string, SandboxPtr> sandboxes;
+  std::vector<std::shared_ptr<Creation>> creating;
   {
     std::lock_guard lock(mu_);
     containers.swap(containers_);
     sandboxes.swap(sandboxes_);
+    for (const auto& [id, op] : creating_) creating.push_back(op);
   }
+  // A boot in flight would hold the shim's exit up for its whole timeout.
+  for (const auto& op : creating) op->cancel->Cancel(Cancelled("the shim is stopping"));
   for (auto& [id, s] : sandboxes) {
     kLog.Warn("shim exiting with sandbox {} still running; stopping its VM", id);
     (void)s->Stop();

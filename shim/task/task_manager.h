@@ -4,13 +4,24 @@
 // once its last container is deleted, and turns process exits and OOM
 // kills into events. The ttrpc handlers (shim/service) are thin calls into
 // this and into Container/Process.
+//
+// A Create containerd gave up on is undone, never finished into a task
+// nobody will delete. containerd 1.6 (runtime/v2/manager.go,
+// TaskManager.Create) answers a failed or timed-out Create with Delete(id),
+// Shutdown, closing the connection and `shim delete`, then forgets the
+// task; ttrpc has no cancel message, so the shim learns it from the
+// request's deadline (timeout_nano) or from that Delete. Each creation has
+// a CancelToken: the deadline or the Delete cancels it, the boot or the
+// agent's set-up calls end at once, and what was made is undone (a
+// creation that had just finished too). The Delete waits for that.
 #pragma once
 
-#include <map>
 #include <chrono>
+#include <condition_variable>
+#include <map>
 #include <memory>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -19,6 +30,7 @@
 #include "shim/events/publisher.h"
 #include "shim/io/stdio_uri.h"
 #include "shim/mount/mounter.h"
+#include "shim/task/cancel_token.h"
 #include "shim/task/container.h"
 #include "shim/task/sandbox.h"
 #include "shim/task/vm_provider.h"
@@ -44,12 +56,21 @@ struct TaskManagerDeps {
   events::Publisher* events = nullptr;
 };
 
+// How long containerd's Delete of a task whose Create is still running
+// waits for the creation to be undone: below containerd 1.6's 5 s
+// io.containerd.timeout.shim.cleanup, so its Delete gets an answer. An undo
+// that takes longer goes on, and the shim exits after it.
+inline constexpr std::chrono::milliseconds kCancelledCreateWait{4000};
+
 struct CreateParams {
   std::string id;
   std::string bundle;
   std::vector<mount::MountSpec> rootfs;
   bool terminal = false;
   std::string stdin_path, stdout_path, stderr_path;
+  // containerd's deadline for this Create (the request's timeout_nano):
+  // once it passes containerd has given up, and the creation is undone.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 class TaskManager {
@@ -57,32 +78,59 @@ class TaskManager {
   explicit TaskManager(TaskManagerDeps deps) : d_(std::move(deps)) {}
   ~TaskManager();  // StopAll()
 
-  // ALREADY_EXISTS for a known id; the rest as Container::Create.
+  // ALREADY_EXISTS for a known id; the rest as Container::Create. Past
+  // params.deadline, or once CancelCreation(id) ran, it fails with why
+  // (DEADLINE_EXCEEDED, CANCELLED) and leaves nothing.
   Result<ContainerPtr> Create(const CreateParams& params);
+  // containerd deletes (or shuts down) a task whose Create still runs only
+  // after giving up on it: cancels that creation and waits up to
+  // kCancelledCreateWait for it to be undone. No-op for any other id.
+  void CancelCreation(const std::string& id, const Status& why);
   // NOT_FOUND naming the id.
   Result<ContainerPtr> Get(const std::string& id) const;
   // An exec, or the container (then its VM too when it was the pod's last).
   Result<ExitInfo> Delete(const std::string& id, const std::string& exec_id);
   bool Empty() const;
+  // containerd's Shutdown: true when the shim may exit now (no task and no
+  // creation left). With no task but creations running, those are ones
+  // containerd forgot: they are cancelled, and IdleFor reports
+  // shutdown_requested once they are undone.
+  bool AcceptShutdown();
   // How long the shim has had no task and no creation in flight (since it
   // started, or since its last task was deleted); nullopt while it has one.
-  // had_task: whether any task was ever created here.
+  // had_task: whether any task was ever created here (or a creation was
+  // cancelled: containerd forgot it). shutdown_requested: containerd's
+  // Shutdown came while creations were being undone.
   struct Idle {
     std::chrono::steady_clock::duration duration{};
     bool had_task = false;
+    bool shutdown_requested = false;
   };
   std::optional<Idle> IdleFor() const;
-  // Stops every VM (so every blocked call returns) and forgets everything.
+  // Cancels every creation, stops every VM (so every blocked call returns)
+  // and forgets everything.
   void StopAll();
 
   const TaskManagerDeps& deps() const { return d_; }
 
  private:
+  // A Create in flight.
+  struct Creation {
+    CancelTokenPtr cancel;
+    bool done = false;  // guarded by mu_: undone or registered
+  };
   // Create's work once the id is reserved.
-  Result<ContainerPtr> CreateReserved(const CreateParams& params);
+  Result<ContainerPtr> CreateReserved(const CreateParams& params, const CancelTokenPtr& cancel);
+  // Takes the result of a creation in: registers the container, or (when
+  // it was cancelled or its pod went meanwhile) returns what to undo.
+  struct Undo {
+    ContainerPtr container;
+    SandboxPtr sandbox;  // the container's own VM, stopped after it
+  };
+  Undo Settle(const CreateParams& params, const CancelToken& cancel, Result<ContainerPtr>& result);
   Result<SandboxPtr> NewSandbox(const std::string& sandbox_id, const nlohmann::json& spec,
                                 const std::map<std::string, std::string>& annotations, bool cri_sandbox,
-                                RecordClaimedVm record);
+                                RecordClaimedVm record, const CancelTokenPtr& cancel);
   // Run under a process's lock: they only queue.
   void PublishExit(const Process& process, const ExitInfo& exit);
   // From the sandbox's OOM watcher (GetOOMEvent).
@@ -96,7 +144,9 @@ class TaskManager {
 
   const TaskManagerDeps d_;
   mutable std::mutex mu_;
-  std::set<std::string> creating_;                 // guarded by mu_: ids being created
+  std::condition_variable creation_done_;  // a Creation became done
+  std::map<std::string, std::shared_ptr<Creation>> creating_;  // guarded by mu_: by task id
+  bool shutdown_requested_ = false;  // guarded by mu_: see AcceptShutdown
   std::map<std::string, ContainerPtr> containers_;  // guarded by mu_
   std::map<std::string, SandboxPtr> sandboxes_;     // guarded by mu_: by sandbox id
   // guarded by mu_: when the shim last became empty (or started)

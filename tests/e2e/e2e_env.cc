@@ -68,6 +68,19 @@ std::string E2eEnv::PathWithShim() {
   return ShimDir() + ":" + (path != nullptr ? path : "/usr/sbin:/usr/bin:/sbin:/bin");
 }
 
+std::string E2eEnv::ConfigYaml(bool boot_nic, const std::string& initrd, const std::string& kernel_params,
+                               uint32_t agent_timeout_ms) const {
+  // The pool socket is the test's own: a pool daemon another test (or the
+  // host) runs must never hand this test's shims a VM.
+  return fmt::format(
+      "hypervisor:\n  kernel_params: \"{}\"\n"
+      "guest:\n  kernel: {}\n  initrd: {}\n  default_memory_mib: 256\n  boot_nic: {}\n"
+      "pool:\n  size: 1\n  socket: {}\n  cgroup: /capsule-pool-{}\n"
+      "runtime:\n  state_dir: {}\n  boot_timeout_ms: 90000\n  agent_timeout_ms: {}\n  log_level: debug\n",
+      kernel_params, BuildDir() + "/deploy/vmlinux", initrd, boot_nic, pool_socket(), dir().substr(dir().rfind('/') + 1),
+      state_dir(), agent_timeout_ms);
+}
+
 Result<E2eEnv> E2eEnv::Create(bool boot_nic) {
   const std::string kernel = BuildDir() + "/deploy/vmlinux";
   const std::string initrd = BuildDir() + "/deploy/capsule-initrd.img";
@@ -78,15 +91,19 @@ Result<E2eEnv> E2eEnv::Create(bool boot_nic) {
   ASSIGN_OR_RETURN(TempDir tmp, TempDir::Create("cap-e2e", "/tmp"));
   E2eEnv env(std::move(tmp));
   RETURN_IF_ERROR(MkdirAll(env.state_dir(), 0700));
-  // The pool socket is the test's own: a pool daemon another test (or the
-  // host) runs must never hand this test's shims a VM.
-  const std::string yaml = fmt::format(
-      "guest:\n  kernel: {}\n  initrd: {}\n  default_memory_mib: 256\n  boot_nic: {}\n"
-      "pool:\n  size: 1\n  socket: {}\n  cgroup: /capsule-pool-{}\n"
-      "runtime:\n  state_dir: {}\n  boot_timeout_ms: 90000\n  log_level: debug\n",
-      kernel, initrd, boot_nic, env.pool_socket(), env.dir().substr(env.dir().rfind('/') + 1), env.state_dir());
-  RETURN_IF_ERROR(WriteFile(env.config_path(), yaml));
+  RETURN_IF_ERROR(WriteFile(env.config_path(), env.ConfigYaml(boot_nic, initrd, "", 30000)));
   return env;
+}
+
+std::string E2eEnv::FaultInitrd() { return BuildDir() + "/deploy/capsule-initrd-faults.img"; }
+
+Status E2eEnv::WriteFaultConfig(const std::string& path, const std::string& kernel_params,
+                                uint32_t agent_timeout_ms) const {
+  if (!PathExists(FaultInitrd())) return FailedPrecondition(FaultInitrd() + " is missing: build capsule-initrd-faults");
+  // Written aside and renamed: a shim starting now reads the old or the new.
+  RETURN_IF_ERROR(WriteFile(path + ".new", ConfigYaml(true, FaultInitrd(), kernel_params, agent_timeout_ms)));
+  if (::rename((path + ".new").c_str(), path.c_str()) != 0) return ErrnoStatus("rename to " + path);
+  return Status::Ok();
 }
 
 std::vector<std::string> E2eEnv::Leaks(const std::string& containerd_address,

@@ -9,6 +9,8 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+
 #include <memory>
 #include <string>
 #include <utility>
@@ -33,6 +35,15 @@ class E2eEnv {
   std::string state_dir() const { return tmp_->Join("state"); }
   // pool.socket of the config: no daemon answers there unless a test starts one.
   std::string pool_socket() const { return tmp_->Join("pool.sock"); }
+  // The fault tests' guest image: capsule-initrd.img with capsule-agent-faults
+  // as /init (the agent with its fault switch, agent/faults).
+  static std::string FaultInitrd();
+  // Writes a config like config_path()'s to `path` (atomically), booting
+  // FaultInitrd() with hypervisor.kernel_params `kernel_params` (e.g.
+  // "capsule.fault=CreateContainer:hang") and runtime.agent_timeout_ms.
+  // Each pod's shim reads its config when it starts, so a test can change
+  // it between pods.
+  Status WriteFaultConfig(const std::string& path, const std::string& kernel_params, uint32_t agent_timeout_ms) const;
   // The directory holding containerd-shim-capsule-v2, for containerd's PATH.
   static std::string ShimDir();
   static std::string PathWithShim();
@@ -53,6 +64,8 @@ class E2eEnv {
 
  private:
   explicit E2eEnv(TempDir tmp) : tmp_(std::make_shared<TempDir>(std::move(tmp))) {}
+  std::string ConfigYaml(bool boot_nic, const std::string& initrd, const std::string& kernel_params,
+                         uint32_t agent_timeout_ms) const;
   std::shared_ptr<TempDir> tmp_;
 };
 

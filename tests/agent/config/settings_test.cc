@@ -40,6 +40,15 @@ TEST(BootSettings, BadValuesWarnAndKeepDefaults) {
   EXPECT_NE(s.warnings[0].find("loud"), std::string::npos);
 }
 
+// capsule.fault belongs to the test build's fault switch (agent/faults):
+// the settings only carry it, so the production agent can say it ignores it.
+TEST(BootSettings, FaultIsCarriedAsGiven) {
+  auto s = FromLine("capsule.fault=CreateContainer:hang,StartContainer:delay=300:once");
+  EXPECT_EQ(s.fault, "CreateContainer:hang,StartContainer:delay=300:once");
+  EXPECT_TRUE(s.warnings.empty());
+  EXPECT_EQ(FromLine("quiet").fault, "");
+}
+
 TEST(BootSettings, UnknownCapsuleKeyWarnsNamingIt) {
   auto s = FromLine("capsule.colour=blue");
   ASSERT_EQ(s.warnings.size(), 1u);

@@ -28,7 +28,8 @@ std::unique_ptr<grpc::ClientContext> Ctx() {
   return ctx;
 }
 
-Result<std::unique_ptr<AgentUnderTest>> AgentUnderTest::Start(const std::vector<std::string>& extra_args) {
+Result<std::unique_ptr<AgentUnderTest>> AgentUnderTest::Start(const std::vector<std::string>& extra_args,
+                                                              const std::string& binary) {
   ASSIGN_OR_RETURN(TempDir dir, TempDir::Create("agent-test"));
   auto a = std::make_unique<AgentUnderTest>(std::move(dir));
   RETURN_IF_ERROR(MkdirAll(a->dir_.Join("modules")));
@@ -36,7 +37,7 @@ Result<std::unique_ptr<AgentUnderTest>> AgentUnderTest::Start(const std::vector<
   if (::pipe2(ready, O_CLOEXEC) != 0) return ErrnoStatus("pipe2");
   UniqueFd ready_read(ready[0]), ready_write(ready[1]);
   SpawnOptions so;
-  so.argv = {AgentBinary(), "--no-init", "--listen", "unix:" + a->socket_path(), "--resolv-conf",
+  so.argv = {binary.empty() ? AgentBinary() : binary, "--no-init", "--listen", "unix:" + a->socket_path(), "--resolv-conf",
              a->dir_.Join("etc/resolv.conf"), "--modules-dir", a->dir_.Join("modules"), "--ready-fd",
              std::to_string(ready_write.get()), "--log-level", "debug"};
   so.argv.insert(so.argv.end(), extra_args.begin(), extra_args.end());

@@ -20,7 +20,10 @@ namespace capsule::agent::testing {
 class AgentUnderTest {
  public:
   // Starts the agent with `extra_args` after the fixture's own; check ok().
-  static Result<std::unique_ptr<AgentUnderTest>> Start(const std::vector<std::string>& extra_args = {});
+  // `binary`: another build of the agent (capsule-agent-faults); default
+  // $CAPSULE_BUILD_DIR/agent/capsule-agent.
+  static Result<std::unique_ptr<AgentUnderTest>> Start(const std::vector<std::string>& extra_args = {},
+                                                       const std::string& binary = "");
   explicit AgentUnderTest(TempDir dir) : dir_(std::move(dir)) {}
   ~AgentUnderTest();
 

@@ -107,6 +107,20 @@ TEST(ConfigTest, OutOfRangeAndRelativePathAndBool) {
             std::string::npos);
 }
 
+TEST(ConfigTest, AgentTimeoutHasADefaultAndIsBounded) {
+  EXPECT_EQ(Config{}.runtime.agent_timeout_ms, 30000u);
+  auto cfg = LoadString("runtime:\n  agent_timeout_ms: 2500\n", "c.yaml");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  EXPECT_EQ(cfg->runtime.agent_timeout_ms, 2500u);
+  EXPECT_NE(ToYaml(*cfg).find("agent_timeout_ms: 2500"), std::string::npos) << ToYaml(*cfg);
+  // Below half a second every call on a loaded TCG host would count as hung.
+  cfg = LoadString("runtime:\n  agent_timeout_ms: 10\n", "c.yaml");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("c.yaml:2:21: key 'runtime.agent_timeout_ms' must be between 500 and 3600000"),
+            std::string::npos)
+      << cfg.status().message();
+}
+
 TEST(ConfigTest, DefaultAboveMaxIsRejected) {
   auto cfg = LoadString("guest:\n  default_vcpus: 4\n  max_vcpus: 2\n", "c.yaml");
   ASSERT_FALSE(cfg.ok());

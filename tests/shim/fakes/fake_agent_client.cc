@@ -147,6 +147,7 @@ Result<av1::CheckResponse> FakeAgentClient::Check(std::chrono::milliseconds) {
 
 Result<av1::VersionResponse> FakeAgentClient::Version() { return Unimplemented("fake agent: Version"); }
 Status FakeAgentClient::SetGuestTime(const av1::SetGuestTimeRequest& req) {
+  RETURN_IF_ERROR(Gate("SetGuestTime"));
   std::lock_guard lock(mu_);
   RETURN_IF_ERROR(Enter("SetGuestTime"));
   guest_time_ = req;
@@ -172,6 +173,7 @@ Result<av1::AddRandomnessResponse> FakeAgentClient::AddRandomness(const av1::Add
 }
 
 Status FakeAgentClient::CreateSandbox(const av1::CreateSandboxRequest& req) {
+  RETURN_IF_ERROR(Gate("CreateSandbox"));
   std::lock_guard lock(mu_);
   RETURN_IF_ERROR(Enter("CreateSandbox"));
   sandbox_ = req;
@@ -183,12 +185,51 @@ Status FakeAgentClient::DestroySandbox(const av1::DestroySandboxRequest&) {
   return Enter("DestroySandbox");
 }
 
+void FakeAgentClient::HoldNext(const std::string& method, std::function<void()> on_enter) {
+  std::lock_guard lock(mu_);
+  holds_[method] = on_enter ? std::move(on_enter) : [] {};
+}
+
+void FakeAgentClient::Release(const std::string& method) {
+  std::lock_guard lock(mu_);
+  held_.erase(method);
+  cv_.notify_all();
+}
+
+void FakeAgentClient::TimeOutNext(const std::string& method, std::chrono::milliseconds after) {
+  std::lock_guard lock(mu_);
+  time_outs_[method] = after;
+}
+
+Status FakeAgentClient::Gate(const std::string& method) {
+  std::unique_lock lock(mu_);
+  if (auto t = time_outs_.find(method); t != time_outs_.end()) {
+    const auto after = t->second;
+    time_outs_.erase(t);
+    calls_.push_back(method);
+    if (cv_.wait_for(lock, after, [this] { return closed_; })) return Cancelled("fake agent: closed during " + method);
+    return DeadlineExceeded("agent " + method + ": deadline exceeded after " + std::to_string(after.count()) + " ms");
+  }
+  auto h = holds_.find(method);
+  if (h == holds_.end()) return Status::Ok();
+  std::function<void()> on_enter = std::move(h->second);
+  holds_.erase(h);
+  held_.insert(method);
+  lock.unlock();
+  on_enter();
+  lock.lock();
+  cv_.wait(lock, [&] { return closed_ || held_.count(method) == 0; });
+  if (closed_) return Cancelled("fake agent: closed during " + method);
+  return Status::Ok();
+}
+
 void FakeAgentClient::HangNextCreateContainer(std::function<void()> on_enter) {
   std::lock_guard lock(mu_);
   hang_create_ = std::move(on_enter);
 }
 
 Status FakeAgentClient::CreateContainer(const av1::CreateContainerRequest& req) {
+  RETURN_IF_ERROR(Gate("CreateContainer"));
   std::unique_lock lock(mu_);
   RETURN_IF_ERROR(Enter("CreateContainer"));
   if (hang_create_) {
@@ -209,6 +250,7 @@ Status FakeAgentClient::CreateContainer(const av1::CreateContainerRequest& req) 
 }
 
 Result<av1::StartContainerResponse> FakeAgentClient::StartContainer(const av1::StartContainerRequest& req) {
+  RETURN_IF_ERROR(Gate("StartContainer"));
   std::lock_guard lock(mu_);
   RETURN_IF_ERROR(Enter("StartContainer"));
   ASSIGN_OR_RETURN(Proc * p, FindProc(req.container_id(), ""));
@@ -287,6 +329,7 @@ Status FakeAgentClient::UpdateContainer(const av1::UpdateContainerRequest& req) 
 }
 
 Result<av1::StatsContainerResponse> FakeAgentClient::StatsContainer(const av1::StatsContainerRequest& req) {
+  RETURN_IF_ERROR(Gate("StatsContainer"));
   std::lock_guard lock(mu_);
   RETURN_IF_ERROR(Enter("StatsContainer"));
   ASSIGN_OR_RETURN(Proc * p, FindProc(req.container_id(), ""));
@@ -299,6 +342,7 @@ Result<av1::StatsContainerResponse> FakeAgentClient::StatsContainer(const av1::S
 }
 
 Status FakeAgentClient::PauseContainer(const av1::PauseContainerRequest&) {
+  RETURN_IF_ERROR(Gate("PauseContainer"));
   std::lock_guard lock(mu_);
   return Enter("PauseContainer");
 }
@@ -366,6 +410,7 @@ Result<av1::WriteStreamResponse> FakeAgentClient::WriteStdin(const av1::WriteStr
 }
 
 Status FakeAgentClient::CloseStdin(const av1::CloseStdinRequest& req) {
+  RETURN_IF_ERROR(Gate("CloseStdin"));
   std::lock_guard lock(mu_);
   RETURN_IF_ERROR(Enter("CloseStdin"));
   ASSIGN_OR_RETURN(Proc * p, FindProc(req.container_id(), req.exec_id()));

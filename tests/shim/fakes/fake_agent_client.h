@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,16 @@ class FakeAgentClient : public agentclient::AgentClient {
   // not answer; other calls go on) until Close() cuts it: CANCELLED, as the
   // shim's Revoke cuts a real call.
   void HangNextCreateContainer(std::function<void()> on_enter);
+  // The next call of `method` (CreateSandbox, SetGuestTime, CreateContainer,
+  // StartContainer, PauseContainer, StatsContainer, CloseStdin) runs `on_enter`, then
+  // waits, other calls going on, until Release(method) lets it proceed as
+  // usual, or until Close() cuts it (CANCELLED): a slow guest.
+  void HoldNext(const std::string& method, std::function<void()> on_enter = {});
+  void Release(const std::string& method);
+  // The next call of `method` (as above) answers, after `after`, what the
+  // real client answers when its deadline passes: DEADLINE_EXCEEDED "agent
+  // <method>: deadline exceeded after N ms" (CANCELLED if closed first).
+  void TimeOutNext(const std::string& method, std::chrono::milliseconds after);
   std::vector<std::string> calls() const;
   bool called(const std::string& method) const;
   std::string stdin_of(const std::string& container_id, const std::string& exec_id) const;
@@ -114,12 +125,17 @@ class FakeAgentClient : public agentclient::AgentClient {
   };
   // Records the call; returns the injected failure, or UNAVAILABLE once closed.
   Status Enter(const std::string& method);
+  // Before the lock of a method: its hold or its time-out, if one is set.
+  Status Gate(const std::string& method);
   Result<Proc*> FindProc(const std::string& cid, const std::string& exec_id);
   void StartProc(const std::string& cid, const std::string& exec_id, Proc& p);
   void ExitProc(Proc& p, int status);
   Result<av1::ReadStreamResponse> Read(const av1::ReadStreamRequest& req, bool err);
 
   std::function<void()> hang_create_;  // guarded by mu_
+  std::map<std::string, std::function<void()>> holds_;           // guarded by mu_: armed
+  std::set<std::string> held_;                                    // guarded by mu_: waiting
+  std::map<std::string, std::chrono::milliseconds> time_outs_;  // guarded by mu_
   bool oversized_reads_ = false;  // guarded by mu_
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -19,7 +19,7 @@ DEPS_PKGS := build-essential cmake pkg-config ccache git \
   busybox-static cpio gzip zstd kmod iproute2 procps psmisc \
   python3 python3-grpcio python3-protobuf gnuplot-nox
 
-.PHONY: all build deps configure test test-unit test-integration test-sanitize test-fuzz bench install clean
+.PHONY: all build deps configure test test-unit test-integration test-sanitize test-fuzz soak bench install clean
 
 all: build
 
@@ -78,6 +78,12 @@ test-sanitize: $(BUILD_CHECK)/CMakeCache.txt
 test-fuzz: $(BUILD_CHECK)/CMakeCache.txt
 	@$(call timed,cmake --build $(BUILD_CHECK) -j $(JOBS) --target capsule_fuzzers && cd $(BUILD_CHECK) && \
 	  FUZZ_SECONDS=$(FUZZ_SECONDS) ctest -L fuzz --no-tests=error --output-on-failure)
+
+# The soak at full length: CRI pod rounds for SOAK_SECONDS (the same test
+# runs for 2 minutes in test-integration), fds, RSS, mounts and links flat.
+SOAK_SECONDS ?= 600
+soak: build
+	@$(call timed,cd $(BUILD) && CAPSULE_SOAK_SECONDS=$(SOAK_SECONDS) ctest -R '^shim_soak_test[.]' --no-tests=error --output-on-failure -V)
 
 bench: build
 	cd $(BUILD) && ctest -L bench --output-on-failure -V

@@ -66,6 +66,16 @@ std::string MemoryBackend(const QemuCommandInput& in) {
                      s.memory_private ? "off" : "on");
 }
 
+// A value inside a QEMU -opt list: commas are doubled.
+std::string QemuOptValue(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    out += c;
+    if (c == ',') out += ',';
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string HotplugPortId(uint32_t index) { return fmt::format("rp{}", index); }
@@ -95,7 +105,10 @@ std::vector<std::string> BuildQemuCommandLine(const QemuCommandInput& in) {
   Add(a, {"-chardev", fmt::format("socket,id=qmp,fd={},server=on,wait=off", in.qmp_listen_fd), "-mon",
           "chardev=qmp,mode=control"});
   if (in.console_fd >= 0) {
-    Add(a, {"-add-fd", fmt::format("fd={},set={},opaque=console", in.console_fd, kConsoleFdset)});
+    // The fd's description names the log it is, and with it the VM's state
+    // dir: QEMU opens no path there any more, and operators (and leak
+    // checks) find a VM's QEMU by its dir in `ps`.
+    Add(a, {"-add-fd", fmt::format("fd={},set={},opaque={}", in.console_fd, kConsoleFdset, QemuOptValue(s.console_log))});
     Add(a, {"-chardev", fmt::format("file,id=console,path=/dev/fdset/{},append=on", kConsoleFdset)});
   } else {
     Add(a, {"-chardev", fmt::format("file,id=console,path={},append=on", s.console_log)});

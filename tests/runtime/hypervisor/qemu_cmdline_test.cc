@@ -38,6 +38,22 @@ QemuCommandInput Input(const config::HypervisorConfig& hv, VmSpec s, Accelerator
 
 // As the launcher runs it: QEMU opens no path of the state dir; the
 // console, the vhost-user sockets and the tap come as inherited fds.
+// The console fd's description is its log's path (so `ps` shows a VM's
+// QEMU by its state dir); a comma in it is doubled, as QEMU's option
+// parser wants, instead of starting a new option.
+TEST(QemuCmdlineTest, TheConsoleFdNamesItsLogWithCommasEscaped) {
+  config::HypervisorConfig hv;
+  VmSpec s = BaseSpec();
+  s.console_log = "/run/a,b/console.log";
+  QemuCommandInput in = Input(hv, s, Accelerator::kTcg, /*sandbox=*/false, /*qmp=*/3);
+  in.console_fd = 4;
+  auto args = BuildQemuCommandLine(in);
+  auto it = std::find(args.begin(), args.end(), "-add-fd");
+  ASSERT_NE(it, args.end());
+  ASSERT_NE(it + 1, args.end());
+  EXPECT_EQ(*(it + 1), "fd=4,set=1,opaque=/run/a,,b/console.log");
+}
+
 TEST(QemuCmdlineTest, TcgVmExactArguments) {
   config::HypervisorConfig hv;
   hv.kernel_params = "capsule.debug=1";
@@ -59,7 +75,7 @@ TEST(QemuCmdlineTest, TcgVmExactArguments) {
       "-object", "memory-backend-memfd,id=mem,size=512M,share=on",
       "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
       "-chardev", "socket,id=qmp,fd=3,server=on,wait=off", "-mon", "chardev=qmp,mode=control",
-      "-add-fd", "fd=4,set=1,opaque=console",
+      "-add-fd", "fd=4,set=1,opaque=/run/capsule/vm/pod1/console.log",
       "-chardev", "file,id=console,path=/dev/fdset/1,append=on", "-serial", "chardev:console",
       "-global", "ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off",
       "-device", "pcie-root-port,id=rp0,bus=pcie.0,chassis=1",

@@ -23,6 +23,7 @@
 #include "agent/init/boot.h"
 #include "agent/net/netlink_network.h"
 #include "agent/init/power.h"
+#include "agent/system/fw_cfg.h"
 #include "agent/system/guest_system.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/guest_abi.h"
@@ -128,7 +129,8 @@ Status AgentProcess::Serve() {
   limits.max_blocking_calls = options_.max_blocking_calls;
   server::InterceptorFactories interceptors;
   if (extensions_.interceptors) interceptors = extensions_.interceptors();
-  ASSIGN_OR_RETURN(server_, server::AgentServer::Start(service_.get(), options_.listen, limits, std::move(interceptors)));
+  ASSIGN_OR_RETURN(server_, server::AgentServer::Start(service_.get(), options_.listen, limits, std::move(interceptors),
+                                                       AgentTokenSource()));
   ready_us_ = system::BootTimeMicros();
   std::string where;
   for (const auto& ep : options_.listen) where += (where.empty() ? "" : " ") + ep.ToString();
@@ -136,6 +138,20 @@ Status AgentProcess::Serve() {
             where, static_cast<double>(ready_us_.load()) / 1e6);
   SignalReady();
   return Status::Ok();
+}
+
+// Asked per connection: a template clone's host hands it a token of its
+// own, which the restored agent must read again.
+server::TokenSource AgentProcess::AgentTokenSource() const {
+  if (options_.init) {
+    return [] { return system::ReadFwCfgFile(guest_abi::kAgentTokenFwCfgName, guest_abi::kAgentTokenHexLength); };
+  }
+  if (options_.auth_token_file.empty()) return nullptr;
+  return [path = options_.auth_token_file]() -> Result<std::optional<std::string>> {
+    ASSIGN_OR_RETURN(std::string token, ReadFile(path));
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+    return std::optional<std::string>(std::move(token));
+  };
 }
 
 void AgentProcess::SignalReady() {

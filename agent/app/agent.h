@@ -59,6 +59,7 @@ class AgentProcess final : public server::AgentLifecycle {
   [[noreturn]] void Fatal(const Status& status);
   void MaybeStartDebugShell(bool wanted);
   void SignalReady();
+  server::TokenSource AgentTokenSource() const;
 
   AgentOptions options_;
   AgentExtensions extensions_;

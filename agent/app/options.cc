@@ -25,6 +25,9 @@ ParsedArgs ParseArgs(int argc, char** argv, bool is_pid1) {
   app.add_flag("!--host-namespaces", out.options.private_namespaces,
                "with --no-init: stay in the host's mount and UTS namespaces");
   app.add_option("--ready-fd", out.options.ready_fd, "fd to write \"ready\\n\" to once serving");
+  app.add_option("--auth-token-file", out.options.auth_token_file,
+                 "with --no-init: every connection must first prove the token in this file (read per connection; "
+                 "as PID 1 the token comes from fw_cfg " + std::string(guest_abi::kAgentTokenFwCfgName) + ")");
   app.add_option("--cgroup-root", out.options.cgroup_root,
                  "cgroup2 mount for containers (default /sys/fs/cgroup, or /sys/fs/cgroup/unified on hybrid hosts)");
   app.add_option("--cgroup-parent", out.options.cgroup_parent,

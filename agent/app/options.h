@@ -25,6 +25,9 @@ struct AgentOptions {
   // mounts and the hostname never reach the host.
   bool private_namespaces = true;
   int ready_fd = -1;  // written "ready\n" and closed once serving
+  // --no-init: the agent token every connection must prove, read from this
+  // file per connection (empty: none). As PID 1 it comes from fw_cfg.
+  std::string auth_token_file;
   // Container engine: the cgroup2 mount (empty: /sys/fs/cgroup when it is
   // cgroup2, else a hybrid host's /sys/fs/cgroup/unified) and the folder
   // under it for containers without linux.cgroupsPath.

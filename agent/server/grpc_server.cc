@@ -22,7 +22,7 @@ const log::Logger kLog("server");
 Result<std::unique_ptr<AgentServer>> AgentServer::Start(grpc::Service* service,
                                                         const std::vector<Endpoint>& endpoints,
                                                         const ServerLimits& limits,
-                                                        InterceptorFactories interceptors) {
+                                                        InterceptorFactories interceptors, TokenSource token) {
   auto s = std::make_unique<AgentServer>(Token{});
   s->stop_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!s->stop_) return ErrnoStatus("eventfd for the server's stop signal");
@@ -43,6 +43,10 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(grpc::Service* service,
   if (!interceptors.empty()) builder.experimental().SetInterceptorCreators(std::move(interceptors));
   s->server_ = builder.BuildAndStart();
   if (!s->server_) return Internal("gRPC server failed to start");
+  grpc::Server* server = s->server_.get();
+  // gRPC owns the fd from here and closes it when the connection ends.
+  s->gate_ = std::make_unique<ConnectionGate>(std::move(token),
+                                              [server](UniqueFd conn) { grpc::AddInsecureChannelFromFd(server, conn.release()); });
   for (auto& l : s->listeners_) {
     Listener* raw = l.get();
     s->threads_.emplace_back([srv = s.get(), raw] { srv->AcceptLoop(raw); });
@@ -70,8 +74,7 @@ void AgentServer::AcceptLoop(Listener* listener) {
       continue;
     }
     kLog.Debug("connection on {} (fd {})", name, conn.get());
-    // gRPC owns the fd from here and closes it when the connection ends.
-    grpc::AddInsecureChannelFromFd(server_.get(), conn.release());
+    gate_->Offer(std::move(conn));
   }
 }
 
@@ -82,6 +85,7 @@ void AgentServer::Shutdown(std::chrono::milliseconds grace) {
   (void)!::write(stop_.get(), &one, sizeof one);
   for (auto& t : threads_) t.join();
   threads_.clear();
+  if (gate_) gate_->Close();  // no connection reaches gRPC after this
   for (auto& l : listeners_) {
     l->fd.reset();
     if (l->endpoint.kind == Endpoint::Kind::kUnix) ::unlink(l->endpoint.path.c_str());

@@ -1,7 +1,8 @@
 // The agent's gRPC server. gRPC cannot listen on AF_VSOCK itself, so the
 // server has no ports of its own: one thread per endpoint accepts
 // connections and hands each connected fd to gRPC
-// (grpc::AddInsecureChannelFromFd), which then owns and serves it.
+// (grpc::AddInsecureChannelFromFd), which then owns and serves it, once
+// the connection passed the ConnectionGate (the VM's agent token).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -12,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/server/connection_gate.h"
 #include "agent/server/endpoint.h"
 #include "agent/server/limits.h"
 #include "runtime/common/status.h"
@@ -28,10 +30,12 @@ class AgentServer {
   // Listens on every endpoint (all or none) and starts serving `service`
   // (not owned; must outlive the server) with the thread budget `limits`.
   // `interceptors` see every call first (the test build's fault switch,
-  // agent/faults; the production agent passes none).
+  // agent/faults; the production agent passes none). With a `token`
+  // source, every connection proves the token first (connection_gate.h).
   static Result<std::unique_ptr<AgentServer>> Start(grpc::Service* service, const std::vector<Endpoint>& endpoints,
                                                     const ServerLimits& limits = {},
-                                                    InterceptorFactories interceptors = {});
+                                                    InterceptorFactories interceptors = {},
+                                                    TokenSource token = nullptr);
 
   explicit AgentServer(Token) {}
   AgentServer(const AgentServer&) = delete;
@@ -50,6 +54,7 @@ class AgentServer {
   void AcceptLoop(Listener* listener);
 
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<ConnectionGate> gate_;
   std::vector<std::unique_ptr<Listener>> listeners_;
   std::vector<std::thread> threads_;
   UniqueFd stop_;  // eventfd: readable once Shutdown begins

@@ -93,6 +93,10 @@ struct ConnectOptions {
   // caller no longer wants the VM, e.g. containerd gave up on its Create).
   // Not owned.
   int cancel_fd = -1;
+  // The VM's agent token (agent_auth.h), proved on each stream before gRPC;
+  // empty: none (an agent run by hand or in a test without one). A token
+  // the agent refuses ends the wait at once with PERMISSION_DENIED.
+  std::string token;
 };
 
 // Dials until the agent answers Check (SERVING) or the deadline passes

@@ -15,6 +15,7 @@
 
 #include "runtime/agentclient/agent_client.h"
 #include "runtime/agentclient/grpc_agent_client.h"
+#include "runtime/common/agent_auth.h"
 #include "runtime/common/logging.h"
 
 namespace capsule::agentclient {
@@ -62,6 +63,7 @@ bool Retryable(const Status& st) {
 Result<AgentClientPtr> TryOnce(const Dialer& dial, milliseconds budget, const ConnectOptions& o) {
   auto until = Clock::now() + budget;
   ASSIGN_OR_RETURN(UniqueFd fd, dial(budget));
+  if (!o.token.empty()) RETURN_IF_ERROR(agent_auth::Prove(fd.get(), o.token, std::max(Left(until), milliseconds(1))));
   ClientOptions co;
   co.default_call_timeout = o.default_call_timeout;
   AgentClientPtr client = NewGrpcAgentClient(std::move(fd), co);

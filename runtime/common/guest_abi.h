@@ -3,6 +3,7 @@
 // Changing one is a protocol change: bump kAgentApiVersion.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -26,6 +27,14 @@ inline constexpr std::string_view kSharedFsGuestPath = "/run/capsule/shared";
 //   quiet          keep kernel chatter off that (slow under TCG) port
 //   panic=-1       reboot at once on panic; with QEMU -no-reboot the VM exits
 inline constexpr std::string_view kBaseKernelCmdline = "console=ttyS0 quiet panic=-1";
+
+// The VM's agent token: 64 lowercase hex digits (32 random bytes) the host
+// makes per VM and hands QEMU as this fw_cfg file, where only guest code
+// with port I/O (the agent as PID 1, not a container) reads it. The host
+// proves it on every connection before gRPC starts (agent_auth.h), so a
+// local user who can reach the guest's vsock CID cannot talk to the agent.
+inline constexpr std::string_view kAgentTokenFwCfgName = "opt/io.capsule/agent-token";
+inline constexpr size_t kAgentTokenHexLength = 64;
 
 // Line the agent prints on the console once it serves gRPC; hosts and tests
 // may wait for it in the serial log (the host should still dial and Check).

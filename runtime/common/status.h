@@ -69,6 +69,7 @@ inline Status Unimplemented(std::string msg) { return {Code::kUnimplemented, std
 inline Status DeadlineExceeded(std::string msg) { return {Code::kDeadlineExceeded, std::move(msg)}; }
 inline Status ResourceExhausted(std::string msg) { return {Code::kResourceExhausted, std::move(msg)}; }
 inline Status Cancelled(std::string msg) { return {Code::kCancelled, std::move(msg)}; }
+inline Status PermissionDenied(std::string msg) { return {Code::kPermissionDenied, std::move(msg)}; }
 
 // Status from errno after a failed syscall: "what: strerror(err)". The code
 // follows the errno (ENOENT -> NOT_FOUND, EEXIST -> ALREADY_EXISTS, ...).

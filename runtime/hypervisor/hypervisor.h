@@ -53,6 +53,8 @@ class Vm {
   virtual VmState state() const = 0;
   // The devices the VM was launched with (VmSpec::devices; never changes).
   virtual const std::vector<Device>& boot_devices() const = 0;
+  // VmSpec::agent_token as launched ("" when none).
+  virtual const std::string& agent_token() const = 0;
 
   virtual Status Pause() = 0;
   virtual Status Resume() = 0;

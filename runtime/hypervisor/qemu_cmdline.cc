@@ -32,6 +32,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/common/guest_abi.h"
 #include "runtime/hypervisor/qemu_devices.h"
 
 namespace capsule::hypervisor {
@@ -118,6 +119,8 @@ std::vector<std::string> BuildQemuCommandLine(const QemuCommandInput& in) {
   for (uint32_t i = 0; i < s.hotplug_slots; ++i)
     Add(a, {"-device", fmt::format("pcie-root-port,id={},bus=pcie.0,chassis={}", HotplugPortId(i), i + 1)});
   if (s.vmgenid) Add(a, {"-device", "vmgenid,id=vmgenid0,guid=auto"});
+  if (in.agent_token_fd >= 0)
+    Add(a, {"-fw_cfg", fmt::format("name={},file=/proc/self/fd/{}", guest_abi::kAgentTokenFwCfgName, in.agent_token_fd)});
   AddBoot(a, in);
   if (s.incoming) Add(a, {"-incoming", "defer"});
   for (const Device& d : s.devices) {

@@ -35,6 +35,9 @@ struct QemuCommandInput {
   int console_fd = -1;
   // spec.memory_file opened by us; -1: QEMU opens the path.
   int memory_file_fd = -1;
+  // A sealed memfd holding spec.agent_token, which QEMU reads as fw_cfg
+  // file guest_abi::kAgentTokenFwCfgName through /proc/self/fd; -1: none.
+  int agent_token_fd = -1;
 };
 
 // The fdset the console log is handed over in.

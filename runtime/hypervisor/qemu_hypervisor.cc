@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -147,6 +148,20 @@ Result<UniqueFd> OpenMemoryFile(const VmSpec& spec, const std::optional<VmmUser>
   return fd;
 }
 
+// The agent token as a sealed memfd QEMU reopens through /proc/self/fd
+// for fw_cfg (it takes no fd there): owned by the VMM's user, readable by it
+// alone, and nothing on a command line.
+Result<UniqueFd> AgentTokenFile(const std::string& token, const std::optional<VmmUser>& user) {
+  UniqueFd fd(::memfd_create("capsule-agent-token", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd) return ErrnoStatus("memfd_create for the agent token");
+  RETURN_IF_ERROR(WriteAll(fd.get(), token, "the agent token memfd"));
+  if (user && ::fchown(fd.get(), user->uid, user->gid) != 0) return ErrnoStatus("hand the agent token to the VMM's user");
+  if (::fchmod(fd.get(), 0400) != 0) return ErrnoStatus("chmod the agent token");
+  if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) != 0)
+    return ErrnoStatus("seal the agent token");
+  return fd;
+}
+
 // The fds of the boot devices: vhost-user sockets connected here, a kernel
 // vsock's vhost fd from the caller, taps made in QEMU's netns by the child.
 Status PassBootDevices(const VmSpec& spec, DaemonOptions& d, LaunchFds& fds, QemuCommandInput& in) {
@@ -212,6 +227,10 @@ Result<Daemon> SpawnQemu(QemuCommandInput in, const VmPaths& paths, std::string_
   } else if (!spec.memory_file.empty()) {
     ASSIGN_OR_RETURN(UniqueFd ram, OpenMemoryFile(spec, user));
     in.memory_file_fd = fds.Keep(std::move(ram));
+  }
+  if (!spec.agent_token.empty()) {
+    ASSIGN_OR_RETURN(UniqueFd token, AgentTokenFile(spec.agent_token, user));
+    in.agent_token_fd = fds.Keep(std::move(token));
   }
   RETURN_IF_ERROR(PassBootDevices(spec, d, fds, in));
   d.argv = BuildQemuCommandLine(in);

@@ -40,6 +40,7 @@ class QemuVm final : public Vm {
   Accelerator accelerator() const override { return record_.accelerator; }
   VmState state() const override;
   const std::vector<Device>& boot_devices() const override { return record_.spec.devices; }
+  const std::string& agent_token() const override { return record_.spec.agent_token; }
 
   Status Pause() override;
   Status Resume() override;

@@ -1,5 +1,6 @@
 // vm.json <-> VmRecord. Reading is strict about types and names the field
 // at fault; unknown fields are ignored so newer writers stay readable.
+#include "runtime/common/agent_auth.h"
 #include "runtime/hypervisor/vm_record.h"
 
 #include <fmt/format.h>
@@ -167,6 +168,7 @@ json SpecToJson(const VmSpec& s) {
             {"memory_private", s.memory_private},
             {"incoming", s.incoming},
             {"vmgenid", s.vmgenid},
+            {"agent_token", s.agent_token},
             {"extra_args", s.extra_args}};
   if (s.accelerator) j["accelerator"] = std::string(config::AcceleratorName(*s.accelerator));
   return j;
@@ -188,6 +190,9 @@ Status SpecFromJson(const Reader& r, VmSpec& s) {
   RETURN_IF_ERROR(r.Bool("memory_private", s.memory_private, false));
   RETURN_IF_ERROR(r.Bool("incoming", s.incoming, false));
   RETURN_IF_ERROR(r.Bool("vmgenid", s.vmgenid, false));
+  RETURN_IF_ERROR(r.Str("agent_token", s.agent_token, false));
+  if (!s.agent_token.empty() && !agent_auth::IsWellFormedToken(s.agent_token))
+    return r.Error("agent_token", "expected 64 lowercase hex digits");
   RETURN_IF_ERROR(r.StrList("extra_args", s.extra_args));
   std::string accel;
   RETURN_IF_ERROR(r.Str("accelerator", accel, false));

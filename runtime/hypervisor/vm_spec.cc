@@ -1,5 +1,6 @@
 // VmSpec validation: every check names the VM, the field and the bad value,
 // so a caller's mistake never surfaces as a cryptic VMM error.
+#include "runtime/common/agent_auth.h"
 #include "runtime/hypervisor/vm_spec.h"
 
 #include <fmt/format.h>
@@ -140,6 +141,8 @@ Status ValidateVmSpec(const VmSpec& s) {
     return InvalidArgument(fmt::format("vm spec: id '{}' must be 1..{} chars of [A-Za-z0-9_.-], not starting with '.' or '-'", s.id, kMaxVmIdLen));
   auto bad = [&](std::string msg) { return InvalidArgument(fmt::format("vm spec '{}': {}", s.id, msg)); };
   if (s.state_dir.empty() || s.state_dir.front() != '/') return bad(fmt::format("state_dir must be absolute, got '{}'", s.state_dir));
+  if (!s.agent_token.empty() && !agent_auth::IsWellFormedToken(s.agent_token))
+    return bad("agent_token must be 64 lowercase hex digits");
   if (s.vcpus < 1 || s.vcpus > kMaxVcpus) return bad(fmt::format("vcpus must be 1..{}, got {}", kMaxVcpus, s.vcpus));
   if (s.memory_mib < kMinMemoryMib) return bad(fmt::format("memory_mib must be at least {}, got {}", kMinMemoryMib, s.memory_mib));
   if (s.hotplug_slots > kMaxHotplugSlots) return bad(fmt::format("hotplug_slots must be at most {}, got {}", kMaxHotplugSlots, s.hotplug_slots));

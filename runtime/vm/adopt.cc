@@ -49,6 +49,7 @@ Status ConnectAdopted(SandboxVmImpl& vm, milliseconds agent_timeout) {
   o.deadline = kAdoptConnectTimeout;
   o.default_call_timeout = agent_timeout;
   o.abort_fd = vmm.exit_fd();
+  o.token = vmm.agent_token();
   auto client = agentclient::ConnectAgent([v](milliseconds t) { return v->Dial(guest_abi::kAgentVsockPort, t); }, o);
   if (!client.ok()) return client.status();
   vm.SetAgent(std::move(*client));

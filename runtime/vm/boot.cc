@@ -27,7 +27,7 @@ using std::chrono::milliseconds;
 const log::Logger kLog("vm");
 
 Status LaunchVmm(SandboxVmImpl& vm, const config::Config& config, const BootPlan& plan, const SandboxVmSpec& spec) {
-  hypervisor::VmSpec s = BaseVmmSpec(config, plan, spec);
+  ASSIGN_OR_RETURN(hypervisor::VmSpec s, BaseVmmSpec(config, plan, spec));
   s.devices = {FsDeviceFor(vm), VsockDeviceFor(*vm.vsock())};
   if (config.guest.boot_nic) {
     ASSIGN_OR_RETURN(hypervisor::NetDevice nic, BootNicDevice());

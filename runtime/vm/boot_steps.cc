@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "runtime/common/agent_auth.h"
 #include "runtime/common/daemon.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/guest_abi.h"
@@ -85,7 +86,8 @@ Result<BootPlan> Plan(const config::Config& config, const SandboxVmSpec& spec, s
   return p;
 }
 
-hypervisor::VmSpec BaseVmmSpec(const config::Config& config, const BootPlan& plan, const SandboxVmSpec& spec) {
+Result<hypervisor::VmSpec> BaseVmmSpec(const config::Config& config, const BootPlan& plan,
+                                       const SandboxVmSpec& spec) {
   hypervisor::VmSpec s;
   s.id = plan.id;
   s.state_dir = plan.state_dir;
@@ -95,6 +97,7 @@ hypervisor::VmSpec BaseVmmSpec(const config::Config& config, const BootPlan& pla
   s.initrd = config.guest.initrd;
   s.kernel_cmdline = std::string(guest_abi::kBaseKernelCmdline);  // + hypervisor.kernel_params (the driver adds it)
   s.extra_kernel_params = spec.extra_kernel_params;
+  ASSIGN_OR_RETURN(s.agent_token, agent_auth::NewToken());
   return s;
 }
 
@@ -139,6 +142,7 @@ Status WaitForAgent(SandboxVmImpl& vm, const config::Config& config, BootClock::
   o.deadline = std::max(milliseconds(1), budget - std::chrono::duration_cast<milliseconds>(BootClock::now() - boot_start));
   o.abort_fd = vm.vmm().exit_fd();
   o.cancel_fd = cancel_fd;
+  o.token = vm.vmm().agent_token();
   o.default_call_timeout = milliseconds(config.runtime.agent_timeout_ms);
   vsock::VmVsock* v = vm.vsock();
   agentclient::Dialer dial = [v](milliseconds t) { return v->Dial(guest_abi::kAgentVsockPort, t); };

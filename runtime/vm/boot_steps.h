@@ -35,8 +35,9 @@ Result<BootPlan> Plan(const config::Config& config, const SandboxVmSpec& spec, s
 Result<hypervisor::NetDevice> BootNicDevice();
 
 // What every pod VM's VMM is launched with: id, dir, size, kernel, initrd,
-// command line. The caller adds devices and the RAM backing.
-hypervisor::VmSpec BaseVmmSpec(const config::Config& config, const BootPlan& plan, const SandboxVmSpec& spec);
+// command line, and an agent token of its own (agent_auth.h). The caller
+// adds devices and the RAM backing.
+Result<hypervisor::VmSpec> BaseVmmSpec(const config::Config& config, const BootPlan& plan, const SandboxVmSpec& spec);
 
 // capsule-vsockd (or a reserved CID) and virtiofsd, set into `vm`.
 Status PrepareHostEnds(SandboxVmImpl& vm, const config::Config& config, uint64_t guest_cid = 0);

@@ -53,7 +53,7 @@ Status LaunchClone(SandboxVmImpl& vm, const config::Config& config, const BootPl
   ASSIGN_OR_RETURN(RamCopy ram, CopyRamImage(tpl.ram_path(), static_cast<uint64_t>(tpl.memory_mib) << 20,
                                              "capsule-ram-" + plan.id));
   t.ram_copy_ms = MsSince(step);
-  hypervisor::VmSpec s = BaseVmmSpec(config, plan, SandboxVmSpec{plan.id, plan.vcpus, plan.memory_mib, ""});
+  ASSIGN_OR_RETURN(hypervisor::VmSpec s, BaseVmmSpec(config, plan, SandboxVmSpec{plan.id, plan.vcpus, plan.memory_mib, ""}));
   s.memory_fd = ram.memfd.get();
   s.incoming = true;
   s.vmgenid = true;

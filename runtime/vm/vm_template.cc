@@ -83,7 +83,9 @@ Status WaitForReadyLine(hypervisor::Vm& vmm, const std::string& console, millise
 
 Result<hypervisor::VmPtr> LaunchTemplateVm(const config::Config& config, const BootPlan& plan,
                                            const std::string& ram_path, std::string* boot_nic_mac) {
-  hypervisor::VmSpec s = BaseVmmSpec(config, plan, SandboxVmSpec{plan.id, plan.vcpus, plan.memory_mib, ""});
+  // The template's token is never used (no one connects to a template), but
+  // its fw_cfg file must be there for the clones' to take its place.
+  ASSIGN_OR_RETURN(hypervisor::VmSpec s, BaseVmmSpec(config, plan, SandboxVmSpec{plan.id, plan.vcpus, plan.memory_mib, ""}));
   s.memory_file = ram_path;
   s.vmgenid = true;
   s.hotplug_slots = kTemplateHotplugSlots;

@@ -9,13 +9,17 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <future>
 
+#include "runtime/agentclient/grpc_agent_client.h"
+#include "runtime/common/agent_auth.h"
 #include "runtime/common/daemon.h"
 #include "runtime/common/guest_abi.h"
 #include "runtime/hypervisor/vm_paths.h"
+#include "runtime/hypervisor/vm_record.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/unique_fd.h"
 #include "runtime/vm/log_guard.h"
@@ -135,6 +139,41 @@ TEST_F(BootedVmTest, DialToAGuestPortNobodyListensOnIsUnavailableAndHarmless) {
   auto agent = vm_->agent();
   ASSERT_TRUE(agent.ok());
   EXPECT_TRUE((*agent)->Check(milliseconds(10000)).ok());
+}
+
+// Kernel vhost-vsock lets any local user dial a guest's CID, so the agent
+// serves only a stream that proves the VM's token first. The token reached
+// the guest by fw_cfg and is nowhere on QEMU's command line (any user reads
+// that); it is in vm.json, in the VM's root-only dir, for adoption.
+TEST_F(BootedVmTest, TheAgentServesOnlyAStreamThatProvesTheVmsToken) {
+  auto record_text = ReadFile(vm_->state_dir() + "/vm.json");
+  ASSERT_TRUE(record_text.ok()) << record_text.status().ToString();
+  auto record = hypervisor::VmRecordFromJson(*record_text, "vm.json");
+  ASSERT_TRUE(record.ok()) << record.status().ToString();
+  const std::string token = record->spec.agent_token;
+  ASSERT_TRUE(agent_auth::IsWellFormedToken(token)) << "'" << token << "'";
+  auto cmdline = ReadFile("/proc/" + std::to_string(vm_->vmm_pid()) + "/cmdline");
+  ASSERT_TRUE(cmdline.ok());
+  EXPECT_EQ(cmdline->find(token), std::string::npos) << "the token is on QEMU's command line";
+  EXPECT_NE(cmdline->find(std::string(guest_abi::kAgentTokenFwCfgName)), std::string::npos);
+  struct stat st{};
+  ASSERT_EQ(::stat(vm_->state_dir().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 077, 0u) << "the VM dir holding vm.json is open to others";
+
+  auto wrong = vm_->DialGuest(guest_abi::kAgentVsockPort, milliseconds(5000));
+  ASSERT_TRUE(wrong.ok()) << wrong.status().ToString();
+  Status denied = agent_auth::Prove(wrong->get(), *agent_auth::NewToken(), milliseconds(10000));
+  EXPECT_EQ(denied.code(), Code::kPermissionDenied) << denied.ToString();
+
+  auto right = vm_->DialGuest(guest_abi::kAgentVsockPort, milliseconds(5000));
+  ASSERT_TRUE(right.ok()) << right.status().ToString();
+  Status proved = agent_auth::Prove(right->get(), token, milliseconds(10000));
+  EXPECT_TRUE(proved.ok()) << proved.ToString();
+  auto client = agentclient::NewGrpcAgentClient(std::move(*right), {});
+  auto check = client->Check(milliseconds(10000));
+  ASSERT_TRUE(check.ok()) << check.status().ToString();
+  EXPECT_EQ(check->status(), agent::v1::CheckResponse::SERVING);
+  client->Close();
 }
 
 TEST_F(BootedVmTest, DetachThenAdoptFromANewObject) {

@@ -19,7 +19,9 @@
 #include <future>
 #include <set>
 
+#include "runtime/common/agent_auth.h"
 #include "runtime/common/daemon.h"
+#include "runtime/common/guest_abi.h"
 #include "runtime/common/file_util.h"
 #include "runtime/hypervisor/vm_paths.h"
 #include "runtime/hypervisor/vm_record.h"
@@ -108,6 +110,7 @@ TEST_F(VmTemplateTest, ThreeClonesAnswerWithTheirOwnRandomnessBootIdCidAndTheHos
   std::vector<SandboxVmPtr> clones;
   std::set<std::string> uuids, boot_ids;
   std::set<uint32_t> cids;
+  std::vector<std::string> tokens;
   for (int i = 0; i < 3; ++i) {
     SandboxVmSpec spec;
     spec.id = "clone-" + std::to_string(i);
@@ -149,11 +152,23 @@ TEST_F(VmTemplateTest, ThreeClonesAnswerWithTheirOwnRandomnessBootIdCidAndTheHos
     auto who = ReadInGuest(**c, (*c)->GuestSharedPath("who"));
     ASSERT_TRUE(who.ok()) << who.status().ToString();
     EXPECT_EQ(*who, spec.id);
+    auto record = ReadFile((*c)->state_dir() + "/vm.json");
+    ASSERT_TRUE(record.ok()) << record.status().ToString();
+    auto parsed = hypervisor::VmRecordFromJson(*record, "vm.json");
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    tokens.push_back(parsed->spec.agent_token);
     clones.push_back(std::move(*c));
   }
   EXPECT_EQ(uuids.size(), 3u) << "each clone's kernel RNG differs before the host reseeds it";
   EXPECT_EQ(boot_ids.size(), 3u) << ::testing::PrintToString(boot_ids);
   EXPECT_EQ(cids.size(), 3u) << ::testing::PrintToString(cids);
+  // Each clone's agent, restored from the same RAM, asks fw_cfg for the
+  // token of its own VMM: a sibling's is refused.
+  ASSERT_EQ(std::set<std::string>(tokens.begin(), tokens.end()).size(), 3u);
+  auto stream = clones[0]->DialGuest(guest_abi::kAgentVsockPort, milliseconds(5000));
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  Status sibling = agent_auth::Prove(stream->get(), tokens[1], milliseconds(10000));
+  EXPECT_EQ(sibling.code(), Code::kPermissionDenied) << sibling.ToString();
   for (auto& c : clones) EXPECT_TRUE(c->Stop(milliseconds(5000)).ok());
   clones.clear();
   ExpectNothingLeft(*env_);

@@ -17,6 +17,7 @@
 
 #include "runtime/agentclient/agent_client.h"
 #include "runtime/agentclient/grpc_agent_client.h"
+#include "runtime/common/agent_auth.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/guest_abi.h"
 #include "runtime/common/subprocess.h"
@@ -62,13 +63,14 @@ class Agent {
     }
   }
 
-  Status Start() {
+  Status Start(const std::vector<std::string>& extra_args = {}) {
     int ready[2];
     if (::pipe2(ready, O_CLOEXEC) != 0) return ErrnoStatus("pipe2");
     UniqueFd ready_r(ready[0]), ready_w(ready[1]);
     SpawnOptions so;
     so.argv = {CAPSULE_AGENT_BIN, "--no-init", "--listen", "unix:" + socket_, "--ready-fd",
                std::to_string(ready_w.get()), "--resolv-conf", socket_ + ".resolv"};
+    so.argv.insert(so.argv.end(), extra_args.begin(), extra_args.end());
     so.stdout_fd = so.stderr_fd = STDERR_FILENO;
     so.keep_fds = {ready_w.get()};
     so.die_with_parent = true;
@@ -283,6 +285,62 @@ TEST_F(AgentClientTest, ConnectAgentGivesUpAtOnceOnAnErrorThatRetryingCannotFix)
   EXPECT_EQ(client.status().code(), Code::kPermissionDenied);
   EXPECT_NE(client.status().message().find("EACCES"), std::string::npos);
   EXPECT_EQ(attempts.load(), 1);
+}
+
+// The agent token (agent_auth.h) between ConnectAgent and the real agent:
+// its own token opens the agent, another is refused at once by name, a
+// client that skips the handshake never reaches gRPC, silent connections
+// (more than the agent hears at once) do not keep the host out, and a token that changes (a clone's, after restore) is
+// read again for the next connection.
+TEST_F(AgentClientTest, OnlyAConnectionThatProvesTheAgentTokenReachesGrpc) {
+  auto good = agent_auth::NewToken();
+  ASSERT_TRUE(good.ok());
+  auto other = agent_auth::NewToken();
+  ASSERT_TRUE(other.ok());
+  const std::string token_file = dir_->Join("token");
+  ASSERT_TRUE(WriteFileAtomic(token_file, *good + "\n").ok());
+  ASSERT_TRUE(agent_->Start({"--auth-token-file", token_file}).ok());
+
+  ConnectOptions o;
+  o.deadline = milliseconds(10000);
+  o.token = *good;
+  auto client = ConnectAgent(UnixDialer(), o);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  EXPECT_TRUE((*client)->Version().ok());
+
+  o.token = *other;
+  auto t0 = Clock::now();
+  auto refused = ConnectAgent(UnixDialer(), o);
+  EXPECT_EQ(refused.status().code(), Code::kPermissionDenied) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("refused this VM's token"), std::string::npos) << refused.status().message();
+  EXPECT_LT(Clock::now() - t0, milliseconds(5000)) << "a refused token is not retried";
+
+  // gRPC straight away: the HTTP/2 preface is not an AUTH line.
+  auto bare = Connect();
+  ASSERT_TRUE(bare);
+  auto check = bare->Check(milliseconds(3000));
+  EXPECT_FALSE(check.ok()) << "a client without the token got an answer";
+
+  // Silent dialers, more than the handshakes the gate runs at once.
+  std::vector<UniqueFd> silent;
+  for (int i = 0; i < 20; ++i) {
+    auto fd = DialUnix(agent_->socket(), milliseconds(1000));
+    ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+    silent.push_back(std::move(*fd));
+  }
+  o.token = *good;
+  auto despite = ConnectAgent(UnixDialer(), o);
+  ASSERT_TRUE(despite.ok()) << despite.status().ToString();
+  EXPECT_TRUE((*despite)->Version().ok());
+  silent.clear();
+
+  ASSERT_TRUE(WriteFileAtomic(token_file, *other).ok());
+  o.token = *good;
+  EXPECT_EQ(ConnectAgent(UnixDialer(), o).status().code(), Code::kPermissionDenied);
+  o.token = *other;
+  auto renewed = ConnectAgent(UnixDialer(), o);
+  ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
+  EXPECT_TRUE((*client)->Version().ok()) << "a connection made before keeps working";
 }
 
 }  // namespace

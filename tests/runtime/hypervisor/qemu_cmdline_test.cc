@@ -54,6 +54,25 @@ TEST(QemuCmdlineTest, TheConsoleFdNamesItsLogWithCommasEscaped) {
   EXPECT_EQ(*(it + 1), "fd=4,set=1,opaque=/run/a,,b/console.log");
 }
 
+// The agent token goes to the guest as a fw_cfg file QEMU reads from an
+// inherited fd: only its name and the fd's number are on the command line.
+TEST(QemuCmdlineTest, TheAgentTokenIsAFwCfgFileReadThroughAnInheritedFd) {
+  config::HypervisorConfig hv;
+  VmSpec s = BaseSpec();
+  s.agent_token = std::string(64, 'e');
+  QemuCommandInput in = Input(hv, s, Accelerator::kTcg, /*sandbox=*/false, /*qmp=*/3);
+  in.agent_token_fd = 7;
+  auto args = BuildQemuCommandLine(in);
+  auto it = std::find(args.begin(), args.end(), "-fw_cfg");
+  ASSERT_NE(it, args.end());
+  ASSERT_NE(it + 1, args.end());
+  EXPECT_EQ(*(it + 1), "name=opt/io.capsule/agent-token,file=/proc/self/fd/7");
+  for (const auto& a : args) EXPECT_EQ(a.find(s.agent_token), std::string::npos) << a;
+  in.agent_token_fd = -1;
+  args = BuildQemuCommandLine(in);
+  EXPECT_EQ(std::find(args.begin(), args.end(), "-fw_cfg"), args.end());
+}
+
 TEST(QemuCmdlineTest, TcgVmExactArguments) {
   config::HypervisorConfig hv;
   hv.kernel_params = "capsule.debug=1";

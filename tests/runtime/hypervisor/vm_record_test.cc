@@ -33,6 +33,7 @@ VmRecord FullRecord() {
   r.spec.memory_file = "/run/capsule/templates/k/ram";
   r.spec.incoming = true;
   r.spec.vmgenid = true;
+  r.spec.agent_token = std::string(32, 'a') + std::string(32, '9');
   r.spec.extra_args = {"-device", "virtio-rng-pci"};
   r.accelerator = Accelerator::kTcg;
   r.vmm = ProcessIdentity{1234, 987654321, "boot-id"};
@@ -91,6 +92,7 @@ TEST(VmRecordTest, ErrorsNameTheFieldAndFile) {
       {[](json& x) { x["hotplugged"][1]["backend"] = "x"; }, "field 'hotplugged[1].backend': expected 'vhost' or 'vhost-user'"},
       {[](json& x) { x["accelerator"] = "hvf"; }, "field 'accelerator': expected kvm or tcg"},
       {[](json& x) { x["spec"]["extra_args"] = {1}; }, "field 'spec.extra_args': expected an array of strings"},
+      {[](json& x) { x["spec"]["agent_token"] = "ABC"; }, "field 'spec.agent_token': expected 64 lowercase hex digits"},
   };
   for (const Case& c : cases) {
     json copy = j;
@@ -134,6 +136,7 @@ TEST(VmSpecTest, RejectionsNameTheField) {
       {[](VmSpec& s) { s.devices = {NetDevice{"n", "", "52:54:00:00:00:01", "tapfd"}}; }, "fd_name works for hot-plug only"},
       {[](VmSpec& s) { s.devices = {VsockDevice{"v", VsockDevice::Backend::kVhostKernel, 2, ""}}; }, "guest_cid must be 3.."},
       {[](VmSpec& s) { s.memory_fd = 5; }, "memory_file and memory_fd are exclusive"},
+      {[](VmSpec& s) { s.agent_token = "secret"; }, "agent_token must be 64 lowercase hex digits"},
       {[](VmSpec& s) { s.memory_file = "ram"; }, "memory_file must be absolute"},
       {[](VmSpec& s) { s.memory_file = "/a,b"; }, "memory_file '/a,b' must not contain ','"},
       {[](VmSpec& s) { s.memory_file.clear(); s.memory_private = true; }, "memory_private needs a memory_file"},

@@ -28,6 +28,7 @@ class FakeVmm : public hypervisor::Vm {
   hypervisor::Accelerator accelerator() const override { return hypervisor::Accelerator::kTcg; }
   hypervisor::VmState state() const override { return state_; }
   const std::vector<hypervisor::Device>& boot_devices() const override { return boot_devices_; }
+  const std::string& agent_token() const override { return agent_token_; }
   Status Pause() override;
   Status Resume() override;
   Status Stop(std::chrono::milliseconds) override;
@@ -47,6 +48,7 @@ class FakeVmm : public hypervisor::Vm {
  private:
   std::string id_;
   std::vector<hypervisor::Device> boot_devices_;
+  std::string agent_token_;
   std::atomic<hypervisor::VmState> state_{hypervisor::VmState::kRunning};
 };
 

@@ -32,8 +32,11 @@ class Fields {
   // An integer in [lo, hi]: a value outside is refused, not wrapped.
   Result<int64_t> Int(const char* key, int64_t lo, int64_t hi) const {
     ASSIGN_OR_RETURN(const json* j, Get(key, json::value_t::number_integer));
+    // nlohmann reads every non-negative literal (0 too) as unsigned: both
+    // bounds apply on that side as well.
     const bool in_range = j->is_number_unsigned()
-                              ? j->get<uint64_t>() <= static_cast<uint64_t>(hi)
+                              ? j->get<uint64_t>() <= static_cast<uint64_t>(hi) &&
+                                    static_cast<int64_t>(j->get<uint64_t>()) >= lo
                               : j->get<int64_t>() >= lo && j->get<int64_t>() <= hi;
     if (!in_range) return Error(key, "is out of range");
     return j->get<int64_t>();

@@ -118,6 +118,8 @@ class SoakTest : public CriE2eTest {
     }
     return name + ": its log never showed a tick";
   }
+
+  std::vector<Sample> samples_;  // before, then each round: running, removed
 };
 
 TEST_F(SoakTest, PodsCreatedExecdLoggedAndRemovedInALoopLeaveTheHostFlat) {

@@ -4,6 +4,9 @@
 // (vsock.json), virtiofsd (its pid file and share mount), then a short
 // ConnectAgent. A part that is gone is logged and left out, and a VM whose
 // VMM died is still returned, so that Stop() can clean up whatever is left.
+// So is a boot cut short before QEMU's vm.json (its launcher was killed):
+// the QEMU it started is found by its command line and killed at once, and
+// the VM comes back without a VMM for Stop() to remove the rest.
 #include <fmt/format.h>
 #include <sys/stat.h>
 
@@ -56,6 +59,20 @@ Status ConnectAdopted(SandboxVmImpl& vm, milliseconds agent_timeout) {
   return Status::Ok();
 }
 
+// No vm.json: the boot never got past QEMU's start. What it did start (the
+// vsock back end, virtiofsd, perhaps QEMU) is still ours to stop.
+Result<std::unique_ptr<SandboxVm>> AdoptUnfinishedBoot(const std::string& state_dir, const Status& no_record) {
+  Status reaped = hypervisor::ReapUnrecordedQemu(state_dir);
+  if (!reaped.ok() && reaped.code() != Code::kNotFound) return reaped.WithContext("adopt VM at " + state_dir);
+  const std::string id = state_dir.substr(state_dir.rfind('/') + 1);
+  auto vm = std::make_unique<SandboxVmImpl>(id, state_dir);
+  AdoptHostEnds(*vm);
+  kLog.Warn("VM {}: its boot never finished ({}); adopted what it started, for stopping", id,
+            reaped.ok() ? "its QEMU was killed" : "no QEMU ran");
+  vm->SetAgentError(FailedPrecondition(fmt::format("VM {} never finished booting: {}", id, no_record.message())));
+  return std::unique_ptr<SandboxVm>(std::move(vm));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<SandboxVm>> SandboxVm::Adopt(const config::Config& config, const std::string& state_dir) {
@@ -63,6 +80,7 @@ Result<std::unique_ptr<SandboxVm>> SandboxVm::Adopt(const config::Config& config
   struct stat st{};
   if (::stat(state_dir.c_str(), &st) != 0) return ErrnoStatus(what);
   auto vmm = hypervisor::NewQemuHypervisor(config)->Attach(state_dir);
+  if (!vmm.ok() && vmm.status().code() == Code::kNotFound) return AdoptUnfinishedBoot(state_dir, vmm.status());
   if (!vmm.ok()) return vmm.status().WithContext(what);
   auto vm = std::make_unique<SandboxVmImpl>((*vmm)->id(), state_dir);
   vm->SetVmm(std::move(*vmm));

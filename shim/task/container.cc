@@ -9,6 +9,7 @@
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 #include "shim/task/agent_status.h"
+#include "shim/task/process_limits.h"
 
 namespace capsule::shim::task {
 namespace {
@@ -144,6 +145,10 @@ Result<ProcessPtr> Container::Find(const std::string& exec_id) {
 Result<ProcessPtr> Container::AddExec(const std::string& exec_id, const std::string& process_json,
                                       const io::StdioSpec& stdio) {
   if (exec_id.empty()) return InvalidArgument("exec of container " + p_.id + ": exec_id is empty");
+  // Malformed JSON is the agent's to name; an oversized but valid process
+  // is refused here, before its bytes go over the channel.
+  if (auto process = nlohmann::json::parse(process_json, nullptr, /*allow_exceptions=*/false); process.is_object())
+    RETURN_IF_ERROR(CheckProcessLimits(process, fmt::format("exec {} of container {}: process", exec_id, p_.id)));
   std::lock_guard lock(mu_);
   if (execs_.count(exec_id) != 0)
     return AlreadyExists(fmt::format("exec {} of container {} already exists", exec_id, p_.id));

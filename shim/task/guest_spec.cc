@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "shim/task/process_limits.h"
+
 namespace capsule::shim::task {
 namespace {
 
@@ -148,6 +150,7 @@ Result<GuestSpec> MakeGuestSpec(const json& host_spec, const GuestSpecInput& inp
   if (!host_spec.is_object()) return InvalidArgument("config.json: must be a JSON object");
   if (!host_spec.contains("root") || !host_spec["root"].is_object())
     return InvalidArgument("root: required");
+  if (host_spec.contains("process")) RETURN_IF_ERROR(CheckProcessLimits(host_spec["process"], "process"));
   GuestSpec out;
   out.spec = host_spec;
   out.spec["root"]["path"] = input.guest_path(input.rootfs_rel);

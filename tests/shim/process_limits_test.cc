@@ -1,0 +1,65 @@
+// Huge or malformed args and env of a container's process are refused by
+// the shim with the field and the size, before anything reaches the guest:
+// through MakeGuestSpec (the init process) and on their own (an exec).
+#include "shim/task/process_limits.h"
+
+#include <gtest/gtest.h>
+
+#include "shim/task/guest_spec.h"
+
+namespace capsule::shim::task {
+namespace {
+
+using nlohmann::json;
+
+json Process() { return json{{"args", {"sh", "-c", "true"}}, {"env", {"PATH=/bin", "A=1"}}, {"cwd", "/"}}; }
+
+TEST(ProcessLimitsTest, AnOrdinaryProcessAndOneWithoutArgsOrEnvPass) {
+  EXPECT_TRUE(CheckProcessLimits(Process(), "process").ok());
+  EXPECT_TRUE(CheckProcessLimits(json{{"cwd", "/"}}, "process").ok());
+  json at_limit = Process();
+  at_limit["env"][1] = std::string(kMaxProcessStringBytes - 1, 'x');  // plus its NUL
+  EXPECT_TRUE(CheckProcessLimits(at_limit, "process").ok());
+}
+
+TEST(ProcessLimitsTest, OneStringOverWhatAnExecTakesIsNamedByIndex) {
+  json p = Process();
+  p["env"][1] = "BIG=" + std::string(kMaxProcessStringBytes, 'x');
+  Status st = CheckProcessLimits(p, "process");
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("process.env[1]: 131077 bytes, over the 131072"), std::string::npos) << st.message();
+}
+
+TEST(ProcessLimitsTest, ManyStringsTogetherOverArgMaxAreRefusedWithTheirSize) {
+  json p = Process();
+  for (int i = 0; i < 40; ++i) p["args"].push_back(std::string(64 * 1024, 'a'));
+  Status st = CheckProcessLimits(p, "exec e1 of container c1: process");
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("exec e1 of container c1: process: args and env take"), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("over the 2097152"), std::string::npos) << st.message();
+}
+
+TEST(ProcessLimitsTest, WrongTypesAreNamed) {
+  json p = Process();
+  p["args"][1] = 7;
+  EXPECT_NE(CheckProcessLimits(p, "process").message().find("process.args[1]: must be a string"), std::string::npos);
+  p = Process();
+  p["env"] = "PATH=/bin";
+  EXPECT_NE(CheckProcessLimits(p, "process").message().find("process.env: must be an array of strings"),
+            std::string::npos);
+  EXPECT_NE(CheckProcessLimits(json::array(), "process").message().find("process: must be an object"),
+            std::string::npos);
+}
+
+TEST(ProcessLimitsTest, TheGuestSpecRewriteRefusesAnOversizedInitProcess) {
+  json spec = {{"root", {{"path", "rootfs"}}}, {"process", Process()}, {"mounts", json::array()}};
+  spec["process"]["env"].push_back(std::string(kMaxProcessStringBytes + 1, 'y'));
+  GuestSpecInput in{"c1", "c1/rootfs", [](std::string_view rel) { return "/run/capsule/shared/" + std::string(rel); }};
+  auto guest = MakeGuestSpec(spec, in);
+  ASSERT_FALSE(guest.ok());
+  EXPECT_NE(guest.status().message().find("process.env[2]"), std::string::npos) << guest.status().message();
+}
+
+}  // namespace
+}  // namespace capsule::shim::task

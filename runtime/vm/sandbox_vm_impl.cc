@@ -96,6 +96,7 @@ Result<agentclient::AgentClient*> SandboxVmImpl::agent() {
   std::lock_guard lock(mu_);
   if (state_ != State::kRunning)
     return FailedPrecondition(fmt::format("VM {} is {}: no agent", id_, StateName(state_)));
+  if (!vmm_ && !agent_error_.ok()) return agent_error_;  // a boot that never finished (adopt.cc)
   if (!VmmRunning()) return FailedPrecondition(fmt::format("VM {} has exited: no agent", id_));
   if (!agent_) return agent_error_.ok() ? Unavailable(fmt::format("VM {}: no agent connection", id_)) : agent_error_;
   return agent_.get();

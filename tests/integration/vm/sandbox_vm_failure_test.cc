@@ -11,6 +11,7 @@
 
 #include "runtime/common/daemon.h"
 #include "runtime/common/file_util.h"
+#include "runtime/hypervisor/qemu_hypervisor.h"
 #include "runtime/hypervisor/vm_paths.h"
 #include "runtime/vm/sandbox_vm.h"
 #include "tests/integration/vm/vm_test_env.h"
@@ -119,6 +120,46 @@ TEST(SandboxVmBootFailure, QemuKilledMidBootIsNoticedAtOnce) {
   // "At once": the exit fd, not the boot deadline (120 s here), ended the
   // wait; the rest is tearing down virtiofsd and capsule-vsockd.
   EXPECT_LT(noticed, milliseconds(10000));
+  ExpectNothingLeft(*env);
+}
+
+// The launcher SIGKILLed after QEMU started but before it wrote vm.json:
+// made here by launching a paused QEMU in a VM's dir, detaching it and
+// removing its record. Adopt (what `shim delete` and the pool run) kills
+// that QEMU, found by the console log its command line names, and the VM
+// it returns, with no VMM and an agent error that says why, stops cleanly.
+TEST(SandboxVmBootFailure, AQemuWhoseLaunchNeverRecordedItIsKilledByAdopt) {
+  auto env = MakeEnv();
+  ASSERT_TRUE(env);
+  const config::Config& cfg = env->config();
+  hypervisor::VmSpec s;
+  s.id = "unrecorded";
+  s.state_dir = SandboxVm::StateDirFor(cfg, s.id);
+  s.kernel = cfg.guest.kernel;
+  s.initrd = cfg.guest.initrd;
+  s.kernel_cmdline = "console=ttyS0";
+  s.start_paused = true;
+  ASSERT_TRUE(MkdirAll(s.state_dir, 0700).ok());
+  auto launched = hypervisor::NewQemuHypervisor(cfg)->Launch(s);
+  ASSERT_TRUE(launched.ok()) << launched.status().ToString();
+  const pid_t qemu = (*launched)->vmm_pid();
+  ASSERT_TRUE((*launched)->Detach().ok());
+  launched->reset();
+  hypervisor::VmPaths paths(s.state_dir);
+  ASSERT_EQ(::unlink(paths.record().c_str()), 0);
+  ASSERT_EQ(::kill(qemu, 0), 0) << "QEMU should still run";
+
+  auto vm = SandboxVm::Adopt(cfg, s.state_dir);
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  // Dead at once; gone from /proc once init reaps it (it is not our child).
+  for (int i = 0; i < 100 && ::kill(qemu, 0) == 0; ++i) ::usleep(50 * 1000);
+  EXPECT_NE(::kill(qemu, 0), 0) << "QEMU pid " << qemu << " survived the adoption";
+  EXPECT_LE((*vm)->vmm_pid(), 0);
+  auto agent = (*vm)->agent();
+  ASSERT_FALSE(agent.ok());
+  EXPECT_NE(agent.status().message().find("never finished booting"), std::string::npos) << agent.status().message();
+  EXPECT_TRUE((*vm)->Stop(milliseconds(0)).ok());
+  vm->reset();
   ExpectNothingLeft(*env);
 }
 

@@ -4,6 +4,10 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+
+#include <chrono>
+
+#include <thread>
 #include <unistd.h>
 
 #include <cerrno>
@@ -79,17 +83,22 @@ Result<UniqueFd> ListenUnix(const std::string& path, const UnixListenOptions& o)
   return fd;
 }
 
-Result<UniqueFd> ConnectUnix(const std::string& path) {
+Result<UniqueFd> ConnectUnix(const std::string& path, std::chrono::milliseconds listen_wait) {
   ASSIGN_OR_RETURN(sockaddr_un addr, UnixAddress(path));
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) return ErrnoStatus("socket(AF_UNIX)");
-  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+  const auto deadline = std::chrono::steady_clock::now() + listen_wait;
+  for (;;) {
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd) return ErrnoStatus("socket(AF_UNIX)");
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) return fd;
     const int err = errno;
     Status st = ErrnoStatus("connect " + path, err);
-    if (err == ENOENT || err == ECONNREFUSED) return Status(Code::kUnavailable, st.message());
-    return st;
+    if (err != ENOENT && err != ECONNREFUSED) return st;
+    if (std::chrono::steady_clock::now() >= deadline)
+      return Status(Code::kUnavailable, listen_wait.count() > 0
+                                            ? fmt::format("{} (for {} ms)", st.message(), listen_wait.count())
+                                            : st.message());
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  return fd;
 }
 
 }  // namespace capsule

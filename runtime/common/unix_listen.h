@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include <chrono>
 #include <string>
 
 #include "runtime/common/status.h"
@@ -38,7 +39,11 @@ struct UnixListenOptions {
 Result<UniqueFd> ListenUnix(const std::string& path, const UnixListenOptions& options);
 
 // A blocking, CLOEXEC stream socket connected to `path` (a unix connect
-// completes or fails at once). UNAVAILABLE when nothing listens there.
-Result<UniqueFd> ConnectUnix(const std::string& path);
+// completes or fails at once). UNAVAILABLE when nothing listens there,
+// after retrying for `listen_wait`: a server's socket file appears at its
+// bind(2), a moment before its listen(2) (virtiofsd's does, and we wait
+// for that file), and connects in between are refused.
+Result<UniqueFd> ConnectUnix(const std::string& path,
+                             std::chrono::milliseconds listen_wait = std::chrono::milliseconds(0));
 
 }  // namespace capsule

@@ -3,6 +3,7 @@
 // end (netdev or chardev) under id `<id>-be`.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,11 @@
 #include "runtime/hypervisor/vm_spec.h"
 
 namespace capsule::hypervisor {
+
+// How long a connect to a vhost-user back end's socket is retried while it
+// is refused: the back end's socket file (which its start waits for)
+// appears at bind(2), a moment before it listens.
+inline constexpr std::chrono::milliseconds kVhostUserListenWait{3000};
 
 struct QmpStep {
   std::string command;

@@ -20,6 +20,7 @@
 #include "runtime/common/logging.h"
 #include "runtime/common/unix_listen.h"
 #include "runtime/hypervisor/qemu_cmdline.h"
+#include "runtime/hypervisor/qemu_devices.h"
 
 namespace capsule::hypervisor {
 namespace {
@@ -312,7 +313,7 @@ Status QemuVm::PassDeviceFd(const Device& device) {
   if (IsVhostUser(device)) {
     const auto* fs = std::get_if<FsShare>(&device);
     const std::string& path = fs != nullptr ? fs->socket_path : std::get<VsockDevice>(device).socket_path;
-    ASSIGN_OR_RETURN(UniqueFd sock, ConnectUnix(path));
+    ASSIGN_OR_RETURN(UniqueFd sock, ConnectUnix(path, kVhostUserListenWait));
     return qmp_->ExecuteWithFd("getfd", json{{"fdname", PassedFdName(device)}}, sock.get()).status();
   }
   if (const auto* v = std::get_if<VsockDevice>(&device); v != nullptr && v->vhost_fd >= 0)

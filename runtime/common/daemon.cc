@@ -303,6 +303,14 @@ bool PidfdWait(int pidfd, int timeout_ms) {
   }
 }
 
+bool ProcessArgumentEndsWith(pid_t pid, std::string_view suffix) {
+  auto cmdline = ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
+  if (!cmdline.ok()) return false;
+  std::string needle(suffix);
+  needle += '\0';  // every argument ends with a NUL
+  return cmdline->find(needle) != std::string::npos;
+}
+
 Status PidfdSignal(int pidfd, int sig) {
   if (::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0) != 0) {
     if (errno == ESRCH) return Status::Ok();  // already gone: nothing to signal

@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/common/status.h"
@@ -88,6 +89,10 @@ bool PidfdExited(int pidfd);
 Status PidfdSignal(int pidfd, int sig);
 // Waits up to `timeout_ms` (-1: forever) for the pidfd to show an exit.
 bool PidfdWait(int pidfd, int timeout_ms);
+// Whether one argument of `pid`'s command line ends with `suffix`: how a
+// daemon is recognised by a path it was given (a socket, a log), so that a
+// pid read from a file or /proc is known to be that daemon, not a reuse.
+bool ProcessArgumentEndsWith(pid_t pid, std::string_view suffix);
 
 // The last `max_bytes` of a log file, starting at a line boundary when one
 // is near; "" when the file is missing. For error reports ("console tail").

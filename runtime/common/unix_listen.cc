@@ -4,14 +4,12 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-
-#include <chrono>
-
-#include <thread>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 

@@ -16,7 +16,6 @@
 #include <linux/capability.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstring>
 
 #include "runtime/common/daemon.h"
@@ -355,12 +354,8 @@ Result<VmPtr> QemuHypervisor::Launch(const VmSpec& spec_in) {
 Status ReapUnrecordedQemu(const std::string& state_dir) {
   const VmPaths paths(state_dir);
   const std::string what = "reap an unrecorded QEMU of " + state_dir;
-  VmLock lock;
-  if (PathExists(paths.lock())) {
-    auto l = VmLock::Acquire(paths.lock(), /*create=*/false, kAttachLockWait);
-    if (!l.ok() && l.status().code() != Code::kNotFound) return l.status().WithContext(what);
-    if (l.ok()) lock = std::move(*l);
-  }
+  // Launch makes vm.lock before it spawns QEMU: without one, none was started.
+  ASSIGN_OR_RETURN(VmLock lock, VmLock::Acquire(paths.lock(), /*create=*/false, kAttachLockWait));
   if (PathExists(paths.record()))
     return FailedPrecondition(fmt::format("{}: {} exists; attach to that VM instead", what, paths.record()));
   // SpawnQemu hands the console over as an fd whose description is its path
@@ -371,22 +366,13 @@ Status ReapUnrecordedQemu(const std::string& state_dir) {
     const pid_t pid = static_cast<pid_t>(std::strtol(entry.c_str(), nullptr, 10));
     if (pid <= 0 || pid == ::getpid()) continue;
     auto pidfd = OpenPidfd(pid);  // held before the check, so the pid cannot be reused under us
-    if (!pidfd.ok()) continue;
-    auto cmdline = ReadFile("/proc/" + entry + "/cmdline");
-    if (!cmdline.ok()) continue;
-    std::replace(cmdline->begin(), cmdline->end(), '\0', ' ');
-    if (cmdline->find(marker + " ") == std::string::npos) continue;
+    if (!pidfd.ok() || !ProcessArgumentEndsWith(pid, marker)) continue;
     kLog.Warn("VM {}: killing QEMU pid {}, started by a launch that never recorded it", paths.dir, pid);
     if (Status st = PidfdSignal(pidfd->get(), SIGKILL); !st.ok()) return st.WithContext(what);
     if (!PidfdWait(pidfd->get(), 10000)) return DeadlineExceeded(fmt::format("{}: pid {} outlived SIGKILL", what, pid));
     ++killed;
   }
-  if (lock.held()) {
-    RETURN_IF_ERROR_CTX(RemoveVmmFiles(paths, paths.console_log(), lock), what);
-  } else {
-    for (const std::string& f : {paths.qmp_socket(), paths.console_log(), paths.vmm_log(), paths.pidfile()})
-      ::unlink(f.c_str());
-  }
+  RETURN_IF_ERROR_CTX(RemoveVmmFiles(paths, paths.console_log(), lock), what);
   if (killed == 0) return NotFound(what + ": no such QEMU runs");
   return Status::Ok();
 }

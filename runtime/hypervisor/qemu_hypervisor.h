@@ -51,7 +51,8 @@ HypervisorPtr NewQemuHypervisor(const config::Config& config);
 // What is left of a launch cut short between QEMU's start and its vm.json
 // (the launcher was SIGKILLed): kills the QEMU whose command line names
 // this state dir's console log, if one runs, and removes the VMM's files.
-// NOT_FOUND when no such QEMU runs; FAILED_PRECONDITION when a live
+// NOT_FOUND when no such QEMU runs (or none was ever started: no vm.lock,
+// which Launch makes first); FAILED_PRECONDITION when a live
 // process holds the VM's lock (a launch still under way) or vm.json exists
 // (Attach is the way to such a VM).
 Status ReapUnrecordedQemu(const std::string& state_dir);

@@ -66,10 +66,7 @@ void RemoveFiles(const VirtiofsPaths& paths) {
 
 // Does `pid` run virtiofsd for this socket? Guards adoption against pid reuse.
 bool ServesSocket(pid_t pid, const std::string& socket) {
-  auto cmd = ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
-  if (!cmd.ok()) return false;
-  std::string want = "--socket-path=" + socket;
-  return cmd->find(want + '\0') != std::string::npos;
+  return ProcessArgumentEndsWith(pid, "--socket-path=" + socket);
 }
 
 }  // namespace

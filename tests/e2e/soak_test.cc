@@ -32,11 +32,7 @@ int EnvInt(const char* name, int fallback, int min) {
   return std::max(min, std::atoi(v));
 }
 
-size_t CountDir(const std::string& dir) {
-  size_t n = 0;
-  for (const auto& e : DirEntries(dir)) n += (e != "." && e != "..") ? 1 : 0;
-  return n;
-}
+size_t CountDir(const std::string& dir) { return ListDir(dir).size(); }
 
 long RssKib(pid_t pid) {
   auto status = ReadFile("/proc/" + std::to_string(pid) + "/status");

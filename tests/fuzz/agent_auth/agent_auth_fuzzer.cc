@@ -13,23 +13,15 @@
 
 #include "runtime/common/agent_auth.h"
 #include "runtime/common/unique_fd.h"
+#include "tests/fuzz/fuzz_io.h"
 
 namespace {
 
 using capsule::Code;
 using capsule::UniqueFd;
+using capsule::fuzz::DrainNow;
 
 const std::string kToken(64, 'c');
-
-std::string Drain(int fd) {
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (n <= 0) return out;
-    out.append(buf, static_cast<size_t>(n));
-  }
-}
 
 void Check(bool ok) {
   if (!ok) std::abort();
@@ -51,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     capsule::Status st = capsule::agent_auth::Check(them.get(), kToken, std::chrono::milliseconds(50));
     const std::string good = "AUTH " + kToken + "\n";
     Check(st.ok() == (input.compare(0, good.size(), good) == 0));
-    const std::string reply = Drain(us.get());
+    const std::string reply = DrainNow(us.get());
     if (st.ok()) Check(reply == "OK\n");
     if (st.code() == Code::kPermissionDenied) Check(reply == "DENIED\n");
   } else {
@@ -60,8 +52,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const bool denied_line = input.rfind("DENIED\n", 0) == 0;
     Check(st.ok() == ok_line);
     Check((st.code() == Code::kPermissionDenied) == denied_line);
-    if (st.ok()) Check(Drain(them.get()) == input.substr(3));
-    Check(Drain(us.get()) == "AUTH " + kToken + "\n");
+    if (st.ok()) Check(DrainNow(them.get()) == input.substr(3));
+    Check(DrainNow(us.get()) == "AUTH " + kToken + "\n");
   }
   return 0;
 }

@@ -35,9 +35,12 @@
 #include "runtime/vsock/hybrid_dial.h"
 #include "runtime/vsock/hybrid_listener.h"
 #include "runtime/vsock/unix_socket.h"
+#include "tests/fuzz/fuzz_io.h"
 
 namespace capsule::vsock {
 namespace {
+
+using capsule::fuzz::DrainNow;
 
 void Check(bool ok, const char* what) {
   if (!ok) {
@@ -85,16 +88,6 @@ const std::string& SocketPath() {
     return std::string(dir) + "/vsock.sock";
   }();
   return path;
-}
-
-std::string DrainNow(int fd) {
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (n <= 0) return out;
-    out.append(buf, static_cast<size_t>(n));
-  }
 }
 
 void FuzzListener(std::string_view in) {

@@ -32,7 +32,8 @@ namespace {
 enum Record : int { kPid = 1, kError = 2 };
 enum Step : int {
   kSetsid = 1, kFork, kStdio, kKeepFds, kChdir, kUnshareNet, kExec, kUnshareMnt, kPrivateMounts, kTap, kSetgroups,
-  kSetgid, kSetuid, kNoNewPrivs
+  kSetgid, kSetuid, kNoNewPrivs,
+  kJailStep = 1000,  // + the index of the jail step that failed
 };
 
 const char* StepName(int step) {
@@ -52,6 +53,12 @@ const char* StepName(int step) {
     case kNoNewPrivs: return "set no_new_privs";
     default: return "exec";
   }
+}
+
+std::string FailedStep(const DaemonOptions& o, int step) {
+  if (step >= kJailStep && o.jail && static_cast<size_t>(step - kJailStep) < o.jail->steps.size())
+    return "enter its jail: " + o.jail->steps[static_cast<size_t>(step - kJailStep)].what;
+  return StepName(step);
 }
 
 std::vector<char*> CStrings(const std::vector<std::string>& v) {
@@ -99,6 +106,10 @@ void Confine(const DaemonOptions& o, int report_fd) {
   for (const auto& t : o.taps) {
     if (!MakeTap(t)) Fail(report_fd, kTap);
   }
+  if (o.jail) {
+    const int failed = EnterJail(*o.jail);
+    if (failed >= 0) Fail(report_fd, kJailStep + failed);
+  }
   if (o.uid < 0) return;
   if (::setgroups(o.groups.size(), o.groups.data()) != 0) Fail(report_fd, kSetgroups);
   const auto gid = static_cast<gid_t>(o.gid < 0 ? o.uid : o.gid);
@@ -110,7 +121,7 @@ void Confine(const DaemonOptions& o, int report_fd) {
 
 // Grandchild: becomes the daemon.
 [[noreturn]] void ExecDaemon(const DaemonOptions& o, char** argv, char** envp, int report_fd,
-                             int dev_null) {
+                             int dev_null, int exe_fd) {
   int src[3] = {dev_null, o.stdout_fd < 0 ? dev_null : o.stdout_fd,
                 o.stderr_fd < 0 ? dev_null : o.stderr_fd};
   for (int& fd : src) {
@@ -137,7 +148,9 @@ void Confine(const DaemonOptions& o, int report_fd) {
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) Fail(report_fd, kChdir);
   Confine(o, report_fd);
-  if (envp != nullptr) {
+  if (exe_fd >= 0) {
+    ::syscall(SYS_execveat, exe_fd, "", argv, envp != nullptr ? envp : environ, AT_EMPTY_PATH);
+  } else if (envp != nullptr) {
     ::execve(argv[0], argv, envp);
   } else {
     ::execv(argv[0], argv);
@@ -148,12 +161,12 @@ void Confine(const DaemonOptions& o, int report_fd) {
 // Intermediate: new session, forks the daemon, reports its pid, then waits
 // until the launcher has opened a pidfd for it before exiting.
 [[noreturn]] void Intermediate(const DaemonOptions& o, char** argv, char** envp, int report_fd,
-                               int go_fd, int go_write_fd, int dev_null) {
+                               int go_fd, int go_write_fd, int dev_null, int exe_fd) {
   ::close(go_write_fd);  // our copy would keep go_fd from ever reading EOF
   if (::setsid() < 0) Fail(report_fd, kSetsid);
   pid_t pid = ::fork();
   if (pid < 0) Fail(report_fd, kFork);
-  if (pid == 0) ExecDaemon(o, argv, envp, report_fd, dev_null);
+  if (pid == 0) ExecDaemon(o, argv, envp, report_fd, dev_null, exe_fd);
   SendRecord(report_fd, kPid, pid, 0);
   char b;
   while (::read(go_fd, &b, 1) < 0 && errno == EINTR) {
@@ -180,7 +193,8 @@ void ReapIntermediate(pid_t pid) {
 
 }  // namespace
 
-Result<Daemon> SpawnDaemon(const DaemonOptions& o) {
+Result<Daemon> SpawnDaemon(const DaemonOptions& options) {
+  DaemonOptions o = options;  // the jail may add the program's fd to keep_fds
   if (o.argv.empty()) return InvalidArgument("spawn daemon: empty argv");
   if (!o.taps.empty() && !o.new_net_namespace)
     return InvalidArgument("spawn " + o.argv[0] + ": taps are made only in a network namespace of its own");
@@ -193,6 +207,19 @@ Result<Daemon> SpawnDaemon(const DaemonOptions& o) {
   std::vector<char*> argv = CStrings(o.argv);
   std::vector<char*> envp;
   if (o.env) envp = CStrings(*o.env);
+  if (o.jail && !o.new_mount_namespace)
+    return InvalidArgument("spawn " + prog + ": a jail needs a mount namespace of its own");
+  UniqueFd exe;
+  if (o.jail) {
+    // The program need not be in the jail: it runs from this fd. A script
+    // ("#!") is read by its interpreter through /dev/fd/N, so the fd
+    // survives the exec then; a binary's closes with it.
+    exe.reset(::open(prog.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!exe) return ErrnoStatus("spawn " + prog + ": open the program for its jail");
+    char magic[2] = {};
+    if (::pread(exe.get(), magic, sizeof magic, 0) == 2 && magic[0] == '#' && magic[1] == '!')
+      o.keep_fds.push_back(exe.get());
+  }
 
   UniqueFd dev_null(::open("/dev/null", O_RDWR | O_CLOEXEC));
   if (!dev_null) return ErrnoStatus("open /dev/null");
@@ -206,7 +233,7 @@ Result<Daemon> SpawnDaemon(const DaemonOptions& o) {
   if (mid < 0) return ErrnoStatus("fork for " + prog);
   if (mid == 0) {
     Intermediate(o, argv.data(), o.env ? envp.data() : nullptr, report_write.get(), go_read.get(),
-                 go_write.get(), dev_null.get());
+                 go_write.get(), dev_null.get(), exe.get());
   }
   report_write.reset();
   go_read.reset();
@@ -229,10 +256,10 @@ Result<Daemon> SpawnDaemon(const DaemonOptions& o) {
   go_write.reset();
   ReapIntermediate(mid);
   if (!got) return Internal("spawn " + prog + ": launcher process died before reporting");
-  if (rec[0] == kError) return ErrnoStatus("spawn " + prog + ": " + StepName(rec[1]), rec[2]);
+  if (rec[0] == kError) return ErrnoStatus("spawn " + prog + ": " + FailedStep(o, rec[1]), rec[2]);
   // EOF: the daemon exec'd (the pipe is CLOEXEC); a record: exec failed.
   if (ReadRecord(report_read.get(), rec) && rec[0] == kError)
-    return ErrnoStatus("spawn " + prog + ": " + StepName(rec[1]), rec[2]);
+    return ErrnoStatus("spawn " + prog + ": " + FailedStep(o, rec[1]), rec[2]);
   if (!d.pidfd) return Internal("spawn " + prog + ": could not open a pidfd for pid " + std::to_string(d.pid));
   return d;
 }

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/common/jail.h"
 #include "runtime/common/status.h"
 #include "runtime/common/unique_fd.h"
 
@@ -45,6 +46,11 @@ struct DaemonOptions {
     int target_fd = -1;
   };
   std::vector<Tap> taps;
+  // A root of its own (jail.h), entered after the taps are made and before
+  // the uid drop; needs new_mount_namespace. The program is executed from
+  // an fd opened before the pivot, so it need not be inside the jail (its
+  // loader and libraries must be).
+  std::optional<JailPlan> jail;
   // Drop to this uid and gid (supplementary groups: `groups`) after the
   // namespaces and taps are made, with no capabilities left and
   // no_new_privs set. -1: stay who we are.

@@ -49,11 +49,15 @@ void AddAccelerator(std::vector<std::string>& a, const QemuCommandInput& in) {
   Add(a, {"-accel", tb > 0 ? fmt::format("tcg,tb-size={}", tb) : "tcg", "-cpu", "max"});
 }
 
+std::string FdOrPath(int fd, const std::string& path) {
+  return fd >= 0 ? fmt::format("/proc/self/fd/{}", fd) : path;
+}
+
 void AddBoot(std::vector<std::string>& a, const QemuCommandInput& in) {
   const VmSpec& s = in.spec;
   if (s.kernel.empty()) return;
-  Add(a, {"-kernel", s.kernel});
-  if (!s.initrd.empty()) Add(a, {"-initrd", s.initrd});
+  Add(a, {"-kernel", FdOrPath(in.kernel_fd, s.kernel)});
+  if (!s.initrd.empty()) Add(a, {"-initrd", FdOrPath(in.initrd_fd, s.initrd)});
   std::string cmdline = ComposeKernelCmdline(s, *in.hypervisor);
   if (!cmdline.empty()) Add(a, {"-append", cmdline});
 }
@@ -99,7 +103,7 @@ std::vector<std::string> BuildQemuCommandLine(const QemuCommandInput& in) {
   Add(a, {"-name", fmt::format("guest={},debug-threads=on", s.id), "-msg", "timestamp=on", "-no-user-config",
           "-nodefaults", "-display", "none", "-no-reboot", "-S"});
   Add(a, {"-machine", "q35,memory-backend=mem,vmport=off,sata=off,smbus=off"});
-  if (!in.hypervisor->firmware.empty()) Add(a, {"-bios", in.hypervisor->firmware});
+  if (!in.hypervisor->firmware.empty()) Add(a, {"-bios", FdOrPath(in.firmware_fd, in.hypervisor->firmware)});
   AddAccelerator(a, in);
   Add(a, {"-smp", std::to_string(s.vcpus), "-m", fmt::format("{}M", s.memory_mib), "-object", MemoryBackend(in)});
   if (in.sandbox) Add(a, {"-sandbox", kQemuSandboxPolicy});

@@ -38,6 +38,12 @@ struct QemuCommandInput {
   // A sealed memfd holding spec.agent_token, which QEMU reads as fw_cfg
   // file guest_abi::kAgentTokenFwCfgName through /proc/self/fd; -1: none.
   int agent_token_fd = -1;
+  // spec.kernel, spec.initrd and the config's firmware opened by us, read
+  // by QEMU through /proc/self/fd (a jailed QEMU sees none of their paths);
+  // -1: QEMU opens the path.
+  int kernel_fd = -1;
+  int initrd_fd = -1;
+  int firmware_fd = -1;
 };
 
 // The fdset the console log is handed over in.

@@ -181,6 +181,26 @@ Status PassBootDevices(const VmSpec& spec, DaemonOptions& d, LaunchFds& fds, Qem
   return Status::Ok();
 }
 
+// The kernel, initrd and firmware, opened here: a jailed QEMU cannot see
+// their paths, and its uid may not be allowed to read them.
+Status PassBootFiles(const VmSpec& spec, const config::HypervisorConfig& hv, LaunchFds& fds, QemuCommandInput& in) {
+  auto open_ro = [&fds](const std::string& path, const char* what) -> Result<int> {
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return ErrnoStatus(fmt::format("open the guest {} {}", what, path));
+    return fds.Keep(std::move(fd));
+  };
+  if (!spec.kernel.empty()) {
+    ASSIGN_OR_RETURN(in.kernel_fd, open_ro(spec.kernel, "kernel"));
+  }
+  if (!spec.kernel.empty() && !spec.initrd.empty()) {
+    ASSIGN_OR_RETURN(in.initrd_fd, open_ro(spec.initrd, "initrd"));
+  }
+  if (!hv.firmware.empty()) {
+    ASSIGN_OR_RETURN(in.firmware_fd, open_ro(hv.firmware, "firmware"));
+  }
+  return Status::Ok();
+}
+
 // Binds QMP's socket, opens QEMU's log, console and devices, and starts
 // QEMU holding them: in network and mount namespaces of its own when we
 // may make them, as a uid of its own when hypervisor.vmm_uid_base is set.
@@ -234,8 +254,14 @@ Result<Daemon> SpawnQemu(QemuCommandInput in, const VmPaths& paths, std::string_
     in.agent_token_fd = fds.Keep(std::move(token));
   }
   RETURN_IF_ERROR(PassBootDevices(spec, d, fds, in));
+  RETURN_IF_ERROR(PassBootFiles(spec, config.hypervisor, fds, in));
+  if (can_unshare) {
+    JailSpec jail;
+    jail.mountpoint = paths.dir;
+    ASSIGN_OR_RETURN(d.jail, PlanJail(jail));
+  }
   d.argv = BuildQemuCommandLine(in);
-  kLog.Info("launch VM {} ({}{}{}): {}", spec.id, why, can_unshare ? ", own netns and mount ns" : "",
+  kLog.Info("launch VM {} ({}{}{}): {}", spec.id, why, can_unshare ? ", jailed in own netns and mount ns" : "",
             user ? fmt::format(", uid {}", user->uid) : std::string(), Joined(d.argv));
   return SpawnDaemon(d);  // our copies of the fds close here
 }

@@ -259,6 +259,14 @@ TEST_F(QemuTest, QemuRunsAsAUidOfItsOwnWithoutCapabilitiesInNamespacesOfItsOwn) 
     EXPECT_EQ(StatusField(pid, "NoNewPrivs"), "1");
     EXPECT_EQ(StatusField(pid, "Seccomp"), "2") << "-sandbox on";
     for (const char* ns : {"mnt", "net"}) EXPECT_NE(NsOf(std::to_string(pid), ns), NsOf("self", ns)) << ns;
+    // Jailed: its root is a tmpfs holding /usr and a few devices; the
+    // host's /etc and every VM's state dir (its own too) are not there.
+    const std::string root = "/proc/" + std::to_string(pid) + "/root";
+    EXPECT_TRUE(PathExists(root + "/usr/bin")) << root;
+    EXPECT_TRUE(PathExists(root + "/dev/null")) << root;
+    EXPECT_FALSE(PathExists(root + "/etc/passwd")) << "the host's /etc is visible to QEMU";
+    EXPECT_FALSE(PathExists(root + vm->state_dir())) << "a state dir is visible to QEMU";
+    EXPECT_FALSE(PathExists(root + "/tmp")) << root;
     uids.insert(id);
     // It runs, for real: QMP answers, and pause/resume work.
     EXPECT_TRUE(vm->Resume().ok());
@@ -427,26 +435,34 @@ TEST_F(QemuTest, BadQemuPathFailsWithoutLeftovers) {
   EXPECT_FALSE(PathExists(spec.state_dir));
 }
 
-TEST_F(QemuTest, BadKernelPathCarriesQemusOwnMessage) {
+TEST_F(QemuTest, AMissingKernelIsNamedAndABadOneCarriesQemusOwnMessage) {
   QemuHypervisor hv(cfg_);
   VmSpec spec = Spec("vm-nokernel");
+  // The launcher opens the kernel for QEMU (a jailed QEMU cannot see it).
   spec.kernel = root_->Join("no-such-vmlinuz");
   auto vm = hv.Launch(spec);
   ASSERT_FALSE(vm.ok());
-  EXPECT_EQ(vm.status().code(), Code::kUnavailable);
+  EXPECT_EQ(vm.status().code(), Code::kNotFound) << vm.status().ToString();
+  EXPECT_NE(vm.status().message().find("open the guest kernel " + spec.kernel), std::string::npos)
+      << vm.status().message();
+  EXPECT_FALSE(PathExists(spec.state_dir));
+  // One QEMU cannot load: its own words come back.
+  spec.kernel = root_->Join("garbage-vmlinuz");
+  ASSERT_TRUE(WriteFile(spec.kernel, "this is not a kernel\n").ok());
+  vm = hv.Launch(spec);
+  ASSERT_FALSE(vm.ok());
+  EXPECT_EQ(vm.status().code(), Code::kUnavailable) << vm.status().ToString();
   EXPECT_NE(vm.status().message().find("launch VM vm-nokernel: QEMU exited during start-up; QEMU said:"), std::string::npos)
       << vm.status().message();
-  EXPECT_NE(vm.status().message().find("no-such-vmlinuz"), std::string::npos) << vm.status().message();
   EXPECT_FALSE(PathExists(spec.state_dir));
 }
 
 TEST_F(QemuTest, QmpThatNeverAnswersTimesOutAndKillsTheProcess) {
   std::string fake = root_->Join("fake-qemu");
-  std::string pidfile = root_->Join("fake.pid");
-  ASSERT_TRUE(WriteFile(fake, "#!/bin/sh\necho $$ > " + pidfile + "\nexec sleep 600\n").ok());
+  // Jailed, the fake sees none of our dirs: its pid comes back in its log.
+  ASSERT_TRUE(WriteFile(fake, "#!/bin/sh\necho \"fake-qemu pid $$\" >&2\nexec sleep 600\n").ok());
   ASSERT_EQ(::chmod(fake.c_str(), 0755), 0);
   cfg_.hypervisor.path = fake;
-  cfg_.hypervisor.vmm_uid_base = 0;  // the fake writes its pid file into our dir
   QemuHypervisorOptions o;
   o.capabilities = QemuCapabilities{"7.2.0", "", true};
   o.qmp_ready_timeout = milliseconds(500);
@@ -456,9 +472,9 @@ TEST_F(QemuTest, QmpThatNeverAnswersTimesOutAndKillsTheProcess) {
   ASSERT_FALSE(vm.ok());
   EXPECT_EQ(vm.status().code(), Code::kDeadlineExceeded) << vm.status().ToString();
   EXPECT_NE(vm.status().message().find("no QMP greeting"), std::string::npos) << vm.status().ToString();
-  auto pid = ReadFile(pidfile);
-  ASSERT_TRUE(pid.ok());
-  EXPECT_TRUE(ProcessGone(std::stoi(*pid)));
+  const size_t at = vm.status().message().find("fake-qemu pid ");
+  ASSERT_NE(at, std::string::npos) << vm.status().ToString();
+  EXPECT_TRUE(ProcessGone(std::stoi(vm.status().message().substr(at + 14))));
   EXPECT_FALSE(PathExists(spec.state_dir));
 }
 

@@ -59,6 +59,13 @@ int WaitForStopSignal() {
 }  // namespace
 
 int RunPoolDaemon(const config::Config& config) {
+  WarmPoolOptions o;
+  o.config = config;
+  return RunPoolDaemon(std::move(o));
+}
+
+int RunPoolDaemon(WarmPoolOptions o) {
+  const config::Config& config = o.config;
   // Blocked before any thread starts, so sigwait below gets them.
   sigset_t set;
   sigemptyset(&set);
@@ -72,8 +79,6 @@ int RunPoolDaemon(const config::Config& config) {
     kLog.Error("{}", st.ToString());
     return 1;
   }
-  WarmPoolOptions o;
-  o.config = config;
   auto pool = WarmPool::Start(o);
   if (!pool.ok()) {
     kLog.Error("start the pool: {}", pool.status().ToString());

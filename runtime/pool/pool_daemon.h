@@ -5,10 +5,13 @@
 #pragma once
 
 #include "runtime/config/config.h"
+#include "runtime/pool/warm_pool.h"
 
 namespace capsule::pool {
 
 // Returns the process exit code.
 int RunPoolDaemon(const config::Config& config);
+// The same with every pool option (tests: a short claim grace, a seam).
+int RunPoolDaemon(WarmPoolOptions options);
 
 }  // namespace capsule::pool

@@ -499,6 +499,7 @@ Result<std::optional<Claimed>> WarmPool::Claim(const Shape& requested, const Cla
   // Mark it claimed first: from here a daemon crash leaves it to the
   // claimant, and a claimant that never adopts it is reaped after the grace.
   Status st = WritePoolRecord(dir, PoolRecord{key, r.ready_since_ms, true, who.sandbox_id, who.process, NowUnixMs()});
+  if (st.ok() && o_.after_claim_recorded) o_.after_claim_recorded(id);
   if (st.ok()) st = r.vm->vmm().Resume().WithContext("resume " + id);
   if (st.ok()) st = r.vm->Detach();
   // The refill starts only now: its boot forks children, and a child forked

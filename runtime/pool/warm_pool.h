@@ -27,6 +27,7 @@
 #include <condition_variable>
 #include <deque>
 #include <map>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -55,6 +56,11 @@ struct WarmPoolOptions {
   // Back-off after a failed boot doubles from the first to the last.
   std::chrono::milliseconds first_backoff{1000};
   std::chrono::milliseconds max_backoff{60000};
+  // A test seam: called with the VM's id once a claim has marked it claimed
+  // and before the hand-over (resume, reply). capsule-poold never sets it;
+  // a test build dies here to leave exactly what a crash inside the claim
+  // window leaves.
+  std::function<void(const std::string& vm_id)> after_claim_recorded;
 };
 
 class WarmPool {

@@ -24,9 +24,15 @@ std::string CapsuleRuntime() {
 
 Result<std::unique_ptr<PoolDaemonProcess>> PoolDaemonProcess::Start(const std::string& config_path,
                                                                    const std::string& socket_path) {
+  return StartProgram({CapsuleRuntime(), "--config", config_path, "pool", "serve"}, "", socket_path);
+}
+
+Result<std::unique_ptr<PoolDaemonProcess>> PoolDaemonProcess::StartProgram(std::vector<std::string> argv,
+                                                                          const std::string& config_path,
+                                                                          const std::string& socket_path) {
+  if (!config_path.empty()) argv.insert(argv.end(), {"--config", config_path});
   std::unique_ptr<PoolDaemonProcess> d(new PoolDaemonProcess());
-  ASSIGN_OR_RETURN(StreamingCommand cmd, StreamingCommand::Start({CapsuleRuntime(), "--config", config_path, "pool",
-                                                                   "serve"}));
+  ASSIGN_OR_RETURN(StreamingCommand cmd, StreamingCommand::Start(argv));
   d->cmd_.emplace(std::move(cmd));
   d->client_ = pool::PoolClient::Create(socket_path);
   RETURN_IF_ERROR(d->WaitForLog("capsule-poold serving", std::chrono::seconds(30)).status());

@@ -19,6 +19,10 @@ class PoolDaemonProcess {
  public:
   static Result<std::unique_ptr<PoolDaemonProcess>> Start(const std::string& config_path,
                                                           const std::string& socket_path);
+  // Another daemon program (a test build), run as `argv... --config PATH`.
+  static Result<std::unique_ptr<PoolDaemonProcess>> StartProgram(std::vector<std::string> argv,
+                                                                 const std::string& config_path,
+                                                                 const std::string& socket_path);
   ~PoolDaemonProcess();
 
   // Polls Status until the pool holds at least `ready` ready VMs (of all

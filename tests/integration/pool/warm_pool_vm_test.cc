@@ -10,7 +10,8 @@
 // (template refill): capsule-poold killed with SIGKILL while one VM is
 // claimed (and adopted) and one idles: the claimed VM keeps working, a
 // restarted daemon reaps the idle one, keeps the template and leaves the
-// claimed one alone; SIGTERM drains.
+// claimed one alone; SIGTERM drains. A test build of the daemon dies inside
+// the claim window: the claim fails, and the next daemon reaps the VM.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -237,6 +238,53 @@ TEST_F(WarmPoolVmTest, AKilledDaemonLeavesClaimedVmsRunningAndARestartReapsOnlyT
   (*restarted)->Stop();  // SIGTERM: drains, its refill boot included
   EXPECT_FALSE(PathExists("/sys/fs/cgroup/memory" + cfg_.pool.cgroup + "-d"))
       << "the restarted daemon removes the pool cgroup its killed predecessor made";
+}
+
+// The window between a claim's mark and its reply: the daemon dies there
+// (a test build SIGKILLs itself at that point). The claimant sees a failed
+// call, which the shim takes as a miss and boots cold; the VM, marked
+// claimed for a live claimant that will never adopt it, is reaped by the
+// next daemon once the claim grace has passed, and nothing is left.
+TEST_F(WarmPoolVmTest, ADaemonKilledInsideTheClaimWindowFailsTheClaimAndTheNextDaemonReapsTheVm) {
+  Status appended = WriteFile(env_->config_path(), *ReadFile(env_->config_path()) +
+                                                       "pool:\n  size: 1\n  refill: boot\n  socket: " +
+                                                       cfg_.pool.socket + "\n  cgroup: " + cfg_.pool.cgroup + "-w\n");
+  ASSERT_TRUE(appended.ok()) << appended.ToString();
+  const std::string program = std::string(std::getenv("CAPSULE_BUILD_DIR")) + "/tests/integration/pool/claim_window_poold";
+  auto daemon = testing::PoolDaemonProcess::StartProgram({program, "--die-in-claim"}, env_->config_path(), cfg_.pool.socket);
+  ASSERT_TRUE(daemon.ok()) << daemon.status().ToString();
+  ASSERT_TRUE((*daemon)->WaitReady(1, kBootBudget, /*settled=*/true).ok());
+  const std::vector<std::string> before = VmDirNames(cfg_.runtime.state_dir);
+  ASSERT_EQ(before.size(), 1u);
+  const std::string dir = cfg_.runtime.state_dir + "/vm/" + before[0];
+
+  auto reply = (*daemon)->client().Claim(Shape{}, key_, Self("sandbox-w"), milliseconds(5000));
+  EXPECT_FALSE(reply.ok()) << "the daemon answered a claim it should have died in";
+  if (!reply.ok()) {
+    EXPECT_EQ(reply.status().code(), Code::kUnavailable) << reply.status().ToString();
+  }
+  ASSERT_TRUE((*daemon)->WaitForLog("dying inside the claim of " + before[0], seconds(10)).ok()) << (*daemon)->log();
+  (*daemon)->Kill();  // reaps it
+  auto record = ReadPoolRecord(dir);
+  ASSERT_TRUE(record.ok()) << record.status().ToString();
+  EXPECT_TRUE(record->claimed);
+  EXPECT_EQ(record->sandbox_id, "sandbox-w");
+  auto text = ReadFile(hypervisor::VmPaths(dir).record());
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  auto vm_record = hypervisor::VmRecordFromJson(*text, "vm.json");
+  ASSERT_TRUE(vm_record.ok()) << vm_record.status().ToString();
+  EXPECT_EQ(::kill(vm_record->vmm.pid, 0), 0) << "the VM outlives the daemon that died claiming it";
+
+  // The next daemon leaves the VM alone within the grace (its claimant,
+  // this process, still lives), then reaps it; it refills its own.
+  auto next = testing::PoolDaemonProcess::StartProgram({program, "--claim-grace-ms", "3000", "--scan-interval-ms", "500"},
+                                                       env_->config_path(), cfg_.pool.socket);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  auto reaped = (*next)->WaitForLog("for sandbox sandbox-w but never adopted", seconds(30));
+  EXPECT_TRUE(reaped.ok()) << reaped.status().ToString();
+  EXPECT_TRUE(WaitFor([&] { return !PathExists(dir); }, seconds(30))) << dir << " was not reaped";
+  EXPECT_TRUE(WaitFor([&] { return ::kill(vm_record->vmm.pid, 0) != 0; }, seconds(10))) << "its QEMU still runs";
+  (*next)->Stop();  // SIGTERM: drains its refill
 }
 
 // ---- refill from a template ----

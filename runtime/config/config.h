@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 #include "runtime/common/logging.h"
@@ -115,6 +116,8 @@ Result<Config> LoadString(const std::string& yaml, const std::string& source_nam
 
 // The effective configuration as YAML (for `capsule-runtime env`).
 std::string ToYaml(const Config& config);
+// The same as JSON (`capsule-runtime env --json`).
+nlohmann::json ToJson(const Config& config);
 
 std::string_view AcceleratorName(Accelerator a);
 std::string_view VsockBackendName(VsockBackendKind v);

@@ -8,6 +8,7 @@
 
 #include "runtime/common/daemon.h"
 #include "runtime/common/file_util.h"
+#include "runtime/common/process_usage.h"
 #include "runtime/hypervisor/vm_paths.h"
 #include "runtime/hypervisor/vm_record.h"
 
@@ -34,6 +35,19 @@ VmListing Describe(const std::string& id, const std::string& dir) {
   l.accelerator = std::string(hypervisor::AcceleratorName(record->accelerator));
   l.vcpus = record->spec.vcpus;
   l.memory_mib = record->spec.memory_mib;
+  if (l.vmm_running) {
+    auto usage = ProcessUsage(l.vmm_pid);
+    if (usage.ok()) {
+      l.vmm_rss_bytes = usage->rss_bytes;
+      l.vmm_cpu_seconds = usage->cpu_seconds;
+    }
+  }
+  auto pod = ReadPodRecord(dir);
+  if (pod.ok()) {
+    l.pod = std::move(*pod);
+  } else if (pod.status().code() != Code::kNotFound) {
+    l.pod_problem = pod.status().message();
+  }
   return l;
 }
 

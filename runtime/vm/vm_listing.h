@@ -5,11 +5,13 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "runtime/common/status.h"
 #include "runtime/config/config.h"
+#include "runtime/vm/pod_record.h"
 
 namespace capsule::vm {
 
@@ -24,6 +26,13 @@ struct VmListing {
   // Why the entry could not be read fully (no vm.json: a boot that failed
   // before QEMU started, or clean-up that did not finish).
   std::string problem;
+  // The pod it serves (pod.json); nullopt for an idle pool VM or a boot in
+  // progress, with pod_problem saying why when the file is unreadable.
+  std::optional<PodRecord> pod;
+  std::string pod_problem;
+  // The VMM's resident memory and CPU time so far (0 when not running).
+  uint64_t vmm_rss_bytes = 0;
+  double vmm_cpu_seconds = 0;
 };
 
 // Sorted by id; an absent <state_dir>/vm is an empty list.

@@ -2,6 +2,7 @@
 #include "shim/task/sandbox.h"
 
 #include <openssl/sha.h>
+#include <unistd.h>
 #include <sys/random.h>
 #include <time.h>
 
@@ -12,6 +13,7 @@
 
 #include "runtime/common/logging.h"
 #include "runtime/common/rate_limiter.h"
+#include "runtime/vm/pod_record.h"
 #include "shim/task/agent_status.h"
 #include "shim/task/guest_spec.h"
 
@@ -147,6 +149,7 @@ Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxParams params, VmProvide
   s->oom_thread_ = std::thread([s = s.get()] { s->OomLoop(); });
   s->ready_.store(true);
   const SandboxStartTimings& st = s->timings_;
+  s->WritePodRecord();
   const char* nics = !s->network_ || s->network_->nic_count() == 0 ? "no NIC"
                      : s->network_->used_boot_nic()                 ? "boot NIC"
                                                                     : "hot-plugged NIC";
@@ -155,6 +158,25 @@ Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxParams params, VmProvide
             s->p_.id, s->vm_id_, s->vmm_pid_, st.claimed ? "claimed from the pool in" : "cold boot", st.vm_ms,
             st.setup_ms, st.fresh_ms, st.create_ms, st.network_ms, nics);
   return s;
+}
+
+// Not fatal: the pod runs; `capsule-runtime ps` and the metrics then show
+// its VM without the pod's names.
+void Sandbox::WritePodRecord() const {
+  vm::PodRecord r;
+  r.sandbox_id = p_.id;
+  r.ns = p_.claimant.ns;
+  r.pod_name = p_.pod_name;
+  r.pod_namespace = p_.pod_namespace;
+  r.shim_pid = ::getpid();
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  r.started_unix_ms = static_cast<int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1000000;
+  r.claimed = timings_.claimed;
+  r.vm_ms = timings_.vm_ms;
+  r.setup_ms = timings_.setup_ms;
+  if (Status st = vm::WritePodRecord(vm_->state_dir(), r); !st.ok())
+    kLog.Warn("sandbox {}: {}", p_.id, st.ToString());
 }
 
 Status Sandbox::Refresh() {

@@ -61,6 +61,9 @@ struct SandboxParams {
   // Try the warm pool first (else: cold boot only).
   bool use_pool = true;
   PoolClaimant claimant;
+  // CRI's pod name and namespace (annotations), for pod.json; "" outside CRI.
+  std::string pod_name;
+  std::string pod_namespace;
   // Records the VM this sandbox is about to own (id, state dir) in the
   // bundle before it is booted or adopted.
   RecordClaimedVm record;
@@ -142,6 +145,7 @@ class Sandbox {
   static Result<vm::SandboxVmPtr> ObtainVm(const SandboxParams& p, VmProvider& provider, bool* claimed);
   // Clock and RNG of a VM that may have idled (paused) in the pool.
   Status Refresh();
+  void WritePodRecord() const;
   Status AttachNetwork();
   Status CreateInAgent();
   void OomLoop();

@@ -232,6 +232,8 @@ Result<SandboxPtr> TaskManager::NewSandbox(const std::string& sandbox_id, const 
   if (auto n = annotations.find(kSandboxNameAnnotation); n != annotations.end()) {
     auto k = annotations.find(kSandboxNamespaceAnnotation);
     sp.claimant.pod = (k != annotations.end() ? k->second + "/" : "") + n->second;
+    sp.pod_name = n->second;
+    if (k != annotations.end()) sp.pod_namespace = k->second;
   }
   sp.size = SizeVm(limits, d_.config.guest);
   for (const auto& note : sp.size.notes) kLog.Info("sandbox {}: {}", sandbox_id, note);

@@ -18,6 +18,9 @@
 #include <signal.h>
 
 #include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/command.h"
 
 namespace capsule::testing {
 namespace {
@@ -89,6 +92,23 @@ TEST_F(CriE2eTest, PodOnACniNetworkWithTwoContainersExecLogsStatsAndStop) {
   auto stats = cri_->ListContainerStats(*pod_id);
   ASSERT_TRUE(stats.ok()) << stats.status().ToString();
   EXPECT_EQ(stats->size(), 2u);
+
+  // `capsule-runtime ps` names the pod as the kubelet knows it, with its VM.
+  auto ps = RunCommand({std::string(std::getenv("CAPSULE_BUILD_DIR")) + "/runtime/cli/capsule-runtime", "--config",
+                        env_->config_path(), "ps", "--json"},
+                       milliseconds(30000));
+  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  ASSERT_TRUE(ps->ok()) << ps->out << ps->err;
+  const auto listed = nlohmann::json::parse(ps->out, nullptr, false);
+  ASSERT_TRUE(listed.is_array() && listed.size() == 1u) << ps->out;
+  const auto& entry = listed[0];
+  EXPECT_EQ(entry["pod"]["sandbox_id"], *pod_id) << ps->out;
+  EXPECT_EQ(entry["pod"]["pod_name"], "capsule-pod") << ps->out;
+  EXPECT_EQ(entry["pod"]["pod_namespace"], "default") << ps->out;
+  EXPECT_EQ(entry["pod"]["namespace"], "k8s.io") << ps->out;
+  EXPECT_EQ(entry["vmm_pid"], VmmOf(*pod_id)) << ps->out;
+  EXPECT_EQ(entry["vmm_running"], true) << ps->out;
+  EXPECT_GT(entry["vmm_rss_bytes"].get<uint64_t>(), 32u << 20) << ps->out;
 
   ASSERT_TRUE(cri_->StopContainer(*c1, 2).ok());
   cstatus = cri_->ContainerStatus(*c1);

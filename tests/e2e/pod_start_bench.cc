@@ -32,7 +32,11 @@
 #include <map>
 #include <regex>
 #include <thread>
+#include <cmath>
 #include <cstring>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
 
@@ -104,6 +108,72 @@ std::string Ksm(const char* file) {
 }
 bool SetKsm(const char* file, const std::string& value) {
   return WriteFile(std::string("/sys/kernel/mm/ksm/") + file, value + "\n").ok();
+}
+
+
+// Every process on the host: pid -> (ppid, comm, cmdline with NULs as spaces).
+struct ProcInfo {
+  pid_t ppid = 0;
+  std::string comm;
+  std::string cmdline;
+};
+std::map<pid_t, ProcInfo> Processes() {
+  std::map<pid_t, ProcInfo> out;
+  for (const std::string& name : ListDir("/proc")) {
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = std::stoi(name);
+    auto stat = ReadFile("/proc/" + name + "/stat");
+    auto cmd = ReadFile("/proc/" + name + "/cmdline");
+    auto comm = ReadFile("/proc/" + name + "/comm");
+    if (!stat.ok() || !cmd.ok() || !comm.ok()) continue;
+    const size_t close = stat->rfind(')');
+    if (close == std::string::npos) continue;
+    ProcInfo p;
+    p.ppid = std::atoi(stat->c_str() + close + 4);  // ") S <ppid>"
+    p.comm = comm->substr(0, comm->find('\n'));
+    p.cmdline = *cmd;
+    std::replace(p.cmdline.begin(), p.cmdline.end(), '\0', ' ');
+    out[pid] = std::move(p);
+  }
+  return out;
+}
+
+// User + system CPU ticks of a process so far.
+double CpuSeconds(pid_t pid) {
+  auto stat = ReadFile(fmt::format("/proc/{}/stat", pid));
+  if (!stat.ok()) return 0;
+  const size_t close = stat->rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream in(stat->substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && (in >> field); ++i)
+    if (i == 14 || i == 15) ticks += std::strtod(field.c_str(), nullptr);
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// A pod's host processes and what they cost: Pss (MiB) by kind, and the
+// CPU they used over a window.
+struct PodCost {
+  std::map<std::string, double> pss_mib;  // by comm
+  double total_pss_mib = 0;
+  double millicores = 0;
+};
+PodCost Cost(const std::vector<pid_t>& pids, const std::map<pid_t, ProcInfo>& procs, std::chrono::seconds window) {
+  PodCost c;
+  std::map<pid_t, double> cpu0;
+  for (pid_t p : pids) cpu0[p] = CpuSeconds(p);
+  std::this_thread::sleep_for(window);
+  double cpu = 0;
+  for (pid_t p : pids) {
+    cpu += CpuSeconds(p) - cpu0[p];
+    const double pss = RssPssKb(p).second / 1024;
+    auto it = procs.find(p);
+    c.pss_mib[it == procs.end() ? "?" : it->second.comm] += pss;
+    c.total_pss_mib += pss;
+  }
+  c.millicores = cpu * 1000 / static_cast<double>(window.count());
+  return c;
 }
 
 class PodStartBench : public ::testing::Test {
@@ -490,6 +560,81 @@ TEST_F(PodStartBench, RuncCapsuleColdCapsuleWarmAndGvisor) {
   PrintColdBootReasons();
   PrintNicBreakdown();
   WriteCsvAndPlot();
+}
+
+
+// What a Capsule pod costs the node beyond its containers: the host
+// processes of idle busybox pods (shim, QEMU with the guest RAM it touched,
+// virtiofsd, the vsock back end), next to runc's (shim, pause, the
+// container) in the same containerd. Prints the RuntimeClass
+// overhead.podFixed these figures give (p90, rounded up), which
+// deploy/kubernetes/runtimeclass.yaml records with where it came from.
+TEST_F(PodStartBench, PerPodOverheadForTheRuntimeClass) {
+  const int n = EnvInt("CAPSULE_BENCH_OVERHEAD_PODS", 3);
+  const auto window = std::chrono::seconds(EnvInt("CAPSULE_BENCH_OVERHEAD_WINDOW_S", 10));
+  std::vector<std::string> runc_ids, capsule_ids;
+  for (int i = 0; i < n; ++i) {
+    std::string id;
+    ASSERT_GE(StartPod("runc", fmt::format("overhead-runc-{}", i), &id).total, 0);
+    runc_ids.push_back(id);
+    ASSERT_GE(StartPod("capsule-cold", fmt::format("overhead-capsule-{}", i), &id).total, 0);
+    capsule_ids.push_back(id);
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(5));  // boots settle
+  const auto procs = Processes();
+  // runc: the shim serving the pod id and everything under it.
+  auto descendants = [&](pid_t root) {
+    std::vector<pid_t> out = {root};
+    for (size_t i = 0; i < out.size(); ++i)
+      for (const auto& [pid, p] : procs)
+        if (p.ppid == out[i]) out.push_back(pid);
+    return out;
+  };
+  std::vector<double> runc_pss, runc_cpu, capsule_pss, capsule_cpu;
+  std::map<std::string, std::vector<double>> capsule_by_kind;
+  for (const auto& id : runc_ids) {
+    pid_t shim = 0;
+    for (const auto& [pid, p] : procs)
+      if (p.comm.rfind("containerd-shim", 0) == 0 && p.cmdline.find("-id " + id) != std::string::npos) shim = pid;
+    ASSERT_NE(shim, 0) << "no runc shim for pod " << id;
+    PodCost c = Cost(descendants(shim), procs, window);
+    runc_pss.push_back(c.total_pss_mib);
+    runc_cpu.push_back(c.millicores);
+  }
+  auto ps = RunCommand({std::string(std::getenv("CAPSULE_BUILD_DIR")) + "/runtime/cli/capsule-runtime", "--config",
+                        cold_config_, "ps", "--json"},
+                       milliseconds(30000));
+  ASSERT_TRUE(ps.ok() && ps->ok()) << (ps.ok() ? ps->err : ps.status().ToString());
+  const auto listed = nlohmann::json::parse(ps->out, nullptr, false);
+  ASSERT_TRUE(listed.is_array()) << ps->out;
+  for (const auto& vm : listed) {
+    const std::string dir = vm["state_dir"].get<std::string>();
+    std::vector<pid_t> pids = {vm["pod"]["shim_pid"].get<pid_t>()};
+    for (const auto& [pid, p] : procs)
+      if (p.cmdline.find(dir + "/") != std::string::npos && pid != pids[0]) pids.push_back(pid);
+    PodCost c = Cost(pids, procs, window);
+    capsule_pss.push_back(c.total_pss_mib);
+    capsule_cpu.push_back(c.millicores);
+    for (const auto& [kind, mib] : c.pss_mib) capsule_by_kind[kind].push_back(mib);
+  }
+  ASSERT_EQ(capsule_pss.size(), static_cast<size_t>(n)) << ps->out;
+  auto line = [](const std::vector<double>& v, const char* unit) {
+    return fmt::format("p50 {:.1f} {}, p90 {:.1f} {}, max {:.1f} {}", Percentile(v, 0.5), unit, Percentile(v, 0.9),
+                       unit, Percentile(v, 1.0), unit);
+  };
+  std::cout << fmt::format("\nper-pod host cost, idle busybox pod (n={}, CPU over {} s):\n", n, window.count());
+  std::cout << "  runc     Pss  " << line(runc_pss, "MiB") << "\n  runc     CPU  " << line(runc_cpu, "m") << "\n";
+  std::cout << "  capsule  Pss  " << line(capsule_pss, "MiB") << "\n  capsule  CPU  " << line(capsule_cpu, "m") << "\n";
+  for (const auto& [kind, v] : capsule_by_kind)
+    std::cout << fmt::format("    {:18} Pss p50 {:.1f} MiB\n", kind, Percentile(v, 0.5));
+  const double mem_ratio = Percentile(capsule_pss, 0.5) / std::max(0.1, Percentile(runc_pss, 0.5));
+  std::cout << fmt::format("  capsule/runc Pss p50 = {:.1f}x\n", mem_ratio);
+  const double mem = std::ceil(Percentile(capsule_pss, 0.9) / 8) * 8;
+  const double cpu = std::ceil(Percentile(capsule_cpu, 0.9) / 10) * 10;
+  std::cout << fmt::format("RuntimeClass overhead.podFixed (p90, rounded up): memory: \"{:.0f}Mi\", cpu: \"{:.0f}m\"\n",
+                           mem, cpu);
+  for (const auto& id : runc_ids) Remove(id);
+  for (const auto& id : capsule_ids) Remove(id);
 }
 
 }  // namespace

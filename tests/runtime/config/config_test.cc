@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/common/file_util.h"
 
 namespace capsule::config {
@@ -140,6 +142,26 @@ TEST(ConfigTest, MissingFileNamesPath) {
   ASSERT_FALSE(cfg.ok());
   EXPECT_EQ(cfg.status().code(), Code::kNotFound);
   EXPECT_NE(cfg.status().message().find("/nonexistent/capsule.yaml"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace capsule::config
+
+namespace capsule::config {
+namespace {
+
+TEST(ConfigJsonTest, TheJsonFormKeepsTypesAndValues) {
+  auto cfg = LoadString("guest:\n  default_memory_mib: 384\nruntime:\n  log_level: debug\n", "test.yaml");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  nlohmann::json j = ToJson(*cfg);
+  ASSERT_TRUE(j.is_object()) << j.dump();
+  EXPECT_EQ(j["guest"]["default_memory_mib"], 384) << j.dump(2);
+  EXPECT_EQ(j["runtime"]["log_level"], "debug") << j.dump(2);
+  EXPECT_TRUE(j["hypervisor"]["path"].is_string()) << j.dump(2);
+  bool saw_bool = false;
+  for (const auto& [section, fields] : j.items())
+    for (const auto& [key, v] : fields.items()) saw_bool = saw_bool || v.is_boolean();
+  EXPECT_TRUE(saw_bool) << "booleans stay booleans: " << j.dump(2);
 }
 
 }  // namespace

@@ -41,5 +41,7 @@ Command AddVmLsCommand(CLI::App& vm, const GlobalFlags& flags);
 Command AddVmStopCommand(CLI::App& vm, const GlobalFlags& flags);
 // `pool` and its subcommands: serve, status, resize, drain.
 std::vector<Command> AddPoolCommands(CLI::App& parent, const GlobalFlags& flags);
+// `install` and `uninstall`: the node installer (runtime/install).
+std::vector<Command> AddInstallCommands(CLI::App& parent, const GlobalFlags& flags);
 
 }  // namespace capsule::cli

@@ -100,6 +100,10 @@ Result<std::unique_ptr<ContainerdHarness>> ContainerdHarness::Start(ContainerdOp
   }
   h->netns_before_ = DirEntries(kCniNetnsDir);
   RETURN_IF_ERROR(WriteFile(h->config_path(), h->RenderConfig()));
+  h->run_config_ = h->config_path();
+  if (h->options_.prepare_config) {
+    ASSIGN_OR_RETURN(h->run_config_, h->options_.prepare_config(h->config_path()));
+  }
   RETURN_IF_ERROR(h->Spawn());
   RETURN_IF_ERROR(h->WaitUntilServing());
   return h;
@@ -127,7 +131,7 @@ Status ContainerdHarness::Spawn() {
     }
   }
   SpawnOptions o;
-  o.argv = {options_.containerd_binary, "--config", config_path()};
+  o.argv = {options_.containerd_binary, "--config", run_config_};
   if (!env.empty()) o.env = EnvironmentWith(env);
   o.stdout_fd = log.get();
   o.stderr_fd = log.get();

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,6 +55,10 @@ struct ContainerdOptions {
   // a CNI bridge network of this harness's own.
   std::optional<CriOptions> cri;
   std::string log_level = "info";
+  // Called with the generated config's path before containerd starts;
+  // returns the config containerd runs with (the node installer's test
+  // writes the generated one into a scratch root and installs there).
+  std::function<Result<std::string>(const std::string& generated_config)> prepare_config;
   std::chrono::milliseconds start_timeout{20000};
   std::chrono::milliseconds stop_timeout{10000};
   // Parent of the temp dir; empty means $TMPDIR or /tmp. Unix socket paths
@@ -135,6 +140,7 @@ class ContainerdHarness {
   ContainerdOptions options_;
   std::optional<TempDir> temp_;
   std::string dir_;
+  std::string run_config_;  // the config containerd runs with (prepare_config)
   std::optional<ChildProcess> daemon_;
   std::optional<CniNetwork> cni_;
   std::vector<std::string> netns_before_;  // kCniNetnsDir entries at Start()

@@ -18,7 +18,9 @@
 // CDF as PNG when gnuplot is installed). Asserts only that every pod
 // started. `make bench` runs it; CAPSULE_BENCH_RUNS (default 20) and
 // CAPSULE_BENCH_CONCURRENCY (default 10) and CAPSULE_BENCH_BURST_POOL
-// (default 3) size it, CAPSULE_BENCH_BOOT_NIC=0
+// (default 3) size it; PerPodOverheadForTheRuntimeClass measures what an
+// idle pod costs the host (CAPSULE_BENCH_OVERHEAD_PODS, default 3),
+// CAPSULE_BENCH_BOOT_NIC=0
 // hot-plugs every pod NIC instead of taking over the VM's boot NIC.
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -76,6 +76,7 @@ int Run(int argc, char** argv) {
   for (Command& c : AddVmCommands(app, flags)) commands.push_back(std::move(c));
   for (Command& c : AddPoolCommands(app, flags)) commands.push_back(std::move(c));
   for (Command& c : AddInstallCommands(app, flags)) commands.push_back(std::move(c));
+  for (Command& c : AddMetricsCommands(app, flags)) commands.push_back(std::move(c));
   auto* version = app.add_subcommand("version", "print the version");
   AddVersionFlagEverywhere(app, std::string("capsule-runtime ") + kVersion);
 

@@ -38,7 +38,8 @@ inline constexpr const char* kCriNs = "k8s.io";
 inline constexpr uint16_t kHttpPort = 8080;
 
 // One HTTP/1.0 GET to ip:port; the whole response, or why not.
-inline Result<std::string> HttpGet(const std::string& ip, uint16_t port, std::chrono::milliseconds timeout) {
+inline Result<std::string> HttpGet(const std::string& ip, uint16_t port, std::chrono::milliseconds timeout,
+                                   const std::string& path = "/") {
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd) return ErrnoStatus("socket");
   sockaddr_in sa{};
@@ -53,7 +54,7 @@ inline Result<std::string> HttpGet(const std::string& ip, uint16_t port, std::ch
   socklen_t len = sizeof err;
   ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
   if (err != 0) return Unavailable(fmt::format("connect {}:{}: {}", ip, port, std::strerror(err)));
-  const std::string req = "GET / HTTP/1.0\r\n\r\n";
+  const std::string req = "GET " + path + " HTTP/1.0\r\n\r\n";
   if (::send(fd.get(), req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size()))
     return ErrnoStatus("send to " + ip);
   std::string out;

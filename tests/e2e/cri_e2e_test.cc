@@ -110,6 +110,39 @@ TEST_F(CriE2eTest, PodOnACniNetworkWithTwoContainersExecLogsStatsAndStop) {
   EXPECT_EQ(entry["vmm_running"], true) << ps->out;
   EXPECT_GT(entry["vmm_rss_bytes"].get<uint64_t>(), 32u << 20) << ps->out;
 
+  // The metrics endpoint: the pod's series carry its CRI names, and its
+  // guest answered with its own memory.
+  const std::string runtime_cli = std::string(std::getenv("CAPSULE_BUILD_DIR")) + "/runtime/cli/capsule-runtime";
+  auto serve = StreamingCommand::Start({runtime_cli, "--config", env_->config_path(), "metrics", "serve", "--listen",
+                                        "127.0.0.1:0"});
+  ASSERT_TRUE(serve.ok()) << serve.status().ToString();
+  auto serving = serve->WaitForOutput("/metrics\n", milliseconds(20000));
+  ASSERT_TRUE(serving.ok()) << serving.status().ToString();
+  const size_t port_at = serve->output().find("http://127.0.0.1:");
+  ASSERT_NE(port_at, std::string::npos) << serve->output();
+  const auto port = static_cast<uint16_t>(std::stoi(serve->output().substr(port_at + 17)));
+  auto scrape = HttpGet("127.0.0.1", port, milliseconds(30000), "/metrics");
+  ASSERT_TRUE(scrape.ok()) << scrape.status().ToString();
+  serve->Stop(milliseconds(5000));
+  const std::string pod_labels = fmt::format("sandbox_id=\"{}\",pod=\"capsule-pod\",namespace=\"default\","
+                                             "containerd_namespace=\"k8s.io\"", *pod_id);
+  for (const char* series : {"capsule_guest_up{", "capsule_guest_memory_total_bytes{", "capsule_vm_start_seconds{",
+                             "capsule_vm_process_resident_bytes{"}) {
+    const size_t at = scrape->find(series);
+    ASSERT_NE(at, std::string::npos) << series << " missing:\n" << *scrape;
+    const std::string line = scrape->substr(at, scrape->find('\n', at) - at);
+    EXPECT_NE(line.find(pod_labels), std::string::npos) << line;
+  }
+  EXPECT_NE(scrape->find("\",process=\"qemu\"} "), std::string::npos) << *scrape;
+  EXPECT_NE(scrape->find("\",process=\"virtiofsd\"} "), std::string::npos) << *scrape;
+  EXPECT_NE(scrape->find("\",process=\"shim\"} "), std::string::npos) << *scrape;
+  const size_t up = scrape->find("capsule_guest_up{");
+  EXPECT_EQ(scrape->substr(scrape->find("} ", up) + 2, 1), "1") << "the guest did not answer";
+  const size_t mem = scrape->find("capsule_guest_memory_total_bytes{");
+  const double guest_mem = std::stod(scrape->substr(scrape->find("} ", mem) + 2));
+  EXPECT_GT(guest_mem, 128.0 * (1 << 20)) << "a 256 MiB guest";
+  EXPECT_LT(guest_mem, 256.0 * (1 << 20) + 1) << "a 256 MiB guest";
+
   ASSERT_TRUE(cri_->StopContainer(*c1, 2).ok());
   cstatus = cri_->ContainerStatus(*c1);
   ASSERT_TRUE(cstatus.ok());

@@ -190,6 +190,25 @@ Status CriClient::StopContainer(const std::string& id, int64_t timeout_seconds) 
       .status();
 }
 
+Status CriClient::UpdateContainerResources(const std::string& id, const v1::LinuxContainerResources& resources) {
+  v1::UpdateContainerResourcesRequest req;
+  req.set_container_id(id);
+  *req.mutable_linux() = resources;
+  return Invoke<v1::UpdateContainerResourcesResponse>(
+             "UpdateContainerResources", id, call_timeout_,
+             [&](auto* ctx, auto* r) { return stubs_->runtime->UpdateContainerResources(ctx, req, r); })
+      .status();
+}
+
+Status CriClient::ReopenContainerLog(const std::string& id) {
+  v1::ReopenContainerLogRequest req;
+  req.set_container_id(id);
+  return Invoke<v1::ReopenContainerLogResponse>(
+             "ReopenContainerLog", id, call_timeout_,
+             [&](auto* ctx, auto* r) { return stubs_->runtime->ReopenContainerLog(ctx, req, r); })
+      .status();
+}
+
 Status CriClient::RemoveContainer(const std::string& id) {
   v1::RemoveContainerRequest req;
   req.set_container_id(id);

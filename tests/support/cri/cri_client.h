@@ -100,6 +100,9 @@ class CriClient {
   Result<ExecResult> ExecSync(const std::string& id, const std::vector<std::string>& cmd,
                               int64_t timeout_seconds = 0);
 
+  Status UpdateContainerResources(const std::string& id, const v1::LinuxContainerResources& resources);
+  Status ReopenContainerLog(const std::string& id);
+
   Result<v1::ContainerStats> ContainerStats(const std::string& id);
   Result<std::vector<v1::ContainerStats>> ListContainerStats(const std::string& pod_id = "");
 

@@ -9,7 +9,10 @@
 // its address file and the pod still answers and stops); execs that cannot
 // start fail at once; pods asking for a host namespace are refused; a
 // SIGTERMed shim exits and takes its VM along; a SIGKILLed QEMU ends every
-// container of its pod, which still stops and is removed. Nothing of ours is left
+// container of its pod, which still stops and is removed; a log reopen, an
+// ExecSync past its timeout, a resource update and a new container in a
+// pod whose container exited; `capsule-runtime ps` and the metrics
+// endpoint name a running pod. Nothing of ours is left
 // after each: no process (shim included), mount, VM dir, socket, pod netns
 // or port on the test bridge. containerd is the shared ContainerdHarness
 // with CRI configured for this host and a CNI bridge.
@@ -24,6 +27,16 @@
 
 namespace capsule::testing {
 namespace {
+
+template <typename Pred>
+bool WaitUntil(Pred pred, milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    ::usleep(100 * 1000);
+  }
+  return true;
+}
 
 Result<std::string> HttpGetOnceListening(const std::string& ip) {
   Result<std::string> page = Unavailable("not tried");
@@ -166,6 +179,80 @@ TEST_F(CriE2eTest, PodOnACniNetworkWithTwoContainersExecLogsStatsAndStop) {
   auto pods = cri_->ListPods();
   ASSERT_TRUE(pods.ok());
   EXPECT_TRUE(pods->empty());
+}
+
+// What the kubelet does to a running pod besides start and stop, through
+// containerd's CRI: ReopenContainerLog after a log rotation, ExecSync whose
+// timeout passes (the exec is killed in the guest), UpdateContainerResources
+// (enforced in the guest's cgroup), and a new container in a pod whose only
+// container has exited (the VM stays until StopPodSandbox, and the new
+// container runs in the same VM).
+TEST_F(CriE2eTest, LogReopenExecTimeoutResourceUpdateAndANewContainerInTheSameVm) {
+  const v1::PodSandboxConfig pod = Pod("capsule-corners", v1::POD);
+  auto pod_id = RunPod(pod);
+  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  const pid_t vmm = VmmOf(*pod_id);
+  ASSERT_GT(vmm, 0);
+  auto c1 = StartContainer(*pod_id, pod, "ticker",
+                           {"sh", "-c", "i=0; while true; do echo tick-$i; i=$((i+1)); sleep 0.2; done"});
+  ASSERT_TRUE(c1.ok()) << c1.status().ToString();
+
+  // Log rotation: the kubelet renames the file, then asks for a reopen.
+  const std::string log = logs_ + "/ticker.log";
+  ASSERT_TRUE(WaitUntil([&] { auto t = ReadFile(log); return t.ok() && t->find("tick-3") != std::string::npos; },
+                        milliseconds(20000)));
+  ASSERT_EQ(::rename(log.c_str(), (log + ".1").c_str()), 0);
+  ASSERT_TRUE(cri_->ReopenContainerLog(*c1).ok());
+  EXPECT_TRUE(WaitUntil([&] { auto t = ReadFile(log); return t.ok() && t->find(" stdout F tick-") != std::string::npos; },
+                        milliseconds(20000)))
+      << "nothing was written to the reopened log";
+  const auto rotated = ReadFile(log + ".1");
+  ::usleep(600 * 1000);
+  EXPECT_EQ(ReadFile(log + ".1").value_or(""), rotated.value_or("-")) << "the rotated log still grows";
+
+  // An exec that outlives CRI's timeout fails, and its process is gone from the guest.
+  const auto t0 = std::chrono::steady_clock::now();
+  auto slow = cri_->ExecSync(*c1, {"sleep", "37"}, 2);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_FALSE(slow.ok() && slow->exit_code == 0) << "an exec past its timeout succeeded";
+  EXPECT_LT(took, std::chrono::seconds(30)) << "the timeout was not applied";
+  EXPECT_TRUE(WaitUntil([&] {
+    auto ps = cri_->ExecSync(*c1, {"ps"}, 30);
+    return ps.ok() && ps->out.find("sleep 37") == std::string::npos;
+  }, milliseconds(15000))) << "the timed-out exec still runs in the guest";
+
+  // UpdateContainerResources reaches the container's cgroup in the guest.
+  v1::LinuxContainerResources r;
+  r.set_memory_limit_in_bytes(96 << 20);
+  r.set_cpu_period(100000);
+  r.set_cpu_quota(50000);
+  ASSERT_TRUE(cri_->UpdateContainerResources(*c1, r).ok());
+  // The container's own cgroup, wherever the guest put it.
+  auto cgroup_file = [&](const std::string& file) {
+    return cri_->ExecSync(*c1, {"sh", "-c", "cat /sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)/" + file}, 30);
+  };
+  auto mem = cgroup_file("memory.max");
+  ASSERT_TRUE(mem.ok()) << mem.status().ToString();
+  EXPECT_EQ(mem->out, std::to_string(96 << 20) + "\n") << mem->err;
+  auto cpu = cgroup_file("cpu.max");
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  EXPECT_EQ(cpu->out, "50000 100000\n") << cpu->err;
+
+  // The pod's only container exits: the pod and its VM stay.
+  ASSERT_TRUE(cri_->StopContainer(*c1, 2).ok());
+  auto pstatus = cri_->PodStatus(*pod_id);
+  ASSERT_TRUE(pstatus.ok());
+  EXPECT_EQ(pstatus->status().state(), v1::SANDBOX_READY);
+  EXPECT_EQ(::kill(vmm, 0), 0) << "the VM went with the pod's last container";
+  ASSERT_TRUE(cri_->RemoveContainer(*c1).ok());
+  // A new container (a restart, as the kubelet makes one) runs in the same VM.
+  auto c2 = StartContainer(*pod_id, pod, "again", {"sh", "-c", "echo again-in-the-same-vm; exec sleep 600"});
+  ASSERT_TRUE(c2.ok()) << c2.status().ToString();
+  auto hello = cri_->ExecSync(*c2, {"cat", "/proc/1/cmdline"}, 30);
+  ASSERT_TRUE(hello.ok()) << hello.status().ToString();
+  EXPECT_EQ(VmmOf(*pod_id), vmm) << "the new container got another VM";
+  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
+  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
 }
 
 // guest.boot_nic off: the pod's NIC is hot-plugged (the path every NIC

@@ -1,7 +1,8 @@
 // libFuzzer target for the JSON records Capsule leaves on disk and reads back
-// in another process. The first byte picks the reader ('0' vm.json, '1'
-// pool.json, '2' capsule.json: seeds are "<digit><json>"); the rest is the
-// file. Checked for each record that parses:
+// in another process, and the guest's /proc files the metrics read. The
+// first byte picks the reader ('0' vm.json, '1' pool.json, '2' capsule.json,
+// '3' pod.json, '4' a guest's /proc/meminfo and /proc/loadavg split at the
+// first NUL: seeds are "<digit><text>"); the rest is the file. Checked for each record that parses:
 //  - it writes back and reads again to the same value;
 //  - the text it writes agrees with the input on every field both have, so
 //    no value was silently narrowed, wrapped or mapped to another;
@@ -19,6 +20,8 @@
 
 #include "runtime/hypervisor/vm_record.h"
 #include "runtime/pool/pool_record.h"
+#include "runtime/vm/guest_stats.h"
+#include "runtime/vm/pod_record.h"
 #include "shim/task/bundle_record.h"
 
 namespace {
@@ -131,15 +134,46 @@ void BundleJson(std::string_view text) {
   }
 }
 
+void PodJson(std::string_view text) {
+  namespace vm = capsule::vm;
+  auto rec = vm::PodRecordFromJson(text, "pod.json");
+  if (!rec.ok()) return;
+  std::string written = vm::PodRecordToJson(*rec);
+  auto again = vm::PodRecordFromJson(written, "pod.json (written back)");
+  Check(again.ok() && again->sandbox_id == rec->sandbox_id && again->ns == rec->ns &&
+            again->pod_name == rec->pod_name && again->pod_namespace == rec->pod_namespace &&
+            again->shim_pid == rec->shim_pid && again->started_unix_ms == rec->started_unix_ms &&
+            again->claimed == rec->claimed && again->vm_ms == rec->vm_ms && again->setup_ms == rec->setup_ms,
+        "pod.json does not round-trip");
+  CheckAgrees(text, written);
+  // `ps` and the metrics look this pid up and label series with the names.
+  Check(rec->shim_pid > 0, "pod.json: shim pid <= 0");
+  for (const std::string* s : {&rec->sandbox_id, &rec->ns, &rec->pod_name, &rec->pod_namespace})
+    for (unsigned char c : *s) Check(c >= 0x20 && c != 0x7f, "pod.json: a control character in a name");
+}
+
+void GuestProc(std::string_view text) {
+  namespace vm = capsule::vm;
+  const size_t nul = text.find('\0');
+  vm::GuestStats s;
+  if (vm::ParseMeminfo(text.substr(0, nul), s).ok())
+    Check(s.mem_available_bytes <= s.mem_total_bytes, "meminfo: more available than total");
+  if (nul != std::string_view::npos && vm::ParseLoadavg(text.substr(nul + 1), s).ok())
+    Check(s.load1 >= 0 && s.load1 < 1e6, "loadavg out of range");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 3) {
+  switch (data[0] % 8) {  // '0'..'4' are 0..4
     case 0: VmJson(text); break;
     case 1: PoolJson(text); break;
-    default: BundleJson(text); break;
+    case 2: BundleJson(text); break;
+    case 3: PodJson(text); break;
+    case 4: GuestProc(text); break;
+    default: break;
   }
   return 0;
 }

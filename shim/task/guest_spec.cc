@@ -80,6 +80,18 @@ Result<bool> RewriteBind(json& m, size_t i, const GuestSpecInput& in, GuestSpec&
                     source, dest));
     return false;
   }
+  // Bidirectional propagation (CRI's PROPAGATION_BIDIRECTIONAL, OCI
+  // "shared"/"rshared" on a bind) means mounts the container makes reach the
+  // host. Those mounts are made in the guest's kernel and can never cross
+  // the VM, so the container is refused instead of silently running with
+  // one-way propagation (host -> container, "rslave", does work).
+  for (const char* shared : {"shared", "rshared"}) {
+    if (HasOption(m, shared))
+      return InvalidArgument(fmt::format(
+          "{} ({} on {}): bidirectional mount propagation ('{}') cannot cross the pod's VM: mounts the container makes "
+          "stay in the guest; use HostToContainer ('rslave')",
+          field, source, dest, shared));
+  }
   ShareBind bind;
   bind.host_source = source;
   bind.rel = fmt::format("{}/mounts/{}-{}", in.container_id, i, Component(dest));

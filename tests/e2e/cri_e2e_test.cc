@@ -19,6 +19,7 @@
 #include "tests/e2e/cri_e2e_fixture.h"
 
 #include <signal.h>
+#include <sys/mount.h>
 
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -251,6 +252,67 @@ TEST_F(CriE2eTest, LogReopenExecTimeoutResourceUpdateAndANewContainerInTheSameVm
   auto hello = cri_->ExecSync(*c2, {"cat", "/proc/1/cmdline"}, 30);
   ASSERT_TRUE(hello.ok()) << hello.status().ToString();
   EXPECT_EQ(VmmOf(*pod_id), vmm) << "the new container got another VM";
+  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
+  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+}
+
+// Mount propagation across the VM. Host -> container (CRI's
+// HostToContainer, "rslave"): a filesystem the host mounts under a volume
+// after the container started shows up in it, through the share and
+// virtio-fs. Container -> host (Bidirectional, "rshared") cannot cross a
+// VM: the container is refused, naming the mount.
+TEST_F(CriE2eTest, HostMountsReachARunningContainerAndBidirectionalPropagationIsRefused) {
+  const std::string vol = ctrd_->dir() + "/propagated";
+  ASSERT_TRUE(MkdirAll(vol).ok());
+  // CRI wants a shared source for either propagation (as the kubelet's
+  // /var/lib/kubelet is on a systemd host).
+  ASSERT_EQ(::mount(vol.c_str(), vol.c_str(), nullptr, MS_BIND, nullptr), 0);
+  struct Unmount {
+    std::string dir;
+    ~Unmount() {
+      ::umount2((dir + "/sub").c_str(), MNT_DETACH);
+      ::umount2(dir.c_str(), MNT_DETACH);
+    }
+  } unmount{vol};
+  ASSERT_EQ(::mount(nullptr, vol.c_str(), nullptr, MS_SHARED, nullptr), 0);
+  ASSERT_TRUE(MkdirAll(vol + "/sub").ok());
+
+  const v1::PodSandboxConfig pod = Pod("capsule-propagation", v1::POD);
+  auto pod_id = RunPod(pod);
+  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  auto with_mount = [&](const char* name, v1::MountPropagation propagation) {
+    ContainerOptions c;
+    c.name = name;
+    c.image = kBusyboxImage;
+    c.command = {"sleep", "600"};
+    c.log_path = std::string(name) + ".log";
+    v1::ContainerConfig config = cri::MakeContainerConfig(c);
+    v1::Mount* m = config.add_mounts();
+    m->set_container_path("/data");
+    m->set_host_path(vol);
+    m->set_propagation(propagation);
+    return cri_->CreateContainer(*pod_id, pod, config);
+  };
+  // containerd makes the task (and so the shim sees the spec) at start.
+  auto bidi = with_mount("both-ways", v1::PROPAGATION_BIDIRECTIONAL);
+  ASSERT_TRUE(bidi.ok()) << bidi.status().ToString();
+  Status bidi_started = cri_->StartContainer(*bidi);
+  ASSERT_FALSE(bidi_started.ok()) << "a bidirectional mount was accepted";
+  EXPECT_NE(bidi_started.message().find("bidirectional mount propagation"), std::string::npos) << bidi_started.ToString();
+  ASSERT_TRUE(cri_->RemoveContainer(*bidi).ok());
+
+  auto c = with_mount("watcher", v1::PROPAGATION_HOST_TO_CONTAINER);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(cri_->StartContainer(*c).ok());
+  // After the start: a tmpfs mounted on the host under the volume.
+  ASSERT_EQ(::mount("tmpfs", (vol + "/sub").c_str(), "tmpfs", 0, "size=1m"), 0);
+  ASSERT_TRUE(WriteFile(vol + "/sub/late.txt", "mounted-after-start\n").ok());
+  std::string seen;
+  EXPECT_TRUE(WaitUntil([&] {
+    auto r = cri_->ExecSync(*c, {"cat", "/data/sub/late.txt"}, 30);
+    seen = r.ok() ? r->out + r->err : r.status().ToString();
+    return r.ok() && r->out == "mounted-after-start\n";
+  }, milliseconds(15000))) << "the host's later mount did not reach the container: " << seen;
   ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
   ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
 }

@@ -37,13 +37,16 @@ using testing::ViewLink;
 constexpr const char* kTap = "tap_cap0";
 
 // How many /dev/net/tun fds the process `pid` holds open.
+// By device number: a jailed QEMU's fd names no host path (its /dev is
+// not the host's), but it is still the tun device.
 size_t TunFdsHeldBy(pid_t pid) {
+  struct stat tun{};
+  if (::stat("/dev/net/tun", &tun) != 0) return 0;
   size_t n = 0;
   const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
   for (const std::string& name : hypervisor::testing::DirEntries(dir)) {
-    char target[256] = {};
-    if (::readlink((dir + "/" + name).c_str(), target, sizeof target - 1) > 0 && std::string(target) == "/dev/net/tun")
-      ++n;
+    struct stat st{};
+    if (::stat((dir + "/" + name).c_str(), &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == tun.st_rdev) ++n;
   }
   return n;
 }

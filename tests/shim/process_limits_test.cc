@@ -61,5 +61,26 @@ TEST(ProcessLimitsTest, TheGuestSpecRewriteRefusesAnOversizedInitProcess) {
   EXPECT_NE(guest.status().message().find("process.env[2]"), std::string::npos) << guest.status().message();
 }
 
+// Not a process limit, but the same entry point: a bind asking for
+// bidirectional propagation is refused by name; one-way (rslave) passes.
+TEST(GuestSpecMountsTest, BidirectionalPropagationIsRefusedAndHostToContainerPasses) {
+  GuestSpecInput in{"c1", "c1/rootfs", [](std::string_view rel) { return "/run/capsule/shared/" + std::string(rel); }};
+  auto spec_with = [](const char* propagation) {
+    json m = {{"destination", "/data"}, {"type", "bind"}, {"source", "/tmp"},
+              {"options", {"rbind", propagation, "rw"}}};
+    return json{{"root", {{"path", "rootfs"}}}, {"process", Process()}, {"mounts", json::array({m})}};
+  };
+  auto refused = MakeGuestSpec(spec_with("rshared"), in);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("mounts[0] (/tmp on /data): bidirectional mount propagation ('rshared')"),
+            std::string::npos)
+      << refused.status().message();
+  auto slave = MakeGuestSpec(spec_with("rslave"), in);
+  ASSERT_TRUE(slave.ok()) << slave.status().ToString();
+  ASSERT_EQ(slave->binds.size(), 1u);
+  EXPECT_EQ(slave->binds[0].host_source, "/tmp");
+}
+
 }  // namespace
 }  // namespace capsule::shim::task

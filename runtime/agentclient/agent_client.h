@@ -97,6 +97,8 @@ struct ConnectOptions {
   // empty: none (an agent run by hand or in a test without one). A token
   // the agent refuses ends the wait at once with PERMISSION_DENIED.
   std::string token;
+  // Passed to the client (grpc_agent_client.h ClientOptions::on_call_end).
+  std::function<void(std::string_view rpc, double seconds, bool ok)> on_call_end;
 };
 
 // Dials until the agent answers Check (SERVING) or the deadline passes

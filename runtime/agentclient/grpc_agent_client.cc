@@ -176,9 +176,12 @@ Result<Resp> GrpcAgentClient::Call(std::string_view rpc, Method<Req, Resp> metho
   }
   if (options_.on_call_start) options_.on_call_start(rpc);
   Resp resp;
+  const auto started = std::chrono::steady_clock::now();
   // A TryCancel() that lands before the call starts still cancels it: gRPC
   // remembers it in the context.
   grpc::Status st = ((*stub).*method)(&ctx, req, &resp);
+  if (options_.on_call_end)
+    options_.on_call_end(rpc, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), st.ok());
   {
     std::lock_guard lock(mu_);
     in_flight_.erase(&ctx);

@@ -20,6 +20,9 @@ struct ClientOptions {
   // moment Close() would cancel it; for tracing (and tests that need to know
   // a call is in flight).
   std::function<void(std::string_view rpc)> on_call_start;
+  // Called on the caller's thread when a call has ended, with its duration
+  // and whether it succeeded (call_stats.h keeps histograms from these).
+  std::function<void(std::string_view rpc, double seconds, bool ok)> on_call_end;
 };
 
 // Takes ownership of `stream`; gRPC closes it with the channel.

@@ -9,6 +9,9 @@
 #include <map>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "runtime/agentclient/call_stats.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/process_usage.h"
@@ -166,6 +169,36 @@ std::string CollectNodeMetrics(const config::Config& config, const CollectOption
   }
   t.Family("capsule_vm_process_cpu_seconds_total", "counter", "CPU time of a VM's host processes, by process");
   for (const auto& [labels, seconds] : cpu) t.Sample("capsule_vm_process_cpu_seconds_total", labels, seconds);
+
+  // The owner's agent call histograms (agent-calls.json, call_stats.h).
+  t.Family("capsule_agent_rpc_duration_seconds", "histogram",
+           "agent RPC latency seen by the VM's owner (the shim; the pool daemon while the VM idles), by RPC");
+  std::vector<std::pair<Labels, uint64_t>> rpc_errors;
+  for (const auto& l : *vms) {
+    const std::string path = l.state_dir + "/" + agentclient::kCallStatsFile;
+    auto text = ReadFile(path);
+    if (!text.ok()) continue;
+    auto stats = agentclient::CallStatsFromJson(*text, path);
+    if (!stats.ok()) {
+      kLog.Warn("{}", stats.status().ToString());
+      continue;
+    }
+    for (const auto& [rpc, r] : *stats) {
+      const Labels base = With(VmLabels(l), "rpc", rpc);
+      uint64_t cumulative = 0;
+      for (size_t i = 0; i < agentclient::kCallBuckets.size(); ++i) {
+        cumulative += r.buckets[i];
+        t.Sample("capsule_agent_rpc_duration_seconds_bucket", With(base, "le", fmt::format("{}", agentclient::kCallBuckets[i])),
+                 static_cast<double>(cumulative));
+      }
+      t.Sample("capsule_agent_rpc_duration_seconds_bucket", With(base, "le", "+Inf"), static_cast<double>(r.count));
+      t.Sample("capsule_agent_rpc_duration_seconds_sum", base, r.sum_seconds);
+      t.Sample("capsule_agent_rpc_duration_seconds_count", base, static_cast<double>(r.count));
+      rpc_errors.emplace_back(base, r.errors);
+    }
+  }
+  t.Family("capsule_agent_rpc_errors_total", "counter", "agent RPCs that failed, by RPC");
+  for (const auto& [labels, n] : rpc_errors) t.Sample("capsule_agent_rpc_errors_total", labels, static_cast<double>(n));
 
   if (o.guest) {
     struct Guest {

@@ -16,6 +16,7 @@
 #include "runtime/common/guest_abi.h"
 #include "runtime/common/logging.h"
 #include "runtime/hypervisor/qemu_hypervisor.h"
+#include "runtime/vm/boot_steps.h"
 #include "runtime/vm/sandbox_vm_impl.h"
 
 namespace capsule::vm {
@@ -53,6 +54,7 @@ Status ConnectAdopted(SandboxVmImpl& vm, milliseconds agent_timeout) {
   o.default_call_timeout = agent_timeout;
   o.abort_fd = vmm.exit_fd();
   o.token = vmm.agent_token();
+  o.on_call_end = AgentCallStatsFor(vm.state_dir());  // counts from the adoption on
   auto client = agentclient::ConnectAgent([v](milliseconds t) { return v->Dial(guest_abi::kAgentVsockPort, t); }, o);
   if (!client.ok()) return client.status();
   vm.SetAgent(std::move(*client));

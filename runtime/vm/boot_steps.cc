@@ -1,6 +1,8 @@
 // See boot_steps.h.
 #include "runtime/vm/boot_steps.h"
 
+#include "runtime/agentclient/call_stats.h"
+
 #include <fmt/format.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -136,8 +138,17 @@ Status PrepareHostEnds(SandboxVmImpl& vm, const config::Config& config, uint64_t
   return Status::Ok();
 }
 
+std::function<void(std::string_view rpc, double seconds, bool ok)> AgentCallStatsFor(const std::string& state_dir) {
+  const std::string path = state_dir + "/" + agentclient::kCallStatsFile;
+  auto stats = std::make_shared<agentclient::CallStats>([path](const std::string& json) {
+    if (Status st = WriteFileAtomic(path, json, 0600); !st.ok()) kLog.Debug("agent call stats: {}", st.ToString());
+  });
+  return [stats](std::string_view rpc, double seconds, bool ok) { stats->Record(rpc, seconds, ok); };
+}
+
 Status WaitForAgent(SandboxVmImpl& vm, const config::Config& config, BootClock::time_point boot_start, int cancel_fd) {
   agentclient::ConnectOptions o;
+  o.on_call_end = AgentCallStatsFor(vm.state_dir());
   auto budget = milliseconds(config.runtime.boot_timeout_ms);
   o.deadline = std::max(milliseconds(1), budget - std::chrono::duration_cast<milliseconds>(BootClock::now() - boot_start));
   o.abort_fd = vm.vmm().exit_fd();

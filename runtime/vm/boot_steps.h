@@ -4,6 +4,9 @@
 // virtiofsd), and the wait for the agent. Internal to capsule_vm.
 #pragma once
 
+#include <functional>
+#include <string_view>
+
 #include <chrono>
 #include <string>
 
@@ -49,5 +52,9 @@ hypervisor::Device FsDeviceFor(SandboxVmImpl& vm);
 // `cancel_fd` (if >= 0) turns readable. The client's calls then get
 // runtime.agent_timeout_ms.
 Status WaitForAgent(SandboxVmImpl& vm, const config::Config& config, BootClock::time_point start, int cancel_fd);
+// A hook for ConnectOptions::on_call_end that keeps the VM's agent call
+// histograms in <state_dir>/agent-calls.json (call_stats.h) for the
+// metrics endpoint; the VM's owner, and only it, sets one.
+std::function<void(std::string_view rpc, double seconds, bool ok)> AgentCallStatsFor(const std::string& state_dir);
 
 }  // namespace capsule::vm

@@ -141,7 +141,7 @@ TEST_F(CriE2eTest, PodOnACniNetworkWithTwoContainersExecLogsStatsAndStop) {
   const std::string pod_labels = fmt::format("sandbox_id=\"{}\",pod=\"capsule-pod\",namespace=\"default\","
                                              "containerd_namespace=\"k8s.io\"", *pod_id);
   for (const char* series : {"capsule_guest_up{", "capsule_guest_memory_total_bytes{", "capsule_vm_start_seconds{",
-                             "capsule_vm_process_resident_bytes{"}) {
+                             "capsule_vm_process_resident_bytes{", "capsule_agent_rpc_duration_seconds_count{"}) {
     const size_t at = scrape->find(series);
     ASSERT_NE(at, std::string::npos) << series << " missing:\n" << *scrape;
     const std::string line = scrape->substr(at, scrape->find('\n', at) - at);
@@ -150,6 +150,8 @@ TEST_F(CriE2eTest, PodOnACniNetworkWithTwoContainersExecLogsStatsAndStop) {
   EXPECT_NE(scrape->find("\",process=\"qemu\"} "), std::string::npos) << *scrape;
   EXPECT_NE(scrape->find("\",process=\"virtiofsd\"} "), std::string::npos) << *scrape;
   EXPECT_NE(scrape->find("\",process=\"shim\"} "), std::string::npos) << *scrape;
+  // The shim's agent call histograms: its CreateContainer calls, by bucket.
+  EXPECT_NE(scrape->find(",rpc=\"CreateContainer\",le=\"+Inf\"} "), std::string::npos) << *scrape;
   const size_t up = scrape->find("capsule_guest_up{");
   EXPECT_EQ(scrape->substr(scrape->find("} ", up) + 2, 1), "1") << "the guest did not answer";
   const size_t mem = scrape->find("capsule_guest_memory_total_bytes{");

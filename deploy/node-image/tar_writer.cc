@@ -33,7 +33,8 @@ Status TarWriter::Header(std::string_view name, char type, mode_t mode, uint64_t
     base = name.substr(cut + 1);
   }
   if (link.size() > 100) return InvalidArgument("tar: symlink target too long: " + std::string(link));
-  std::memcpy(h, base.data(), base.size());
+  // An empty view may carry a null pointer, which memcpy must never get.
+  if (!base.empty()) std::memcpy(h, base.data(), base.size());
   Octal(h + 100, 8, mode & 07777);
   Octal(h + 108, 8, 0);
   Octal(h + 116, 8, 0);
@@ -41,10 +42,10 @@ Status TarWriter::Header(std::string_view name, char type, mode_t mode, uint64_t
   Octal(h + 136, 12, static_cast<uint64_t>(mtime_));
   std::memset(h + 148, ' ', 8);
   h[156] = type;
-  std::memcpy(h + 157, link.data(), link.size());
+  if (!link.empty()) std::memcpy(h + 157, link.data(), link.size());
   std::memcpy(h + 257, "ustar", 6);
   std::memcpy(h + 263, "00", 2);
-  std::memcpy(h + 345, prefix.data(), prefix.size());
+  if (!prefix.empty()) std::memcpy(h + 345, prefix.data(), prefix.size());
   unsigned sum = 0;
   for (unsigned char c : h) sum += c;
   Octal(h + 148, 7, sum);

@@ -75,6 +75,16 @@ TEST(InstallE2eTest, AnInstalledNodeRunsACapsulePodThroughCriAndUninstallRestore
   ASSERT_TRUE(MkdirAll(root + "/etc/containerd").ok());
   ASSERT_TRUE(WriteFile(root + "/etc/capsule/config.yaml", node_config).ok());
 
+  // The binds end with this process's mount namespace; the mount point it
+  // made on the host's /etc goes with the test, failed or not.
+  struct HostMountPoint {
+    bool made = false;
+    ~HostMountPoint() {
+      ::umount2("/etc/capsule", MNT_DETACH);
+      ::umount2("/usr/local", MNT_DETACH);
+      if (made) ::rmdir("/etc/capsule");
+    }
+  } mount_point;
   std::string original;
   const std::string node_ctrd_config = root + "/etc/containerd/config.toml";
   ContainerdOptions o;
@@ -91,7 +101,7 @@ TEST(InstallE2eTest, AnInstalledNodeRunsACapsulePodThroughCriAndUninstallRestore
     auto result = nlohmann::json::parse(r.out, nullptr, false);
     if (!result.is_object()) return Internal("capsule-runtime install --json printed: " + r.out);
     EXPECT_EQ(result.value("containerd_config_changed", false), true) << r.out;
-    ::mkdir("/etc/capsule", 0755);  // absent on a build host: the bind needs a mount point
+    mount_point.made = ::mkdir("/etc/capsule", 0755) == 0;  // absent on a build host: the bind needs a mount point
     RETURN_IF_ERROR(Bind(root + "/usr/local", "/usr/local"));
     RETURN_IF_ERROR(Bind(root + "/etc/capsule", "/etc/capsule"));
     return node_ctrd_config;
@@ -148,7 +158,6 @@ TEST(InstallE2eTest, AnInstalledNodeRunsACapsulePodThroughCriAndUninstallRestore
 
   ASSERT_EQ(::umount2("/usr/local", MNT_DETACH), 0);
   ASSERT_EQ(::umount2("/etc/capsule", MNT_DETACH), 0);
-  ::rmdir("/etc/capsule");  // only when it is the empty one made above
   auto removed = RunCommand({CapsuleRuntime(), "uninstall", "--root", root}, milliseconds(60000));
   ASSERT_TRUE(removed.ok() && removed->ok()) << (removed.ok() ? removed->out + removed->err : removed.status().ToString());
   auto after = ReadFile(node_ctrd_config);

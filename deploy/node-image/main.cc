@@ -6,9 +6,11 @@
 
 #include "deploy/node-image/oci_layout.h"
 #include "runtime/common/file_util.h"
+#include "runtime/common/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"capsule-oci-image: an OCI image layout tarball from a directory tree"};
+  app.set_version_flag("--version", std::string("capsule-oci-image ") + capsule::kVersion);
   capsule::oci::ImageOptions opts;
   std::string output;
   std::vector<std::string> with_libs;

@@ -9,12 +9,14 @@
 #include <cstdio>
 
 #include "runtime/common/logging.h"
+#include "runtime/common/version.h"
 #include "runtime/config/config.h"
 #include "runtime/pool/pool_daemon.h"
 
 int main(int argc, char** argv) {
   using namespace capsule;
   CLI::App app{"claim_window_poold: capsule-poold with a crash inside the claim window (tests only)"};
+  app.set_version_flag("--version", std::string("claim_window_poold ") + kVersion);
   std::string config_path;
   bool die_in_claim = false;
   int64_t grace_ms = 30000, scan_ms = 5000;

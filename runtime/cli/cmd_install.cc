@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "runtime/cli/command.h"
+#include "runtime/common/stop_signals.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/unique_fd.h"
 #include "runtime/install/installer.h"
@@ -87,16 +88,6 @@ int RunAction(const InstallFlags& f, bool uninstall) {
   return 0;
 }
 
-// Blocks until SIGTERM or SIGINT (the kubelet stopping the pod).
-void WaitForTermination() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  int sig = 0;
-  sigwait(&set, &sig);
-  std::fprintf(stderr, "capsule-runtime: signal %d, exiting\n", sig);
-}
 
 // The action, then with --wait: stay up until SIGTERM (a DaemonSet's pod
 // must keep running), uninstalling then if asked. A failed action exits at
@@ -105,14 +96,11 @@ int RunThenWait(const InstallFlags& f, bool uninstall) {
   if (!f.wait) return RunAction(f, uninstall);
   // Blocked before the action, so an early SIGTERM still reaches sigwait
   // instead of killing us half-way through.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  ::sigprocmask(SIG_BLOCK, &set, nullptr);
+  BlockStopSignals();
   int rc = RunAction(f, uninstall);
   if (rc != 0) return rc;
-  WaitForTermination();
+  // Until the kubelet stops the pod.
+  std::fprintf(stderr, "capsule-runtime: signal %d, exiting\n", WaitForStopSignal());
   if (!uninstall && f.uninstall_on_exit) rc = RunAction(f, true);
   return rc;
 }

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "runtime/cli/command.h"
+#include "runtime/common/stop_signals.h"
 #include "runtime/metrics/metrics_server.h"
 #include "runtime/metrics/node_metrics.h"
 
@@ -44,11 +45,7 @@ int RunServe(const GlobalFlags& flags, const MetricsFlags& f) {
   if (!cfg.ok()) return 1;
   auto listen = SplitListen(f.listen);
   if (!listen.ok()) return Fail("metrics serve", listen.status(), 2);
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before the server's threads
+  BlockStopSignals();  // before the server's threads
   const config::Config config = *cfg;
   const metrics::CollectOptions o = Options(f);
   auto server = metrics::MetricsServer::Start(listen->first, listen->second,
@@ -56,8 +53,7 @@ int RunServe(const GlobalFlags& flags, const MetricsFlags& f) {
   if (!server.ok()) return Fail("metrics serve", server.status());
   std::printf("serving http://%s:%d/metrics\n", listen->first.c_str(), (*server)->port());
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&set, &sig);
+  WaitForStopSignal();
   return 0;
 }
 

@@ -10,6 +10,7 @@
 
 #include <thread>
 
+#include "runtime/common/stop_signals.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 #include "runtime/pool/pool_service.h"
@@ -46,15 +47,6 @@ Status PrepareSocket(const std::string& path) {
   return Status::Ok();
 }
 
-int WaitForStopSignal() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  int sig = 0;
-  sigwait(&set, &sig);
-  return sig;
-}
 
 }  // namespace
 
@@ -66,12 +58,7 @@ int RunPoolDaemon(const config::Config& config) {
 
 int RunPoolDaemon(WarmPoolOptions o) {
   const config::Config& config = o.config;
-  // Blocked before any thread starts, so sigwait below gets them.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  BlockStopSignals();  // before any thread starts, so WaitForStopSignal gets them
   ::signal(SIGPIPE, SIG_IGN);
 
   const std::string& path = config.pool.socket;

@@ -11,6 +11,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/process_usage.h"
 #include "runtime/pool/pool_record.h"
 
 namespace capsule::pool {
@@ -38,11 +39,8 @@ std::vector<std::string> VmDirs(const std::string& state_dir) {
 }
 
 uint64_t RssBytes(pid_t pid) {
-  auto status = ReadFile(fmt::format("/proc/{}/status", pid));
-  if (!status.ok()) return 0;
-  const auto at = status->find("VmRSS:");
-  if (at == std::string::npos) return 0;
-  return std::strtoull(status->c_str() + at + 6, nullptr, 10) * 1024;
+  auto usage = ProcessUsage(pid);
+  return usage.ok() ? usage->rss_bytes : 0;
 }
 
 double Median(std::deque<double> v) {

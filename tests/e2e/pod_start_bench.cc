@@ -36,13 +36,13 @@
 #include <thread>
 #include <cmath>
 #include <cstring>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
 
 #include "runtime/common/file_util.h"
+#include "runtime/common/process_usage.h"
 #include "tests/e2e/e2e_env.h"
 #include "tests/support/command.h"
 #include "tests/support/containerd_harness.h"
@@ -140,18 +140,10 @@ std::map<pid_t, ProcInfo> Processes() {
   return out;
 }
 
-// User + system CPU ticks of a process so far.
+// User + system CPU time of a process so far (0 once it is gone).
 double CpuSeconds(pid_t pid) {
-  auto stat = ReadFile(fmt::format("/proc/{}/stat", pid));
-  if (!stat.ok()) return 0;
-  const size_t close = stat->rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream in(stat->substr(close + 2));
-  std::string field;
-  double ticks = 0;
-  for (int i = 3; i <= 15 && (in >> field); ++i)
-    if (i == 14 || i == 15) ticks += std::strtod(field.c_str(), nullptr);
-  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  auto usage = ProcessUsage(pid);
+  return usage.ok() ? usage->cpu_seconds : 0;
 }
 
 // A pod's host processes and what they cost: Pss (MiB) by kind, and the

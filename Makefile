@@ -13,7 +13,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 DEPS_PKGS := build-essential cmake pkg-config ccache git \
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev libgrpc-dev \
   nlohmann-json3-dev libyaml-cpp-dev libseccomp-dev libcap-dev libnl-3-dev libnl-route-3-dev \
-  libssl-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev googletest libcpp-httplib-dev \
+  libssl-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev googletest libcpp-httplib-dev libnftables-dev \
   clang libclang-rt-14-dev llvm \
   qemu-system-x86 qemu-utils containerd runc containernetworking-plugins \
   busybox-static cpio gzip zstd kmod iproute2 procps psmisc \

@@ -12,6 +12,7 @@ pkg_check_modules(LIBCAP REQUIRED IMPORTED_TARGET libcap)
 pkg_check_modules(LIBNL REQUIRED IMPORTED_TARGET libnl-3.0 libnl-route-3.0)
 # The metrics endpoint's HTTP server (runtime/metrics).
 pkg_check_modules(CPP_HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+pkg_check_modules(NFTABLES REQUIRED IMPORTED_TARGET libnftables)
 if(CAPSULE_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

@@ -131,9 +131,19 @@ Status AgentProcess::Serve() {
   if (extensions_.interceptors) interceptors = extensions_.interceptors();
   ASSIGN_OR_RETURN(server_, server::AgentServer::Start(service_.get(), options_.listen, limits, std::move(interceptors),
                                                        AgentTokenSource()));
+  if (options_.forward_listen) {
+    // Not fatal: the pod runs without `kubectl port-forward`.
+    auto forwarder = forward::PortForwarder::Start(*options_.forward_listen, AgentTokenSource());
+    if (forwarder.ok()) {
+      forwarder_ = std::move(forwarder).value();
+    } else {
+      kLog.Error("port-forward disabled: {}", forwarder.status().message());
+    }
+  }
   ready_us_ = system::BootTimeMicros();
   std::string where;
   for (const auto& ep : options_.listen) where += (where.empty() ? "" : " ") + ep.ToString();
+  if (forwarder_) where += ", port-forward on " + options_.forward_listen->ToString();
   kLog.Info("{}: serving capsule.agent.v1.Agent on {} ({:.3f} s after kernel start)", guest_abi::kAgentReadyMarker,
             where, static_cast<double>(ready_us_.load()) / 1e6);
   SignalReady();
@@ -222,6 +232,7 @@ void AgentProcess::Stop(const std::string& reason) {
   }
   // Calls in flight get kShutdownGrace; every connection is closed after it,
   // which is also what flushes the DestroySandbox reply out of gRPC.
+  if (forwarder_) forwarder_->Shutdown();
   if (server_) server_->Shutdown(kShutdownGrace);
   debug_shell_.reset();
 }

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "agent/app/options.h"
+#include "agent/forward/port_forwarder.h"
 #include "agent/modules/loader.h"
 #include "agent/net/network.h"
 #include "agent/sandbox/sandbox.h"
@@ -71,6 +72,7 @@ class AgentProcess final : public server::AgentLifecycle {
   net::NetworkPtr network_;              // likewise
   std::unique_ptr<server::AgentService> service_;
   std::unique_ptr<server::AgentServer> server_;
+  std::unique_ptr<forward::PortForwarder> forwarder_;
   std::optional<ChildProcess> debug_shell_;
   std::atomic<bool> shutting_down_{false};
   std::atomic<uint64_t> ready_us_{0};

@@ -16,8 +16,12 @@ ParsedArgs ParseArgs(int argc, char** argv, bool is_pid1) {
   bool no_init = false;
   std::vector<std::string> listen;
   std::string level;
+  std::string forward_listen;
   app.add_flag("--no-init", no_init, "run as a normal process: no PID-1 duties (implied when PID != 1)");
   app.add_option("--listen", listen, "vsock:PORT or unix:/PATH, repeatable (default vsock:1024)");
+  app.add_option("--forward-listen", forward_listen,
+                 "vsock:PORT or unix:/PATH for the port forwarder (default vsock:" +
+                     std::to_string(guest_abi::kPortForwardVsockPort) + " when --listen is not given, else none)");
   app.add_option("--log-level", level, "trace|debug|info|warn|error");
   app.add_option("--resolv-conf", out.options.resolv_conf, "where CreateSandbox writes DNS settings")
       ->capture_default_str();
@@ -56,8 +60,19 @@ ParsedArgs ParseArgs(int argc, char** argv, bool is_pid1) {
     }
     out.options.listen.push_back(*ep);
   }
+  if (!forward_listen.empty()) {
+    auto ep = server::ParseEndpoint(forward_listen);
+    if (ep.ok()) {
+      out.options.forward_listen = *ep;
+    } else {
+      std::fprintf(stderr, "capsule-agent: --forward-listen: %s\n", ep.status().message().c_str());
+      if (!is_pid1) out.exit_code = 2;
+    }
+  }
   if (out.options.listen.empty()) {
     out.options.listen.push_back(server::Endpoint{server::Endpoint::Kind::kVsock, guest_abi::kAgentVsockPort, ""});
+    if (!out.options.forward_listen)
+      out.options.forward_listen = server::Endpoint{server::Endpoint::Kind::kVsock, guest_abi::kPortForwardVsockPort, ""};
   }
   if (!level.empty()) {
     out.options.log_level = log::ParseLevel(level);

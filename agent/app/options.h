@@ -18,6 +18,8 @@ namespace capsule::agent::app {
 struct AgentOptions {
   bool init = true;  // PID-1 duties: mounts, modules, power-off at the end
   std::vector<server::Endpoint> listen;  // default: vsock:1024
+  // The port forwarder's (agent/forward); none: no port-forward.
+  std::optional<server::Endpoint> forward_listen;
   std::optional<log::Level> log_level;   // init: from capsule.log=
   std::string resolv_conf = "/etc/resolv.conf";
   std::string modules_dir;  // default /lib/modules/<uname -r>

@@ -1,6 +1,5 @@
 #include "runtime/common/agent_auth.h"
 
-#include <poll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 
@@ -9,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "runtime/common/guest_abi.h"
+#include "runtime/common/line_io.h"
 
 namespace capsule::agent_auth {
 namespace {
@@ -21,62 +21,7 @@ constexpr std::string_view kOk = "OK\n";
 constexpr std::string_view kDenied = "DENIED\n";
 constexpr size_t kAuthLineLength = kAuthVerb.size() + guest_abi::kAgentTokenHexLength + 1;
 
-int LeftMs(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
-  return left > 0 ? static_cast<int>(left) : 0;
-}
-
-Status WaitFor(int fd, short events, Clock::time_point deadline, std::string_view what) {
-  for (;;) {
-    pollfd p{fd, events, 0};
-    int r = ::poll(&p, 1, LeftMs(deadline));
-    if (r > 0) return Status::Ok();
-    if (r == 0) return DeadlineExceeded(fmt::format("agent handshake: no {} in time", what));
-    if (errno != EINTR) return ErrnoStatus("agent handshake: poll");
-  }
-}
-
-Status WriteAllBy(int fd, std::string_view data, Clock::time_point deadline) {
-  while (!data.empty()) {
-    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n > 0) {
-      data.remove_prefix(static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) {
-      RETURN_IF_ERROR(WaitFor(fd, POLLOUT, deadline, "room to write"));
-      continue;
-    }
-    if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
-      return Unavailable("agent handshake: the peer closed the stream");
-    return ErrnoStatus("agent handshake: send");
-  }
-  return Status::Ok();
-}
-
-// One byte at a time up to and including '\n', at most `max` bytes: what
-// follows the line stays in the socket for gRPC.
-Result<std::string> ReadLine(int fd, size_t max, Clock::time_point deadline) {
-  std::string line;
-  while (line.size() < max) {
-    char c;
-    ssize_t n = ::recv(fd, &c, 1, MSG_DONTWAIT);
-    if (n == 1) {
-      line += c;
-      if (c == '\n') return line;
-      continue;
-    }
-    if (n == 0) return Unavailable("agent handshake: the peer closed the stream");
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN) {
-      if (errno == ECONNRESET) return Unavailable("agent handshake: the peer reset the stream");
-      return ErrnoStatus("agent handshake: recv");
-    }
-    RETURN_IF_ERROR(WaitFor(fd, POLLIN, deadline, "line"));
-  }
-  return line;  // no newline within `max`: the caller refuses it
-}
+constexpr std::string_view kWhat = "agent handshake";
 
 bool EqualInConstantTime(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -112,8 +57,8 @@ bool IsWellFormedToken(std::string_view token) {
 Status Prove(int fd, const std::string& token, milliseconds timeout) {
   if (!IsWellFormedToken(token)) return InvalidArgument("agent handshake: the VM's token is not 64 hex digits");
   const auto deadline = Clock::now() + timeout;
-  RETURN_IF_ERROR(WriteAllBy(fd, std::string(kAuthVerb) + token + "\n", deadline));
-  ASSIGN_OR_RETURN(std::string reply, ReadLine(fd, kDenied.size(), deadline));
+  RETURN_IF_ERROR(line_io::WriteAll(fd, std::string(kAuthVerb) + token + "\n", deadline, kWhat));
+  ASSIGN_OR_RETURN(std::string reply, line_io::ReadLine(fd, kDenied.size(), deadline, kWhat));
   if (reply == kOk) return Status::Ok();
   if (reply == kDenied) return PermissionDenied("the agent refused this VM's token (AUTH denied)");
   return Unavailable(fmt::format("agent handshake: unexpected reply ({} bytes) instead of OK", reply.size()));
@@ -121,14 +66,14 @@ Status Prove(int fd, const std::string& token, milliseconds timeout) {
 
 Status Check(int fd, const std::string& expected, milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
-  ASSIGN_OR_RETURN(std::string line, ReadLine(fd, kAuthLineLength, deadline));
+  ASSIGN_OR_RETURN(std::string line, line_io::ReadLine(fd, kAuthLineLength, deadline, kWhat));
   const bool shaped = line.size() == kAuthLineLength && line.back() == '\n' &&
                       std::string_view(line).substr(0, kAuthVerb.size()) == kAuthVerb;
   const std::string_view token = shaped ? std::string_view(line).substr(kAuthVerb.size(), kAuthLineLength - kAuthVerb.size() - 1)
                                         : std::string_view();
   if (shaped && IsWellFormedToken(expected) && EqualInConstantTime(token, expected))
-    return WriteAllBy(fd, kOk, deadline);
-  (void)WriteAllBy(fd, kDenied, deadline);
+    return line_io::WriteAll(fd, kOk, deadline, kWhat);
+  (void)line_io::WriteAll(fd, kDenied, deadline, kWhat);
   return PermissionDenied(shaped ? "agent handshake: a wrong token" : "agent handshake: not an AUTH line");
 }
 

@@ -12,6 +12,11 @@ namespace capsule::guest_abi {
 // AF_VSOCK port the agent listens on (VMADDR_CID_ANY) for gRPC.
 inline constexpr uint32_t kAgentVsockPort = 1024;
 
+// AF_VSOCK port of the agent's port forwarder (port_forward_wire.h): the
+// shim's `kubectl port-forward` listener reaches the guest's loopback
+// through it. Same agent token handshake as the gRPC port.
+inline constexpr uint32_t kPortForwardVsockPort = 1025;
+
 // capsule.agent.v1 API revision reported by Agent.Version.
 inline constexpr uint32_t kAgentApiVersion = 1;
 

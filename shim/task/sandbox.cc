@@ -11,6 +11,8 @@
 #include <future>
 #include <optional>
 
+#include "runtime/common/agent_auth.h"
+#include "runtime/common/guest_abi.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/rate_limiter.h"
 #include "runtime/vm/pod_record.h"
@@ -147,6 +149,7 @@ Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxParams params, VmProvide
     if (!st->ok()) return std::move(*st);  // ~Sandbox stops the VM
   }
   s->oom_thread_ = std::thread([s = s.get()] { s->OomLoop(); });
+  s->StartPortForward();
   s->ready_.store(true);
   const SandboxStartTimings& st = s->timings_;
   s->WritePodRecord();
@@ -207,6 +210,23 @@ Status Sandbox::AttachNetwork() {
   if (!net.ok()) return std::move(net).status().WithContext("sandbox " + p_.id);
   network_ = std::move(net).value();
   return Status::Ok();
+}
+
+void Sandbox::StartPortForward() {
+  if (p_.netns_path.empty()) return;
+  // The VM outlives the listener (Stop stops it first), and its token is
+  // fixed once the VM is ours.
+  auto dial = [vm = vm_.get(), token = vm_->vmm().agent_token()](std::chrono::milliseconds timeout) -> Result<UniqueFd> {
+    ASSIGN_OR_RETURN(UniqueFd fd, vm->DialGuest(guest_abi::kPortForwardVsockPort, timeout));
+    if (!token.empty()) RETURN_IF_ERROR_CTX(agent_auth::Prove(fd.get(), token, timeout), "port-forward stream");
+    return fd;
+  };
+  auto listener = network::PortForwardListener::Start(p_.netns_path, std::move(dial), label_);
+  if (!listener.ok()) {
+    kLog.Error("{}: kubectl port-forward will not reach this pod: {}", label_, listener.status().ToString());
+    return;
+  }
+  port_forward_ = std::move(listener).value();
 }
 
 Status Sandbox::CreateInAgent() {
@@ -310,6 +330,9 @@ Status Sandbox::Stop() {
   // stop then finds its agent closed and stops the VMM directly.
   if (agent_) agent_->Revoke();
   if (oom_thread_.joinable()) oom_thread_.join();
+  if (port_forward_) {
+    if (Status pf = port_forward_->Stop(); !pf.ok()) kLog.Warn("{}: {}", label_, pf.ToString());
+  }
   {
     // No hook fires once the handle is revoked, so no thread starts after this.
     std::lock_guard fail_lock(fail_mu_);

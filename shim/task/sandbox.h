@@ -33,6 +33,7 @@
 #include "shim/task/cancel_token.h"
 #include "runtime/common/process_cgroup.h"
 #include "shim/task/pod_network.h"
+#include "runtime/network/port_forward_listener.h"
 #include "shim/task/vm_provider.h"
 #include "shim/task/vm_sizing.h"
 
@@ -147,6 +148,9 @@ class Sandbox {
   Status Refresh();
   void WritePodRecord() const;
   Status AttachNetwork();
+  // `kubectl port-forward` into the VM (runtime/network/port_forward_listener.h).
+  // Not fatal: a pod whose host lacks nftables NAT runs without it (logged).
+  void StartPortForward();
   Status CreateInAgent();
   void OomLoop();
   // The agent missed a deadline: revoke it and stop the VMM on fail_thread_
@@ -173,6 +177,7 @@ class Sandbox {
   std::shared_ptr<VmWatch> watch_ = std::make_shared<VmWatch>();
   std::thread oom_thread_;
   std::unique_ptr<PodNetwork> network_;  // removed after the VMM stopped
+  std::unique_ptr<network::PortForwardListener> port_forward_;  // stopped before the VM
   std::unique_ptr<ProcessCgroup> cgroup_;    // removed after the VMM stopped
   std::atomic<bool> vm_paused_{false};
   // Create finished: the pod existed in the guest. A VM that never got that

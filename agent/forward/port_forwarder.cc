@@ -1,0 +1,157 @@
+#include "agent/forward/port_forwarder.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "runtime/common/byte_relay.h"
+#include "runtime/common/line_io.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/port_forward_wire.h"
+
+namespace capsule::agent::forward {
+namespace {
+
+const log::Logger kLog("forward");
+using Clock = std::chrono::steady_clock;
+
+Result<UniqueFd> ConnectLoopback(const port_forward::Target& t, std::chrono::milliseconds timeout) {
+  const std::string where = t.ToString();
+  UniqueFd fd(::socket(t.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd) return ErrnoStatus("socket for " + where);
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  if (t.family == AF_INET) {
+    auto* sa = reinterpret_cast<sockaddr_in*>(&ss);
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons(t.port);
+    ::inet_pton(AF_INET, t.address.c_str(), &sa->sin_addr);
+    len = sizeof *sa;
+  } else {
+    auto* sa = reinterpret_cast<sockaddr_in6*>(&ss);
+    sa->sin6_family = AF_INET6;
+    sa->sin6_port = htons(t.port);
+    ::inet_pton(AF_INET6, t.address.c_str(), &sa->sin6_addr);
+    len = sizeof *sa;
+  }
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0 && errno != EINPROGRESS)
+    return Unavailable(fmt::format("connect {}: {}", where, std::strerror(errno)));
+  RETURN_IF_ERROR(line_io::WaitFor(fd.get(), POLLOUT, Clock::now() + timeout, "connect " + where, "answer"));
+  int err = 0;
+  socklen_t elen = sizeof err;
+  ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &elen);
+  if (err != 0) return Unavailable(fmt::format("connect {}: {}", where, std::strerror(err)));
+  return fd;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PortForwarder>> PortForwarder::Start(const server::Endpoint& endpoint,
+                                                            server::TokenSource token, ForwarderOptions options) {
+  auto f = std::make_unique<PortForwarder>(Token{});
+  f->endpoint_ = endpoint;
+  f->options_ = options;
+  f->stop_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!f->stop_) return ErrnoStatus("eventfd for the port forwarder's stop signal");
+  auto fd = server::Listen(endpoint);
+  if (!fd.ok()) return std::move(fd).status().WithContext("port forwarder: listen on " + endpoint.ToString());
+  f->listen_ = std::move(fd).value();
+  PortForwarder* raw = f.get();
+  f->gate_ = std::make_unique<server::ConnectionGate>(std::move(token), [raw](UniqueFd conn) { raw->Admit(std::move(conn)); });
+  f->accept_thread_ = std::thread([raw] { raw->AcceptLoop(); });
+  return f;
+}
+
+PortForwarder::~PortForwarder() { Shutdown(); }
+
+void PortForwarder::AcceptLoop() {
+  for (;;) {
+    pollfd fds[2] = {{listen_.get(), POLLIN, 0}, {stop_.get(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      kLog.Error("poll on {}: {}", endpoint_.ToString(), ErrnoStatus("poll").message());
+      return;
+    }
+    if (fds[1].revents != 0) return;
+    if ((fds[0].revents & POLLIN) == 0) continue;
+    UniqueFd conn(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!conn) continue;  // the peer gave up already
+    gate_->Offer(std::move(conn));
+  }
+}
+
+// Called by the gate (under its lock): hands the stream to a thread of its own.
+void PortForwarder::Admit(UniqueFd conn) {
+  {
+    std::lock_guard lock(mu_);
+    if (shut_down_) return;
+    if (active_ >= options_.max_connections) {
+      (void)line_io::WriteAll(conn.get(),
+                              port_forward::FormatReply(ResourceExhausted(fmt::format(
+                                  "{} forwarded connections already open", options_.max_connections))),
+                              Clock::now() + std::chrono::milliseconds(100), "port-forward reply");
+      return;
+    }
+    ++active_;
+  }
+  std::thread([this, c = std::move(conn)]() mutable {
+    Serve(std::move(c));
+    std::lock_guard lock(mu_);
+    if (--active_ == 0) idle_.notify_all();
+  }).detach();
+}
+
+void PortForwarder::Serve(UniqueFd conn) {
+  constexpr std::string_view kWhat = "port-forward request";
+  auto line = line_io::ReadLine(conn.get(), port_forward::kMaxRequestLine + 1,
+                                Clock::now() + options_.request_timeout, kWhat);
+  if (!line.ok()) {
+    kLog.Warn("{}", line.status().message());
+    return;
+  }
+  Result<port_forward::Target> target = InvalidArgument("port-forward request: longer than a request line");
+  if (!line->empty() && line->back() == '\n') target = port_forward::ParseRequest(std::string_view(*line).substr(0, line->size() - 1));
+  Result<UniqueFd> upstream = target.ok() ? ConnectLoopback(*target, options_.connect_timeout) : target.status();
+  const auto reply_by = Clock::now() + options_.request_timeout;
+  if (!upstream.ok()) {
+    kLog.Info("port-forward refused: {}", upstream.status().message());
+    (void)line_io::WriteAll(conn.get(), port_forward::FormatReply(upstream.status()), reply_by, "port-forward reply");
+    return;
+  }
+  if (Status sent = line_io::WriteAll(conn.get(), port_forward::FormatReply(Status::Ok()), reply_by, "port-forward reply");
+      !sent.ok()) {
+    kLog.Warn("{}", sent.message());
+    return;
+  }
+  RelayStats stats;
+  Status relayed = Relay(conn.get(), upstream->get(), stop_.get(), "port-forward to " + target->ToString(), &stats);
+  kLog.Debug("port-forward to {} ended ({} bytes in, {} out): {}", target->ToString(), stats.a_to_b, stats.b_to_a,
+             relayed.ok() ? "done" : relayed.message());
+}
+
+void PortForwarder::Shutdown() {
+  {
+    std::lock_guard lock(mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  uint64_t one = 1;
+  (void)!::write(stop_.get(), &one, sizeof one);
+  if (accept_thread_.joinable()) accept_thread_.join();
+  if (gate_) gate_->Close();
+  std::unique_lock lock(mu_);
+  // Relays end at once on the stop fd; a connection still in its request or
+  // its connect ends within those timeouts.
+  idle_.wait(lock, [this] { return active_ == 0; });
+  listen_.reset();
+  if (endpoint_.kind == server::Endpoint::Kind::kUnix) ::unlink(endpoint_.path.c_str());
+}
+
+}  // namespace capsule::agent::forward

@@ -64,7 +64,13 @@ Result<std::unique_ptr<PortForwarder>> PortForwarder::Start(const server::Endpoi
   if (!fd.ok()) return std::move(fd).status().WithContext("port forwarder: listen on " + endpoint.ToString());
   f->listen_ = std::move(fd).value();
   PortForwarder* raw = f.get();
-  f->gate_ = std::make_unique<server::ConnectionGate>(std::move(token), [raw](UniqueFd conn) { raw->Admit(std::move(conn)); });
+  // A burst of forwarded connections (a browser opens several at once) is
+  // normal here, so more handshakes may wait than on the gRPC port; each is
+  // still bounded in time.
+  server::GateOptions gate;
+  gate.max_pending = options.max_pending_handshakes;
+  f->gate_ = std::make_unique<server::ConnectionGate>(std::move(token), [raw](UniqueFd conn) { raw->Admit(std::move(conn)); },
+                                                      gate);
   f->accept_thread_ = std::thread([raw] { raw->AcceptLoop(); });
   return f;
 }

@@ -24,6 +24,7 @@ namespace capsule::agent::forward {
 
 struct ForwarderOptions {
   size_t max_connections = 256;
+  size_t max_pending_handshakes = 64;  // agent token handshakes at once; more are closed
   std::chrono::milliseconds request_timeout{2000};  // for the FORWARD line
   std::chrono::milliseconds connect_timeout{5000};  // to the guest port
 };

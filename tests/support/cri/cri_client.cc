@@ -249,6 +249,45 @@ Result<ExecResult> CriClient::ExecSync(const std::string& id, const std::vector<
   return ExecResult{resp->exit_code(), resp->stdout(), resp->stderr()};
 }
 
+Result<std::string> CriClient::Exec(const std::string& id, const std::vector<std::string>& cmd,
+                                    const StreamingOptions& streams) {
+  v1::ExecRequest req;
+  req.set_container_id(id);
+  for (const auto& c : cmd) req.add_cmd(c);
+  req.set_tty(streams.tty);
+  req.set_stdin(streams.stdin);
+  req.set_stdout(streams.stdout);
+  req.set_stderr(streams.stderr);
+  auto resp = Invoke<v1::ExecResponse>("Exec", id + " (" + (cmd.empty() ? "" : cmd[0]) + ")", call_timeout_,
+                                       [&](auto* ctx, auto* r) { return stubs_->runtime->Exec(ctx, req, r); });
+  if (!resp.ok()) return std::move(resp).status();
+  return resp->url();
+}
+
+Result<std::string> CriClient::Attach(const std::string& id, const StreamingOptions& streams) {
+  v1::AttachRequest req;
+  req.set_container_id(id);
+  req.set_tty(streams.tty);
+  req.set_stdin(streams.stdin);
+  req.set_stdout(streams.stdout);
+  req.set_stderr(streams.stderr);
+  auto resp = Invoke<v1::AttachResponse>("Attach", id, call_timeout_,
+                                         [&](auto* ctx, auto* r) { return stubs_->runtime->Attach(ctx, req, r); });
+  if (!resp.ok()) return std::move(resp).status();
+  return resp->url();
+}
+
+Result<std::string> CriClient::PortForward(const std::string& pod_id, const std::vector<int32_t>& ports) {
+  v1::PortForwardRequest req;
+  req.set_pod_sandbox_id(pod_id);
+  for (int32_t p : ports) req.add_port(p);
+  auto resp = Invoke<v1::PortForwardResponse>("PortForward", pod_id, call_timeout_, [&](auto* ctx, auto* r) {
+    return stubs_->runtime->PortForward(ctx, req, r);
+  });
+  if (!resp.ok()) return std::move(resp).status();
+  return resp->url();
+}
+
 Result<v1::ContainerStats> CriClient::ContainerStats(const std::string& id) {
   v1::ContainerStatsRequest req;
   req.set_container_id(id);

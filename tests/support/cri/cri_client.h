@@ -1,10 +1,13 @@
 // CriClient: a small synchronous client for containerd's CRI (runtime.v1)
 // for tests: RunPodSandbox with a runtime handler, containers, ExecSync,
-// status, stats and images. Every call has a deadline; errors keep the gRPC
-// code and say which call and which object failed.
+// the streaming URLs of Exec, Attach and PortForward (driven with
+// tests/support/streaming), status, stats and images. Every call has a
+// deadline; errors keep the gRPC code and say which call and which object
+// failed.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -49,6 +52,15 @@ struct ContainerOptions {
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
   std::optional<v1::NamespaceMode> pid;  // default: the pod's
+};
+
+// Which streams an Exec or Attach session carries. With tty, stderr must be
+// false (a terminal has one output stream).
+struct StreamingOptions {
+  bool stdin = false;
+  bool stdout = true;
+  bool stderr = true;
+  bool tty = false;
 };
 
 struct ExecResult {
@@ -99,6 +111,13 @@ class CriClient {
   // stretches to cover it.
   Result<ExecResult> ExecSync(const std::string& id, const std::vector<std::string>& cmd,
                               int64_t timeout_seconds = 0);
+
+  // Exec, Attach, PortForward: the URL of containerd's streaming server for
+  // one session (single-use, valid about a minute).
+  Result<std::string> Exec(const std::string& id, const std::vector<std::string>& cmd,
+                           const StreamingOptions& streams);
+  Result<std::string> Attach(const std::string& id, const StreamingOptions& streams);
+  Result<std::string> PortForward(const std::string& pod_id, const std::vector<int32_t>& ports);
 
   Status UpdateContainerResources(const std::string& id, const v1::LinuxContainerResources& resources);
   Status ReopenContainerLog(const std::string& id);

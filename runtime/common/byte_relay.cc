@@ -95,9 +95,13 @@ Status Relay(int a, int b, int stop_fd, std::string_view what, RelayStats* stats
     }
     return st;
   };
+  // A socket that hung up while nothing was waited on from it (so poll
+  // would report it again at once, forever) is no longer polled. Bytes
+  // that later come for it fail on their send, which resets the other side.
+  bool hung_up[2] = {false, false};
   while (!(ab.done() && ba.done())) {
-    pollfd fds[3] = {{a, static_cast<short>(Wants(ab, true) | Wants(ba, false)), 0},
-                     {b, static_cast<short>(Wants(ba, true) | Wants(ab, false)), 0},
+    pollfd fds[3] = {{hung_up[0] ? -1 : a, static_cast<short>(Wants(ab, true) | Wants(ba, false)), 0},
+                     {hung_up[1] ? -1 : b, static_cast<short>(Wants(ba, true) | Wants(ab, false)), 0},
                      {stop_fd, POLLIN, 0}};
     const nfds_t n = stop_fd >= 0 ? 3 : 2;
     if (::poll(fds, n, -1) < 0) {
@@ -105,18 +109,16 @@ Status Relay(int a, int b, int stop_fd, std::string_view what, RelayStats* stats
       return finish(ErrnoStatus(fmt::format("{}: poll", what)));
     }
     if (n == 3 && fds[2].revents != 0) return finish(Cancelled(fmt::format("{}: stopped", what)));
+    if ((fds[0].revents | fds[1].revents) & POLLNVAL) return finish(Internal(fmt::format("{}: a closed fd", what)));
     // A hang-up or error shows as readable/writable to the calls below,
     // which then name it.
     if (Status st = Pump(ab, what); !st.ok()) return finish(st);
     if (Status st = Pump(ba, what); !st.ok()) return finish(st);
-    if ((fds[0].revents | fds[1].revents) & POLLNVAL) return finish(Internal(fmt::format("{}: a closed fd", what)));
-    // A hang-up or error on a socket nothing above waited on (so nothing
-    // touched it): bytes still owed to it can never arrive, and polling on
-    // would spin.
     for (int i = 0; i < 2; ++i) {
-      if (fds[i].events == 0 && (fds[i].revents & (POLLERR | POLLHUP)) && !(ab.done() && ba.done()))
-        return finish(Unavailable(fmt::format("{}: side {}: closed by its peer", what, i == 0 ? 'a' : 'b')));
+      if (fds[i].fd >= 0 && fds[i].events == 0 && (fds[i].revents & (POLLERR | POLLHUP))) hung_up[i] = true;
     }
+    // Both hung up and nothing left to move: nobody can send any more.
+    if (hung_up[0] && hung_up[1] && ab.empty() && ba.empty()) break;
   }
   return finish(Status::Ok());
 }

@@ -16,7 +16,7 @@ DEPS_PKGS := build-essential cmake pkg-config ccache git \
   libssl-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev googletest libcpp-httplib-dev libnftables-dev \
   clang libclang-rt-14-dev llvm \
   qemu-system-x86 qemu-utils containerd runc containernetworking-plugins \
-  busybox-static cpio gzip zstd kmod iproute2 procps psmisc \
+  busybox-static iptables cpio gzip zstd kmod iproute2 procps psmisc \
   python3 python3-grpcio python3-protobuf gnuplot-nox
 
 .PHONY: all build deps configure test test-unit test-integration test-sanitize test-fuzz soak bench install clean

@@ -2,10 +2,13 @@
 // stats, pause and resume.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "agent/containers/convert.h"
 #include "agent/containers/engine_ops.h"
 #include "agent/containers/validate.h"
 #include "agent/engine/metrics_proto.h"
+#include "agent/modules/modprobe_helper.h"
 #include "agent/net/link_stats.h"
 #include "agent/server/convert.h"
 #include "agent/storage/share_release.h"
@@ -40,6 +43,12 @@ Result<std::vector<storage::MountedStorage>> MountStorages(
   return mounted;
 }
 
+bool MayAdministerNetwork(const oci::Spec& spec) {
+  constexpr int kCapNetAdmin = 12;  // linux/capability.h
+  const auto& caps = spec.process.capabilities;
+  return caps && std::find(caps->bounding.begin(), caps->bounding.end(), kCapNetAdmin) != caps->bounding.end();
+}
+
 }  // namespace
 
 Status EngineOps::CreateContainer(const v1::CreateContainerRequest& req) {
@@ -58,6 +67,7 @@ Status EngineOps::CreateInPod(Pod& pod, const std::string& id, oci::Spec spec, c
   if (pod.engine->Get(id).ok()) return AlreadyExists("container " + id + " already exists");
   ASSIGN_OR_RETURN(NamespaceJoinPlan plan, pod.namespaces.Plan(id, *role, req.sandbox_pidns(), &spec));
   ASSIGN_OR_RETURN(std::vector<storage::MountedStorage> mounts, MountStorages(req.storages()));
+  if (MayAdministerNetwork(spec)) modules::LoadNetAdminBaseline();
   engine::CreateOptions options;
   options.share_namespaces_from = plan.share_from;
   options.share_types = plan.share_types;

@@ -11,6 +11,7 @@
 #include "agent/init/network.h"
 #include "agent/init/power.h"
 #include "agent/init/root.h"
+#include "agent/modules/modprobe_helper.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 
@@ -84,6 +85,8 @@ Result<BootReport> RunBootDuties(modules::KernelModuleLoader& loader) {
   kLog.Info("mounted {}", Join(report.mounted));
   SoftSteps(report);
   LoadModules(loader, report);
+  // Modules the image does not load at boot come on demand from here on.
+  if (Status st = modules::InstallModprobeHelper(); !st.ok()) kLog.Warn("{}", st.message());
   return report;
 }
 

@@ -185,6 +185,20 @@ std::string HostReport::Summary() const {
   return fmt::format("this host can run Capsule pods ({}{})", accel, warnings.empty() ? "" : ", with warnings");
 }
 
+// Optional: without it a guest loads only its image's own modules.
+void CheckModuleTree(const config::Config& config, HostReport& r) {
+  const std::string& dir = config.guest.modules;
+  struct stat st{};
+  if (dir.empty()) {
+    Add(r, "guest module tree", Verdict::kWarn, "guest.modules is not set: no kernel modules on demand in guests");
+  } else if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    Add(r, "guest module tree", Verdict::kWarn,
+        fmt::format("guest.modules {}: not a directory: no kernel modules on demand in guests", dir));
+  } else {
+    Add(r, "guest module tree", Verdict::kOk, dir);
+  }
+}
+
 HostReport CheckHost(const config::Config& config) {
   HostReport r;
   CheckAccelerator(config, r);
@@ -192,6 +206,7 @@ HostReport CheckHost(const config::Config& config) {
   CheckVsock(config, r);
   CheckFile(r, "guest kernel", "guest.kernel", config.guest.kernel);
   CheckFile(r, "guest initrd", "guest.initrd", config.guest.initrd);
+  CheckModuleTree(config, r);
   CheckVirtiofsd(config, r);
   CheckKsm(r);
   CheckPool(config, r);

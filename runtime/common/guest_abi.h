@@ -24,6 +24,11 @@ inline constexpr uint32_t kAgentApiVersion = 1;
 // through CreateSandbox's storages, to mount it at kSharedFsGuestPath.
 inline constexpr std::string_view kSharedFsTag = "capsule-shared";
 inline constexpr std::string_view kSharedFsGuestPath = "/run/capsule/shared";
+// Under the share's top: the host's guest kernel module tree (config
+// guest.modules), read-only; the agent's modprobe helper loads from
+// <it>/<release>/ before the image's own /lib/modules/<release>. Not a
+// valid container id (leading dot), so no container's dir can take it.
+inline constexpr std::string_view kSharedModulesDir = ".capsule-modules";
 
 // Kernel command line every Capsule guest gets; the host appends its own
 // options (capsule.* keys understood by the agent are listed in

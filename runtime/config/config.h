@@ -51,6 +51,12 @@ struct GuestConfig {
   // few netlink calls instead of a PCI hot-plug and driver probe in the
   // guest. false: every pod NIC is hot-plugged.
   bool boot_nic = true;
+  // A host directory holding the guest kernel's module tree
+  // (<release>/modules.dep, modules.alias, kernel/...), exposed read-only
+  // in every VM's share so the guest loads netfilter, bridge, veth, tun...
+  // on demand (the agent is the kernel's modprobe helper). "", or a path
+  // that is not a directory (logged): only the image's own modules.
+  std::string modules = "/usr/share/capsule/modules";
 };
 
 struct VsockConfig {

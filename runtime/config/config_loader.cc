@@ -131,6 +131,7 @@ class Loader {
              {"max_vcpus", [&](auto& n, auto& k) { return Uint(n, k, 1, 256, &g.max_vcpus); }},
              {"max_memory_mib", [&](auto& n, auto& k) { return Uint(n, k, 64, 1u << 20, &g.max_memory_mib); }},
              {"boot_nic", [&](auto& n, auto& k) { return Bool(n, k, &g.boot_nic); }},
+             {"modules", [&](auto& n, auto& k) { return OptionalPath(n, k, &g.modules); }},
          })},
         {"vsock", section({
              {"backend", [&](auto& n, auto& k) {
@@ -258,6 +259,7 @@ std::string ToYaml(const Config& c) {
       << YAML::Key << "max_vcpus" << YAML::Value << c.guest.max_vcpus
       << YAML::Key << "max_memory_mib" << YAML::Value << c.guest.max_memory_mib
       << YAML::Key << "boot_nic" << YAML::Value << c.guest.boot_nic
+      << YAML::Key << "modules" << YAML::Value << c.guest.modules
       << YAML::EndMap;
   out << YAML::Key << "vsock" << YAML::Value << YAML::BeginMap
       << YAML::Key << "backend" << YAML::Value << std::string(VsockBackendName(c.vsock.backend))

@@ -33,10 +33,10 @@ Result<std::string> ShapeKey(const config::Config& c, const Shape& s) {
     ASSIGN_OR_RETURN(std::string id, FileIdentity(key, path));
     text += id + ";";
   }
-  text += fmt::format("accel={};kernel_params={};tb={};seccomp={};vsock={};cache={};boot_nic={}",
+  text += fmt::format("accel={};kernel_params={};tb={};seccomp={};vsock={};cache={};boot_nic={};modules={}",
                       config::AcceleratorName(c.hypervisor.accelerator), c.hypervisor.kernel_params,
                       c.hypervisor.tcg_tb_size_mib, c.hypervisor.seccomp_sandbox,
-                      config::VsockBackendName(c.vsock.backend), c.virtiofs.cache, c.guest.boot_nic);
+                      config::VsockBackendName(c.vsock.backend), c.virtiofs.cache, c.guest.boot_nic, c.guest.modules);
   unsigned char digest[SHA256_DIGEST_LENGTH];
   ::SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
   std::string hex;

@@ -47,6 +47,22 @@ Result<SharedMount> SharedMount::Create(const std::string& host_dir, const std::
   return m;
 }
 
+Status SharedMount::BindReadOnly(const std::string& source, const std::string& name) {
+  if (host_dir_.empty()) return FailedPrecondition("share: no host tree to bind " + source + " into");
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+    return InvalidArgument("share: '" + name + "' is not one path component");
+  struct stat st {};
+  if (::stat(source.c_str(), &st) != 0) return ErrnoStatus("share: " + source);
+  if (!S_ISDIR(st.st_mode)) return InvalidArgument("share: " + source + " is not a directory");
+  const std::string target = host_dir_ + "/" + name;
+  RETURN_IF_ERROR(MkdirAll(target, 0755));
+  if (::mount(source.c_str(), target.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
+    return ErrnoStatus("bind-mount " + source + " onto " + target);
+  if (::mount(nullptr, target.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0)
+    return ErrnoStatus("remount " + target + " read-only, nosuid, nodev");
+  return Status::Ok();
+}
+
 Result<SharedMount> SharedMount::Adopt(const std::string& host_dir, const std::string& share_dir) {
   const bool host = IsMountPoint(host_dir), share = IsMountPoint(share_dir);
   if (!host && !share) return NotFound("share dirs " + host_dir + " and " + share_dir + " are not mounted");

@@ -49,6 +49,10 @@ class SharedMount {
   // is still mounted below them, so nothing stays pinned), then removes both
   // directory trees, never crossing a mount point.
   Status Release();
+  // Binds the host directory `source` read-only (and nosuid, nodev) at
+  // `name` (one path component) in the host tree, so the guest sees it at
+  // the share's top. Released with the share. NOT_FOUND names `source`.
+  Status BindReadOnly(const std::string& source, const std::string& name);
   // Forgets the mounts without unmounting them (detach for adoption).
   void Leave() {
     host_dir_.clear();

@@ -12,10 +12,14 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
+#include <atomic>
 #include <cstring>
 
 #include "runtime/common/daemon.h"
 #include "runtime/common/file_util.h"
+#include "runtime/common/guest_abi.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/subprocess.h"
 
@@ -76,6 +80,15 @@ VirtiofsOptions VirtiofsOptions::FromConfig(const config::Config& config, std::s
   o.daemon_path = config.virtiofs.daemon;
   o.cache = config.virtiofs.cache;
   o.vm_dir = std::move(vm_dir);
+  struct stat st {};
+  if (!config.guest.modules.empty() && ::stat(config.guest.modules.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    o.modules_dir = config.guest.modules;
+  } else if (!config.guest.modules.empty()) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      kLog.Warn("guest.modules {} is not a directory: guests load only their image's own kernel modules",
+                config.guest.modules);
+  }
   return o;
 }
 
@@ -108,6 +121,8 @@ Result<std::unique_ptr<VirtiofsDaemon>> VirtiofsDaemon::Start(const VirtiofsOpti
   }
   RETURN_IF_ERROR_CTX(MkdirAll(o.vm_dir, 0750), what);
   ASSIGN_OR_RETURN(SharedMount share, SharedMount::Create(paths.host_tree(), paths.share()));
+  if (!o.modules_dir.empty()) RETURN_IF_ERROR_CTX(share.BindReadOnly(o.modules_dir, std::string(guest_abi::kSharedModulesDir)),
+                                                  what + ": guest.modules");
   RemoveFiles(paths);  // stale leftovers of a daemon that is gone
   UniqueFd log_fd(::open(paths.log().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0640));
   if (!log_fd) return ErrnoStatus(what + ": open " + paths.log());

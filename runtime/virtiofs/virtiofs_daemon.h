@@ -41,6 +41,9 @@ struct VirtiofsOptions {
   // sees each as its own submount (distinct st_dev, no inode clashes).
   bool announce_submounts = true;
   std::chrono::milliseconds ready_timeout{5000};
+  // config guest.modules: bound read-only at guest_abi::kSharedModulesDir
+  // in the share before virtiofsd starts. "": none.
+  std::string modules_dir;
 
   static VirtiofsOptions FromConfig(const config::Config& config, std::string vm_dir);
 };

@@ -74,10 +74,10 @@ std::string E2eEnv::ConfigYaml(bool boot_nic, const std::string& initrd, const s
   // host) runs must never hand this test's shims a VM.
   return fmt::format(
       "hypervisor:\n  kernel_params: \"{}\"\n"
-      "guest:\n  kernel: {}\n  initrd: {}\n  default_memory_mib: 256\n  boot_nic: {}\n"
+      "guest:\n  kernel: {}\n  initrd: {}\n  default_memory_mib: 256\n  boot_nic: {}\n  modules: {}\n"
       "pool:\n  size: 1\n  socket: {}\n  cgroup: /capsule-pool-{}\n"
       "runtime:\n  state_dir: {}\n  boot_timeout_ms: 90000\n  agent_timeout_ms: {}\n  log_level: debug\n",
-      kernel_params, BuildDir() + "/deploy/vmlinux", initrd, boot_nic, pool_socket(), dir().substr(dir().rfind('/') + 1),
+      kernel_params, BuildDir() + "/deploy/vmlinux", initrd, boot_nic, BuildDir() + "/deploy/modules", pool_socket(), dir().substr(dir().rfind('/') + 1),
       state_dir(), agent_timeout_ms);
 }
 

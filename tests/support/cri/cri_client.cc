@@ -56,6 +56,7 @@ v1::PodSandboxConfig MakePodConfig(const PodOptions& o) {
   ns->set_network(o.network);
   ns->set_pid(o.pid);
   ns->set_ipc(o.ipc);
+  linux->mutable_security_context()->set_privileged(o.privileged);
   return c;
 }
 
@@ -170,6 +171,7 @@ Result<std::string> CriClient::CreateContainer(const std::string& pod_id, const 
   auto* ns = config.mutable_linux()->mutable_security_context()->mutable_namespace_options();
   *ns = pod.linux().security_context().namespace_options();
   if (options.pid) ns->set_pid(*options.pid);
+  if (options.privileged) config.mutable_linux()->mutable_security_context()->set_privileged(true);
   return CreateContainer(pod_id, pod, config);
 }
 

@@ -37,6 +37,7 @@ struct PodOptions {
   v1::NamespaceMode pid = v1::POD;  // CONTAINER: each container its own
   v1::NamespaceMode ipc = v1::POD;
   std::string cgroup_parent;
+  bool privileged = false;  // linux.security_context.privileged: may run privileged containers
 };
 
 struct ContainerOptions {
@@ -52,6 +53,7 @@ struct ContainerOptions {
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
   std::optional<v1::NamespaceMode> pid;  // default: the pod's
+  bool privileged = false;  // needs a privileged pod
 };
 
 // Which streams an Exec or Attach session carries. With tty, stderr must be

@@ -2,7 +2,10 @@
 """Builds a single-layer OCI image-layout tarball from local files.
 
 No registry is reachable from the test machines, so test images (busybox,
-pause) are assembled at build time from host binaries. The output is what
+pause, netadmin) are assembled at build time from host binaries. Dynamically
+linked host programs come in with --host-binary and --host-dir: each file
+lands at its host path, with the shared libraries and the dynamic loader
+that `ldd` names for it, also at their host paths. The output is what
 `ctr -n k8s.io images import FILE` accepts: oci-layout, index.json and
 blobs/sha256/{layer tar.gz, config, manifest}, with the full image
 reference in the index annotations (io.containerd.image.name and
@@ -12,6 +15,10 @@ fixed mtimes, owners and entry order, and a gzip header without a timestamp.
 Example:
   build_oci_image.py --ref capsule.test/pause:latest --out pause.tar \
       --file build/pause:/pause:0755 --entrypoint '["/pause"]'
+  build_oci_image.py --ref capsule.test/netadmin:latest --out netadmin.tar \
+      --busybox /bin/busybox --host-binary /usr/sbin/xtables-nft-multi \
+      --host-dir /usr/lib/x86_64-linux-gnu/xtables \
+      --symlink /usr/sbin/iptables:xtables-nft-multi --cmd '["sh"]'
 """
 
 import argparse
@@ -21,6 +28,7 @@ import io
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tarfile
@@ -64,8 +72,8 @@ def is_elf(path):
         raise BuildError(f"{path}: {e.strerror}") from e
 
 
-def is_static_elf(path):
-    """True when the ELF file at `path` has no PT_INTERP program header."""
+def elf_segment_types(path):
+    """The p_type of every program header of the ELF file at `path`."""
     with open(path, "rb") as f:
         data = f.read()
     if data[:4] != b"\x7fELF":
@@ -75,12 +83,23 @@ def is_static_elf(path):
     phoff = int.from_bytes(data[0x20:0x28], "little")
     phentsize = int.from_bytes(data[0x36:0x38], "little")
     phnum = int.from_bytes(data[0x38:0x3A], "little")
-    pt_interp = 3  # from elf.h
-    for i in range(phnum):
-        off = phoff + i * phentsize
-        if int.from_bytes(data[off:off + 4], "little") == pt_interp:
-            return False
-    return True
+    return {int.from_bytes(data[phoff + i * phentsize:phoff + i * phentsize + 4], "little")
+            for i in range(phnum)}
+
+
+PT_DYNAMIC = 2  # from elf.h
+PT_INTERP = 3
+
+
+def is_static_elf(path):
+    """True when the ELF file at `path` has no PT_INTERP program header."""
+    return PT_INTERP not in elf_segment_types(path)
+
+
+def needs_shared_libs(path):
+    """True for a dynamic program or a shared library (PT_INTERP or
+    PT_DYNAMIC): what `ldd` can list dependencies for."""
+    return bool({PT_DYNAMIC, PT_INTERP} & elf_segment_types(path))
 
 
 class Layer:
@@ -103,7 +122,10 @@ class Layer:
         parts = path.split("/")
         for i in range(1, len(parts) + 1):
             parent = "/".join(parts[:i])
-            if parent not in self.entries:
+            existing = self.entries.get(parent)
+            if existing is not None and existing[0].type != tarfile.DIRTYPE:
+                raise BuildError(f"/{path}: /{parent} is already in the image and not a directory")
+            if existing is None:
                 m = mode if parent == path else BASE_DIRS.get(parent, 0o755)
                 self.entries[parent] = (self._info(parent, tarfile.DIRTYPE, m), None)
 
@@ -115,13 +137,13 @@ class Layer:
         info.size = len(data)
         self.entries[path] = (info, data)
 
-    def add_file(self, src, dest, mode=None):
+    def add_file(self, src, dest, mode=None, what="--file"):
         try:
             with open(src, "rb") as f:
                 data = f.read()
             st = os.stat(src)
         except OSError as e:
-            raise BuildError(f"--file {src}: {e.strerror}") from e
+            raise BuildError(f"{what} {src}: {e.strerror}") from e
         self.add_bytes(dest, data, mode if mode is not None else (st.st_mode & 0o7777))
 
     def add_symlink(self, path, target):
@@ -171,6 +193,76 @@ def add_busybox(layer, busybox):
         layer.add_symlink(applet, "/bin/busybox")
 
 
+# `ldd` lines: "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)",
+# "/lib64/ld-linux-x86-64.so.2 (0x...)", "libfoo.so.1 => not found".
+LDD_RESOLVED = re.compile(r"^\s*(\S+)\s+=>\s+(/\S+)\s+\(0x[0-9a-f]+\)$")
+LDD_LOADER = re.compile(r"^\s*(/\S+)\s+\(0x[0-9a-f]+\)$")
+LDD_MISSING = re.compile(r"^\s*(\S+)\s+=>\s+not found")
+
+
+def shared_deps(path, what):
+    """The absolute host paths of the shared libraries and loader `ldd` names
+    for the dynamic ELF file at `path` (the vDSO left out)."""
+    try:
+        res = subprocess.run(["ldd", path], capture_output=True, text=True)
+    except OSError as e:
+        raise BuildError(f"{what} {path}: cannot run ldd: {e.strerror}") from e
+    if res.returncode != 0:
+        raise BuildError(f"{what} {path}: ldd failed: {(res.stderr or res.stdout).strip()}")
+    deps = []
+    for line in res.stdout.splitlines():
+        m = LDD_MISSING.match(line)
+        if m:
+            raise BuildError(f"{what} {path}: shared library {m.group(1)} not found on the host")
+        m = LDD_RESOLVED.match(line) or LDD_LOADER.match(line)
+        if m:
+            deps.append(m.group(m.lastindex))
+        elif line.strip() and not line.strip().startswith("linux-vdso") and \
+                line.strip() != "statically linked":
+            raise BuildError(f"{what} {path}: unexpected ldd output line {line.strip()!r}")
+    return deps
+
+
+class HostTree:
+    """Copies host paths into a layer at the same paths: symlinks as symlinks
+    (and what they point at), directories recursively, and for every dynamic
+    ELF file the shared libraries `ldd` lists. Parent directories become real
+    directories in the image even where the host's are symlinks (a merged-/usr
+    host's /lib -> usr/lib): the loader finds libraries at the path ldd gave."""
+
+    def __init__(self, layer):
+        self.layer = layer
+        self.done = set()
+
+    def add(self, path, what, follow_deps=True):
+        path = os.path.normpath(path)
+        if not os.path.isabs(path):
+            raise BuildError(f"{what} {path}: must be an absolute path")
+        if path in self.done:
+            return
+        self.done.add(path)
+        try:
+            st = os.lstat(path)
+        except OSError as e:
+            raise BuildError(f"{what} {path}: {e.strerror}; is its package installed?") from e
+        if os.path.islink(path):
+            target = os.readlink(path)
+            self.layer.add_symlink(path, target)
+            resolved = target if os.path.isabs(target) else os.path.join(os.path.dirname(path), target)
+            self.add(resolved, f"{what} {path} ->", follow_deps)
+        elif os.path.isdir(path):
+            self.layer.add_dir(path, st.st_mode & 0o7777)
+            for name in sorted(os.listdir(path)):
+                self.add(os.path.join(path, name), what, follow_deps)
+        elif os.path.isfile(path):
+            self.layer.add_file(path, path, st.st_mode & 0o7777, what)
+            if follow_deps and is_elf(path) and needs_shared_libs(path):
+                for dep in shared_deps(path, what):
+                    self.add(dep, f"{what} {path} needs", follow_deps=False)
+        else:
+            raise BuildError(f"{what} {path}: not a regular file, directory or symlink")
+
+
 def parse_spec(spec, what, parts_min, parts_max):
     parts = spec.split(":")
     if not parts_min <= len(parts) <= parts_max or not all(parts[:parts_min]):
@@ -186,12 +278,24 @@ def build_layer(args):
     layer.add_bytes("etc/group", ETC_GROUP.encode())
     if args.busybox:
         add_busybox(layer, args.busybox)
+    host = HostTree(layer)
+    for path in args.host_binary:
+        if not os.path.isfile(path):
+            raise BuildError(f"--host-binary {path}: no such file; is its package installed?")
+        host.add(path, "--host-binary")
+    for path in args.host_dir:
+        if not os.path.isdir(path):
+            raise BuildError(f"--host-dir {path}: no such directory; is its package installed?")
+        host.add(path, "--host-dir")
     for spec in args.file:
         parts = parse_spec(spec, "--file", 2, 3)
         mode = int(parts[2], 8) if len(parts) == 3 else None
-        # These images carry no libc: an ELF program must be static.
+        if not os.path.isfile(parts[0]):
+            raise BuildError(f"--file {parts[0]}: no such file")
+        # --file copies no libc: an ELF program must be static (dynamic ones
+        # come in with --host-binary, which brings their libraries).
         if is_elf(parts[0]) and not is_static_elf(parts[0]):
-            raise BuildError(f"--file {parts[0]}: dynamically linked; the image has no libc")
+            raise BuildError(f"--file {parts[0]}: dynamically linked; use --host-binary")
         layer.add_file(parts[0], parts[1], mode)
     for spec in args.symlink:
         link, target = parse_spec(spec, "--symlink", 2, 2)
@@ -283,7 +387,15 @@ def main(argv):
     p.add_argument("--busybox", help="static busybox to install with its applet symlinks")
     p.add_argument("--file", action="append", default=[], metavar="SRC:DEST[:MODE]",
                    help="host file to copy into the image (octal MODE)")
-    p.add_argument("--symlink", action="append", default=[], metavar="LINK:TARGET")
+    p.add_argument("--host-binary", action="append", default=[], metavar="PATH",
+                   help="host program to copy at the same path, with the shared libraries "
+                        "and loader ldd lists for it (repeatable)")
+    p.add_argument("--host-dir", action="append", default=[], metavar="PATH",
+                   help="host directory to copy recursively at the same path, with the "
+                        "ldd dependencies of each dynamic ELF file in it (repeatable)")
+    p.add_argument("--symlink", action="append", default=[], metavar="LINK:TARGET",
+                   help="symlink in the image; applied last, so it may replace a "
+                        "busybox applet link (repeatable)")
     p.add_argument("--env", action="append", metavar="K=V", help="image Env (default: a PATH)")
     p.add_argument("--entrypoint", metavar="JSON", help='e.g. \'["/pause"]\'')
     p.add_argument("--cmd", metavar="JSON", help='e.g. \'["sh"]\'')

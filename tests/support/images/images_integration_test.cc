@@ -1,6 +1,7 @@
 // The locally built OCI images against a real containerd 1.6: `ctr images
-// import` accepts both, busybox runs `echo` under runc, and the pause image
-// exits 0 on SIGTERM. Also checks our shim socket address scheme against the
+// import` accepts all three, busybox runs `echo` under runc, the pause image
+// exits 0 on SIGTERM, and the netadmin image's iptables (nft and legacy)
+// adds and lists a NAT redirect in a privileged container's own netns. Also checks our shim socket address scheme against the
 // address containerd's own runc shim wrote for the same container.
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -74,7 +75,7 @@ class TestImagesTest : public ::testing::Test {
     auto c = ContainerdHarness::Start();
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     ctrd_ = std::move(*c);
-    for (const char* image : {"busybox", "pause"}) {
+    for (const char* image : {"busybox", "pause", "netadmin"}) {
       Status imported = ctrd_->ImportImage(TestImageTar(image), kNs);
       ASSERT_TRUE(imported.ok()) << imported.ToString();
     }
@@ -99,6 +100,7 @@ TEST_F(TestImagesTest, ImportedImagesAreListedWithThePlatform) {
   ASSERT_TRUE(ls.ok()) << ls.status().ToString();
   EXPECT_NE(ls->find(kBusyboxImage), std::string::npos) << *ls;
   EXPECT_NE(ls->find(kPauseImage), std::string::npos) << *ls;
+  EXPECT_NE(ls->find(kNetadminImage), std::string::npos) << *ls;
   EXPECT_NE(ls->find("linux/amd64"), std::string::npos) << *ls;
   // containerd verified every digest and size on import and unpacked the
   // layers into snapshots; `check` re-reads them from the content store.
@@ -116,6 +118,50 @@ TEST_F(TestImagesTest, BusyboxRunsEchoAndAppletsUnderRunc) {
                     "ls /usr/bin/env >/dev/null && id -un && stat -c %a /tmp && echo $PATH"});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(*out, "root\n1777\n/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n");
+}
+
+TEST_F(TestImagesTest, NetadminHasIptablesWithItsLibrariesAndXtablesExtensions) {
+  // The multi-call binaries, the Debian names linking to them, the
+  // extensions REDIRECT and MASQUERADE rules load, and the busybox applets.
+  auto out = Ctr({"run", "--rm", kNetadminImage, "netadmin-ls-1", "sh", "-c",
+                  "cd /usr/sbin && for l in iptables iptables-save iptables-restore ip6tables "
+                  "iptables-legacy iptables-legacy-save iptables-legacy-restore; do "
+                  "echo $l $(readlink $l); done; "
+                  "readlink /sbin/iptables; "
+                  "cd /usr/lib/x86_64-linux-gnu/xtables && ls libxt_tcp.so libxt_udp.so "
+                  "libxt_standard.so libxt_comment.so libxt_NAT.so libxt_REDIRECT.so "
+                  "libxt_MASQUERADE.so libipt_icmp.so; "
+                  "test -f /lib/x86_64-linux-gnu/libc.so.6 && test -f /etc/protocols && "
+                  "test -x /lib64/ld-linux-x86-64.so.2 && ls /bin/busybox /usr/bin/env"});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(*out,
+            "iptables xtables-nft-multi\n"
+            "iptables-save xtables-nft-multi\n"
+            "iptables-restore xtables-nft-multi\n"
+            "ip6tables xtables-nft-multi\n"
+            "iptables-legacy xtables-legacy-multi\n"
+            "iptables-legacy-save xtables-legacy-multi\n"
+            "iptables-legacy-restore xtables-legacy-multi\n"
+            "../usr/sbin/iptables\n"
+            "libipt_icmp.so\nlibxt_MASQUERADE.so\nlibxt_NAT.so\nlibxt_REDIRECT.so\n"
+            "libxt_comment.so\nlibxt_standard.so\nlibxt_tcp.so\nlibxt_udp.so\n"
+            "/bin/busybox\n/usr/bin/env\n");
+
+  // Privileged, in the netns ctr gives the container (not the host's): the
+  // rule lands in nf_tables, the libraries resolve without an ld.so.cache,
+  // and iptables-legacy runs too.
+  out = Ctr({"run", "--rm", "--privileged", kNetadminImage, "netadmin-nat-1", "sh", "-c",
+             "iptables -t nat -A OUTPUT -p tcp --dport 8081 -j REDIRECT --to-ports 8080 && "
+             "iptables -t nat -A POSTROUTING -p udp -m comment --comment t -j MASQUERADE && "
+             "iptables -t nat -S && iptables -t nat -L -n >/dev/null && "
+             "iptables -V && iptables-legacy -V && iptables-legacy -t nat -L -n >/dev/null"});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_NE(out->find("-A OUTPUT -p tcp -m tcp --dport 8081 -j REDIRECT --to-ports 8080\n"),
+            std::string::npos) << *out;
+  EXPECT_NE(out->find("-A POSTROUTING -p udp -m comment --comment t -j MASQUERADE\n"),
+            std::string::npos) << *out;
+  EXPECT_NE(out->find("(nf_tables)"), std::string::npos) << *out;
+  EXPECT_NE(out->find("(legacy)"), std::string::npos) << *out;
 }
 
 TEST_F(TestImagesTest, PauseExitsZeroOnSigtermAndRuncShimAddressMatchesOurs) {

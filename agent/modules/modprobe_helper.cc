@@ -1,0 +1,171 @@
+#include "agent/modules/modprobe_helper.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "agent/modules/image_layout.h"
+#include "agent/modules/loader.h"
+#include "agent/modules/module_aliases.h"
+#include "agent/modules/module_index.h"
+#include "runtime/common/file_util.h"
+#include "runtime/common/guest_abi.h"
+#include "runtime/common/unique_fd.h"
+
+namespace capsule::agent::modules {
+namespace {
+
+constexpr size_t kMaxRequest = 256;
+
+// One line in the kernel log (the helper has no console of its own).
+void Kmsg(const std::string& line) {
+  UniqueFd fd(::open("/dev/kmsg", O_WRONLY | O_CLOEXEC));
+  if (!fd) return;
+  const std::string text = "<3>capsule-modprobe: " + line.substr(0, 900) + "\n";
+  (void)!::write(fd.get(), text.data(), text.size());
+}
+
+// Into PID 1's view of the filesystem: see the header.
+Status EnterInitRoot() {
+  if (::unshare(CLONE_NEWNS) != 0) return ErrnoStatus("unshare(CLONE_NEWNS)");
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return ErrnoStatus("make / private");
+  ::mkdir("/proc", 0555);
+  if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) return ErrnoStatus("mount proc");
+  UniqueFd root(::open("/proc/1/root", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root) return ErrnoStatus("open /proc/1/root");
+  if (::fchdir(root.get()) != 0) return ErrnoStatus("fchdir to PID 1's root");
+  if (::chroot(".") != 0) return ErrnoStatus("chroot into PID 1's root");
+  if (::chdir("/") != 0) return ErrnoStatus("chdir /");
+  return Status::Ok();
+}
+
+std::string Release() {
+  utsname u{};
+  ::uname(&u);
+  return u.release;
+}
+
+}  // namespace
+
+bool IsModprobeHelper(std::string_view argv0) {
+  const size_t slash = argv0.rfind('/');
+  return argv0.substr(slash == std::string_view::npos ? 0 : slash + 1) == "capsule-modprobe";
+}
+
+Status InstallModprobeHelper() {
+  char self[PATH_MAX] = {};
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return ErrnoStatus("modprobe helper: readlink /proc/self/exe");
+  if (::mkdir("/sbin", 0755) != 0 && errno != EEXIST) return ErrnoStatus("modprobe helper: mkdir /sbin");
+  ::unlink(kModprobeHelperPath);
+  if (::symlink(self, kModprobeHelperPath) != 0)
+    return ErrnoStatus(fmt::format("modprobe helper: symlink {} -> {}", kModprobeHelperPath, self));
+  return WriteFile("/proc/sys/kernel/modprobe", std::string(kModprobeHelperPath) + "\n")
+      .WithContext("modprobe helper: /proc/sys/kernel/modprobe");
+}
+
+std::vector<std::string> ModuleTrees(std::string_view release) {
+  return {fmt::format("{}/{}/{}", guest_abi::kSharedFsGuestPath, guest_abi::kSharedModulesDir, release),
+          fmt::format("{}/{}", kModulesRoot, release)};
+}
+
+Status LoadModuleRequest(std::string_view request, const std::vector<std::string>& trees) {
+  if (request.empty() || request.size() > kMaxRequest) return InvalidArgument("modprobe: a request of bad length");
+  std::vector<std::string> searched;
+  for (const auto& tree : trees) {
+    const std::string dep_path = tree + "/" + kModulesDepFile;
+    auto dep = ReadFile(dep_path);
+    if (!dep.ok()) continue;
+    searched.push_back(tree);
+    ASSIGN_OR_RETURN(ModuleIndex index, ModuleIndex::Parse(*dep, dep_path));
+    std::set<std::string, std::less<>> builtin;
+    if (auto b = ReadFile(tree + "/" + kModulesBuiltinFile); b.ok()) builtin = ParseBuiltinModules(*b);
+    const std::string name = NormalizeModuleName(request);
+    std::vector<std::string> targets;
+    if (index.Contains(name) || builtin.count(name) != 0) {
+      targets.push_back(name);
+    } else if (auto aliases = ReadFile(tree + "/modules.alias"); aliases.ok()) {
+      for (auto& m : ModuleAliases::Parse(*aliases).Resolve(request)) {
+        if (index.Contains(m) || builtin.count(m) != 0) targets.push_back(std::move(m));
+      }
+    }
+    if (targets.empty()) continue;
+    KernelModuleLoader loader(tree);
+    std::map<std::string, std::vector<std::string>> softdeps;
+    if (auto s = ReadFile(tree + "/modules.softdep"); s.ok()) softdeps = ParseSoftdepPre(*s);
+    Status last;
+    bool any = false;
+    for (const auto& target : targets) {
+      if (auto pre = softdeps.find(target); pre != softdeps.end()) {
+        for (const auto& p : pre->second) {
+          // Best effort, as modprobe does: the module may work without it.
+          if (Status st = LoadModuleRequest(p, {tree}); !st.ok()) Kmsg(fmt::format("{} (softdep of {})", st.message(), target));
+        }
+      }
+      Status st = loader.Load({target});
+      if (st.ok()) {
+        any = true;
+      } else {
+        last = st;
+      }
+    }
+    if (any) return Status::Ok();
+    return last;
+  }
+  return NotFound(fmt::format("modprobe: no module or alias '{}' in {}", request,
+                              searched.empty() ? std::string("any module tree") : fmt::format("{}", fmt::join(searched, ", "))));
+}
+
+void LoadNetAdminBaseline() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const auto trees = ModuleTrees(Release());
+    for (const char* m : {"ip_tables", "ip6_tables"}) {
+      if (Status st = LoadModuleRequest(m, trees); !st.ok()) Kmsg(st.message());
+    }
+  });
+}
+
+int RunModprobeHelper(int argc, char** argv) {
+  std::vector<std::string> requests;
+  bool names = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (!names && a == "--") {
+      names = true;
+    } else if (names || a.empty() || a.front() != '-') {
+      requests.emplace_back(a);
+    }
+  }
+  if (requests.empty()) {
+    Kmsg("no module named");
+    return 1;
+  }
+  if (Status st = EnterInitRoot(); !st.ok()) {
+    Kmsg(st.message());
+    return 1;
+  }
+  const std::vector<std::string> trees = ModuleTrees(Release());
+  int rc = 0;
+  for (const auto& r : requests) {
+    if (Status st = LoadModuleRequest(r, trees); !st.ok()) {
+      Kmsg(st.message());
+      rc = 1;
+    }
+  }
+  return rc;
+}
+
+}  // namespace capsule::agent::modules

@@ -1,0 +1,76 @@
+// The modprobe helper's resolution, without loading anything into this
+// host's kernel: aliases and softdeps as depmod writes them (lines from the
+// Debian 6.1 guest kernel's files), and what a request that no tree knows
+// answers. Loading for real, in a guest, is tests/e2e (a privileged
+// container's bridge and iptables nat rule).
+#include "agent/modules/modprobe_helper.h"
+
+#include <gtest/gtest.h>
+
+#include "agent/modules/module_aliases.h"
+#include "runtime/common/file_util.h"
+
+namespace capsule::agent::modules {
+namespace {
+
+constexpr std::string_view kAliases =
+    "# Aliases extracted from modules themselves.\n"
+    "alias rtnl-link-bridge bridge\n"
+    "alias nft-chain-2-nat nft_chain_nat\n"
+    "alias ipt_REDIRECT xt_REDIRECT\n"
+    "alias net-pf-16-proto-12-family-nftables nf_tables\n"
+    "alias crypto-crc32c crc32c_generic\n"
+    "alias crc32c crc32c_generic\n"
+    "alias crc32c crc32c-intel\n"
+    "alias pci:v00001AF4d00001041sv*sd*bc*sc*i* virtio_net\n"
+    "alias broken\n";
+
+TEST(ModuleAliasesTest, ResolvesNamesAndGlobPatternsInFileOrder) {
+  ModuleAliases a = ModuleAliases::Parse(kAliases);
+  EXPECT_EQ(a.size(), 8u);  // the line without a module is skipped
+  EXPECT_EQ(a.Resolve("rtnl-link-bridge"), std::vector<std::string>{"bridge"});
+  EXPECT_EQ(a.Resolve("nft-chain-2-nat"), std::vector<std::string>{"nft_chain_nat"});
+  EXPECT_EQ(a.Resolve("crc32c"), (std::vector<std::string>{"crc32c_generic", "crc32c_intel"}));
+  EXPECT_EQ(a.Resolve("pci:v00001AF4d00001041sv00001AF4sd00001100bc02sc00i00"), std::vector<std::string>{"virtio_net"});
+  EXPECT_TRUE(a.Resolve("rtnl-link-nope").empty());
+}
+
+TEST(ModuleAliasesTest, SoftdepPreListsOnly) {
+  auto s = ParseSoftdepPre("softdep libcrc32c pre: crc32c\nsoftdep nf_x pre: a b post: c\nsoftdep\n# c\n");
+  EXPECT_EQ(s["libcrc32c"], std::vector<std::string>{"crc32c"});
+  EXPECT_EQ(s["nf_x"], (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(ModprobeHelperTest, TheBinaryKnowsItsHelperName) {
+  EXPECT_TRUE(IsModprobeHelper(kModprobeHelperPath));
+  EXPECT_TRUE(IsModprobeHelper("capsule-modprobe"));
+  EXPECT_FALSE(IsModprobeHelper("/init"));
+  EXPECT_FALSE(IsModprobeHelper("/sbin/modprobe"));
+}
+
+TEST(ModprobeHelperTest, TheHostTreeInTheShareComesBeforeTheImagesOwn) {
+  auto trees = ModuleTrees("6.1.0-57-amd64");
+  ASSERT_EQ(trees.size(), 2u);
+  EXPECT_EQ(trees[0], "/run/capsule/shared/.capsule-modules/6.1.0-57-amd64");
+  EXPECT_EQ(trees[1], "/lib/modules/6.1.0-57-amd64");
+}
+
+TEST(ModprobeHelperTest, ARequestNoTreeKnowsIsNotFoundNamingItAndTheTreesSearched) {
+  auto dir = TempDir::Create("capsule-modprobe");
+  ASSERT_TRUE(dir.ok());
+  ASSERT_TRUE(WriteFile(dir->Join("modules.dep"), "kernel/net/bridge/bridge.ko: kernel/net/llc/llc.ko\n"
+                                                   "kernel/net/llc/llc.ko:\n").ok());
+  ASSERT_TRUE(WriteFile(dir->Join("modules.alias"), std::string(kAliases)).ok());
+  // An alias whose module the tree does not ship, and a plain unknown name.
+  for (const char* request : {"nft-chain-2-nat", "no_such_module"}) {
+    Status st = LoadModuleRequest(request, {dir->path(), dir->Join("missing-tree")});
+    EXPECT_EQ(st.code(), Code::kNotFound) << st.ToString();
+    EXPECT_NE(st.message().find(request), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(dir->path()), std::string::npos) << st.message();
+  }
+  EXPECT_EQ(LoadModuleRequest("", {dir->path()}).code(), Code::kInvalidArgument);
+  EXPECT_EQ(LoadModuleRequest(std::string(300, 'x'), {dir->path()}).code(), Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace capsule::agent::modules

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <string_view>
 
 namespace capsule::install {
@@ -47,6 +49,22 @@ Result<std::vector<PlannedFile>> PlanFiles(const std::string& from, const Instal
     }
     out.push_back({src, layout.prefix + "/" + std::string(e.rel), static_cast<mode_t>(e.executable ? 0755 : 0644),
                    false});
+  }
+  // The guest kernel's module tree (config guest.modules), file by file so
+  // the manifest names each; optional: without it guests load only their
+  // image's own modules.
+  const std::filesystem::path modules = from + "/share/capsule/modules";
+  std::error_code ec;
+  if (std::filesystem::is_directory(modules, ec)) {
+    std::vector<std::string> rels;
+    for (auto it = std::filesystem::recursive_directory_iterator(modules, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      if (it->is_regular_file(ec) && !it->is_symlink(ec))
+        rels.push_back(std::filesystem::relative(it->path(), from, ec).string());
+    }
+    if (ec) return Internal("install tree " + modules.string() + ": " + ec.message());
+    std::sort(rels.begin(), rels.end());
+    for (const auto& rel : rels) out.push_back({from + "/" + rel, layout.prefix + "/" + rel, 0644, false});
   }
   std::string config = from + "/share/capsule/config.yaml";
   if (present(config)) {

@@ -63,6 +63,10 @@ class InstallerTest : public ::testing::Test {
 
 TEST_F(InstallerTest, InstallThenUninstallRestoresTheConfigByteForByteAndLeavesNothing) {
   Put(InRoot("/etc/containerd/config.toml"), kUserConfig);
+  // The guest module tree goes file by file; a symlink in it is not copied.
+  Put(from_->path() + "/share/capsule/modules/6.1.0-9-amd64/modules.dep", "kernel/net/bridge/bridge.ko:\n");
+  Put(from_->path() + "/share/capsule/modules/6.1.0-9-amd64/kernel/net/bridge/bridge.ko", "ko");
+  ASSERT_EQ(::symlink("/etc/shadow", (from_->path() + "/share/capsule/modules/6.1.0-9-amd64/evil").c_str()), 0);
   ::chmod(InRoot("/etc/containerd/config.toml").c_str(), 0600);
   auto before = Tree();
 
@@ -72,7 +76,10 @@ TEST_F(InstallerTest, InstallThenUninstallRestoresTheConfigByteForByteAndLeavesN
   EXPECT_EQ(Read("/usr/local/bin/containerd-shim-capsule-v2"), "#!binary containerd-shim-capsule-v2");
   EXPECT_EQ(Read("/usr/local/share/capsule/capsule-initrd.img"), "initrd");
   EXPECT_EQ(Read("/etc/capsule/config.yaml"), "guest: {}\n");
+  EXPECT_EQ(Read("/usr/local/share/capsule/modules/6.1.0-9-amd64/kernel/net/bridge/bridge.ko"), "ko");
+  EXPECT_EQ(Read("/usr/local/share/capsule/modules/6.1.0-9-amd64/modules.dep"), "kernel/net/bridge/bridge.ko:\n");
   struct stat st{};
+  EXPECT_NE(::lstat(InRoot("/usr/local/share/capsule/modules/6.1.0-9-amd64/evil").c_str(), &st), 0);
   ASSERT_EQ(::stat(InRoot("/usr/local/bin/capsule-vsockd").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0755u);
   std::string config = Read("/etc/containerd/config.toml");

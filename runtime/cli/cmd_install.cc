@@ -1,8 +1,11 @@
 // `capsule-runtime install` / `uninstall`: put Capsule on a node (the
 // shim, capsule-vsockd, the guest image, config.yaml, containerd's drop-in
 // and import) or take it off again; runtime/install does the work. The
-// DaemonSet runs `install --root /host --wait --uninstall-on-exit`: its
-// image has no shell, so this process stays up and uninstalls on SIGTERM.
+// DaemonSet runs `install --root /host --wait --label-node $(NODE_NAME)`:
+// its image has no shell, so this process stays up (and with
+// --uninstall-on-exit uninstalls on SIGTERM). --label-node sets the label the
+// RuntimeClass schedules by once the runtime is in place, and removes it
+// before the runtime is taken away (runtime/install/node_label.h).
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -17,12 +20,16 @@
 #include "runtime/common/logging.h"
 #include "runtime/common/unique_fd.h"
 #include "runtime/install/installer.h"
+#include "runtime/install/kube_api.h"
+#include "runtime/install/node_label.h"
 
 namespace capsule::cli {
 namespace {
 
 struct InstallFlags {
   install::InstallOptions opts;
+  install::KubeApiOptions kube;
+  std::string label_node;  // "" = leave the Node's labels alone
   bool restart = false;
   bool json = false;
   bool wait = false;
@@ -70,15 +77,11 @@ void PrintReport(const install::InstallReport& r, bool json) {
   std::printf("containerd config %s\n", r.containerd_config_changed ? "changed" : "unchanged");
 }
 
-// Runs one action, prints its report, restarts containerd when asked and
-// the config changed. Returns the exit code.
-int RunAction(const InstallFlags& f, bool uninstall) {
-  const char* name = uninstall ? "uninstall" : "install";
-  auto report = uninstall ? install::Uninstall(f.opts) : install::Install(f.opts);
-  if (!report.ok()) return Fail(name, report.status());
-  PrintReport(*report, f.json);
+// `systemctl restart containerd` after `name` when asked and its config
+// changed. Returns the exit code.
+int MaybeRestart(const InstallFlags& f, const install::InstallReport& report, const char* name) {
   if (!f.restart) return 0;
-  if (!report->containerd_config_changed) {
+  if (!report.containerd_config_changed) {
     std::fprintf(stderr, "capsule-runtime %s: containerd config unchanged; containerd not restarted\n", name);
     return 0;
   }
@@ -88,6 +91,54 @@ int RunAction(const InstallFlags& f, bool uninstall) {
   return 0;
 }
 
+// Install, restart containerd, then label the node: the label is what lets
+// the RuntimeClass schedule capsule pods here, so it comes last. A label
+// that fails is not rolled back: the install is idempotent and a rerun (the
+// DaemonSet's restart) only retries the label, while an uninstall would
+// take the runtime from under pods already running here.
+int RunInstall(const InstallFlags& f) {
+  auto report = install::Install(f.opts);
+  if (!report.ok()) return Fail("install", report.status());
+  PrintReport(*report, f.json);
+  if (int rc = MaybeRestart(f, *report, "install"); rc != 0) return rc;
+  if (f.label_node.empty()) return 0;
+  if (report->containerd_config_changed && !f.restart) {
+    std::fprintf(stderr,
+                 "capsule-runtime install: warning: containerd's config changed and containerd was not restarted; "
+                 "capsule pods scheduled here fail until it is\n");
+  }
+  Status st = install::LabelNode(f.kube, f.label_node);
+  if (!st.ok()) {
+    return Fail("install", Status(st.code(), st.message() + "; Capsule is installed on this node (not rolled back), "
+                                              "but the capsule RuntimeClass schedules no pods on a node without " +
+                                              install::kRuntimeLabel + "=true; rerun install to retry the label "
+                                              "(it changes nothing else), or run capsule-runtime uninstall"));
+  }
+  std::fprintf(stderr, "capsule-runtime install: labelled node %s %s=true\n", f.label_node.c_str(),
+               install::kRuntimeLabel);
+  return 0;
+}
+
+// The label first, so no capsule pod is scheduled here once the runtime
+// starts going away; if it cannot be removed nothing is uninstalled, which
+// leaves the node consistent (labelled and able to run capsule pods).
+int RunUninstall(const InstallFlags& f) {
+  if (!f.label_node.empty()) {
+    Status st = install::UnlabelNode(f.kube, f.label_node);
+    if (!st.ok()) {
+      return Fail("uninstall", Status(st.code(), st.message() + "; nothing uninstalled: the node keeps its label "
+                                                  "and the runtime; retry, or uninstall without --label-node"));
+    }
+    std::fprintf(stderr, "capsule-runtime uninstall: removed label %s from node %s\n", install::kRuntimeLabel,
+                 f.label_node.c_str());
+  }
+  auto report = install::Uninstall(f.opts);
+  if (!report.ok()) return Fail("uninstall", report.status());
+  PrintReport(*report, f.json);
+  return MaybeRestart(f, *report, "uninstall");
+}
+
+int RunAction(const InstallFlags& f, bool uninstall) { return uninstall ? RunUninstall(f) : RunInstall(f); }
 
 // The action, then with --wait: stay up until SIGTERM (a DaemonSet's pod
 // must keep running), uninstalling then if asked. A failed action exits at
@@ -114,6 +165,45 @@ void AddCommonFlags(CLI::App* app, InstallFlags& f) {
   app->add_flag("--wait", f.wait, "then stay running until SIGTERM (for a DaemonSet's pod)");
 }
 
+// --label-node and where the Kubernetes API is; the defaults are a pod's
+// in-cluster config.
+void AddLabelFlags(CLI::App* app, InstallFlags& f, const std::string& label_help) {
+  CLI::Option* node = app->add_option("--label-node", f.label_node, label_help)->type_name("NAME");
+  app->add_option("--kube-api", f.kube.api_url,
+                  "Kubernetes API for --label-node, https://HOST[:PORT] "
+                  "(default: in-cluster, https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT)")
+      ->type_name("URL")
+      ->needs(node);
+  app->add_option("--kube-token-file", f.kube.token_file, "bearer token for the Kubernetes API")
+      ->type_name("FILE")
+      ->capture_default_str()
+      ->needs(node);
+  app->add_option("--kube-ca-file", f.kube.ca_file,
+                  "CA the API server's certificate must chain to (always verified)")
+      ->type_name("FILE")
+      ->capture_default_str()
+      ->needs(node);
+}
+
+// Before anything on the node changes: the node name and the API's
+// settings (URL, token, CA file) must be usable.
+Status CheckLabelFlags(const InstallFlags& f) {
+  if (f.label_node.empty()) return Status::Ok();
+  RETURN_IF_ERROR_CTX(install::ValidateNodeName(f.label_node), "--label-node");
+  auto api = install::KubeApi::Create(f.kube);
+  if (!api.ok()) return std::move(api).status().WithContext("--label-node " + f.label_node);
+  return Status::Ok();
+}
+
+constexpr char kInstallFooter[] =
+    "With --label-node, the node is labelled capsule.io/runtime=true (the capsule RuntimeClass's nodeSelector)\n"
+    "after the install and containerd's restart. If labelling fails, install exits non-zero and leaves Capsule\n"
+    "installed (not rolled back): rerunning install retries only the label. With --wait --uninstall-on-exit the\n"
+    "label is removed before uninstalling. The API's certificate is always verified against --kube-ca-file.";
+constexpr char kUninstallFooter[] =
+    "With --label-node, capsule.io/runtime is removed from the node first, so no capsule pod is scheduled\n"
+    "while the runtime goes away; if that fails, nothing is uninstalled.";
+
 }  // namespace
 
 std::vector<Command> AddInstallCommands(CLI::App& parent, const GlobalFlags& /*flags*/) {
@@ -123,18 +213,27 @@ std::vector<Command> AddInstallCommands(CLI::App& parent, const GlobalFlags& /*f
   AddCommonFlags(inst.app, *f);
   inst.app->add_option("--from", f->opts.from, "install tree to copy from (default: the one this binary is in)");
   inst.app->add_flag("--uninstall-on-exit", f->uninstall_on_exit, "with --wait: uninstall on SIGTERM");
+  AddLabelFlags(inst.app, *f,
+                "then label Kubernetes node NAME capsule.io/runtime=true (in the DaemonSet: $(NODE_NAME))");
+  inst.app->footer(kInstallFooter);
   inst.run = [f] {
     if (f->opts.from.empty()) {
       auto from = install::DefaultFromDir();
       if (!from.ok()) return Fail("install", from.status());
       f->opts.from = *from;
     }
+    if (Status st = CheckLabelFlags(*f); !st.ok()) return Fail("install", st);
     return RunThenWait(*f, false);
   };
   Command un;
   un.app = parent.add_subcommand("uninstall", "undo capsule-runtime install (what its manifest records)");
   AddCommonFlags(un.app, *f);
-  un.run = [f] { return RunThenWait(*f, true); };
+  AddLabelFlags(un.app, *f, "first remove the label capsule.io/runtime from Kubernetes node NAME");
+  un.app->footer(kUninstallFooter);
+  un.run = [f] {
+    if (Status st = CheckLabelFlags(*f); !st.ok()) return Fail("uninstall", st);
+    return RunThenWait(*f, true);
+  };
   return {std::move(inst), std::move(un)};
 }
 

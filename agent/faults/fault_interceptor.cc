@@ -18,7 +18,10 @@ namespace capsule::agent::faults {
 namespace {
 
 namespace gx = grpc::experimental;
+// gRPC's deadlines are wall-clock times; delays are measured on the
+// monotonic clock, which time adjustments (an NTP slew) cannot shorten.
 using Clock = std::chrono::system_clock;
+using Steady = std::chrono::steady_clock;
 
 const log::Logger kLog("fault");
 constexpr std::chrono::milliseconds kPollInterval{20};
@@ -36,9 +39,10 @@ std::string RpcName(const char* method) {
 
 // Holds the calling thread until `until` or until the call is cancelled
 // (its client gave up, or the server is shutting down).
-void Hold(grpc::ServerContextBase* ctx, Clock::time_point until) {
-  while (Clock::now() < until && !ctx->IsCancelled()) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+template <typename C>
+void Hold(grpc::ServerContextBase* ctx, typename C::time_point until) {
+  while (C::now() < until && !ctx->IsCancelled()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - C::now());
     std::this_thread::sleep_for(std::clamp(left, std::chrono::milliseconds(1), kPollInterval));
   }
 }
@@ -59,17 +63,17 @@ class FaultInterceptor final : public gx::Interceptor {
     const std::optional<FaultRule> rule = plan_->Take(rpc);
     if (!rule) return;
     grpc::ServerContextBase* ctx = info_->server_context();
-    const auto start = Clock::now();
+    const auto start = Steady::now();
     if (rule->action == FaultRule::Action::kHang) {
       kLog.Warn("fault {}: holding {} until its caller gives up", rule->ToString(), rpc);
       const Clock::time_point deadline = ctx->deadline();
-      Hold(ctx, deadline >= Clock::time_point::max() - kPastDeadline ? deadline : deadline + kPastDeadline);
+      Hold<Clock>(ctx, deadline >= Clock::time_point::max() - kPastDeadline ? deadline : deadline + kPastDeadline);
     } else {
       kLog.Warn("fault {}: holding {} for {} ms", rule->ToString(), rpc, rule->delay.count());
-      Hold(ctx, start + rule->delay);
+      Hold<Steady>(ctx, start + rule->delay);
     }
     kLog.Warn("fault {}: {} goes on after {} ms{}", rule->ToString(), rpc,
-              std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count(),
+              std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - start).count(),
               ctx->IsCancelled() ? " (its caller gave up)" : "");
   }
 

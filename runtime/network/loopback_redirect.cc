@@ -3,8 +3,6 @@
 #include <nftables/libnftables.h>
 #include <sys/stat.h>
 
-#include <thread>
-
 #include <fmt/format.h>
 
 #include "runtime/common/logging.h"
@@ -47,18 +45,8 @@ std::string LoopbackRedirectScript(uint16_t to_port, bool ipv6) {
 }
 
 Status RunNftablesIn(const std::string& netns_path, const std::string& script) {
-  Status result;
-  // A thread of its own: setns(CLONE_NEWNET) is per thread, and this one
-  // never runs anything else.
-  std::thread([&] {
-    auto guard = NetnsGuard::Enter(netns_path);
-    if (!guard.ok()) {
-      result = guard.status();
-      return;
-    }
-    result = RunHere(script);
-  }).join();
-  return result;
+  ASSIGN_OR_RETURN(NetnsGuard guard, NetnsGuard::Enter(netns_path));
+  return RunHere(script);
 }
 
 Result<std::unique_ptr<LoopbackRedirect>> LoopbackRedirect::Install(const std::string& netns_path, uint16_t to_port,

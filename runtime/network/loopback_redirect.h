@@ -10,8 +10,8 @@
 //       meta l4proto tcp ip daddr 127.0.0.0/8 redirect to :P
 //       meta l4proto tcp ip6 daddr ::1 redirect to :P } }
 //
-// Made through libnftables (no nft program is run) from a thread that has
-// entered the netns, so no other namespace is ever touched. Removing the
+// Made through libnftables (no nft program is run) while the calling thread
+// is inside the netns (NetnsGuard), so no other namespace is ever touched. Removing the
 // table on a netns that is already gone is not an error: the table went
 // with it.
 #pragma once
@@ -50,7 +50,8 @@ class LoopbackRedirect {
 // The nftables script Install runs (for tests and the log).
 std::string LoopbackRedirectScript(uint16_t to_port, bool ipv6);
 
-// Runs `script` with libnftables on a thread inside `netns_path`.
+// Runs `script` with libnftables inside `netns_path` (this thread enters it
+// and comes back).
 // INVALID_ARGUMENT or FAILED_PRECONDITION carrying nftables' error text.
 Status RunNftablesIn(const std::string& netns_path, const std::string& script);
 

@@ -95,19 +95,9 @@ Result<std::unique_ptr<PortForwardListener>> PortForwardListener::Start(const st
   l->stop_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!l->stop_) return ErrnoStatus("eventfd for the port-forward listener");
   // The sockets are made inside the pod's netns and stay there.
-  Status made;
-  std::thread([&] {
-    auto guard = NetnsGuard::Enter(netns_path);
-    if (!guard.ok()) {
-      made = guard.status();
-      return;
-    }
-    auto v4 = ListenLoopback(AF_INET, 0);
-    if (!v4.ok()) {
-      made = v4.status();
-      return;
-    }
-    l->listen4_ = std::move(v4).value();
+  Status made = [&]() -> Status {
+    ASSIGN_OR_RETURN(NetnsGuard guard, NetnsGuard::Enter(netns_path));
+    ASSIGN_OR_RETURN(l->listen4_, ListenLoopback(AF_INET, 0));
     l->port_ = LocalPort(l->listen4_.get());
     auto v6 = ListenLoopback(AF_INET6, l->port_);
     if (v6.ok()) {
@@ -115,7 +105,8 @@ Result<std::unique_ptr<PortForwardListener>> PortForwardListener::Start(const st
     } else {
       kLog.Info("{}: port-forward over IPv4 only: {}", l->label_, v6.status().message());
     }
-  }).join();
+    return Status::Ok();
+  }();
   RETURN_IF_ERROR_CTX(made, "port-forward listener in netns " + netns_path);
   ASSIGN_OR_RETURN(l->redirect_, LoopbackRedirect::Install(netns_path, l->port_, l->ipv6()));
   PortForwardListener* raw = l.get();

@@ -104,12 +104,8 @@ class EchoServer {
 
 // A TCP socket made inside `netns`: what it connects to is that netns's.
 UniqueFd SocketIn(const std::string& netns, int family) {
-  UniqueFd fd;
-  std::thread([&] {
-    auto g = NetnsGuard::Enter(netns);
-    if (g.ok()) fd.reset(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  }).join();
-  return fd;
+  auto guard = NetnsGuard::Enter(netns);
+  return guard.ok() ? UniqueFd(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0)) : UniqueFd();
 }
 
 Status Connect(int fd, int family, uint16_t port) {

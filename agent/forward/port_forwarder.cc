@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "runtime/common/byte_relay.h"
+#include "runtime/common/inet_sockaddr.h"
 #include "runtime/common/line_io.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/port_forward_wire.h"
@@ -26,22 +27,8 @@ Result<UniqueFd> ConnectLoopback(const port_forward::Target& t, std::chrono::mil
   const std::string where = t.ToString();
   UniqueFd fd(::socket(t.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd) return ErrnoStatus("socket for " + where);
-  sockaddr_storage ss{};
-  socklen_t len = 0;
-  if (t.family == AF_INET) {
-    auto* sa = reinterpret_cast<sockaddr_in*>(&ss);
-    sa->sin_family = AF_INET;
-    sa->sin_port = htons(t.port);
-    ::inet_pton(AF_INET, t.address.c_str(), &sa->sin_addr);
-    len = sizeof *sa;
-  } else {
-    auto* sa = reinterpret_cast<sockaddr_in6*>(&ss);
-    sa->sin6_family = AF_INET6;
-    sa->sin6_port = htons(t.port);
-    ::inet_pton(AF_INET6, t.address.c_str(), &sa->sin6_addr);
-    len = sizeof *sa;
-  }
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0 && errno != EINPROGRESS)
+  ASSIGN_OR_RETURN(InetSockaddr addr, MakeInetSockaddr(t.family, t.address, t.port));
+  if (::connect(fd.get(), addr.get(), addr.len) != 0 && errno != EINPROGRESS)
     return Unavailable(fmt::format("connect {}: {}", where, std::strerror(errno)));
   RETURN_IF_ERROR(line_io::WaitFor(fd.get(), POLLOUT, Clock::now() + timeout, "connect " + where, "answer"));
   int err = 0;

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "runtime/common/byte_relay.h"
+#include "runtime/common/inet_sockaddr.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/port_forward_wire.h"
 #include "runtime/network/netns.h"
@@ -31,23 +32,9 @@ Result<UniqueFd> ListenLoopback(int family, uint16_t port) {
   if (!fd) return ErrnoStatus("socket");
   int one = 1;
   ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_storage ss{};
-  socklen_t len = 0;
-  if (family == AF_INET) {
-    auto* sa = reinterpret_cast<sockaddr_in*>(&ss);
-    sa->sin_family = AF_INET;
-    sa->sin_port = htons(port);
-    sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    len = sizeof *sa;
-  } else {
-    ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-    auto* sa = reinterpret_cast<sockaddr_in6*>(&ss);
-    sa->sin6_family = AF_INET6;
-    sa->sin6_port = htons(port);
-    sa->sin6_addr = in6addr_loopback;
-    len = sizeof *sa;
-  }
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0)
+  if (family == AF_INET6) ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  const InetSockaddr addr = LoopbackSockaddr(family, port);
+  if (::bind(fd.get(), addr.get(), addr.len) != 0)
     return ErrnoStatus(family == AF_INET ? "bind 127.0.0.1" : "bind [::1]");
   if (::listen(fd.get(), 128) != 0) return ErrnoStatus("listen");
   return fd;

@@ -22,6 +22,7 @@
 #include "runtime/agentclient/agent_client.h"
 #include "runtime/common/agent_auth.h"
 #include "runtime/common/file_util.h"
+#include "runtime/common/inet_sockaddr.h"
 #include "runtime/network/loopback_redirect.h"
 #include "runtime/network/netns.h"
 #include "runtime/network/port_forward_listener.h"
@@ -43,23 +44,9 @@ class EchoServer {
       UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
       int one = 1;
       ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-      sockaddr_storage ss{};
-      socklen_t len;
-      if (family == AF_INET) {
-        auto* sa = reinterpret_cast<sockaddr_in*>(&ss);
-        sa->sin_family = AF_INET;
-        sa->sin_port = htons(port_);
-        sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        len = sizeof *sa;
-      } else {
-        ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-        auto* sa = reinterpret_cast<sockaddr_in6*>(&ss);
-        sa->sin6_family = AF_INET6;
-        sa->sin6_port = htons(port_);
-        sa->sin6_addr = in6addr_loopback;
-        len = sizeof *sa;
-      }
-      EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len), 0) << std::strerror(errno);
+      if (family == AF_INET6) ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+      const InetSockaddr addr = LoopbackSockaddr(family, port_);
+      EXPECT_EQ(::bind(fd.get(), addr.get(), addr.len), 0) << std::strerror(errno);
       EXPECT_EQ(::listen(fd.get(), 128), 0);
       if (family == AF_INET) {
         sockaddr_in sa{};
@@ -109,22 +96,8 @@ UniqueFd SocketIn(const std::string& netns, int family) {
 }
 
 Status Connect(int fd, int family, uint16_t port) {
-  sockaddr_storage ss{};
-  socklen_t len;
-  if (family == AF_INET) {
-    auto* sa = reinterpret_cast<sockaddr_in*>(&ss);
-    sa->sin_family = AF_INET;
-    sa->sin_port = htons(port);
-    sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    len = sizeof *sa;
-  } else {
-    auto* sa = reinterpret_cast<sockaddr_in6*>(&ss);
-    sa->sin6_family = AF_INET6;
-    sa->sin6_port = htons(port);
-    sa->sin6_addr = in6addr_loopback;
-    len = sizeof *sa;
-  }
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) return ErrnoStatus("connect");
+  const InetSockaddr addr = LoopbackSockaddr(family, port);
+  if (::connect(fd, addr.get(), addr.len) != 0) return ErrnoStatus("connect");
   timeval tv{10, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   return Status::Ok();

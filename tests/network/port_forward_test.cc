@@ -103,13 +103,19 @@ Status Connect(int fd, int family, uint16_t port) {
   return Status::Ok();
 }
 
-// Sends `data`, half-closes, reads until EOF. errno of a failed read in `err`.
+// Sends `data`, half-closes, reads until EOF. A reset's errno in `err`: the
+// kernel reports it once, to whichever call comes first, so a read that
+// ends at 0 after the writer's send saw the reset still counts it.
 std::string EchoThrough(int fd, const std::string& data, int* err) {
+  int send_err = 0;
   std::thread writer([&] {
     size_t off = 0;
     while (off < data.size()) {
       ssize_t n = ::send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) return;
+      if (n <= 0) {
+        send_err = n < 0 ? errno : 0;
+        return;
+      }
       off += static_cast<size_t>(n);
     }
     ::shutdown(fd, SHUT_WR);
@@ -127,6 +133,7 @@ std::string EchoThrough(int fd, const std::string& data, int* err) {
     got.append(buf, static_cast<size_t>(n));
   }
   writer.join();
+  if (*err == 0 && send_err == ECONNRESET) *err = send_err;
   return got;
 }
 

@@ -16,6 +16,7 @@
 
 #include "agent/containers/pod_namespaces.h"
 #include "agent/engine/container_manager.h"
+#include "agent/engine/guest_processes.h"
 #include "agent/server/container_ops.h"
 #include "agent/storage/storage.h"
 
@@ -44,6 +45,7 @@ class EngineOps final : public server::ContainerOps {
   Result<v1::StartContainerResponse> StartContainer(const v1::StartContainerRequest& req) override;
   Status RemoveContainer(const v1::RemoveContainerRequest& req) override;
   Result<v1::ExecProcessResponse> ExecProcess(const v1::ExecProcessRequest& req) override;
+  Result<v1::ExecProcessResponse> ExecGuestProcess(const v1::ExecGuestProcessRequest& req) override;
   Status SignalProcess(const v1::SignalProcessRequest& req) override;
   Status RemoveProcess(const v1::RemoveProcessRequest& req) override;
   Result<v1::WaitProcessResponse> WaitProcess(const v1::WaitProcessRequest& req,
@@ -86,6 +88,13 @@ class EngineOps final : public server::ContainerOps {
 
   Result<PodPtr> CurrentPod() const;
   Result<Target> Lookup(const std::string& container_id) const;
+  // The current sandbox's guest processes, and the pod that keeps them alive.
+  struct GuestTarget {
+    PodPtr pod;
+    engine::GuestProcesses* guest;
+    engine::GuestProcesses* operator->() const { return guest; }
+  };
+  Result<GuestTarget> LookupGuest() const;
   Result<engine::ProcessIoPtr> LookupIo(const std::string& container_id, const std::string& exec_id) const;
   Result<v1::ReadStreamResponse> Read(const v1::ReadStreamRequest& req, engine::Stream stream,
                                       const server::CallContext& ctx);

@@ -1,29 +1,69 @@
 // Process RPCs: exec, signal, wait, remove, list. Exec id "" is the
-// container's init everywhere except ExecProcess and RemoveProcess.
+// container's init everywhere except ExecProcess and RemoveProcess;
+// container id "" is the guest itself (ExecGuestProcess's processes).
 #include "agent/containers/convert.h"
 #include "agent/containers/engine_ops.h"
 #include "agent/containers/validate.h"
+#include "runtime/common/logging.h"
 #include "runtime/oci/spec_parser.h"
 
 namespace capsule::agent::containers {
+namespace {
+
+const log::Logger kLog("agent.containers");
+
+Result<oci::Process> ParseProcessJson(const std::string& json) {
+  if (json.empty()) return InvalidArgument("process_json is required");
+  auto process = oci::ParseProcess(json);
+  if (!process.ok()) return std::move(process).status().WithContext("process_json");
+  return process;
+}
+
+}  // namespace
 
 Result<v1::ExecProcessResponse> EngineOps::ExecProcess(const v1::ExecProcessRequest& req) {
   RETURN_IF_ERROR(CheckContainerId("container_id", req.container_id()));
   RETURN_IF_ERROR(CheckExecId("exec_id", req.exec_id(), /*allow_init=*/false));
-  if (req.process_json().empty()) return InvalidArgument("process_json is required");
-  auto process = oci::ParseProcess(req.process_json());
-  if (!process.ok()) return std::move(process).status().WithContext("process_json");
+  ASSIGN_OR_RETURN(oci::Process process, ParseProcessJson(req.process_json()));
   ASSIGN_OR_RETURN(Target c, Lookup(req.container_id()));
-  ASSIGN_OR_RETURN(pid_t pid, c->Exec(req.exec_id(), *process));
+  ASSIGN_OR_RETURN(pid_t pid, c->Exec(req.exec_id(), process));
+  v1::ExecProcessResponse resp;
+  resp.set_pid(static_cast<uint32_t>(pid));
+  return resp;
+}
+
+Result<v1::ExecProcessResponse> EngineOps::ExecGuestProcess(const v1::ExecGuestProcessRequest& req) {
+  RETURN_IF_ERROR(CheckExecId("exec_id", req.exec_id(), /*allow_init=*/false));
+  if (!req.tools_container_id().empty())
+    RETURN_IF_ERROR(CheckContainerId("tools_container_id", req.tools_container_id()));
+  ASSIGN_OR_RETURN(oci::Process process, ParseProcessJson(req.process_json()));
+  ASSIGN_OR_RETURN(GuestTarget g, LookupGuest());
+  std::string tools_root;
+  if (!req.tools_container_id().empty()) {
+    auto c = g.pod->engine->Get(req.tools_container_id());
+    if (!c.ok()) return std::move(c).status().WithContext("tools_container_id");
+    ASSIGN_OR_RETURN(tools_root, (*c)->RootfsPath());
+  }
+  // Operators' access outside the containers is worth a line in the guest's
+  // log (the VM console, which the shim keeps). The program only: its
+  // arguments may carry secrets.
+  kLog.Info("guest process {}: \"{}\" with {} argument(s){}", req.exec_id(),
+            process.args.empty() ? std::string() : process.args[0].substr(0, 256),
+            process.args.empty() ? 0 : process.args.size() - 1,
+            req.tools_container_id().empty() ? "" : ", tools from container " + req.tools_container_id());
+  ASSIGN_OR_RETURN(pid_t pid, g->Exec(req.exec_id(), process, tools_root));
   v1::ExecProcessResponse resp;
   resp.set_pid(static_cast<uint32_t>(pid));
   return resp;
 }
 
 Status EngineOps::SignalProcess(const v1::SignalProcessRequest& req) {
-  RETURN_IF_ERROR(CheckContainerId("container_id", req.container_id()));
-  RETURN_IF_ERROR(CheckExecId("exec_id", req.exec_id(), /*allow_init=*/true));
+  RETURN_IF_ERROR(CheckProcessTarget(req.container_id(), req.exec_id(), /*allow_init=*/true));
   RETURN_IF_ERROR(CheckSignal(req.signal()));
+  if (req.container_id().empty()) {
+    ASSIGN_OR_RETURN(GuestTarget g, LookupGuest());
+    return g->Signal(req.exec_id(), static_cast<int>(req.signal()), req.all());
+  }
   ASSIGN_OR_RETURN(Target c, Lookup(req.container_id()));
   // NOT_FOUND once the process exited: containerd's CRI relies on it.
   return c->Signal(req.exec_id(), static_cast<int>(req.signal()), req.all());
@@ -31,16 +71,24 @@ Status EngineOps::SignalProcess(const v1::SignalProcessRequest& req) {
 
 Result<v1::WaitProcessResponse> EngineOps::WaitProcess(const v1::WaitProcessRequest& req,
                                                        const server::CallContext& ctx) {
-  RETURN_IF_ERROR(CheckContainerId("container_id", req.container_id()));
-  RETURN_IF_ERROR(CheckExecId("exec_id", req.exec_id(), /*allow_init=*/true));
+  RETURN_IF_ERROR(CheckProcessTarget(req.container_id(), req.exec_id(), /*allow_init=*/true));
+  const engine::CancelCheck cancel([&] { return ctx.cancelled(); });
+  if (req.container_id().empty()) {
+    ASSIGN_OR_RETURN(GuestTarget g, LookupGuest());
+    ASSIGN_OR_RETURN(engine::ExitInfo exit, g->Wait(req.exec_id(), cancel));
+    return WaitResponseFromExit(exit);
+  }
   ASSIGN_OR_RETURN(Target c, Lookup(req.container_id()));
-  ASSIGN_OR_RETURN(engine::ExitInfo exit, c->Wait(req.exec_id(), engine::CancelCheck([&] { return ctx.cancelled(); })));
+  ASSIGN_OR_RETURN(engine::ExitInfo exit, c->Wait(req.exec_id(), cancel));
   return WaitResponseFromExit(exit);
 }
 
 Status EngineOps::RemoveProcess(const v1::RemoveProcessRequest& req) {
-  RETURN_IF_ERROR(CheckContainerId("container_id", req.container_id()));
-  RETURN_IF_ERROR(CheckExecId("exec_id", req.exec_id(), /*allow_init=*/false));
+  RETURN_IF_ERROR(CheckProcessTarget(req.container_id(), req.exec_id(), /*allow_init=*/false));
+  if (req.container_id().empty()) {
+    ASSIGN_OR_RETURN(GuestTarget g, LookupGuest());
+    return g->RemoveProcess(req.exec_id());
+  }
   ASSIGN_OR_RETURN(Target c, Lookup(req.container_id()));
   return c->RemoveProcess(req.exec_id());
 }

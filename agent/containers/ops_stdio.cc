@@ -12,8 +12,7 @@ engine::CancelCheck CancelOf(const server::CallContext& ctx) {
 }
 
 Status CheckProcess(const std::string& container_id, const std::string& exec_id) {
-  RETURN_IF_ERROR(CheckContainerId("container_id", container_id));
-  return CheckExecId("exec_id", exec_id, /*allow_init=*/true);
+  return CheckProcessTarget(container_id, exec_id, /*allow_init=*/true);
 }
 
 }  // namespace

@@ -29,6 +29,15 @@ Status CheckExecId(std::string_view field, const std::string& id, bool allow_ini
   return CheckContainerId(field, id);
 }
 
+Status CheckProcessTarget(const std::string& container_id, const std::string& exec_id, bool allow_init) {
+  if (container_id.empty()) {
+    if (exec_id.empty()) return InvalidArgument("exec_id is required for a guest process (container_id \"\")");
+    return CheckContainerId("exec_id", exec_id);
+  }
+  RETURN_IF_ERROR(CheckContainerId("container_id", container_id));
+  return CheckExecId("exec_id", exec_id, allow_init);
+}
+
 Status CheckSignal(uint32_t signal) {
   if (signal > kMaxSignal) return InvalidArgument(fmt::format("signal {} is not 0..{}", signal, kMaxSignal));
   return Status::Ok();

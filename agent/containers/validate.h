@@ -25,6 +25,9 @@ inline constexpr uint32_t kMaxWinSize = 65535;
 Status CheckContainerId(std::string_view field, const std::string& id);
 // exec_id: "" (the init) when `allow_init`, else like a container id.
 Status CheckExecId(std::string_view field, const std::string& id, bool allow_init);
+// The process RPCs' (container_id, exec_id): container_id "" names a guest
+// process (ExecGuestProcess), which always has an exec id.
+Status CheckProcessTarget(const std::string& container_id, const std::string& exec_id, bool allow_init);
 Status CheckSignal(uint32_t signal);
 Status CheckWinSize(uint32_t row, uint32_t column);
 // The effective read size for a requested `len`.

@@ -57,6 +57,11 @@ class Container {
   virtual Status Pause() = 0;
   virtual Status Resume() = 0;
 
+  // The container's root filesystem as the agent sees it (root.path made
+  // absolute): a guest debug process can borrow its tools.
+  virtual Result<std::string> RootfsPath() const {
+    return Unimplemented("container " + id() + ": its root filesystem is not known");
+  }
   // "/proc/<init pid>/ns/<type>" while the init lives.
   virtual Result<std::string> NamespacePath(oci::NamespaceType type) const = 0;
   // Duplicates of the fds the container holds on its namespaces (they outlive

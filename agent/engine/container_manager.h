@@ -14,6 +14,8 @@
 
 namespace capsule::engine {
 
+class GuestProcesses;
+
 struct EngineOptions {
   // The cgroup2 mount; containers go to <root>/<linux.cgroupsPath>, or
   // <root>/<cgroup_parent>/<id> when the spec has none.
@@ -49,6 +51,9 @@ class ContainerManager {
   virtual Status RemoveAll(std::chrono::milliseconds timeout) = 0;
   // Id of the next container with an OOM kill; nullopt after `timeout`.
   virtual std::optional<std::string> WaitOomEvent(std::chrono::milliseconds timeout) = 0;
+  // Processes in the guest outside every container (guest_processes.h);
+  // nullptr when this engine cannot start them.
+  virtual GuestProcesses* Guest() { return nullptr; }
 };
 
 using ContainerManagerPtr = std::unique_ptr<ContainerManager>;

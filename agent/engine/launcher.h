@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <string>
 
 #include "agent/engine/exit_monitor.h"
 #include "agent/engine/namespaces.h"
@@ -26,6 +27,7 @@ struct LaunchRequest {
   UniqueFd cgroup_procs;                // cgroup.procs to join (optional)
   UniqueFd root_dir;                    // exec: the container's "/" to chroot into
   const RootfsPlan* rootfs = nullptr;   // container init only
+  std::string tools_root;               // guest debug process: EnterToolsRoot (needs a new mount ns)
   const ProcessPlan* process = nullptr;
   ChildStdio stdio;                     // pipes mode; closed here after fork
   std::chrono::milliseconds timeout{60000};

@@ -37,7 +37,7 @@ void LogIgnoredFeatures(const std::string& id, const oci::Spec& spec) {
     kLog.Debug("container {}: AppArmor/SELinux labels ignored: the guest has no LSM policy", id);
 }
 
-Result<std::string> RootfsPath(const std::string& root, const std::string& bundle_dir) {
+Result<std::string> AbsoluteRootfs(const std::string& root, const std::string& bundle_dir) {
   if (!root.empty() && root[0] == '/') return root;
   if (bundle_dir.empty()) return InvalidArgument("root.path: \"" + root + "\" is relative and no bundle dir is known");
   return bundle_dir + "/" + root;
@@ -57,13 +57,13 @@ Result<std::shared_ptr<LinuxContainer>> LinuxContainer::Create(const std::string
                                                                const CreateOptions& options, NamespaceFds shared,
                                                                ContainerDeps deps) {
   LogIgnoredFeatures(id, spec);
-  ASSIGN_OR_RETURN(std::string rootfs, RootfsPath(spec.root.path, options.bundle_dir));
+  ASSIGN_OR_RETURN(std::string rootfs, AbsoluteRootfs(spec.root.path, options.bundle_dir));
   ASSIGN_OR_RETURN(NamespacePlan ns, PlanContainerNamespaces(spec.linux.namespaces, std::move(shared)));
   ASSIGN_OR_RETURN(RootfsPlan rootfs_plan, PlanRootfs(spec, rootfs, ns, /*cgroup2=*/true));
   ASSIGN_OR_RETURN(ProcessPlan plan, PlanProcess(spec.process, spec.linux.seccomp));
   ASSIGN_OR_RETURN(std::string cg_path, ResolveCgroupPath(spec.linux.cgroups_path, deps.options.cgroup_parent, id));
   ASSIGN_OR_RETURN(CgroupPtr cgroup, deps.cgroups.Create(cg_path));
-  std::shared_ptr<LinuxContainer> c(new LinuxContainer(id, deps, std::move(cgroup), spec.linux.seccomp));
+  std::shared_ptr<LinuxContainer> c(new LinuxContainer(id, rootfs, deps, std::move(cgroup), spec.linux.seccomp));
   Status st = c->LaunchInit(std::move(ns), rootfs_plan, plan, spec.linux.resources);
   if (!st.ok()) {
     Status cleanup = c->Destroy(deps.options.setup_timeout);

@@ -52,6 +52,7 @@ class LinuxContainer : public Container, public std::enable_shared_from_this<Lin
   Result<CgroupMetrics> Stats() override;
   Status Pause() override;
   Status Resume() override;
+  Result<std::string> RootfsPath() const override { return rootfs_; }
   Result<std::string> NamespacePath(oci::NamespaceType type) const override;
   Result<NamespaceFds> ShareNamespaces(const std::vector<oci::NamespaceType>& types) const override;
 
@@ -63,8 +64,10 @@ class LinuxContainer : public Container, public std::enable_shared_from_this<Lin
   // Exited execs whose stdio was released, kept so a late Wait still answers.
   static constexpr size_t kMaxExecTombstones = 1024;
 
-  LinuxContainer(std::string id, ContainerDeps deps, CgroupPtr cgroup, std::optional<oci::Seccomp> seccomp)
-      : id_(std::move(id)), deps_(deps), cgroup_(std::move(cgroup)), seccomp_(std::move(seccomp)) {}
+  LinuxContainer(std::string id, std::string rootfs, ContainerDeps deps, CgroupPtr cgroup,
+                 std::optional<oci::Seccomp> seccomp)
+      : id_(std::move(id)), rootfs_(std::move(rootfs)), deps_(deps), cgroup_(std::move(cgroup)),
+        seccomp_(std::move(seccomp)) {}
   Status LaunchInit(NamespacePlan ns, const RootfsPlan& rootfs, const ProcessPlan& plan,
                     const std::optional<oci::LinuxResources>& resources);
   void OnInitExit(ExitInfo& info);
@@ -75,6 +78,7 @@ class LinuxContainer : public Container, public std::enable_shared_from_this<Lin
   Status WaitAllExited(std::chrono::steady_clock::time_point deadline);
 
   const std::string id_;
+  const std::string rootfs_;
   const ContainerDeps deps_;
   const CgroupPtr cgroup_;
   const std::optional<oci::Seccomp> seccomp_;  // applies to execs too

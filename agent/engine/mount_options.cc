@@ -2,6 +2,7 @@
 #include "agent/engine/mount_options.h"
 
 #include <sys/mount.h>
+#include <sys/statvfs.h>
 
 #include <array>
 
@@ -99,6 +100,19 @@ MountOptions ParseMountOptions(std::string_view type, const std::vector<std::str
     }
   }
   return out;
+}
+
+unsigned long PreservedFlags(const std::string& path) {
+  struct statvfs sv{};
+  if (::statvfs(path.c_str(), &sv) != 0) return 0;
+  unsigned long f = 0;
+  if (sv.f_flag & ST_NOSUID) f |= MS_NOSUID;
+  if (sv.f_flag & ST_NODEV) f |= MS_NODEV;
+  if (sv.f_flag & ST_NOEXEC) f |= MS_NOEXEC;
+  if (sv.f_flag & ST_NOATIME) f |= MS_NOATIME;
+  if (sv.f_flag & ST_NODIRATIME) f |= MS_NODIRATIME;
+  if (sv.f_flag & ST_RELATIME) f |= MS_RELATIME;
+  return f;
 }
 
 }  // namespace capsule::engine

@@ -28,4 +28,8 @@ MountOptions ParseMountOptions(std::string_view type, const std::vector<std::str
 // "rprivate" -> MS_PRIVATE|MS_REC; 0 for "" or an unknown name.
 unsigned long PropagationFlags(std::string_view name);
 
+// The flags of the mount at `path` that a bind remount must repeat to keep
+// them (statvfs -> MS_NOSUID, MS_NODEV, ...); 0 when it cannot be read.
+unsigned long PreservedFlags(const std::string& path);
+
 }  // namespace capsule::engine

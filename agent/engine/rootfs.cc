@@ -108,20 +108,6 @@ Result<RootfsPlan> PlanRootfs(const oci::Spec& spec, const std::string& rootfs, 
 
 namespace {
 
-// Mount flags a bind remount must repeat to keep (statvfs -> MS_*).
-unsigned long PreservedFlags(const std::string& path) {
-  struct statvfs sv{};
-  if (::statvfs(path.c_str(), &sv) != 0) return 0;
-  unsigned long f = 0;
-  if (sv.f_flag & ST_NOSUID) f |= MS_NOSUID;
-  if (sv.f_flag & ST_NODEV) f |= MS_NODEV;
-  if (sv.f_flag & ST_NOEXEC) f |= MS_NOEXEC;
-  if (sv.f_flag & ST_NOATIME) f |= MS_NOATIME;
-  if (sv.f_flag & ST_NODIRATIME) f |= MS_NODIRATIME;
-  if (sv.f_flag & ST_RELATIME) f |= MS_RELATIME;
-  return f;
-}
-
 Status DoMount(int root_fd, const MountPlan& m) {
   const std::string what = m.field + ": mount " + (m.options.bind() ? "bind " + m.source : m.type) + " on " +
                            m.destination;

@@ -83,7 +83,7 @@ Status Sandbox::Remove(const std::string& id, std::chrono::milliseconds timeout)
 }
 
 Status Sandbox::RemoveAll(std::chrono::milliseconds timeout) {
-  Status first;
+  Status first = guest_->RemoveAll(timeout);
   for (const auto& c : List()) {
     Status st = Remove(c->id(), timeout);
     if (!st.ok() && first.ok()) first = st;

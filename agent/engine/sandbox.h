@@ -12,6 +12,7 @@
 #include "agent/engine/cgroup_manager.h"
 #include "agent/engine/container_manager.h"
 #include "agent/engine/exit_monitor.h"
+#include "agent/engine/guest_processes.h"
 #include "agent/engine/linux_container.h"
 #include "agent/engine/oom_watcher.h"
 #include "runtime/common/reaper.h"
@@ -31,17 +32,23 @@ class Sandbox : public ContainerManager {
   Status Remove(const std::string& id, std::chrono::milliseconds timeout) override;
   Status RemoveAll(std::chrono::milliseconds timeout) override;
   std::optional<std::string> WaitOomEvent(std::chrono::milliseconds timeout) override;
+  GuestProcesses* Guest() override { return guest_.get(); }
 
  private:
   Sandbox(EngineOptions options, CgroupManagerPtr cgroups, std::unique_ptr<ExitMonitor> exits,
           std::unique_ptr<OomWatcher> oom)
-      : options_(std::move(options)), cgroups_(std::move(cgroups)), exits_(std::move(exits)), oom_(std::move(oom)) {}
+      : options_(std::move(options)),
+        cgroups_(std::move(cgroups)),
+        exits_(std::move(exits)),
+        oom_(std::move(oom)),
+        guest_(std::make_unique<GuestProcesses>(*cgroups_, *exits_, options_)) {}
   Result<NamespaceFds> SharedNamespaces(const CreateOptions& options) const;
 
   const EngineOptions options_;
   const CgroupManagerPtr cgroups_;
   const std::unique_ptr<ExitMonitor> exits_;
   const std::unique_ptr<OomWatcher> oom_;
+  const std::unique_ptr<GuestProcesses> guest_;  // after what it borrows, so it goes first
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<LinuxContainer>> containers_;  // guarded by mu_
   std::set<std::string> creating_;                                     // guarded by mu_

@@ -64,6 +64,7 @@ class AgentService final : public AgentServiceBase {
   grpc::Status StartContainer(Ctx*, const v1::StartContainerRequest*, v1::StartContainerResponse*) override;
   grpc::Status RemoveContainer(Ctx*, const v1::RemoveContainerRequest*, Empty*) override;
   grpc::Status ExecProcess(Ctx*, const v1::ExecProcessRequest*, v1::ExecProcessResponse*) override;
+  grpc::Status ExecGuestProcess(Ctx*, const v1::ExecGuestProcessRequest*, v1::ExecProcessResponse*) override;
   grpc::Status SignalProcess(Ctx*, const v1::SignalProcessRequest*, Empty*) override;
   grpc::Status RemoveProcess(Ctx*, const v1::RemoveProcessRequest*, Empty*) override;
   grpc::Status WaitProcess(Ctx*, const v1::WaitProcessRequest*, v1::WaitProcessResponse*) override;

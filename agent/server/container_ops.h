@@ -45,6 +45,11 @@ class ContainerOps : public sandbox::SandboxObserver {
   }
   virtual Status RemoveContainer(const v1::RemoveContainerRequest&) { return Missing("RemoveContainer"); }
   virtual Result<v1::ExecProcessResponse> ExecProcess(const v1::ExecProcessRequest&) { return Missing("ExecProcess"); }
+  // A process in the guest outside every container; the process RPCs then
+  // address it with container_id "".
+  virtual Result<v1::ExecProcessResponse> ExecGuestProcess(const v1::ExecGuestProcessRequest&) {
+    return Missing("ExecGuestProcess");
+  }
   virtual Status SignalProcess(const v1::SignalProcessRequest&) { return Missing("SignalProcess"); }
   virtual Status RemoveProcess(const v1::RemoveProcessRequest&) { return Missing("RemoveProcess"); }
   virtual Result<v1::WaitProcessResponse> WaitProcess(const v1::WaitProcessRequest&, const CallContext&) {

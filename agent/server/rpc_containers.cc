@@ -57,6 +57,12 @@ grpc::Status AgentService::ExecProcess(Ctx*, const v1::ExecProcessRequest* req, 
   return CallInto("ExecProcess", containers_.load(), resp, [&](ContainerOps& o) { return o.ExecProcess(*req); });
 }
 
+grpc::Status AgentService::ExecGuestProcess(Ctx*, const v1::ExecGuestProcessRequest* req,
+                                            v1::ExecProcessResponse* resp) {
+  return CallInto("ExecGuestProcess", containers_.load(), resp,
+                  [&](ContainerOps& o) { return o.ExecGuestProcess(*req); });
+}
+
 grpc::Status AgentService::SignalProcess(Ctx*, const v1::SignalProcessRequest* req, Empty*) {
   return Call("SignalProcess", containers_.load(), [&](ContainerOps& o) { return o.SignalProcess(*req); });
 }

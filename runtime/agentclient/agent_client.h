@@ -41,6 +41,9 @@ class AgentClient {
   virtual Result<v1::StartContainerResponse> StartContainer(const v1::StartContainerRequest& req) = 0;
   virtual Status RemoveContainer(const v1::RemoveContainerRequest& req) = 0;
   virtual Result<v1::ExecProcessResponse> ExecProcess(const v1::ExecProcessRequest& req) = 0;
+  // Operators' debug access: a process in the guest outside the containers,
+  // then addressed with container_id "" (agent.proto).
+  virtual Result<v1::ExecProcessResponse> ExecGuestProcess(const v1::ExecGuestProcessRequest& req) = 0;
   virtual Status SignalProcess(const v1::SignalProcessRequest& req) = 0;
   virtual Status RemoveProcess(const v1::RemoveProcessRequest& req) = 0;
   virtual Result<v1::ListProcessesResponse> ListProcesses(const v1::ListProcessesRequest& req) = 0;

@@ -84,6 +84,9 @@ class GrpcAgentClient final : public AgentClient {
   Result<v1::ExecProcessResponse> ExecProcess(const v1::ExecProcessRequest& req) override {
     return Call("ExecProcess", &Stub::ExecProcess, req, options_.default_call_timeout);
   }
+  Result<v1::ExecProcessResponse> ExecGuestProcess(const v1::ExecGuestProcessRequest& req) override {
+    return Call("ExecGuestProcess", &Stub::ExecGuestProcess, req, options_.default_call_timeout);
+  }
   Status SignalProcess(const v1::SignalProcessRequest& req) override {
     return Done(Call("SignalProcess", &Stub::SignalProcess, req, options_.default_call_timeout));
   }

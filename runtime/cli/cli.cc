@@ -72,7 +72,8 @@ int Run(int argc, char** argv) {
   app.add_option("--log-level", flags.log_level, "trace|debug|info|warn|error (default: the config's)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
 
-  std::vector<Command> commands = {AddEnvCommand(app, flags), AddCheckCommand(app, flags), AddPsCommand(app, flags)};
+  std::vector<Command> commands = {AddEnvCommand(app, flags), AddCheckCommand(app, flags), AddPsCommand(app, flags),
+                                   AddExecCommand(app, flags)};
   for (Command& c : AddVmCommands(app, flags)) commands.push_back(std::move(c));
   for (Command& c : AddPoolCommands(app, flags)) commands.push_back(std::move(c));
   for (Command& c : AddInstallCommands(app, flags)) commands.push_back(std::move(c));

@@ -34,6 +34,7 @@ int Fail(std::string_view command, const Status& status, int code = 1);
 Command AddEnvCommand(CLI::App& parent, const GlobalFlags& flags);
 Command AddCheckCommand(CLI::App& parent, const GlobalFlags& flags);
 Command AddPsCommand(CLI::App& parent, const GlobalFlags& flags);
+Command AddExecCommand(CLI::App& parent, const GlobalFlags& flags);
 // `metrics` and its subcommands: serve, dump.
 std::vector<Command> AddMetricsCommands(CLI::App& parent, const GlobalFlags& flags);
 // `vm` and its subcommands: boot, ls, stop.

@@ -1,16 +1,11 @@
-// See guest_stats.h. The vsock host end is adopted only to dial through it
-// and detached at once, so the VM's owner keeps running it.
+// See guest_stats.h; the connection is vm_agent.h's.
 #include "runtime/vm/guest_stats.h"
 
 #include <cstdlib>
 #include <limits>
 
 #include "runtime/agentclient/agent_client.h"
-#include "runtime/common/file_util.h"
-#include "runtime/common/guest_abi.h"
-#include "runtime/hypervisor/vm_paths.h"
-#include "runtime/hypervisor/vm_record.h"
-#include "runtime/vsock/vsock_backend.h"
+#include "runtime/vm/vm_agent.h"
 
 namespace capsule::vm {
 namespace {
@@ -77,23 +72,11 @@ Status ParseLoadavg(std::string_view text, GuestStats& out) {
 }
 
 Result<GuestStats> ReadGuestStats(const std::string& state_dir, milliseconds timeout) {
-  hypervisor::VmPaths paths(state_dir);
-  ASSIGN_OR_RETURN(std::string text, ReadFile(paths.record()));
-  ASSIGN_OR_RETURN(hypervisor::VmRecord record, hypervisor::VmRecordFromJson(text, paths.record()));
-  ASSIGN_OR_RETURN(vsock::VmVsockPtr host_end, vsock::AdoptVmVsock(state_dir));
-  vsock::VmVsock* raw = host_end.get();
-  agentclient::ConnectOptions o;
-  o.deadline = timeout;
-  o.attempt_timeout = timeout;
-  o.default_call_timeout = timeout;
-  o.token = record.spec.agent_token;
-  auto agent = agentclient::ConnectAgent([raw](milliseconds t) { return raw->Dial(guest_abi::kAgentVsockPort, t); }, o);
-  host_end->Detach();  // the VM's owner runs it; we only dialled through it
-  if (!agent.ok()) return agent.status();
+  ASSIGN_OR_RETURN(agentclient::AgentClientPtr agent, ConnectVmAgent(state_dir, timeout));
   GuestStats s;
-  ASSIGN_OR_RETURN(std::string meminfo, ReadProcFile(**agent, "/proc/meminfo"));
+  ASSIGN_OR_RETURN(std::string meminfo, ReadProcFile(*agent, "/proc/meminfo"));
   RETURN_IF_ERROR(ParseMeminfo(meminfo, s));
-  ASSIGN_OR_RETURN(std::string loadavg, ReadProcFile(**agent, "/proc/loadavg"));
+  ASSIGN_OR_RETURN(std::string loadavg, ReadProcFile(*agent, "/proc/loadavg"));
   RETURN_IF_ERROR(ParseLoadavg(loadavg, s));
   return s;
 }

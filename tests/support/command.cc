@@ -130,6 +130,19 @@ void StreamingCommand::ReadAvailable() {
   }
 }
 
+Result<int> StreamingCommand::Wait(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!child_.TryReap()) {
+    if (std::chrono::steady_clock::now() >= deadline)
+      return DeadlineExceeded("command still running after " + std::to_string(timeout.count()) + " ms; output: " +
+                              output_);
+    ReadAvailable();
+    ::usleep(20 * 1000);
+  }
+  ReadAvailable();
+  return child_.Wait(std::chrono::milliseconds(0));
+}
+
 void StreamingCommand::Stop(std::chrono::milliseconds grace) {
   if (child_.pid() > 0 && !child_.reaped()) child_.Terminate(grace);
   if (out_) {

@@ -50,6 +50,9 @@ class StreamingCommand {
   pid_t pid() const { return child_.pid(); }
   // SIGTERM, then SIGKILL after `grace`; reaps.
   void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+  Status Signal(int sig) { return child_.Signal(sig); }
+  // Waits for exit (taking in its output meanwhile); the raw wait status.
+  Result<int> Wait(std::chrono::milliseconds timeout);
 
  private:
   StreamingCommand(ChildProcess child, UniqueFd out) : child_(std::move(child)), out_(std::move(out)) {}

@@ -93,6 +93,17 @@ Result<uint32_t> ApiClient::Exec(const std::string& id, const std::string& exec_
   return resp.pid();
 }
 
+Result<uint32_t> ApiClient::ExecGuest(const std::string& exec_id, const nlohmann::json& process,
+                                      const std::string& tools_container) {
+  v1::ExecGuestProcessRequest req;
+  req.set_exec_id(exec_id);
+  req.set_process_json(process.dump());
+  req.set_tools_container_id(tools_container);
+  ASSIGN_OR_RETURN(auto resp, (Invoke<v1::ExecGuestProcessRequest, v1::ExecProcessResponse>(
+                                  stub_, &v1::Agent::Stub::ExecGuestProcess, req, kBlockingDeadline)));
+  return resp.pid();
+}
+
 Status ApiClient::Signal(const std::string& id, const std::string& exec_id, uint32_t signal, bool all) {
   v1::SignalProcessRequest req;
   req.set_container_id(id);

@@ -358,5 +358,116 @@ TEST_P(ContainerApiTest, CpuLimitAndUpdateContainerWriteCpuMax) {
   EXPECT_EQ(api().ReadFile(CgroupDir("cpu") + "/cpu.max").value_or(""), "25000 100000\n");
 }
 
+// --- Guest processes (ExecGuestProcess, capsule-runtime exec): outside every
+// container, addressed with container id "".
+
+// The cgroup a guest process gets, beside the containers' parent.
+std::string GuestCgroupFile(AgentEndpoint& ep, const std::string& exec_id) {
+  const std::string parent = ep.cgroup_parent_dir();
+  return parent.substr(0, parent.rfind('/')) + "/capsule-debug-" + exec_id + "/cgroup.procs";
+}
+
+TEST_P(ContainerApiTest, GuestProcessSeesTheGuestFromOutsideWithAContainersTools) {
+  ASSERT_OK(api().Create("c1", api().Spec({"sleep", "1000"})));
+  auto pid = api().Start("c1");
+  ASSERT_OK(pid);
+  ASSERT_NE(*pid, 1u);  // as the agent counts; the container itself calls it 1
+  // The container's pid 1 is its sleep; the guest process sees it under the
+  // guest's pid, so it is in the guest's pid namespace, not the container's.
+  const std::string script = "cat /proc/" + std::to_string(*pid) + "/comm; cat /proc/1/comm >&2; " +
+                             "touch /written-by-debug 2>/dev/null && echo writable; " +
+                             "echo scratch > /tmp/t && cat /tmp/t; pwd";
+  ASSERT_OK(api().ExecGuest("dbg", ApiClient::Process({"sh", "-c", script}), "c1"));
+  std::string err;
+  std::thread err_reader([&] { err = api().ReadAll("", "dbg", true).value_or("<read failed>"); });
+  EXPECT_EQ(api().ReadAll("", "dbg").value_or("<read failed>"), "sleep\nscratch\n/\n");
+  err_reader.join();
+  EXPECT_NE(err, "sleep\n") << "pid 1 of the guest process is the container's init";
+  EXPECT_EQ(api().Wait("", "dbg").value_or(v1::WaitProcessResponse()).status(), 0);
+  ASSERT_OK(api().RemoveProcess("", "dbg"));
+  // The tools root was read-only: the container's files are as they were.
+  ASSERT_OK(api().Exec("c1", "look", ApiClient::Process({"sh", "-c", "test -e /written-by-debug; echo $?"})));
+  EXPECT_EQ(api().ReadAll("c1", "look").value_or(""), "1\n");
+  EXPECT_ERROR(api().ReadFile(GuestCgroupFile(endpoint(), "dbg")), Code::kNotFound, "dbg");
+}
+
+TEST_P(ContainerApiTest, GuestProcessStdinExitStatusAndRemovalEndWhatItLeft) {
+  ASSERT_OK(api().Create("c1", api().Spec({"sleep", "1000"})));
+  ASSERT_OK(api().Start("c1"));
+  ASSERT_OK(api().ExecGuest(
+      "io", ApiClient::Process({"sh", "-c", "sleep 1000 & echo $!; read x; echo \"got $x\"; echo oops >&2; exit 7"}),
+      "c1"));
+  auto first = api().ReadAll("", "io", false, "\n");
+  ASSERT_OK(first);
+  const std::string left_pid = first->substr(0, first->find('\n'));
+  ASSERT_FALSE(left_pid.empty());
+  EXPECT_ERROR(api().RemoveProcess("", "io"), Code::kFailedPrecondition, "still running");
+  ASSERT_OK(api().Write("", "io", "hi\n"));
+  EXPECT_EQ(api().ReadAll("", "io", false, "got hi\n").value_or(""), "got hi\n");
+  EXPECT_EQ(api().ReadAll("", "io", true, "oops\n").value_or(""), "oops\n");
+  EXPECT_EQ(api().Wait("", "io").value_or(v1::WaitProcessResponse()).status(), 7);
+  // Its background sleep still runs and holds its cgroup; removing the
+  // process ends it and removes the cgroup.
+  EXPECT_OK(api().ReadFile(GuestCgroupFile(endpoint(), "io")));
+  ASSERT_OK(api().RemoveProcess("", "io"));
+  EXPECT_ERROR(api().ReadFile(GuestCgroupFile(endpoint(), "io")), Code::kNotFound, "io");
+  EXPECT_ERROR(api().Wait("", "io"), Code::kNotFound, "io");
+  ASSERT_OK(api().ExecGuest("check", ApiClient::Process({"sh", "-c", "test -d /proc/" + left_pid + "; echo $?"}), "c1"));
+  EXPECT_EQ(api().ReadAll("", "check").value_or(""), "1\n") << "the background sleep outlived its guest process";
+  EXPECT_EQ(api().Wait("", "check").value_or(v1::WaitProcessResponse()).status(), 0);
+}
+
+TEST_P(ContainerApiTest, GuestProcessTerminalAndWindowResize) {
+  ASSERT_OK(api().Create("c1", api().Spec({"sleep", "1000"})));
+  ASSERT_OK(api().Start("c1"));
+  json p = ApiClient::Process({"sh", "-c", "stty size; read x; stty size"}, /*terminal=*/true);
+  p["consoleSize"] = {{"height", 24}, {"width", 80}};
+  ASSERT_OK(api().ExecGuest("tty", p, "c1"));
+  EXPECT_NE(api().ReadAll("", "tty", false, "24 80").value_or("").find("24 80"), std::string::npos);
+  ASSERT_OK(api().Resize("", "tty", 40, 100));
+  ASSERT_OK(api().Write("", "tty", "go\n"));
+  EXPECT_NE(api().ReadAll("", "tty", false, "40 100").value_or("").find("40 100"), std::string::npos);
+  EXPECT_EQ(api().Wait("", "tty").value_or(v1::WaitProcessResponse()).status(), 0);
+  ASSERT_OK(api().RemoveProcess("", "tty"));
+}
+
+TEST_P(ContainerApiTest, GuestProcessErrorsNameWhatWasWrong) {
+  ASSERT_OK(api().Create("c1", api().Spec({"sleep", "1000"})));
+  ASSERT_OK(api().Start("c1"));
+  EXPECT_ERROR(api().ExecGuest("e1", ApiClient::Process({"true"}), "no-such-container"), Code::kNotFound,
+               "tools_container_id");
+  EXPECT_ERROR(api().ExecGuest("e1", ApiClient::Process({"true"}), "../c1"), Code::kInvalidArgument,
+               "tools_container_id");
+  EXPECT_ERROR(api().ExecGuest("", ApiClient::Process({"true"}), "c1"), Code::kInvalidArgument, "exec_id");
+  EXPECT_ERROR(api().ExecGuest("e1", ApiClient::Process({"capsule-no-such-tool"}), "c1"), Code::kNotFound,
+               "capsule-no-such-tool");
+  EXPECT_ERROR(api().ExecGuest("e1", json::array(), "c1"), Code::kInvalidArgument, "process_json");
+  EXPECT_ERROR(api().Signal("", "", SIGTERM), Code::kInvalidArgument, "exec_id is required for a guest process");
+  EXPECT_ERROR(api().Wait("", "never-made"), Code::kNotFound, "never-made");
+  // A failed start leaves no cgroup, and the id is free again.
+  EXPECT_ERROR(api().ReadFile(GuestCgroupFile(endpoint(), "e1")), Code::kNotFound, "e1");
+  ASSERT_OK(api().ExecGuest("e1", ApiClient::Process({"sleep", "1000"}), "c1"));
+  EXPECT_ERROR(api().ExecGuest("e1", ApiClient::Process({"true"}), "c1"), Code::kAlreadyExists, "e1");
+  ASSERT_OK(api().Signal("", "e1", SIGTERM));
+  EXPECT_EQ(api().Wait("", "e1").value_or(v1::WaitProcessResponse()).status(), 128 + SIGTERM);
+  EXPECT_ERROR(api().Signal("", "e1", SIGTERM), Code::kNotFound, "");
+  ASSERT_OK(api().RemoveProcess("", "e1"));
+}
+
+TEST_P(ContainerApiTest, DestroySandboxEndsGuestProcesses) {
+  ASSERT_OK(api().Create("c1", api().Spec({"sleep", "1000"})));
+  ASSERT_OK(api().Start("c1"));
+  auto pid = api().ExecGuest("long", ApiClient::Process({"sleep", "1001"}), "c1");
+  ASSERT_OK(pid);
+  ASSERT_OK(api().DestroySandbox());
+  EXPECT_ERROR(api().ReadFile(GuestCgroupFile(endpoint(), "long")), Code::kNotFound, "long");
+  ASSERT_OK(api().CreateSandbox("pod-again"));  // TearDown destroys this one
+  ASSERT_OK(api().Create("c2", api().Spec({"sleep", "1000"})));
+  ASSERT_OK(api().Start("c2"));
+  ASSERT_OK(api().ExecGuest("check", ApiClient::Process({"sh", "-c", "test -d /proc/" + std::to_string(*pid) + "; echo $?"}),
+                            "c2"));
+  EXPECT_EQ(api().ReadAll("", "check").value_or(""), "1\n") << "the guest process outlived its sandbox";
+}
+
 }  // namespace
 }  // namespace capsule::agent::testing

@@ -38,6 +38,17 @@ TEST(ValidateTest, ExecIdEmptyMeansTheInitOnlyWhereAllowed) {
   EXPECT_EQ(CheckExecId("exec_id", "../x", true).code(), Code::kInvalidArgument);
 }
 
+TEST(ValidateTest, ProcessTargetEmptyContainerIsTheGuestAndNeedsAnExecId) {
+  EXPECT_TRUE(CheckProcessTarget("", "dbg", false).ok());
+  Status st = CheckProcessTarget("", "", true);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("exec_id is required for a guest process"), std::string::npos) << st.message();
+  EXPECT_EQ(CheckProcessTarget("", "../x", false).code(), Code::kInvalidArgument);
+  EXPECT_TRUE(CheckProcessTarget("c1", "", true).ok());
+  EXPECT_EQ(CheckProcessTarget("c1", "", false).code(), Code::kInvalidArgument);
+  EXPECT_NE(CheckProcessTarget("a/b", "e", false).message().find("container_id"), std::string::npos);
+}
+
 TEST(ValidateTest, SignalsWindowSizesAndReadLengths) {
   EXPECT_TRUE(CheckSignal(0).ok());
   EXPECT_TRUE(CheckSignal(64).ok());
@@ -301,6 +312,28 @@ TEST_F(EngineOpsTest, BadRequestsNameTheirField) {
   update.set_container_id("c1");
   update.set_resources_json("[1]");
   EXPECT_NE(ops_.UpdateContainer(update).message().find("resources_json"), std::string::npos);
+}
+
+TEST_F(EngineOpsTest, GuestProcessesNeedASandboxAnEngineThatRunsThemAndAValidRequest) {
+  v1::ExecGuestProcessRequest req;
+  req.set_exec_id("dbg");
+  req.set_process_json(R"({"args":["sh"],"cwd":"/"})");
+  EXPECT_EQ(ops_.ExecGuestProcess(req).status().code(), Code::kFailedPrecondition);
+  ASSERT_TRUE(ops_.SandboxCreated(pod_).ok());
+  // The fake engine has no guest processes: the protocol's "unimplemented".
+  Status st = ops_.ExecGuestProcess(req).status();
+  EXPECT_EQ(st.code(), Code::kUnimplemented) << st.ToString();
+  v1::WaitProcessRequest wait;
+  wait.set_exec_id("dbg");
+  FlagContext ctx;
+  EXPECT_EQ(ops_.WaitProcess(wait, ctx).status().code(), Code::kUnimplemented);
+  req.set_tools_container_id("a/b");
+  EXPECT_NE(ops_.ExecGuestProcess(req).status().message().find("tools_container_id"), std::string::npos);
+  req.set_tools_container_id("");
+  req.set_process_json(R"({"args":[]})");
+  EXPECT_NE(ops_.ExecGuestProcess(req).status().message().find("process_json"), std::string::npos);
+  req.set_exec_id("");
+  EXPECT_NE(ops_.ExecGuestProcess(req).status().message().find("exec_id"), std::string::npos);
 }
 
 TEST_F(EngineOpsTest, TheSecondContainerJoinsTheFirstAndDuplicatesAreRefused) {

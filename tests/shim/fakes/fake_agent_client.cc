@@ -427,6 +427,11 @@ Result<av1::Interface> FakeAgentClient::UpdateInterface(const av1::UpdateInterfa
 Result<av1::Routes> FakeAgentClient::UpdateRoutes(const av1::UpdateRoutesRequest&) { return Unimplemented("fake"); }
 Result<av1::Interfaces> FakeAgentClient::ListInterfaces() { return Unimplemented("fake"); }
 Result<av1::Routes> FakeAgentClient::ListRoutes() { return Unimplemented("fake"); }
+// The shim never starts guest processes (capsule-runtime exec does).
+Result<av1::ExecProcessResponse> FakeAgentClient::ExecGuestProcess(const av1::ExecGuestProcessRequest&) {
+  return Unimplemented("fake");
+}
+
 Result<av1::ReadGuestFileResponse> FakeAgentClient::ReadGuestFile(const av1::ReadGuestFileRequest&) {
   return Unimplemented("fake");
 }

@@ -85,6 +85,7 @@ class FakeAgentClient : public agentclient::AgentClient {
   Result<av1::StartContainerResponse> StartContainer(const av1::StartContainerRequest& req) override;
   Status RemoveContainer(const av1::RemoveContainerRequest& req) override;
   Result<av1::ExecProcessResponse> ExecProcess(const av1::ExecProcessRequest& req) override;
+  Result<av1::ExecProcessResponse> ExecGuestProcess(const av1::ExecGuestProcessRequest& req) override;
   Status SignalProcess(const av1::SignalProcessRequest& req) override;
   Status RemoveProcess(const av1::RemoveProcessRequest& req) override;
   Result<av1::ListProcessesResponse> ListProcesses(const av1::ListProcessesRequest& req) override;

@@ -1,0 +1,184 @@
+// Guest processes go through the same launcher as container execs (fork,
+// cgroup join, clone, sync socket), with no namespace joined, no seccomp
+// and, for a tools root, only a new mount namespace.
+#include "agent/engine/guest_processes.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <vector>
+
+#include "agent/engine/launcher.h"
+#include "agent/engine/process_setup.h"
+#include "runtime/common/logging.h"
+
+namespace capsule::engine {
+namespace {
+
+const log::Logger kLog("engine.guest");
+
+std::string CgroupName(const std::string& exec_id) { return "capsule-debug-" + exec_id; }
+
+}  // namespace
+
+GuestProcesses::~GuestProcesses() {
+  Status st = RemoveAll(options_.setup_timeout);
+  if (!st.ok()) kLog.Error("guest processes teardown: {}", st.ToString());
+}
+
+Result<pid_t> GuestProcesses::Exec(const std::string& exec_id, const oci::Process& process,
+                                   const std::string& tools_root) {
+  if (exec_id.empty()) return InvalidArgument("exec id must not be empty");
+  ASSIGN_OR_RETURN(ProcessPlan plan, PlanProcess(process, std::nullopt));
+  SweepFinished();
+  {
+    std::lock_guard lock(mu_);
+    if (entries_.count(exec_id)) return AlreadyExists("guest process " + exec_id + " already exists");
+    if (entries_.size() >= kMaxProcesses)
+      return ResourceExhausted("the guest already runs " + std::to_string(kMaxProcesses) +
+                               " debug processes; remove finished ones first");
+    entries_[exec_id] = Entry{};  // reserves the id while launching
+  }
+  auto launched = [&]() -> Result<Entry> {
+    ASSIGN_OR_RETURN(CgroupPtr cgroup, cgroups_.Create(CgroupName(exec_id)));
+    ChildStdio child;
+    auto io = plan.terminal ? ProcessIo::CreateTerminal() : ProcessIo::CreatePipes(&child);
+    if (!io.ok()) {
+      (void)cgroup->Destroy(options_.setup_timeout);
+      return io.status();
+    }
+    Entry e{std::make_shared<Process>(exec_id, *io), std::move(cgroup)};
+    LaunchRequest req;
+    auto procs = e.cgroup->OpenProcs();
+    Status st = procs.status();
+    if (st.ok()) {
+      req.cgroup_procs = std::move(*procs);
+      if (!tools_root.empty()) {
+        req.namespaces.unshare_flags = CLONE_NEWNS;
+        req.tools_root = tools_root;
+      }
+      req.process = &plan;
+      req.stdio = std::move(child);
+      req.timeout = options_.setup_timeout;
+      auto l = Launch(req, exits_, e.process);
+      st = l.ok() ? l->Start(options_.setup_timeout) : l.status();
+    }
+    if (!st.ok()) {
+      e.process->OnExit(W_EXITCODE(255, 0));  // wakes any waiter; no-op if it already exited
+      Status down = Teardown(exec_id, e, std::chrono::steady_clock::now() + options_.setup_timeout);
+      if (!down.ok()) kLog.Error("guest process {}: cleanup after failed start: {}", exec_id, down.ToString());
+      return st;
+    }
+    return e;
+  }();
+  std::lock_guard lock(mu_);
+  if (!launched.ok()) {
+    entries_.erase(exec_id);
+    return std::move(launched).status().WithContext("guest process " + exec_id);
+  }
+  const pid_t pid = launched->process->pid();
+  entries_[exec_id] = std::move(*launched);
+  kLog.Info("guest process {} started, pid {}, {}", exec_id, pid,
+            tools_root.empty() ? std::string("in the guest's root") : "tools from " + tools_root);
+  return pid;
+}
+
+Result<GuestProcesses::Entry> GuestProcesses::Find(const std::string& exec_id) const {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(exec_id);
+  if (it == entries_.end() || !it->second.process) return NotFound("no guest process with exec id " + exec_id);
+  return it->second;
+}
+
+Status GuestProcesses::Signal(const std::string& exec_id, int signal, bool all) {
+  ASSIGN_OR_RETURN(Entry e, Find(exec_id));
+  if (!all) return e.process->Signal(signal);
+  ASSIGN_OR_RETURN(std::vector<pid_t> pids, e.cgroup->Pids());
+  if (pids.empty()) return NotFound("guest process " + exec_id + " has nothing running");
+  return e.cgroup->SignalAll(signal);
+}
+
+Result<ExitInfo> GuestProcesses::Wait(const std::string& exec_id, const CancelCheck& cancel) {
+  ASSIGN_OR_RETURN(Entry e, Find(exec_id));
+  std::optional<ExitInfo> info = e.process->Wait(cancel);
+  if (!info) return Cancelled("wait for guest process " + exec_id + ": the caller gave up");
+  return *info;
+}
+
+Status GuestProcesses::RemoveProcess(const std::string& exec_id) {
+  Entry e;
+  {
+    std::lock_guard lock(mu_);
+    auto it = entries_.find(exec_id);
+    if (it == entries_.end() || !it->second.process) return NotFound("no guest process with exec id " + exec_id);
+    if (!it->second.process->exited())
+      return FailedPrecondition("guest process " + exec_id + " is still running; signal it first");
+    e = std::move(it->second);
+    entries_.erase(it);
+  }
+  RETURN_IF_ERROR(Teardown(exec_id, e, std::chrono::steady_clock::now() + options_.setup_timeout));
+  kLog.Info("guest process {} removed", exec_id);
+  return Status::Ok();
+}
+
+Result<ProcessIoPtr> GuestProcesses::Io(const std::string& exec_id) {
+  ASSIGN_OR_RETURN(Entry e, Find(exec_id));
+  return e.process->io();
+}
+
+Status GuestProcesses::Teardown(const std::string& exec_id, Entry& e, std::chrono::steady_clock::time_point deadline) {
+  Status kill = e.cgroup->SignalAll(SIGKILL);
+  if (!kill.ok()) kLog.Warn("guest process {}: kill all: {}", exec_id, kill.ToString());
+  if (e.process->pid() > 0) (void)e.process->Signal(SIGKILL);
+  if (e.process->pid() > 0 && !e.process->WaitUntil(deadline))
+    return DeadlineExceeded("guest process " + exec_id + " (pid " + std::to_string(e.process->pid()) +
+                            ") did not exit after SIGKILL");
+  e.process->io()->Release();
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  return e.cgroup->Destroy(std::max(left, std::chrono::milliseconds(100)))
+      .WithContext("remove the cgroup of guest process " + exec_id);
+}
+
+void GuestProcesses::SweepFinished() {
+  std::vector<std::pair<std::string, Entry>> finished;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (it->second.process && it->second.process->Finished()) {
+        finished.emplace_back(it->first, std::move(it->second));
+        it = entries_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& [id, e] : finished) {
+    Status st = Teardown(id, e, std::chrono::steady_clock::now() + options_.setup_timeout);
+    if (!st.ok()) kLog.Warn("guest process {}: {}", id, st.ToString());
+  }
+}
+
+Status GuestProcesses::RemoveAll(std::chrono::milliseconds timeout) {
+  std::map<std::string, Entry> all;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (it->second.process) {
+        all.insert(entries_.extract(it++));
+      } else {
+        ++it;  // still launching: its Exec cleans up if it fails, else it is swept later
+      }
+    }
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  Status first;
+  for (auto& [id, e] : all) {
+    Status st = Teardown(id, e, deadline);
+    if (!st.ok() && first.ok()) first = st;
+  }
+  if (!all.empty()) kLog.Info("{} guest process(es) stopped with the sandbox", all.size());
+  return first;
+}
+
+}  // namespace capsule::engine

@@ -1,0 +1,76 @@
+// GuestProcesses: processes an operator starts in the guest itself, outside
+// every container (capsule-runtime exec): the agent's pid, network, ipc and
+// uts namespaces and credentials, no seccomp, each in a cgroup of its own
+// (capsule-debug-<exec id> under the cgroup root) so that removing it also
+// ends whatever it forked. Addressed by exec id, like a container's execs;
+// all of them die with the sandbox.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "agent/engine/cgroup_manager.h"
+#include "agent/engine/container_manager.h"
+#include "agent/engine/exit_monitor.h"
+#include "agent/engine/process.h"
+#include "agent/engine/stdio.h"
+#include "runtime/common/status.h"
+#include "runtime/oci/spec.h"
+
+namespace capsule::engine {
+
+class GuestProcesses {
+ public:
+  // Processes known at once (running or exited and not yet removed); one
+  // more is RESOURCE_EXHAUSTED, after finished ones were swept.
+  static constexpr size_t kMaxProcesses = 32;
+
+  // Borrows what its Sandbox owns (and outlives it).
+  GuestProcesses(CgroupManager& cgroups, ExitMonitor& exits, const EngineOptions& options)
+      : cgroups_(cgroups), exits_(exits), options_(options) {}
+  ~GuestProcesses();
+  GuestProcesses(const GuestProcesses&) = delete;
+  GuestProcesses& operator=(const GuestProcesses&) = delete;
+
+  // Starts `process`. `tools_root` empty: in the guest's own root; else that
+  // directory (a container's rootfs) is the process's read-only "/"
+  // (tools_root.h). ALREADY_EXISTS for a known exec id.
+  Result<pid_t> Exec(const std::string& exec_id, const oci::Process& process, const std::string& tools_root);
+  // The process only, or with `all` everything in its cgroup. NOT_FOUND once
+  // it (or, with `all`, everything) has exited.
+  Status Signal(const std::string& exec_id, int signal, bool all);
+  Result<ExitInfo> Wait(const std::string& exec_id, const CancelCheck& cancel);
+  // Forgets an exited process: kills what it left running in its cgroup,
+  // removes the cgroup and releases its stdio. FAILED_PRECONDITION while it
+  // runs, NOT_FOUND for an unknown id.
+  Status RemoveProcess(const std::string& exec_id);
+  Result<ProcessIoPtr> Io(const std::string& exec_id);
+  // Kills every process and everything they forked, waits up to `timeout`,
+  // removes their cgroups. The sandbox's teardown.
+  Status RemoveAll(std::chrono::milliseconds timeout);
+
+ private:
+  struct Entry {
+    ProcessPtr process;
+    std::shared_ptr<Cgroup> cgroup;  // shared: lookups copy the entry
+  };
+
+  Result<Entry> Find(const std::string& exec_id) const;
+  // Kills the cgroup's processes, waits for the main one, removes the cgroup.
+  Status Teardown(const std::string& exec_id, Entry& entry, std::chrono::steady_clock::time_point deadline);
+  // Removes entries whose process is finished (exited, waited, drained).
+  void SweepFinished();
+
+  CgroupManager& cgroups_;
+  ExitMonitor& exits_;
+  const EngineOptions& options_;
+  mutable std::mutex mu_;
+  std::map<std::string, Entry> entries_;  // guarded by mu_; an entry without process is being launched
+};
+
+}  // namespace capsule::engine

@@ -1,0 +1,231 @@
+// Threads: one per output stream (blocking reads; the agent's pace is the
+// back-pressure), one blocked in WaitProcess, and the caller's, which
+// multiplexes stdin, signals and the exit with poll(2).
+#include "runtime/guestexec/guest_exec_session.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/common/file_util.h"
+#include "runtime/common/unique_fd.h"
+#include "runtime/guestexec/session_signals.h"
+
+namespace capsule::guestexec {
+namespace {
+
+namespace v1 = agentclient::v1;
+using std::chrono::milliseconds;
+
+constexpr size_t kChunk = 32 * 1024;
+// After the command exits: how long output still in flight (or held open by
+// something it left running) is copied before the process is removed.
+constexpr milliseconds kDrainGrace{2000};
+
+std::string NewExecId() {
+  const auto ns = std::chrono::steady_clock::now().time_since_epoch().count();
+  return fmt::format("capsule-exec-{}-{}", ::getpid(), ns % 1000000000);
+}
+
+// Counts the output threads still copying, so the caller can wait for them
+// with a bound.
+class Pending {
+ public:
+  explicit Pending(int n) : n_(n) {}
+  void Done() {
+    std::lock_guard lock(mu_);
+    --n_;
+    cv_.notify_all();
+  }
+  bool WaitFor(milliseconds timeout) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return n_ == 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int n_;
+};
+
+void CopyOutput(agentclient::AgentClient& agent, const std::string& exec_id, bool stderr_stream, int fd) {
+  v1::ReadStreamRequest req;
+  req.set_exec_id(exec_id);
+  req.set_len(kChunk);
+  bool writable = true;
+  for (;;) {
+    auto r = stderr_stream ? agent.ReadStderr(req) : agent.ReadStdout(req);
+    if (!r.ok() || r->eof()) return;
+    // A reader that went away (a closed pipe) stops the copy but not the
+    // draining, so the process is never stuck on a full pipe.
+    if (writable && !WriteAll(fd, r->data(), "").ok()) writable = false;
+  }
+}
+
+}  // namespace
+
+std::string GuestProcessJson(const ExecOptions& o) {
+  std::vector<std::string> env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"};
+  if (o.tty) env.push_back("TERM=" + o.term);
+  for (const std::string& kv : o.env) {
+    const std::string key = kv.substr(0, kv.find('='));
+    std::erase_if(env, [&](const std::string& e) { return e.substr(0, e.find('=')) == key; });
+    env.push_back(kv);
+  }
+  nlohmann::json p = {{"args", o.args}, {"env", env}, {"cwd", o.cwd}, {"terminal", o.tty},
+                      {"user", {{"uid", 0}, {"gid", 0}}}};
+  if (o.tty && o.size) p["consoleSize"] = {{"height", o.size->rows}, {"width", o.size->cols}};
+  return p.dump();
+}
+
+SessionResult RunGuestExec(agentclient::AgentClient& agent, const ExecOptions& o, const SessionFds& fds) {
+  SessionResult result;
+  const std::string exec_id = NewExecId();
+  v1::ExecGuestProcessRequest start;
+  start.set_exec_id(exec_id);
+  start.set_process_json(GuestProcessJson(o));
+  start.set_tools_container_id(o.tools_container);
+  auto started = agent.ExecGuestProcess(start);
+  if (!started.ok()) {
+    result.status = started.status();
+    return result;
+  }
+  result.started = true;
+
+  UniqueFd exited(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!exited) {
+    result.status = ErrnoStatus("eventfd");
+    // Still reap it below: nothing may stay behind in the guest.
+  }
+  std::optional<Result<v1::WaitProcessResponse>> wait_result;
+  std::mutex wait_mu;
+  std::thread waiter([&] {
+    v1::WaitProcessRequest req;
+    req.set_exec_id(exec_id);
+    auto r = agent.WaitProcess(req);
+    {
+      std::lock_guard lock(wait_mu);
+      wait_result = std::move(r);
+    }
+    const uint64_t one = 1;
+    if (exited) (void)!::write(exited.get(), &one, sizeof one);
+  });
+  Pending copying(o.tty ? 1 : 2);
+  std::thread out([&] {
+    CopyOutput(agent, exec_id, false, fds.out);
+    copying.Done();
+  });
+  std::thread err;
+  if (!o.tty) {
+    err = std::thread([&] {
+      CopyOutput(agent, exec_id, true, fds.err);
+      copying.Done();
+    });
+  }
+
+  auto close_stdin = [&] {
+    v1::CloseStdinRequest req;
+    req.set_exec_id(exec_id);
+    (void)agent.CloseStdin(req);
+  };
+  bool stdin_open = o.pass_stdin;
+  if (!o.pass_stdin && !o.tty) close_stdin();
+  int interrupts = 0;
+  bool done = !exited;
+  while (!done) {
+    std::vector<pollfd> pfds = {{exited.get(), POLLIN, 0}};
+    if (fds.signals >= 0) pfds.push_back({fds.signals, POLLIN, 0});
+    if (stdin_open) pfds.push_back({fds.in, POLLIN, 0});
+    if (::poll(pfds.data(), pfds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      result.status = ErrnoStatus("poll");
+      break;
+    }
+    if (pfds[0].revents) break;
+    for (size_t i = 1; i < pfds.size(); ++i) {
+      if (!pfds[i].revents) continue;
+      if (pfds[i].fd == fds.signals) {
+        int sig = 0;
+        while ((sig = SessionSignals::NextFrom(fds.signals)) != 0) {
+          if (sig == SIGWINCH) {
+            auto size = fds.terminal >= 0 ? TerminalSize(fds.terminal) : std::nullopt;
+            if (o.tty && size) {
+              v1::TtyWinResizeRequest req;
+              req.set_exec_id(exec_id);
+              req.set_row(size->rows);
+              req.set_column(size->cols);
+              (void)agent.TtyWinResize(req);
+            }
+            continue;
+          }
+          v1::SignalProcessRequest req;
+          req.set_exec_id(exec_id);
+          req.set_signal(++interrupts == 1 ? static_cast<uint32_t>(sig) : SIGKILL);
+          req.set_all(true);
+          (void)agent.SignalProcess(req);
+        }
+        continue;
+      }
+      // stdin
+      char buf[kChunk];
+      const ssize_t n = ::read(fds.in, buf, sizeof buf);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) {
+        stdin_open = false;
+        close_stdin();
+        continue;
+      }
+      v1::WriteStreamRequest req;
+      req.set_exec_id(exec_id);
+      req.set_data(buf, static_cast<size_t>(n));
+      if (!agent.WriteStdin(req).ok()) stdin_open = false;  // the process closed its stdin or exited
+    }
+  }
+  waiter.join();
+  (void)copying.WaitFor(kDrainGrace);
+  // Removing it kills what it left running (and wakes the copies); a
+  // process the agent still calls running is killed first.
+  v1::RemoveProcessRequest remove;
+  remove.set_exec_id(exec_id);
+  Status removed = agent.RemoveProcess(remove);
+  if (!removed.ok() && removed.code() == Code::kFailedPrecondition) {
+    v1::SignalProcessRequest kill;
+    kill.set_exec_id(exec_id);
+    kill.set_signal(SIGKILL);
+    kill.set_all(true);
+    (void)agent.SignalProcess(kill);
+    v1::WaitProcessRequest req;
+    req.set_exec_id(exec_id);
+    (void)agent.WaitProcess(req, milliseconds(10000));
+    removed = agent.RemoveProcess(remove);
+  }
+  if (!copying.WaitFor(kDrainGrace)) agent.Close();  // cancels the reads still blocked
+  out.join();
+  if (err.joinable()) err.join();
+
+  std::lock_guard lock(wait_mu);
+  if (result.status.ok() && wait_result && !wait_result->ok()) result.status = wait_result->status();
+  if (result.status.ok() && !removed.ok()) result.status = removed.WithContext("remove the guest process");
+  if (result.status.ok() && wait_result && wait_result->ok()) {
+    // The guest is untrusted: an exit status no process can have is an error,
+    // not a code passed on (the kernel would keep its low 8 bits only).
+    const int32_t st = (*wait_result)->status();
+    if (st < 0 || st > 255)
+      result.status = InvalidArgument("the guest reported exit status " + std::to_string(st) + ", outside 0..255");
+    else
+      result.exit_status = st;
+  }
+  return result;
+}
+
+}  // namespace capsule::guestexec

@@ -1,0 +1,29 @@
+#include "runtime/vm/vm_agent.h"
+
+#include "runtime/common/file_util.h"
+#include "runtime/common/guest_abi.h"
+#include "runtime/hypervisor/vm_paths.h"
+#include "runtime/hypervisor/vm_record.h"
+#include "runtime/vsock/vsock_backend.h"
+
+namespace capsule::vm {
+
+using std::chrono::milliseconds;
+
+Result<agentclient::AgentClientPtr> ConnectVmAgent(const std::string& state_dir, milliseconds timeout) {
+  hypervisor::VmPaths paths(state_dir);
+  ASSIGN_OR_RETURN(std::string text, ReadFile(paths.record()));
+  ASSIGN_OR_RETURN(hypervisor::VmRecord record, hypervisor::VmRecordFromJson(text, paths.record()));
+  ASSIGN_OR_RETURN(vsock::VmVsockPtr host_end, vsock::AdoptVmVsock(state_dir));
+  vsock::VmVsock* raw = host_end.get();
+  agentclient::ConnectOptions o;
+  o.deadline = timeout;
+  o.attempt_timeout = timeout;
+  o.default_call_timeout = timeout;
+  o.token = record.spec.agent_token;
+  auto agent = agentclient::ConnectAgent([raw](milliseconds t) { return raw->Dial(guest_abi::kAgentVsockPort, t); }, o);
+  host_end->Detach();  // the VM's owner runs it; we only dialled through it
+  return agent;
+}
+
+}  // namespace capsule::vm

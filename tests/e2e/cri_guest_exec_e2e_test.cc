@@ -1,0 +1,133 @@
+// `capsule-runtime exec POD -- CMD` against a CRI pod of containerd 1.6: the
+// command runs in the pod's guest outside its containers (the guest's pid
+// namespace: it sees the agent as PID 1 and every container's processes),
+// with a container's tools, stdin, a terminal that follows resizes, the
+// command's exit status, and signals passed on. Nothing it started is left in
+// the guest afterwards. One VM boot; the fixture checks nothing is left on
+// the host after it.
+#include <signal.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "tests/e2e/cri_e2e_fixture.h"
+#include "tests/e2e/pty_command.h"
+
+namespace capsule::testing {
+namespace {
+
+constexpr milliseconds kCommandTimeout{60000};
+
+class CriGuestExecE2eTest : public CriE2eTest {
+ protected:
+  std::string Cli() const { return std::string(std::getenv("CAPSULE_BUILD_DIR")) + "/runtime/cli/capsule-runtime"; }
+  std::vector<std::string> Exec(const std::vector<std::string>& args) const {
+    std::vector<std::string> argv = {Cli(), "--config", env_->config_path(), "exec"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
+  // `capsule-runtime exec` with the tools of `tools`, to completion.
+  Result<CommandResult> RunInGuest(const std::string& pod, const std::string& tools, const std::string& script) {
+    return RunCommand(Exec({pod, "--tools-from", tools, "--", "sh", "-c", script}), kCommandTimeout);
+  }
+};
+
+TEST_F(CriGuestExecE2eTest, ExecRunsOutsideTheContainersWithStdinTtySignalsAndExitStatus) {
+  const v1::PodSandboxConfig pod = Pod("ge-pod", v1::POD);
+  auto pod_id = RunPod(pod);
+  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  auto tools = StartContainer(*pod_id, pod, "tools", {"sleep", "3600"});
+  ASSERT_TRUE(tools.ok()) << tools.status().ToString();
+
+  // The guest's pid namespace: PID 1 is the agent (the container's own PID 1
+  // is its sleep), and the container's process is there under the guest's pid.
+  auto ps = RunInGuest(*pod_id, *tools, "cat /proc/1/comm; ps -o pid,args");
+  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  ASSERT_EQ(ps->exit_code, 0) << ps->out << ps->err;
+  EXPECT_EQ(ps->out.substr(0, ps->out.find('\n')), "init") << ps->out;
+  EXPECT_NE(ps->out.find("sleep 3600"), std::string::npos) << ps->out;
+  // From inside the container, PID 1 is the pod's (the pause process).
+  auto inside = cri_->ExecSync(*tools, {"cat", "/proc/1/comm"}, 30);
+  ASSERT_TRUE(inside.ok()) << inside.status().ToString();
+  EXPECT_EQ(inside->out, "pause\n");
+
+  // The pod by its CRI namespace/name, the command's exit status, stderr apart.
+  auto status = RunInGuest("default/ge-pod", *tools, "echo to-err >&2; exit 7");
+  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  EXPECT_EQ(status->exit_code, 7) << status->err;
+  EXPECT_EQ(status->err, "to-err\n");
+
+  // -i passes stdin; without it the command reads end of file at once.
+  auto piped = RunCommand({"/bin/sh", "-c",
+                           fmt::format("printf 'through-stdin\\n' | '{}' --config '{}' exec -i {} --tools-from {} -- cat",
+                                       Cli(), env_->config_path(), pod_id->substr(0, 12), *tools)},
+                          kCommandTimeout);
+  ASSERT_TRUE(piped.ok()) << piped.status().ToString();
+  EXPECT_EQ(piped->exit_code, 0) << piped->err;
+  EXPECT_EQ(piped->out, "through-stdin\n");
+  auto no_stdin = RunCommand(Exec({*pod_id, "--tools-from", *tools, "--", "cat"}), kCommandTimeout);
+  ASSERT_TRUE(no_stdin.ok()) << no_stdin.status().ToString();
+  EXPECT_EQ(no_stdin->exit_code, 0) << no_stdin->err;
+  EXPECT_EQ(no_stdin->out, "");
+
+  // -t: a terminal of the caller's size that follows a resize; every key,
+  // Ctrl-C included, goes to the guest's shell.
+  auto tty = PtyCommand::Start(Exec({"-it", *pod_id, "--tools-from", *tools, "--", "sh"}), 30, 100);
+  ASSERT_TRUE(tty.ok()) << tty.status().ToString();
+  ASSERT_TRUE(tty->Write("stty size\n").ok());
+  EXPECT_TRUE(tty->WaitForOutput("30 100", kCommandTimeout).ok()) << tty->output();
+  tty->Consume();
+  ASSERT_TRUE(tty->Resize(45, 123).ok());
+  ::usleep(500 * 1000);  // SIGWINCH reaches the CLI, which resizes the guest's pty
+  ASSERT_TRUE(tty->Write("stty size\n").ok());
+  EXPECT_TRUE(tty->WaitForOutput("45 123", kCommandTimeout).ok()) << tty->output();
+  ASSERT_TRUE(tty->Write("sleep 1000\n").ok());
+  ::usleep(500 * 1000);
+  ASSERT_TRUE(tty->Write("\x03").ok());  // Ctrl-C ends the sleep, not the session
+  ASSERT_TRUE(tty->Write("echo after-$((40+2))\n").ok());
+  EXPECT_TRUE(tty->WaitForOutput("after-42", kCommandTimeout).ok()) << tty->output();
+  ASSERT_TRUE(tty->Write("exit 5\n").ok());
+  auto tty_exit = tty->Wait(kCommandTimeout);
+  ASSERT_TRUE(tty_exit.ok()) << tty_exit.status().ToString();
+  EXPECT_EQ(*tty_exit, 5) << tty->output();
+
+  // SIGTERM to the CLI goes to the guest command; the CLI exits as it did.
+  auto long_run = StreamingCommand::Start(Exec({*pod_id, "--tools-from", *tools, "--", "sh", "-c",
+                                                "echo started; exec sleep 3599"}));
+  ASSERT_TRUE(long_run.ok()) << long_run.status().ToString();
+  ASSERT_TRUE(long_run->WaitForOutput("started", kCommandTimeout).ok()) << long_run->output();
+  ASSERT_TRUE(long_run->Signal(SIGTERM).ok());
+  auto wstatus = long_run->Wait(kCommandTimeout);
+  ASSERT_TRUE(wstatus.ok()) << wstatus.status().ToString();
+  ASSERT_TRUE(WIFEXITED(*wstatus)) << "the CLI died of the signal instead of passing it on";
+  EXPECT_EQ(WEXITSTATUS(*wstatus), 128 + SIGTERM) << long_run->output();
+
+  // Nothing any of them started is left in the guest: no process, and only
+  // the checking command's own cgroup.
+  auto left = RunInGuest(*pod_id, *tools, "ps -o args | grep -c '^sleep 3599\\|^sleep 1000'; "
+                                          "ls -d /sys/fs/cgroup/capsule-debug-* | wc -l");
+  ASSERT_TRUE(left.ok()) << left.status().ToString();
+  EXPECT_EQ(left->out, "0\n1\n") << left->err;
+
+  // The production guest image has no shell: without --tools-from, "sh" is
+  // an error of the guest's (126) naming the way out; an unknown pod is ours (125).
+  auto no_tools = RunCommand(Exec({*pod_id, "--", "sh"}), kCommandTimeout);
+  ASSERT_TRUE(no_tools.ok()) << no_tools.status().ToString();
+  EXPECT_EQ(no_tools->exit_code, 126) << no_tools->err;
+  EXPECT_NE(no_tools->err.find("\"sh\""), std::string::npos) << no_tools->err;
+  EXPECT_NE(no_tools->err.find("--tools-from"), std::string::npos) << no_tools->err;
+  auto no_pod = RunCommand(Exec({"no-such-pod", "--", "true"}), kCommandTimeout);
+  ASSERT_TRUE(no_pod.ok()) << no_pod.status().ToString();
+  EXPECT_EQ(no_pod->exit_code, 125);
+  EXPECT_NE(no_pod->err.find("no-such-pod"), std::string::npos) << no_pod->err;
+  auto no_container = RunCommand(Exec({*pod_id, "--tools-from", "no-such-container", "--", "true"}), kCommandTimeout);
+  ASSERT_TRUE(no_container.ok()) << no_container.status().ToString();
+  EXPECT_EQ(no_container->exit_code, 126);
+  EXPECT_NE(no_container->err.find("no-such-container"), std::string::npos) << no_container->err;
+
+  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
+  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+}
+
+}  // namespace
+}  // namespace capsule::testing

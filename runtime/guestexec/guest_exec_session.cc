@@ -66,6 +66,7 @@ void CopyOutput(agentclient::AgentClient& agent, const std::string& exec_id, boo
   for (;;) {
     auto r = stderr_stream ? agent.ReadStderr(req) : agent.ReadStdout(req);
     if (!r.ok() || r->eof()) return;
+    if (r->data().size() > kChunk) return;  // more than asked: a lying guest ends its stream
     // A reader that went away (a closed pipe) stops the copy but not the
     // draining, so the process is never stuck on a full pipe.
     if (writable && !WriteAll(fd, r->data(), "").ok()) writable = false;

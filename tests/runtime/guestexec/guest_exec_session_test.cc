@@ -1,12 +1,20 @@
 // The process JSON `capsule-runtime exec` sends is what the agent's own OCI
-// parser accepts, with the defaults and the caller's overrides.
+// parser accepts, with the defaults and the caller's overrides; the session
+// against an agent that lies ends cleanly and always removes the process.
 #include "runtime/guestexec/guest_exec_session.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 
+#include "runtime/common/file_util.h"
+#include "runtime/common/unique_fd.h"
 #include "runtime/oci/spec_parser.h"
+#include "tests/runtime/guestexec/lying_agent.h"
 
 namespace capsule::guestexec {
 namespace {
@@ -50,6 +58,133 @@ TEST(GuestProcessJsonTest, TtyCarriesTermAndSizeAndTheCallersEnvOverridesDefault
   EXPECT_EQ(std::count_if(p->env.begin(), p->env.end(), [](const std::string& e) { return e.rfind("PATH=", 0) == 0; }),
             1);
   EXPECT_TRUE(Has(p->env, "EXTRA=a=b"));
+}
+
+// A pipe the session writes the command's output to, read back after.
+struct OutputPipe {
+  UniqueFd read, write;
+  static OutputPipe Make() {
+    int fds[2];
+    EXPECT_EQ(::pipe2(fds, O_CLOEXEC | O_NONBLOCK), 0);
+    return {UniqueFd(fds[0]), UniqueFd(fds[1])};
+  }
+  std::string Drain() {
+    write.reset();
+    std::string out;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(read.get(), buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+    return out;
+  }
+};
+
+ExecOptions Options() {
+  ExecOptions o;
+  o.args = {"cat"};
+  return o;
+}
+
+TEST(GuestExecSessionTest, OutputAndExitStatusPassThroughAndTheProcessIsRemoved) {
+  LyingAgent agent;
+  agent.stdout_chunks = {"hello ", "guest\n"};
+  agent.exit_status = 7;
+  OutputPipe out = OutputPipe::Make();
+  SessionFds fds;
+  fds.out = out.write.get();
+  SessionResult r = RunGuestExec(agent, Options(), fds);
+  ASSERT_TRUE(r.started);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.exit_status, 7);
+  EXPECT_EQ(out.Drain(), "hello guest\n");
+  EXPECT_EQ(agent.removed.size(), 1u);
+  EXPECT_TRUE(agent.stdin_closed) << "without -i the command must read end of file";
+}
+
+TEST(GuestExecSessionTest, MoreOutputThanAskedEndsTheStreamUnwritten) {
+  LyingAgent agent;
+  agent.stdout_chunks = {std::string(64 * 1024 + 1, 'x'), "never read"};
+  OutputPipe out = OutputPipe::Make();
+  SessionFds fds;
+  fds.out = out.write.get();
+  SessionResult r = RunGuestExec(agent, Options(), fds);
+  EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(out.Drain(), "");
+  EXPECT_EQ(agent.stdout_reads, 1);
+  EXPECT_EQ(agent.removed.size(), 1u);
+}
+
+TEST(GuestExecSessionTest, AnImpossibleExitStatusIsAnErrorNotAnExitCode) {
+  for (int32_t lie : {300, -1, 125 + 256}) {
+    LyingAgent agent;
+    agent.exit_status = lie;
+    SessionFds fds;
+    OutputPipe out = OutputPipe::Make();
+    fds.out = out.write.get();
+    SessionResult r = RunGuestExec(agent, Options(), fds);
+    EXPECT_TRUE(r.started);
+    EXPECT_EQ(r.status.code(), Code::kInvalidArgument) << lie;
+    EXPECT_NE(r.status.message().find(std::to_string(lie)), std::string::npos) << r.status.message();
+    EXPECT_EQ(agent.removed.size(), 1u);
+  }
+}
+
+TEST(GuestExecSessionTest, AFailedStartIsReportedAsNotStarted) {
+  LyingAgent agent;
+  agent.exec_error = NotFound("exec \"sh\": executable file not found in $PATH");
+  SessionResult r = RunGuestExec(agent, Options(), SessionFds{});
+  EXPECT_FALSE(r.started);
+  EXPECT_EQ(r.status.code(), Code::kNotFound);
+  EXPECT_TRUE(agent.removed.empty());
+}
+
+TEST(GuestExecSessionTest, StdinGoesToTheProcessThenEndOfFile) {
+  LyingAgent agent;
+  int in[2];
+  ASSERT_EQ(::pipe2(in, O_CLOEXEC), 0);
+  UniqueFd in_read(in[0]);
+  ASSERT_TRUE(WriteAll(in[1], "typed\n", "stdin").ok());
+  ::close(in[1]);
+  ExecOptions o = Options();
+  o.pass_stdin = true;
+  OutputPipe out = OutputPipe::Make();
+  SessionFds fds;
+  fds.in = in_read.get();
+  fds.out = out.write.get();
+  agent.exit_on_stdin_eof = true;
+  SessionResult r = RunGuestExec(agent, o, fds);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  std::lock_guard lock(agent.mu);
+  EXPECT_EQ(agent.stdin_data, "typed\n");
+  EXPECT_TRUE(agent.stdin_closed);
+}
+
+TEST(GuestExecSessionTest, ASignalGoesToEverythingTheCommandStartedAndASecondOneKills) {
+  LyingAgent agent;
+  agent.wait_for_signal = true;
+  // A pipe stands in for the signalfd: the session reads signalfd_siginfo
+  // records from it.
+  int sig[2];
+  ASSERT_EQ(::pipe2(sig, O_CLOEXEC | O_NONBLOCK), 0);
+  UniqueFd sig_read(sig[0]), sig_write(sig[1]);
+  signalfd_siginfo info{};
+  info.ssi_signo = SIGTERM;
+  ASSERT_EQ(::write(sig_write.get(), &info, sizeof info), static_cast<ssize_t>(sizeof info));
+  ASSERT_EQ(::write(sig_write.get(), &info, sizeof info), static_cast<ssize_t>(sizeof info));
+  OutputPipe out = OutputPipe::Make();
+  SessionFds fds;
+  fds.out = out.write.get();
+  fds.signals = sig_read.get();
+  SessionResult r = RunGuestExec(agent, Options(), fds);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.exit_status, 128 + SIGTERM);
+  std::lock_guard lock(agent.mu);
+  ASSERT_GE(agent.signals.size(), 1u);
+  EXPECT_EQ(agent.signals[0].signal(), static_cast<uint32_t>(SIGTERM));
+  EXPECT_TRUE(agent.signals[0].all());
+  EXPECT_TRUE(agent.signals[0].container_id().empty());
+  if (agent.signals.size() > 1) {
+    EXPECT_EQ(agent.signals[1].signal(), static_cast<uint32_t>(SIGKILL));
+  }
 }
 
 }  // namespace

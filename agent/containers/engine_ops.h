@@ -25,6 +25,8 @@ namespace capsule::agent::containers {
 // RemoveContainer with timeout 0, and DestroySandbox: how long the killed
 // processes may take to be reaped.
 inline constexpr std::chrono::milliseconds kDefaultRemoveTimeout{10000};
+// Shortest container id prefix ExecGuestProcess resolves.
+inline constexpr size_t kMinIdPrefix = 4;
 // GetOOMEvent checks for cancellation (and a destroyed sandbox) this often.
 inline constexpr std::chrono::milliseconds kOomPollInterval{500};
 
@@ -76,6 +78,8 @@ class EngineOps final : public server::ContainerOps {
     std::mutex create_mu;  // serialises CreateContainer: the anchor depends on the order
     std::mutex storages_mu;
     std::map<std::string, std::vector<storage::MountedStorage>> storages;  // guarded by storages_mu
+    std::mutex names_mu;
+    std::map<std::string, std::string> cri_names;  // container id -> CRI container name; guarded by names_mu
   };
   using PodPtr = std::shared_ptr<Pod>;
 
@@ -95,6 +99,10 @@ class EngineOps final : public server::ContainerOps {
     engine::GuestProcesses* operator->() const { return guest; }
   };
   Result<GuestTarget> LookupGuest() const;
+  // ExecGuestProcess's tools_container_id: a container id, the CRI name of
+  // one (a running one wins over exited ones of that name), or a unique id
+  // prefix of kMinIdPrefix characters or more.
+  static Result<engine::ContainerPtr> FindToolsContainer(Pod& pod, const std::string& query);
   Result<engine::ProcessIoPtr> LookupIo(const std::string& container_id, const std::string& exec_id) const;
   Result<v1::ReadStreamResponse> Read(const v1::ReadStreamRequest& req, engine::Stream stream,
                                       const server::CallContext& ctx);

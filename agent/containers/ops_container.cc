@@ -24,6 +24,8 @@ const log::Logger kLog("containers");
 // CreateContainerRequest.storages, validated all before any is mounted and
 // unmounted again (RAII) if a later step fails.
 constexpr int kMaxStorages = 64;
+// The CRI plugin's annotation naming a container as the kubelet knows it.
+constexpr const char* kCriContainerName = "io.kubernetes.cri.container-name";
 
 Result<std::vector<storage::MountedStorage>> MountStorages(
     const google::protobuf::RepeatedPtrField<v1::Storage>& storages) {
@@ -73,6 +75,10 @@ Status EngineOps::CreateInPod(Pod& pod, const std::string& id, oci::Spec spec, c
   options.share_types = plan.share_types;
   RETURN_IF_ERROR(pod.engine->Create(id, spec, options).status());  // `mounts` unmount on failure
   pod.namespaces.Created(id, plan);
+  if (auto name = spec.annotations.find(kCriContainerName); name != spec.annotations.end()) {
+    std::lock_guard names(pod.names_mu);
+    pod.cri_names[id] = name->second;
+  }
   kLog.Info("container {} created in sandbox {} ({}{} storages)", id, pod.id,
             plan.anchor ? "namespace anchor, " : "joins " + plan.share_from + ", ", mounts.size());
   std::lock_guard storages(pod.storages_mu);
@@ -95,6 +101,10 @@ Status EngineOps::RemoveContainer(const v1::RemoveContainerRequest& req) {
   const auto timeout = req.timeout() == 0 ? kDefaultRemoveTimeout : std::chrono::seconds(req.timeout());
   RETURN_IF_ERROR(pod->engine->Remove(req.container_id(), timeout));
   pod->namespaces.Removed(req.container_id());
+  {
+    std::lock_guard names(pod->names_mu);
+    pod->cri_names.erase(req.container_id());
+  }
   RETURN_IF_ERROR(UnmountStorages(*pod, req.container_id()));
   // Not fatal: the host then detaches its mounts lazily instead.
   const std::string share = std::string(guest_abi::kSharedFsGuestPath) + "/" + req.container_id();

@@ -40,7 +40,7 @@ Result<v1::ExecProcessResponse> EngineOps::ExecGuestProcess(const v1::ExecGuestP
   ASSIGN_OR_RETURN(GuestTarget g, LookupGuest());
   std::string tools_root;
   if (!req.tools_container_id().empty()) {
-    auto c = g.pod->engine->Get(req.tools_container_id());
+    auto c = FindToolsContainer(*g.pod, req.tools_container_id());
     if (!c.ok()) return std::move(c).status().WithContext("tools_container_id");
     ASSIGN_OR_RETURN(tools_root, (*c)->RootfsPath());
   }
@@ -55,6 +55,34 @@ Result<v1::ExecProcessResponse> EngineOps::ExecGuestProcess(const v1::ExecGuestP
   v1::ExecProcessResponse resp;
   resp.set_pid(static_cast<uint32_t>(pid));
   return resp;
+}
+
+Result<engine::ContainerPtr> EngineOps::FindToolsContainer(Pod& pod, const std::string& query) {
+  if (auto exact = pod.engine->Get(query); exact.ok()) return exact;
+  std::vector<engine::ContainerPtr> named, prefixed;
+  std::map<std::string, std::string> names;
+  {
+    std::lock_guard lock(pod.names_mu);
+    names = pod.cri_names;
+  }
+  for (const engine::ContainerPtr& c : pod.engine->List()) {
+    auto name = names.find(c->id());
+    if (name != names.end() && name->second == query) named.push_back(c);
+    if (query.size() >= kMinIdPrefix && c->id().compare(0, query.size(), query) == 0) prefixed.push_back(c);
+  }
+  if (named.size() > 1) {
+    std::vector<engine::ContainerPtr> running;
+    for (const auto& c : named)
+      if (c->state() == engine::ContainerState::kRunning) running.push_back(c);
+    if (running.size() == 1) return running.front();
+  }
+  const auto& found = named.empty() ? prefixed : named;
+  if (found.size() == 1) return found.front();
+  if (found.empty())
+    return NotFound("no container \"" + query + "\" in sandbox " + pod.id + " (by id, CRI name or id prefix)");
+  std::string ids;
+  for (const auto& c : found) ids += (ids.empty() ? "" : ", ") + c->id();
+  return InvalidArgument("\"" + query + "\" names " + std::to_string(found.size()) + " containers: " + ids);
 }
 
 Status EngineOps::SignalProcess(const v1::SignalProcessRequest& req) {

@@ -116,7 +116,9 @@ Command AddExecCommand(CLI::App& parent, const GlobalFlags& flags) {
   c.app->add_option("command", f->command, "the command and its arguments (after --)")->required();
   c.app->add_flag("-t,--tty", f->tty, "give the command a terminal (the caller's stdin must be one; raw mode)");
   c.app->add_flag("-i,--stdin", f->pass_stdin, "pass stdin to the command (without it the command reads end of file)");
-  c.app->add_option("--tools-from", f->tools_from, "a container of the pod whose root filesystem gives the tools");
+  c.app->add_option("--tools-from", f->tools_from,
+                    "a container of the pod whose root filesystem gives the tools: its CRI name (as kubectl "
+                    "shows it), its id, or a unique prefix of the id");
   c.app->add_option("-e,--env", f->env, "KEY=VALUE in the command's environment (repeatable)")
       ->allow_extra_args(false);
   c.app->add_option("-w,--workdir", f->cwd, "the command's working directory")->capture_default_str();

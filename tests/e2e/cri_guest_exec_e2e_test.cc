@@ -51,8 +51,9 @@ TEST_F(CriGuestExecE2eTest, ExecRunsOutsideTheContainersWithStdinTtySignalsAndEx
   ASSERT_TRUE(inside.ok()) << inside.status().ToString();
   EXPECT_EQ(inside->out, "pause\n");
 
-  // The pod by its CRI namespace/name, the command's exit status, stderr apart.
-  auto status = RunInGuest("default/ge-pod", *tools, "echo to-err >&2; exit 7");
+  // The pod and the tools' container by the names kubectl shows, the
+  // command's exit status, stderr apart.
+  auto status = RunInGuest("default/ge-pod", "tools", "echo to-err >&2; exit 7");
   ASSERT_TRUE(status.ok()) << status.status().ToString();
   EXPECT_EQ(status->exit_code, 7) << status->err;
   EXPECT_EQ(status->err, "to-err\n");

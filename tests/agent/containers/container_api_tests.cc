@@ -431,6 +431,25 @@ TEST_P(ContainerApiTest, GuestProcessTerminalAndWindowResize) {
   ASSERT_OK(api().RemoveProcess("", "tty"));
 }
 
+TEST_P(ContainerApiTest, GuestProcessToolsContainerByCriNameOrIdPrefix) {
+  json spec = api().Spec({"sleep", "1000"});
+  spec["annotations"] = {{"io.kubernetes.cri.container-name", "toolbox"}};
+  ASSERT_OK(api().Create("3f9a0c11-tools", spec));
+  ASSERT_OK(api().Start("3f9a0c11-tools"));
+  ASSERT_OK(api().Create("3f9a77-other", api().Spec({"sleep", "1000"})));
+  ASSERT_OK(api().Start("3f9a77-other"));
+  for (const char* query : {"toolbox", "3f9a0c", "3f9a0c11-tools"}) {
+    ASSERT_OK(api().ExecGuest(std::string("by-") + query, ApiClient::Process({"true"}), query));
+    EXPECT_EQ(api().Wait("", std::string("by-") + query).value_or(v1::WaitProcessResponse()).status(), 0) << query;
+    ASSERT_OK(api().RemoveProcess("", std::string("by-") + query));
+  }
+  // Too short to be a prefix; a prefix of two ids names both.
+  EXPECT_ERROR(api().ExecGuest("short", ApiClient::Process({"true"}), "3f9"), Code::kNotFound, "\"3f9\"");
+  auto both = api().ExecGuest("both", ApiClient::Process({"true"}), "3f9a");
+  EXPECT_ERROR(both, Code::kInvalidArgument, "3f9a0c11-tools");
+  EXPECT_ERROR(both, Code::kInvalidArgument, "3f9a77-other");
+}
+
 TEST_P(ContainerApiTest, GuestProcessErrorsNameWhatWasWrong) {
   ASSERT_OK(api().Create("c1", api().Spec({"sleep", "1000"})));
   ASSERT_OK(api().Start("c1"));

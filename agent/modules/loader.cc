@@ -64,6 +64,13 @@ Result<LoadOutcome> KernelModuleLoader::LoadFile(const std::string& rel_path) {
   return LoadOutcome::kLoaded;
 }
 
+Result<bool> KernelModuleLoader::Knows(std::string_view name) {
+  std::lock_guard lock(mu_);
+  RETURN_IF_ERROR(EnsureIndex());
+  const std::string n = NormalizeModuleName(name);
+  return index_->Contains(n) || builtin_.count(n) != 0;
+}
+
 Status KernelModuleLoader::Load(const std::vector<std::string>& names) {
   std::lock_guard lock(mu_);
   RETURN_IF_ERROR(EnsureIndex());

@@ -39,6 +39,9 @@ class KernelModuleLoader final : public ModuleLoader {
   static std::string DefaultDir();  // /lib/modules/<uname -r>
 
   Status Load(const std::vector<std::string>& names) override;
+  // Whether modules.dep lists the module or modules.builtin has it (both
+  // read once, on first use; an error when modules.dep cannot be read).
+  Result<bool> Knows(std::string_view name);
   // Loads every module in kBootOrderFile, going on past failures.
   Result<BootLoadReport> LoadBootSet();
 

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -81,48 +82,90 @@ std::vector<std::string> ModuleTrees(std::string_view release) {
           fmt::format("{}/{}", kModulesRoot, release)};
 }
 
+namespace {
+
+// Softdeps name modules to load first, which may have softdeps of their
+// own; depmod output has no cycles, but a bound keeps a bad tree finite.
+constexpr int kMaxSoftdepDepth = 4;
+
+// One module tree's index files, each read once for the whole request
+// (softdeps included): modules.dep and modules.builtin by the loader,
+// modules.alias and modules.softdep here, on first use.
+class ModuleTree {
+ public:
+  explicit ModuleTree(std::string dir) : dir_(std::move(dir)), loader_(dir_) {}
+  const std::string& dir() const { return dir_; }
+  KernelModuleLoader& loader() { return loader_; }
+  const ModuleAliases& aliases() {
+    if (!aliases_) aliases_ = ModuleAliases::Parse(ReadFile(dir_ + "/modules.alias").value_or(""));
+    return *aliases_;
+  }
+  const std::vector<std::string>& SoftdepsOf(const std::string& module) {
+    if (!softdeps_) softdeps_ = ParseSoftdepPre(ReadFile(dir_ + "/modules.softdep").value_or(""));
+    static const std::vector<std::string> kNone;
+    auto it = softdeps_->find(module);
+    return it == softdeps_->end() ? kNone : it->second;
+  }
+
+ private:
+  const std::string dir_;
+  KernelModuleLoader loader_;
+  std::optional<ModuleAliases> aliases_;
+  std::optional<std::map<std::string, std::vector<std::string>>> softdeps_;
+};
+
+// False when the tree does not know `request` (nothing was loaded then).
+Result<bool> LoadFromTree(ModuleTree& tree, std::string_view request, int depth) {
+  const std::string name = NormalizeModuleName(request);
+  ASSIGN_OR_RETURN(bool known, tree.loader().Knows(name));
+  std::vector<std::string> targets;
+  if (known) {
+    targets.push_back(name);
+  } else {
+    for (auto& m : tree.aliases().Resolve(request)) {
+      ASSIGN_OR_RETURN(bool alias_known, tree.loader().Knows(m));
+      if (alias_known) targets.push_back(std::move(m));
+    }
+  }
+  if (targets.empty()) return false;
+  Status last;
+  bool any = false;
+  for (const auto& target : targets) {
+    for (const auto& pre : tree.SoftdepsOf(target)) {
+      if (depth >= kMaxSoftdepDepth) {
+        Kmsg(fmt::format("softdep {} of {} not loaded: softdeps nest more than {} deep", pre, target, kMaxSoftdepDepth));
+        continue;
+      }
+      // Best effort, as modprobe does: the module may work without it.
+      auto loaded = LoadFromTree(tree, pre, depth + 1);
+      if (!loaded.ok()) {
+        Kmsg(fmt::format("{} (softdep of {})", loaded.status().message(), target));
+      } else if (!*loaded) {
+        Kmsg(fmt::format("modprobe: no module or alias '{}' in {} (softdep of {})", pre, tree.dir(), target));
+      }
+    }
+    Status st = tree.loader().Load({target});
+    if (st.ok()) {
+      any = true;
+    } else {
+      last = st;
+    }
+  }
+  if (!any) return last;
+  return true;
+}
+
+}  // namespace
+
 Status LoadModuleRequest(std::string_view request, const std::vector<std::string>& trees) {
   if (request.empty() || request.size() > kMaxRequest) return InvalidArgument("modprobe: a request of bad length");
   std::vector<std::string> searched;
-  for (const auto& tree : trees) {
-    const std::string dep_path = tree + "/" + kModulesDepFile;
-    auto dep = ReadFile(dep_path);
-    if (!dep.ok()) continue;
-    searched.push_back(tree);
-    ASSIGN_OR_RETURN(ModuleIndex index, ModuleIndex::Parse(*dep, dep_path));
-    std::set<std::string, std::less<>> builtin;
-    if (auto b = ReadFile(tree + "/" + kModulesBuiltinFile); b.ok()) builtin = ParseBuiltinModules(*b);
-    const std::string name = NormalizeModuleName(request);
-    std::vector<std::string> targets;
-    if (index.Contains(name) || builtin.count(name) != 0) {
-      targets.push_back(name);
-    } else if (auto aliases = ReadFile(tree + "/modules.alias"); aliases.ok()) {
-      for (auto& m : ModuleAliases::Parse(*aliases).Resolve(request)) {
-        if (index.Contains(m) || builtin.count(m) != 0) targets.push_back(std::move(m));
-      }
-    }
-    if (targets.empty()) continue;
-    KernelModuleLoader loader(tree);
-    std::map<std::string, std::vector<std::string>> softdeps;
-    if (auto s = ReadFile(tree + "/modules.softdep"); s.ok()) softdeps = ParseSoftdepPre(*s);
-    Status last;
-    bool any = false;
-    for (const auto& target : targets) {
-      if (auto pre = softdeps.find(target); pre != softdeps.end()) {
-        for (const auto& p : pre->second) {
-          // Best effort, as modprobe does: the module may work without it.
-          if (Status st = LoadModuleRequest(p, {tree}); !st.ok()) Kmsg(fmt::format("{} (softdep of {})", st.message(), target));
-        }
-      }
-      Status st = loader.Load({target});
-      if (st.ok()) {
-        any = true;
-      } else {
-        last = st;
-      }
-    }
-    if (any) return Status::Ok();
-    return last;
+  for (const auto& dir : trees) {
+    if (!PathExists(dir + "/" + kModulesDepFile)) continue;
+    searched.push_back(dir);
+    ModuleTree tree(dir);
+    ASSIGN_OR_RETURN(bool loaded, LoadFromTree(tree, request, 0));
+    if (loaded) return Status::Ok();
   }
   return NotFound(fmt::format("modprobe: no module or alias '{}' in {}", request,
                               searched.empty() ? std::string("any module tree") : fmt::format("{}", fmt::join(searched, ", "))));

@@ -6,7 +6,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <map>
+#include <optional>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -25,6 +29,9 @@ namespace capsule::metrics {
 namespace {
 
 const log::Logger kLog("metrics");
+
+// Guests asked for their memory and load at once during a scrape.
+constexpr size_t kGuestQueriesAtOnce = 8;
 
 struct HostProcess {
   pid_t pid;
@@ -205,12 +212,25 @@ std::string CollectNodeMetrics(const config::Config& config, const CollectOption
       Labels labels;
       Result<vm::GuestStats> stats;
     };
+    std::vector<const vm::VmListing*> asked;
+    for (const auto& l : *vms)
+      if (l.pod && l.vmm_running) asked.push_back(&l);
+    // A few guests at a time, so a scrape of a node whose guests do not
+    // answer takes a few timeouts, not one per pod.
+    std::vector<std::optional<Result<vm::GuestStats>>> answers(asked.size());
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> workers;
+    for (size_t w = 0; w < std::min(kGuestQueriesAtOnce, asked.size()); ++w) {
+      workers.emplace_back([&] {
+        for (size_t i = next++; i < asked.size(); i = next++)
+          answers[i] = vm::ReadGuestStats(asked[i]->state_dir, o.guest_timeout);
+      });
+    }
+    for (auto& worker : workers) worker.join();
     std::vector<Guest> guests;
-    for (const auto& l : *vms) {
-      if (!l.pod || !l.vmm_running) continue;
-      auto s = vm::ReadGuestStats(l.state_dir, o.guest_timeout);
-      if (!s.ok()) kLog.Warn("VM {}: guest stats: {}", l.id, s.status().ToString());
-      guests.push_back({VmLabels(l), std::move(s)});
+    for (size_t i = 0; i < asked.size(); ++i) {
+      if (!answers[i]->ok()) kLog.Warn("VM {}: guest stats: {}", asked[i]->id, answers[i]->status().ToString());
+      guests.push_back({VmLabels(*asked[i]), std::move(*answers[i])});
     }
     t.Family("capsule_guest_up", "gauge", "1 when the pod's guest agent answered this scrape");
     for (const auto& g : guests) t.Sample("capsule_guest_up", g.labels, g.stats.ok() ? 1 : 0);

@@ -99,6 +99,10 @@ Status EngineOps::RemoveContainer(const v1::RemoveContainerRequest& req) {
   RETURN_IF_ERROR(CheckContainerId("container_id", req.container_id()));
   ASSIGN_OR_RETURN(PodPtr pod, CurrentPod());
   const auto timeout = req.timeout() == 0 ? kDefaultRemoveTimeout : std::chrono::seconds(req.timeout());
+  // A debug process borrowing the container's tools would keep its
+  // filesystem mounted in a namespace of its own: it goes first.
+  if (engine::GuestProcesses* guest = pod->engine->Guest())
+    RETURN_IF_ERROR(guest->EndToolUsers(req.container_id(), timeout));
   RETURN_IF_ERROR(pod->engine->Remove(req.container_id(), timeout));
   pod->namespaces.Removed(req.container_id());
   {

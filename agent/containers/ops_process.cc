@@ -38,11 +38,12 @@ Result<v1::ExecProcessResponse> EngineOps::ExecGuestProcess(const v1::ExecGuestP
     RETURN_IF_ERROR(CheckContainerId("tools_container_id", req.tools_container_id()));
   ASSIGN_OR_RETURN(oci::Process process, ParseProcessJson(req.process_json()));
   ASSIGN_OR_RETURN(GuestTarget g, LookupGuest());
-  std::string tools_root;
+  engine::GuestTools tools;
   if (!req.tools_container_id().empty()) {
     auto c = FindToolsContainer(*g.pod, req.tools_container_id());
     if (!c.ok()) return std::move(c).status().WithContext("tools_container_id");
-    ASSIGN_OR_RETURN(tools_root, (*c)->RootfsPath());
+    tools.container_id = (*c)->id();
+    ASSIGN_OR_RETURN(tools.rootfs, (*c)->RootfsPath());
   }
   // Operators' access outside the containers is worth a line in the guest's
   // log (the VM console, which the shim keeps). The program only: its
@@ -51,7 +52,7 @@ Result<v1::ExecProcessResponse> EngineOps::ExecGuestProcess(const v1::ExecGuestP
             process.args.empty() ? std::string() : process.args[0].substr(0, 256),
             process.args.empty() ? 0 : process.args.size() - 1,
             req.tools_container_id().empty() ? "" : ", tools from container " + req.tools_container_id());
-  ASSIGN_OR_RETURN(pid_t pid, g->Exec(req.exec_id(), process, tools_root));
+  ASSIGN_OR_RETURN(pid_t pid, g->Exec(req.exec_id(), process, tools));
   v1::ExecProcessResponse resp;
   resp.set_pid(static_cast<uint32_t>(pid));
   return resp;

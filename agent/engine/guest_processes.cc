@@ -28,12 +28,19 @@ GuestProcesses::~GuestProcesses() {
 }
 
 Result<pid_t> GuestProcesses::Exec(const std::string& exec_id, const oci::Process& process,
-                                   const std::string& tools_root) {
+                                   const GuestTools& tools) {
   if (exec_id.empty()) return InvalidArgument("exec id must not be empty");
   ASSIGN_OR_RETURN(ProcessPlan plan, PlanProcess(process, std::nullopt));
-  SweepFinished();
+  Sweep(/*exited_too=*/false);
+  bool full = false;
   {
     std::lock_guard lock(mu_);
+    full = entries_.size() >= kMaxProcesses;
+  }
+  if (full) Sweep(/*exited_too=*/true);
+  {
+    std::lock_guard lock(mu_);
+    if (closing_) return FailedPrecondition("the sandbox is being destroyed");
     if (entries_.count(exec_id)) return AlreadyExists("guest process " + exec_id + " already exists");
     if (entries_.size() >= kMaxProcesses)
       return ResourceExhausted("the guest already runs " + std::to_string(kMaxProcesses) +
@@ -48,15 +55,15 @@ Result<pid_t> GuestProcesses::Exec(const std::string& exec_id, const oci::Proces
       (void)cgroup->Destroy(options_.setup_timeout);
       return io.status();
     }
-    Entry e{std::make_shared<Process>(exec_id, *io), std::move(cgroup)};
+    Entry e{std::make_shared<Process>(exec_id, *io), std::move(cgroup), tools.container_id};
     LaunchRequest req;
     auto procs = e.cgroup->OpenProcs();
     Status st = procs.status();
     if (st.ok()) {
       req.cgroup_procs = std::move(*procs);
-      if (!tools_root.empty()) {
+      if (!tools.rootfs.empty()) {
         req.namespaces.unshare_flags = CLONE_NEWNS;
-        req.tools_root = tools_root;
+        req.tools_root = tools.rootfs;
       }
       req.process = &plan;
       req.stdio = std::move(child);
@@ -65,22 +72,31 @@ Result<pid_t> GuestProcesses::Exec(const std::string& exec_id, const oci::Proces
       st = l.ok() ? l->Start(options_.setup_timeout) : l.status();
     }
     if (!st.ok()) {
-      e.process->OnExit(W_EXITCODE(255, 0));  // wakes any waiter; no-op if it already exited
+      // Killed and reaped before its exit is recorded by hand: a recorded
+      // exit would make the kill a no-op.
       Status down = Teardown(exec_id, e, std::chrono::steady_clock::now() + options_.setup_timeout);
       if (!down.ok()) kLog.Error("guest process {}: cleanup after failed start: {}", exec_id, down.ToString());
+      e.process->OnExit(W_EXITCODE(255, 0));  // wakes any waiter; no-op if it already exited
       return st;
     }
     return e;
   }();
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   if (!launched.ok()) {
     entries_.erase(exec_id);
     return std::move(launched).status().WithContext("guest process " + exec_id);
   }
+  if (closing_) {
+    entries_.erase(exec_id);
+    lock.unlock();
+    Status down = Teardown(exec_id, *launched, std::chrono::steady_clock::now() + options_.setup_timeout);
+    if (!down.ok()) kLog.Error("guest process {}: {}", exec_id, down.ToString());
+    return Status(Code::kAborted, "guest process " + exec_id + ": the sandbox was destroyed while it started");
+  }
   const pid_t pid = launched->process->pid();
   entries_[exec_id] = std::move(*launched);
   kLog.Info("guest process {} started, pid {}, {}", exec_id, pid,
-            tools_root.empty() ? std::string("in the guest's root") : "tools from " + tools_root);
+            tools.rootfs.empty() ? std::string("in the guest's root") : "tools from container " + tools.container_id);
   return pid;
 }
 
@@ -127,25 +143,50 @@ Result<ProcessIoPtr> GuestProcesses::Io(const std::string& exec_id) {
   return e.process->io();
 }
 
-Status GuestProcesses::Teardown(const std::string& exec_id, Entry& e, std::chrono::steady_clock::time_point deadline) {
-  Status kill = e.cgroup->SignalAll(SIGKILL);
-  if (!kill.ok()) kLog.Warn("guest process {}: kill all: {}", exec_id, kill.ToString());
-  if (e.process->pid() > 0) (void)e.process->Signal(SIGKILL);
-  if (e.process->pid() > 0 && !e.process->WaitUntil(deadline))
-    return DeadlineExceeded("guest process " + exec_id + " (pid " + std::to_string(e.process->pid()) +
-                            ") did not exit after SIGKILL");
-  e.process->io()->Release();
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-  return e.cgroup->Destroy(std::max(left, std::chrono::milliseconds(100)))
-      .WithContext("remove the cgroup of guest process " + exec_id);
+Status GuestProcesses::EndToolUsers(const std::string& container_id, std::chrono::milliseconds timeout) {
+  std::vector<std::pair<std::string, Entry>> users;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, e] : entries_)
+      if (e.process && e.tools_container == container_id) users.emplace_back(id, e);
+  }
+  for (const auto& [id, e] : users) Kill(e);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (const auto& [id, e] : users) {
+    if (e.process->pid() > 0 && !e.process->WaitUntil(deadline))
+      return DeadlineExceeded("guest process " + id + " borrowing the tools of container " + container_id +
+                              " did not exit after SIGKILL");
+    kLog.Info("guest process {} ended: container {}, whose tools it used, is being removed", id, container_id);
+  }
+  return Status::Ok();
 }
 
-void GuestProcesses::SweepFinished() {
+void GuestProcesses::Kill(const Entry& e) {
+  Status kill = e.cgroup->SignalAll(SIGKILL);
+  if (!kill.ok()) kLog.Warn("guest process {}: kill all: {}", e.process->exec_id(), kill.ToString());
+  if (e.process->pid() > 0) (void)e.process->Signal(SIGKILL);
+}
+
+Status GuestProcesses::Teardown(const std::string& exec_id, Entry& e, std::chrono::steady_clock::time_point deadline) {
+  Kill(e);
+  Status waited;
+  if (e.process->pid() > 0 && !e.process->WaitUntil(deadline))
+    waited = DeadlineExceeded("guest process " + exec_id + " (pid " + std::to_string(e.process->pid()) +
+                              ") did not exit after SIGKILL");
+  e.process->io()->Release();
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  Status removed = e.cgroup->Destroy(std::max(left, std::chrono::milliseconds(100)))
+                       .WithContext("remove the cgroup of guest process " + exec_id);
+  return waited.ok() ? removed : waited;
+}
+
+void GuestProcesses::Sweep(bool exited_too) {
   std::vector<std::pair<std::string, Entry>> finished;
   {
     std::lock_guard lock(mu_);
     for (auto it = entries_.begin(); it != entries_.end();) {
-      if (it->second.process && it->second.process->Finished()) {
+      const ProcessPtr& p = it->second.process;
+      if (p && (p->Finished() || (exited_too && p->exited()))) {
         finished.emplace_back(it->first, std::move(it->second));
         it = entries_.erase(it);
       } else {
@@ -156,6 +197,7 @@ void GuestProcesses::SweepFinished() {
   for (auto& [id, e] : finished) {
     Status st = Teardown(id, e, std::chrono::steady_clock::now() + options_.setup_timeout);
     if (!st.ok()) kLog.Warn("guest process {}: {}", id, st.ToString());
+    if (exited_too) kLog.Info("guest process {} swept: it exited and its client never removed it", id);
   }
 }
 
@@ -163,14 +205,18 @@ Status GuestProcesses::RemoveAll(std::chrono::milliseconds timeout) {
   std::map<std::string, Entry> all;
   {
     std::lock_guard lock(mu_);
+    closing_ = true;  // a launch in flight ends itself when it sees this
     for (auto it = entries_.begin(); it != entries_.end();) {
       if (it->second.process) {
         all.insert(entries_.extract(it++));
       } else {
-        ++it;  // still launching: its Exec cleans up if it fails, else it is swept later
+        ++it;
       }
     }
   }
+  // Every kill goes out before any wait, so one process stuck in the kernel
+  // does not use up the others' time.
+  for (const auto& [id, e] : all) Kill(e);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   Status first;
   for (auto& [id, e] : all) {

@@ -24,10 +24,18 @@
 
 namespace capsule::engine {
 
+// Where a guest process's "/" comes from: the guest's own root (empty), or
+// a container's root filesystem (tools_root.h).
+struct GuestTools {
+  std::string container_id;
+  std::string rootfs;
+};
+
 class GuestProcesses {
  public:
   // Processes known at once (running or exited and not yet removed); one
-  // more is RESOURCE_EXHAUSTED, after finished ones were swept.
+  // more is RESOURCE_EXHAUSTED, after finished ones were swept (and, when
+  // the table is full, exited ones nobody waited for: a client that died).
   static constexpr size_t kMaxProcesses = 32;
 
   // Borrows what its Sandbox owns (and outlives it).
@@ -37,10 +45,10 @@ class GuestProcesses {
   GuestProcesses(const GuestProcesses&) = delete;
   GuestProcesses& operator=(const GuestProcesses&) = delete;
 
-  // Starts `process`. `tools_root` empty: in the guest's own root; else that
-  // directory (a container's rootfs) is the process's read-only "/"
-  // (tools_root.h). ALREADY_EXISTS for a known exec id.
-  Result<pid_t> Exec(const std::string& exec_id, const oci::Process& process, const std::string& tools_root);
+  // Starts `process`. ALREADY_EXISTS for a known exec id; FAILED_PRECONDITION
+  // once RemoveAll began (and ABORTED for a launch it overtook, which is
+  // ended again).
+  Result<pid_t> Exec(const std::string& exec_id, const oci::Process& process, const GuestTools& tools);
   // The process only, or with `all` everything in its cgroup. NOT_FOUND once
   // it (or, with `all`, everything) has exited.
   Status Signal(const std::string& exec_id, int signal, bool all);
@@ -50,27 +58,39 @@ class GuestProcesses {
   // runs, NOT_FOUND for an unknown id.
   Status RemoveProcess(const std::string& exec_id);
   Result<ProcessIoPtr> Io(const std::string& exec_id);
-  // Kills every process and everything they forked, waits up to `timeout`,
-  // removes their cgroups. The sandbox's teardown.
+  // Kills (SIGKILL, all of its cgroup) every process that borrowed the tools
+  // of `container_id` and waits up to `timeout` for them, so the container's
+  // filesystem is not held by a debug process's mount namespace when the
+  // container goes. Their clients see them exit; removing stays theirs.
+  Status EndToolUsers(const std::string& container_id, std::chrono::milliseconds timeout);
+  // Kills every process and everything they forked (all of them first, then
+  // waits up to `timeout` in all), removes their cgroups, and refuses later
+  // launches. The sandbox's teardown.
   Status RemoveAll(std::chrono::milliseconds timeout);
 
  private:
   struct Entry {
     ProcessPtr process;
     std::shared_ptr<Cgroup> cgroup;  // shared: lookups copy the entry
+    std::string tools_container;
   };
 
   Result<Entry> Find(const std::string& exec_id) const;
-  // Kills the cgroup's processes, waits for the main one, removes the cgroup.
+  // SIGKILL to the cgroup and the process (harmless once they are gone).
+  static void Kill(const Entry& entry);
+  // Kills, waits for the main process, then always releases its stdio and
+  // tries to remove the cgroup (which waits for the rest).
   Status Teardown(const std::string& exec_id, Entry& entry, std::chrono::steady_clock::time_point deadline);
-  // Removes entries whose process is finished (exited, waited, drained).
-  void SweepFinished();
+  // Removes entries whose process is finished (exited, waited, drained),
+  // and with `exited_too` every exited one.
+  void Sweep(bool exited_too);
 
   CgroupManager& cgroups_;
   ExitMonitor& exits_;
   const EngineOptions& options_;
   mutable std::mutex mu_;
   std::map<std::string, Entry> entries_;  // guarded by mu_; an entry without process is being launched
+  bool closing_ = false;                  // guarded by mu_
 };
 
 }  // namespace capsule::engine

@@ -26,7 +26,7 @@ constexpr ToolsMount kToolsMounts[] = {
     {"proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr},
     {"sys", "/sys", nullptr, MS_BIND | MS_REC, nullptr},
     {"dev", "/dev", nullptr, MS_BIND | MS_REC, nullptr},
-    {"tmp", "tmpfs", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777"},
+    {"tmp", "tmpfs", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=64m"},
 };
 
 // An O_PATH fd of the directory at `name` under the root; nullopt-like
@@ -51,9 +51,17 @@ Status EnterToolsRoot(const std::string& rootfs) {
     return ErrnoStatus("bind tools root " + rootfs);
   UniqueFd root(::open(rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root) return ErrnoStatus("open tools root " + rootfs);
-  const unsigned long ro = MS_BIND | MS_REMOUNT | MS_RDONLY | PreservedFlags(rootfs);
-  if (::mount(nullptr, FdPath(root.get()).c_str(), nullptr, ro, nullptr) != 0)
-    return ErrnoStatus("remount tools root " + rootfs + " read-only");
+  // Read-only with everything mounted below it (mount_setattr; a bind
+  // remount would cover the top mount only), before the guest's own
+  // /proc, /sys, /dev and /tmp go on top with their own flags.
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_RDONLY;
+  if (::mount_setattr(root.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0) {
+    if (errno != ENOSYS) return ErrnoStatus("make tools root " + rootfs + " read-only");
+    const unsigned long ro = MS_BIND | MS_REMOUNT | MS_RDONLY | PreservedFlags(rootfs);
+    if (::mount(nullptr, FdPath(root.get()).c_str(), nullptr, ro, nullptr) != 0)
+      return ErrnoStatus("remount tools root " + rootfs + " read-only");
+  }
   for (const ToolsMount& m : kToolsMounts) {
     ASSIGN_OR_RETURN(UniqueFd target, ExistingDirectory(root.get(), m.destination));
     if (!target) continue;

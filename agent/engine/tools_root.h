@@ -1,9 +1,12 @@
 // The "/" of a guest debug process started with tools from a container
 // (capsule-runtime exec --tools-from): that container's root filesystem,
 // read-only, with the guest's own /proc, /sys and /dev over it and a fresh
-// tmpfs on /tmp, so the container's binaries see the whole guest (every
-// process, not the pod's pid namespace) without being able to change the
-// container's files. The guest's own root stays reachable as /proc/1/root.
+// tmpfs (64 MiB at most) on /tmp, so the container's binaries see the whole
+// guest (every process, not the pod's pid namespace) and do not change the
+// container's files by accident. Read-only is no barrier to the command
+// itself: it runs as the guest's root and could remount. The guest's own
+// root stays reachable as /proc/1/root. An image without /dev gives no
+// /dev/ptmx, so -t then fails to open it.
 #pragma once
 
 #include <string>

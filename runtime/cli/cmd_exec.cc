@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 
@@ -23,6 +24,10 @@ namespace {
 
 constexpr int kReachFailed = 125;
 constexpr int kStartFailed = 126;
+// Deadline of the session's agent calls that do not wait for the command:
+// above the agent's own bound on starting a process (60 s), so a slow start
+// under TCG is not taken for a failed one.
+constexpr std::chrono::seconds kCallTimeout{75};
 
 struct ExecFlags {
   std::string pod;
@@ -47,8 +52,11 @@ Status CheckFlags(const ExecFlags& f) {
 }
 
 int RunExec(const GlobalFlags& flags, const ExecFlags& f) {
-  // Before any thread exists, so no signal lands on gRPC's threads.
+  // Before any thread exists, so no signal lands on gRPC's threads. A
+  // closed stdout (`exec ... | head`) is a failed write, which the session
+  // turns into SIGPIPE for the command, not a signal that kills us.
   guestexec::SessionSignals signals;
+  std::signal(SIGPIPE, SIG_IGN);
   if (Status st = CheckFlags(f); !st.ok()) return Fail("exec", st, kReachFailed);
   auto cfg = LoadConfigFor(flags, "exec");
   if (!cfg.ok()) return kReachFailed;
@@ -61,7 +69,7 @@ int RunExec(const GlobalFlags& flags, const ExecFlags& f) {
   if (!target.ok()) return Fail("exec", target.status(), kReachFailed);
   if (!target->vmm_running)
     return Fail("exec", FailedPrecondition("pod " + f.pod + ": its VM " + target->id + " is not running"), kReachFailed);
-  auto agent = vm::ConnectVmAgent(target->state_dir, std::chrono::seconds(f.timeout_s));
+  auto agent = vm::ConnectVmAgent(target->state_dir, std::chrono::seconds(f.timeout_s), kCallTimeout);
   if (!agent.ok())
     return Fail("exec", agent.status().WithContext("pod " + f.pod + ": reach the guest agent of VM " + target->id),
                 kReachFailed);

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -31,6 +32,8 @@ constexpr size_t kChunk = 32 * 1024;
 // After the command exits: how long output still in flight (or held open by
 // something it left running) is copied before the process is removed.
 constexpr milliseconds kDrainGrace{2000};
+// KillAndRemove's bound on the wait for a killed process.
+constexpr milliseconds kRemoveWait{10000};
 
 std::string NewExecId() {
   const auto ns = std::chrono::steady_clock::now().time_since_epoch().count();
@@ -58,6 +61,10 @@ class Pending {
   int n_;
 };
 
+// Copies one output stream to `fd` until its end. When `fd` stops taking
+// data (a reader that went away, as `exec ... | head` leaves), the command
+// gets SIGPIPE as it would writing to a closed pipe on the host, and the
+// stream is drained so it never blocks on a full pipe in the guest.
 void CopyOutput(agentclient::AgentClient& agent, const std::string& exec_id, bool stderr_stream, int fd) {
   v1::ReadStreamRequest req;
   req.set_exec_id(exec_id);
@@ -67,11 +74,79 @@ void CopyOutput(agentclient::AgentClient& agent, const std::string& exec_id, boo
     auto r = stderr_stream ? agent.ReadStderr(req) : agent.ReadStdout(req);
     if (!r.ok() || r->eof()) return;
     if (r->data().size() > kChunk) return;  // more than asked: a lying guest ends its stream
-    // A reader that went away (a closed pipe) stops the copy but not the
-    // draining, so the process is never stuck on a full pipe.
-    if (writable && !WriteAll(fd, r->data(), "").ok()) writable = false;
+    if (writable && !WriteAll(fd, r->data(), "").ok()) {
+      writable = false;
+      v1::SignalProcessRequest pipe;
+      pipe.set_exec_id(exec_id);
+      pipe.set_signal(SIGPIPE);
+      pipe.set_all(true);
+      (void)agent.SignalProcess(pipe);
+    }
   }
 }
+
+// Kills everything the command started, waits (bounded) for it, removes it.
+Status KillAndRemove(agentclient::AgentClient& agent, const std::string& exec_id) {
+  v1::SignalProcessRequest kill;
+  kill.set_exec_id(exec_id);
+  kill.set_signal(SIGKILL);
+  kill.set_all(true);
+  (void)agent.SignalProcess(kill);
+  v1::WaitProcessRequest wait;
+  wait.set_exec_id(exec_id);
+  (void)agent.WaitProcess(wait, kRemoveWait);
+  v1::RemoveProcessRequest remove;
+  remove.set_exec_id(exec_id);
+  return agent.RemoveProcess(remove);
+}
+
+// The caller's stdin to the process on a thread of its own, so a command
+// that does not read never holds up signals or the exit. Ends at end of
+// file (CloseStdin), when a write fails (the process closed its stdin or
+// exited; CloseStdin too, so nothing waits for more), or when stopped.
+class StdinCopy {
+ public:
+  StdinCopy(agentclient::AgentClient& agent, std::string exec_id, int in)
+      : agent_(agent), exec_id_(std::move(exec_id)), in_(in), stop_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~StdinCopy() {
+    const uint64_t one = 1;
+    if (stop_) (void)!::write(stop_.get(), &one, sizeof one);
+    thread_.join();
+  }
+  StdinCopy(const StdinCopy&) = delete;
+  StdinCopy& operator=(const StdinCopy&) = delete;
+
+ private:
+  void Run() {
+    for (;;) {
+      pollfd p[2] = {{in_, POLLIN, 0}, {stop_.get(), POLLIN, 0}};
+      if (::poll(p, stop_ ? 2 : 1, -1) < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      if (p[1].revents) return;  // stopped: the process is gone, nothing to close
+      char buf[kChunk];
+      const ssize_t n = ::read(in_, buf, sizeof buf);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) break;
+      v1::WriteStreamRequest req;
+      req.set_exec_id(exec_id_);
+      req.set_data(buf, static_cast<size_t>(n));
+      if (!agent_.WriteStdin(req).ok()) break;
+    }
+    v1::CloseStdinRequest close;
+    close.set_exec_id(exec_id_);
+    (void)agent_.CloseStdin(close);
+  }
+
+  agentclient::AgentClient& agent_;
+  const std::string exec_id_;
+  const int in_;
+  UniqueFd stop_;
+  std::thread thread_;
+};
 
 }  // namespace
 
@@ -91,6 +166,11 @@ std::string GuestProcessJson(const ExecOptions& o) {
 
 SessionResult RunGuestExec(agentclient::AgentClient& agent, const ExecOptions& o, const SessionFds& fds) {
   SessionResult result;
+  UniqueFd exited(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!exited) {
+    result.status = ErrnoStatus("eventfd");
+    return result;
+  }
   const std::string exec_id = NewExecId();
   v1::ExecGuestProcessRequest start;
   start.set_exec_id(exec_id);
@@ -99,15 +179,15 @@ SessionResult RunGuestExec(agentclient::AgentClient& agent, const ExecOptions& o
   auto started = agent.ExecGuestProcess(start);
   if (!started.ok()) {
     result.status = started.status();
+    // No answer is not "not started": the agent may have started it after
+    // all. Whatever it did is ended, best effort.
+    const Code c = started.status().code();
+    if (c == Code::kDeadlineExceeded || c == Code::kUnavailable || c == Code::kCancelled)
+      (void)KillAndRemove(agent, exec_id);
     return result;
   }
   result.started = true;
 
-  UniqueFd exited(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!exited) {
-    result.status = ErrnoStatus("eventfd");
-    // Still reap it below: nothing may stay behind in the guest.
-  }
   std::optional<Result<v1::WaitProcessResponse>> wait_result;
   std::mutex wait_mu;
   std::thread waiter([&] {
@@ -119,7 +199,7 @@ SessionResult RunGuestExec(agentclient::AgentClient& agent, const ExecOptions& o
       wait_result = std::move(r);
     }
     const uint64_t one = 1;
-    if (exited) (void)!::write(exited.get(), &one, sizeof one);
+    (void)!::write(exited.get(), &one, sizeof one);
   });
   Pending copying(o.tty ? 1 : 2);
   std::thread out([&] {
@@ -133,83 +213,63 @@ SessionResult RunGuestExec(agentclient::AgentClient& agent, const ExecOptions& o
       copying.Done();
     });
   }
-
-  auto close_stdin = [&] {
+  std::optional<StdinCopy> stdin_copy;
+  if (o.pass_stdin) {
+    stdin_copy.emplace(agent, exec_id, fds.in);
+  } else if (!o.tty) {
     v1::CloseStdinRequest req;
     req.set_exec_id(exec_id);
     (void)agent.CloseStdin(req);
-  };
-  bool stdin_open = o.pass_stdin;
-  if (!o.pass_stdin && !o.tty) close_stdin();
+  }
+
+  // Until the command exits, or the caller insists (a second signal) or the
+  // agent no longer answers a signal: then it is killed and, if the guest
+  // does not confirm within kGiveUpWait, the connection is closed.
   int interrupts = 0;
-  bool done = !exited;
-  while (!done) {
-    std::vector<pollfd> pfds = {{exited.get(), POLLIN, 0}};
-    if (fds.signals >= 0) pfds.push_back({fds.signals, POLLIN, 0});
-    if (stdin_open) pfds.push_back({fds.in, POLLIN, 0});
-    if (::poll(pfds.data(), pfds.size(), -1) < 0) {
+  bool give_up = false;
+  while (!give_up) {
+    pollfd pfds[2] = {{exited.get(), POLLIN, 0}, {fds.signals, POLLIN, 0}};
+    if (::poll(pfds, fds.signals >= 0 ? 2 : 1, -1) < 0) {
       if (errno == EINTR) continue;
       result.status = ErrnoStatus("poll");
+      give_up = true;
       break;
     }
     if (pfds[0].revents) break;
-    for (size_t i = 1; i < pfds.size(); ++i) {
-      if (!pfds[i].revents) continue;
-      if (pfds[i].fd == fds.signals) {
-        int sig = 0;
-        while ((sig = SessionSignals::NextFrom(fds.signals)) != 0) {
-          if (sig == SIGWINCH) {
-            auto size = fds.terminal >= 0 ? TerminalSize(fds.terminal) : std::nullopt;
-            if (o.tty && size) {
-              v1::TtyWinResizeRequest req;
-              req.set_exec_id(exec_id);
-              req.set_row(size->rows);
-              req.set_column(size->cols);
-              (void)agent.TtyWinResize(req);
-            }
-            continue;
-          }
-          v1::SignalProcessRequest req;
+    int sig = 0;
+    while (!give_up && (sig = SessionSignals::NextFrom(fds.signals)) != 0) {
+      if (sig == SIGWINCH) {
+        auto size = fds.terminal >= 0 ? TerminalSize(fds.terminal) : std::nullopt;
+        if (o.tty && size) {
+          v1::TtyWinResizeRequest req;
           req.set_exec_id(exec_id);
-          req.set_signal(++interrupts == 1 ? static_cast<uint32_t>(sig) : SIGKILL);
-          req.set_all(true);
-          (void)agent.SignalProcess(req);
+          req.set_row(size->rows);
+          req.set_column(size->cols);
+          (void)agent.TtyWinResize(req);
         }
         continue;
       }
-      // stdin
-      char buf[kChunk];
-      const ssize_t n = ::read(fds.in, buf, sizeof buf);
-      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      if (n <= 0) {
-        stdin_open = false;
-        close_stdin();
-        continue;
-      }
-      v1::WriteStreamRequest req;
+      v1::SignalProcessRequest req;
       req.set_exec_id(exec_id);
-      req.set_data(buf, static_cast<size_t>(n));
-      if (!agent.WriteStdin(req).ok()) stdin_open = false;  // the process closed its stdin or exited
+      req.set_signal(++interrupts == 1 ? static_cast<uint32_t>(sig) : SIGKILL);
+      req.set_all(true);
+      Status sent = agent.SignalProcess(req);
+      if (interrupts > 1 || (!sent.ok() && sent.code() != Code::kNotFound)) give_up = true;
     }
   }
+  if (give_up) {
+    pollfd p{exited.get(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(o.give_up_wait.count())) <= 0) agent.Close();  // ends the wait and the reads
+  }
   waiter.join();
+  stdin_copy.reset();
   (void)copying.WaitFor(kDrainGrace);
   // Removing it kills what it left running (and wakes the copies); a
   // process the agent still calls running is killed first.
   v1::RemoveProcessRequest remove;
   remove.set_exec_id(exec_id);
   Status removed = agent.RemoveProcess(remove);
-  if (!removed.ok() && removed.code() == Code::kFailedPrecondition) {
-    v1::SignalProcessRequest kill;
-    kill.set_exec_id(exec_id);
-    kill.set_signal(SIGKILL);
-    kill.set_all(true);
-    (void)agent.SignalProcess(kill);
-    v1::WaitProcessRequest req;
-    req.set_exec_id(exec_id);
-    (void)agent.WaitProcess(req, milliseconds(10000));
-    removed = agent.RemoveProcess(remove);
-  }
+  if (!removed.ok() && removed.code() == Code::kFailedPrecondition) removed = KillAndRemove(agent, exec_id);
   if (!copying.WaitFor(kDrainGrace)) agent.Close();  // cancels the reads still blocked
   out.join();
   if (err.joinable()) err.join();

@@ -7,6 +7,8 @@
 // also ends whatever it left running in the guest.
 #pragma once
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,10 @@ struct ExecOptions {
   std::string tools_container;  // "": the guest's own root (agent.proto ExecGuestProcessRequest)
   std::optional<WindowSize> size;  // tty: the initial window size
   std::string term = "xterm";     // tty: TERM in the guest
+  // Once the command was killed on the caller's insistence (a second
+  // signal), or the agent no longer answers a signal: how long the guest has
+  // to report its exit before the session closes the connection.
+  std::chrono::milliseconds give_up_wait{5000};
 };
 
 // OCI process JSON for ExecGuestProcessRequest.process_json.

@@ -10,7 +10,8 @@ namespace capsule::vm {
 
 using std::chrono::milliseconds;
 
-Result<agentclient::AgentClientPtr> ConnectVmAgent(const std::string& state_dir, milliseconds timeout) {
+Result<agentclient::AgentClientPtr> ConnectVmAgent(const std::string& state_dir, milliseconds timeout,
+                                                   std::optional<milliseconds> call_timeout) {
   hypervisor::VmPaths paths(state_dir);
   ASSIGN_OR_RETURN(std::string text, ReadFile(paths.record()));
   ASSIGN_OR_RETURN(hypervisor::VmRecord record, hypervisor::VmRecordFromJson(text, paths.record()));
@@ -19,7 +20,7 @@ Result<agentclient::AgentClientPtr> ConnectVmAgent(const std::string& state_dir,
   agentclient::ConnectOptions o;
   o.deadline = timeout;
   o.attempt_timeout = timeout;
-  o.default_call_timeout = timeout;
+  o.default_call_timeout = call_timeout.value_or(timeout);
   o.token = record.spec.agent_token;
   auto agent = agentclient::ConnectAgent([raw](milliseconds t) { return raw->Dial(guest_abi::kAgentVsockPort, t); }, o);
   host_end->Detach();  // the VM's owner runs it; we only dialled through it

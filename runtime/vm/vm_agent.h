@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "runtime/agentclient/agent_client.h"
@@ -13,8 +14,10 @@
 
 namespace capsule::vm {
 
-// `timeout` bounds the dial and check, and is the default deadline of the
-// client's non-blocking calls.
-Result<agentclient::AgentClientPtr> ConnectVmAgent(const std::string& state_dir, std::chrono::milliseconds timeout);
+// `timeout` bounds the dial and check; `call_timeout` (default: `timeout`)
+// is the deadline of the client's non-blocking calls.
+Result<agentclient::AgentClientPtr> ConnectVmAgent(
+    const std::string& state_dir, std::chrono::milliseconds timeout,
+    std::optional<std::chrono::milliseconds> call_timeout = std::nullopt);
 
 }  // namespace capsule::vm

@@ -71,6 +71,17 @@ TEST_F(CriGuestExecE2eTest, ExecRunsOutsideTheContainersWithStdinTtySignalsAndEx
   EXPECT_EQ(no_stdin->exit_code, 0) << no_stdin->err;
   EXPECT_EQ(no_stdin->out, "");
 
+  // A reader that goes away (`| head`) gives the command SIGPIPE, as a
+  // pipeline on the host would, and the CLI exits with its status.
+  auto headed = RunCommand({"/bin/sh", "-c",
+                            fmt::format("('{}' --config '{}' exec {} --tools-from tools -- yes; echo \"exec=$?\" >&2) "
+                                        "| head -n 2",
+                                        Cli(), env_->config_path(), *pod_id)},
+                           kCommandTimeout);
+  ASSERT_TRUE(headed.ok()) << headed.status().ToString();
+  EXPECT_EQ(headed->out, "y\ny\n");
+  EXPECT_NE(headed->err.find("exec=141"), std::string::npos) << headed->err;
+
   // -t: a terminal of the caller's size that follows a resize; every key,
   // Ctrl-C included, goes to the guest's shell.
   auto tty = PtyCommand::Start(Exec({"-it", *pod_id, "--tools-from", *tools, "--", "sh"}), 30, 100);
@@ -105,7 +116,7 @@ TEST_F(CriGuestExecE2eTest, ExecRunsOutsideTheContainersWithStdinTtySignalsAndEx
 
   // Nothing any of them started is left in the guest: no process, and only
   // the checking command's own cgroup.
-  auto left = RunInGuest(*pod_id, *tools, "ps -o args | grep -c '^sleep 3599\\|^sleep 1000'; "
+  auto left = RunInGuest(*pod_id, *tools, "ps -o args | grep -c '^sleep 3599\\|^sleep 1000\\|^yes'; "
                                           "ls -d /sys/fs/cgroup/capsule-debug-* | wc -l");
   ASSERT_TRUE(left.ok()) << left.status().ToString();
   EXPECT_EQ(left->out, "0\n1\n") << left->err;

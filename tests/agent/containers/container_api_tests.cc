@@ -473,6 +473,38 @@ TEST_P(ContainerApiTest, GuestProcessErrorsNameWhatWasWrong) {
   ASSERT_OK(api().RemoveProcess("", "e1"));
 }
 
+TEST_P(ContainerApiTest, RemovingAContainerEndsTheGuestProcessesUsingItsTools) {
+  ASSERT_OK(api().Create("c1", api().Spec({"sleep", "1000"})));
+  ASSERT_OK(api().Start("c1"));
+  ASSERT_OK(api().Create("c2", api().Spec({"sleep", "1000"})));
+  ASSERT_OK(api().Start("c2"));
+  ASSERT_OK(api().ExecGuest("uses-c1", ApiClient::Process({"sleep", "1000"}), "c1"));
+  ASSERT_OK(api().ExecGuest("uses-c2", ApiClient::Process({"sleep", "1000"}), "c2"));
+  ASSERT_OK(api().Remove("c1"));
+  // Killed, not forgotten: its client still reads the exit and removes it.
+  EXPECT_EQ(api().Wait("", "uses-c1").value_or(v1::WaitProcessResponse()).status(), 128 + SIGKILL);
+  ASSERT_OK(api().RemoveProcess("", "uses-c1"));
+  // The other container's user runs on.
+  EXPECT_ERROR(api().RemoveProcess("", "uses-c2"), Code::kFailedPrecondition, "still running");
+}
+
+TEST_P(ContainerApiTest, GuestProcessesAreBoundedAndOnesNobodyRemovedAreSweptWhenFull) {
+  ASSERT_OK(api().Create("c1", api().Spec({"sleep", "1000"})));
+  ASSERT_OK(api().Start("c1"));
+  // Exited, never waited for or removed: a client that died.
+  constexpr int kLimit = 32;  // engine::GuestProcesses::kMaxProcesses
+  for (int i = 0; i < kLimit; ++i)
+    ASSERT_OK(api().ExecGuest("gone-" + std::to_string(i), ApiClient::Process({"true"}), "c1"));
+  ASSERT_OK(api().Wait("", "gone-0"));  // at least that one has exited
+  ASSERT_OK(api().ExecGuest("lives", ApiClient::Process({"sleep", "1000"}), "c1"));
+  // The table made room by sweeping exited ones, and their cgroups went.
+  EXPECT_ERROR(api().ReadFile(GuestCgroupFile(endpoint(), "gone-0")), Code::kNotFound, "gone-0");
+  for (int i = 1; i < kLimit; ++i)
+    ASSERT_OK(api().ExecGuest("run-" + std::to_string(i), ApiClient::Process({"sleep", "1000"}), "c1"));
+  // Full of running ones: the next is refused, naming the bound.
+  EXPECT_ERROR(api().ExecGuest("one-more", ApiClient::Process({"true"}), "c1"), Code::kResourceExhausted, "32");
+}
+
 TEST_P(ContainerApiTest, DestroySandboxEndsGuestProcesses) {
   ASSERT_OK(api().Create("c1", api().Spec({"sleep", "1000"})));
   ASSERT_OK(api().Start("c1"));

@@ -158,33 +158,104 @@ TEST(GuestExecSessionTest, StdinGoesToTheProcessThenEndOfFile) {
   EXPECT_TRUE(agent.stdin_closed);
 }
 
+// A pipe stands in for the signalfd: the session reads signalfd_siginfo
+// records from it.
+struct FakeSignals {
+  UniqueFd read, write;
+  static FakeSignals Make() {
+    int fds[2];
+    EXPECT_EQ(::pipe2(fds, O_CLOEXEC | O_NONBLOCK), 0);
+    return {UniqueFd(fds[0]), UniqueFd(fds[1])};
+  }
+  void Raise(int sig) {
+    signalfd_siginfo info{};
+    info.ssi_signo = static_cast<uint32_t>(sig);
+    EXPECT_EQ(::write(write.get(), &info, sizeof info), static_cast<ssize_t>(sizeof info));
+  }
+};
+
 TEST(GuestExecSessionTest, ASignalGoesToEverythingTheCommandStartedAndASecondOneKills) {
   LyingAgent agent;
-  agent.wait_for_signal = true;
-  // A pipe stands in for the signalfd: the session reads signalfd_siginfo
-  // records from it.
-  int sig[2];
-  ASSERT_EQ(::pipe2(sig, O_CLOEXEC | O_NONBLOCK), 0);
-  UniqueFd sig_read(sig[0]), sig_write(sig[1]);
-  signalfd_siginfo info{};
-  info.ssi_signo = SIGTERM;
-  ASSERT_EQ(::write(sig_write.get(), &info, sizeof info), static_cast<ssize_t>(sizeof info));
-  ASSERT_EQ(::write(sig_write.get(), &info, sizeof info), static_cast<ssize_t>(sizeof info));
+  agent.exit_on_kill = true;  // a command that ignores SIGTERM
+  FakeSignals sig = FakeSignals::Make();
+  sig.Raise(SIGTERM);
+  sig.Raise(SIGTERM);
   OutputPipe out = OutputPipe::Make();
   SessionFds fds;
   fds.out = out.write.get();
-  fds.signals = sig_read.get();
+  fds.signals = sig.read.get();
   SessionResult r = RunGuestExec(agent, Options(), fds);
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-  EXPECT_EQ(r.exit_status, 128 + SIGTERM);
+  EXPECT_EQ(r.exit_status, 128 + SIGKILL);
   std::lock_guard lock(agent.mu);
-  ASSERT_GE(agent.signals.size(), 1u);
+  ASSERT_GE(agent.signals.size(), 2u);
   EXPECT_EQ(agent.signals[0].signal(), static_cast<uint32_t>(SIGTERM));
   EXPECT_TRUE(agent.signals[0].all());
   EXPECT_TRUE(agent.signals[0].container_id().empty());
-  if (agent.signals.size() > 1) {
-    EXPECT_EQ(agent.signals[1].signal(), static_cast<uint32_t>(SIGKILL));
-  }
+  EXPECT_EQ(agent.signals[1].signal(), static_cast<uint32_t>(SIGKILL));
+  EXPECT_EQ(agent.removed.size(), 1u);
+}
+
+TEST(GuestExecSessionTest, AStalledAgentDoesNotHangTheSession) {
+  LyingAgent agent;
+  agent.stalled = true;
+  FakeSignals sig = FakeSignals::Make();
+  sig.Raise(SIGINT);  // its SignalProcess times out: the session gives up
+  ExecOptions o = Options();
+  o.give_up_wait = std::chrono::milliseconds(200);
+  OutputPipe out = OutputPipe::Make();
+  SessionFds fds;
+  fds.out = out.write.get();
+  fds.signals = sig.read.get();
+  SessionResult r = RunGuestExec(agent, o, fds);
+  EXPECT_TRUE(r.started);
+  EXPECT_FALSE(r.status.ok());
+  std::lock_guard lock(agent.mu);
+  EXPECT_TRUE(agent.closed);
+}
+
+TEST(GuestExecSessionTest, AClosedStdoutGivesTheCommandSigpipe) {
+  ::signal(SIGPIPE, SIG_IGN);  // as capsule-runtime exec runs
+  LyingAgent agent;
+  agent.stdout_chunks = {"first line\n", "second line\n"};
+  agent.wait_for_signal = true;
+  OutputPipe out = OutputPipe::Make();
+  out.read.reset();  // `exec ... | head` after head exited
+  SessionFds fds;
+  fds.out = out.write.get();
+  SessionResult r = RunGuestExec(agent, Options(), fds);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.exit_status, 128 + SIGPIPE);
+  std::lock_guard lock(agent.mu);
+  ASSERT_FALSE(agent.signals.empty());
+  EXPECT_EQ(agent.signals[0].signal(), static_cast<uint32_t>(SIGPIPE));
+  EXPECT_EQ(agent.removed.size(), 1u);
+}
+
+TEST(GuestExecSessionTest, AStartThatTimedOutIsKilledAndRemovedAnyway) {
+  LyingAgent agent;
+  agent.exec_error = DeadlineExceeded("agent ExecGuestProcess: deadline exceeded after 75000 ms");
+  SessionResult r = RunGuestExec(agent, Options(), SessionFds{});
+  EXPECT_FALSE(r.started);
+  EXPECT_EQ(r.status.code(), Code::kDeadlineExceeded);
+  std::lock_guard lock(agent.mu);
+  ASSERT_FALSE(agent.signals.empty());
+  EXPECT_EQ(agent.signals[0].signal(), static_cast<uint32_t>(SIGKILL));
+  EXPECT_EQ(agent.removed.size(), 1u);
+}
+
+TEST(GuestExecSessionTest, AProcessTheAgentStillCallsRunningIsKilledThenRemoved) {
+  LyingAgent agent;
+  agent.remove_first_fails = true;
+  OutputPipe out = OutputPipe::Make();
+  SessionFds fds;
+  fds.out = out.write.get();
+  SessionResult r = RunGuestExec(agent, Options(), fds);
+  EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+  std::lock_guard lock(agent.mu);
+  ASSERT_FALSE(agent.signals.empty());
+  EXPECT_EQ(agent.signals.back().signal(), static_cast<uint32_t>(SIGKILL));
+  EXPECT_EQ(agent.removed.size(), 1u);
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 // real agent is the peer of tests/e2e/cri_guest_exec_e2e_test.cc.
 #pragma once
 
+#include <signal.h>
+
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -23,7 +26,10 @@ class LyingAgent : public agentclient::AgentClient {
   std::deque<std::string> stdout_chunks;  // then eof
   int32_t exit_status = 0;
   bool wait_for_signal = false;       // WaitProcess blocks until SignalProcess, then 128 + that signal
+  bool exit_on_kill = false;          // WaitProcess blocks until a SIGKILL, then 137 (other signals are ignored)
   bool exit_on_stdin_eof = false;     // WaitProcess blocks until CloseStdin, as `cat` would
+  bool stalled = false;               // WaitProcess blocks until Close(); SignalProcess times out
+  bool remove_first_fails = false;    // the first RemoveProcess says the process still runs
 
   // What the session did.
   std::mutex mu;
@@ -32,11 +38,13 @@ class LyingAgent : public agentclient::AgentClient {
   std::vector<std::string> removed;
   std::string stdin_data;
   bool stdin_closed = false;
+  bool closed = false;
+  int remove_calls = 0;
 
   Result<v1::ExecProcessResponse> ExecGuestProcess(const v1::ExecGuestProcessRequest& req) override {
-    if (!exec_error.ok()) return exec_error;
     std::lock_guard lock(mu);
-    exec_id_ = req.exec_id();
+    exec_id_ = req.exec_id();  // a start that timed out may have started it after all
+    if (!exec_error.ok()) return exec_error;
     v1::ExecProcessResponse r;
     r.set_pid(42);
     return r;
@@ -75,7 +83,18 @@ class LyingAgent : public agentclient::AgentClient {
                                               std::optional<std::chrono::milliseconds>) override {
     std::unique_lock lock(mu);
     v1::WaitProcessResponse r;
+    if (stalled) {
+      cv_.wait(lock, [&] { return closed; });
+      return Cancelled("agent WaitProcess: the channel was closed");
+    }
     if (exit_on_stdin_eof) cv_.wait(lock, [&] { return stdin_closed; });
+    if (exit_on_kill) {
+      cv_.wait(lock, [&] {
+        return std::any_of(signals.begin(), signals.end(), [](const auto& s) { return s.signal() == SIGKILL; });
+      });
+      r.set_status(128 + SIGKILL);
+      return r;
+    }
     if (wait_for_signal) {
       cv_.wait(lock, [&] { return !signals.empty(); });
       r.set_status(128 + static_cast<int32_t>(signals.front().signal()));
@@ -88,14 +107,21 @@ class LyingAgent : public agentclient::AgentClient {
     std::lock_guard lock(mu);
     signals.push_back(req);
     cv_.notify_all();
+    if (stalled) return DeadlineExceeded("agent SignalProcess: deadline exceeded after 75000 ms");
     return Status::Ok();
   }
   Status RemoveProcess(const v1::RemoveProcessRequest& req) override {
     std::lock_guard lock(mu);
+    if (closed) return Unavailable("agent RemoveProcess: the channel was closed");
+    if (remove_first_fails && ++remove_calls == 1) return FailedPrecondition("guest process is still running");
     if (req.container_id().empty() && req.exec_id() == exec_id_) removed.push_back(req.exec_id());
     return Status::Ok();
   }
-  void Close() override {}
+  void Close() override {
+    std::lock_guard lock(mu);
+    closed = true;
+    cv_.notify_all();
+  }
 
   // The rest of the agent: not part of a guest exec session.
   Result<v1::CheckResponse> Check(std::chrono::milliseconds) override { return No(); }

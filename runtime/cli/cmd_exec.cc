@@ -12,10 +12,10 @@
 #include <cstdlib>
 
 #include "runtime/cli/command.h"
+#include "runtime/common/blocked_signals.h"
 #include "runtime/common/logging.h"
 #include "runtime/guestexec/guest_exec_session.h"
 #include "runtime/guestexec/raw_terminal.h"
-#include "runtime/guestexec/session_signals.h"
 #include "runtime/vm/pod_lookup.h"
 #include "runtime/vm/vm_agent.h"
 
@@ -55,7 +55,7 @@ int RunExec(const GlobalFlags& flags, const ExecFlags& f) {
   // Before any thread exists, so no signal lands on gRPC's threads. A
   // closed stdout (`exec ... | head`) is a failed write, which the session
   // turns into SIGPIPE for the command, not a signal that kills us.
-  guestexec::SessionSignals signals;
+  BlockedSignals signals({SIGINT, SIGTERM, SIGHUP, SIGWINCH});
   std::signal(SIGPIPE, SIG_IGN);
   if (Status st = CheckFlags(f); !st.ok()) return Fail("exec", st, kReachFailed);
   auto cfg = LoadConfigFor(flags, "exec");

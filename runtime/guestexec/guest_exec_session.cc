@@ -20,7 +20,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/unique_fd.h"
-#include "runtime/guestexec/session_signals.h"
+#include "runtime/common/blocked_signals.h"
 
 namespace capsule::guestexec {
 namespace {
@@ -237,7 +237,7 @@ SessionResult RunGuestExec(agentclient::AgentClient& agent, const ExecOptions& o
     }
     if (pfds[0].revents) break;
     int sig = 0;
-    while (!give_up && (sig = SessionSignals::NextFrom(fds.signals)) != 0) {
+    while (!give_up && (sig = BlockedSignals::NextFrom(fds.signals)) != 0) {
       if (sig == SIGWINCH) {
         auto size = fds.terminal >= 0 ? TerminalSize(fds.terminal) : std::nullopt;
         if (o.tty && size) {

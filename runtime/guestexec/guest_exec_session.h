@@ -42,7 +42,7 @@ std::string GuestProcessJson(const ExecOptions& options);
 
 struct SessionFds {
   int in = 0, out = 1, err = 2;
-  int signals = -1;   // SessionSignals::fd(), or -1
+  int signals = -1;   // a BlockedSignals fd (SIGINT, SIGTERM, SIGHUP, SIGWINCH), or -1
   int terminal = -1;  // where SIGWINCH reads the new size (the caller's tty), or -1
 };
 

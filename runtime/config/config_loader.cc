@@ -1,5 +1,6 @@
 // YAML -> Config with strict validation: unknown keys, wrong types, bad enum
 // values and out-of-range numbers are errors naming file:line:col and the key.
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include <functional>
@@ -24,9 +25,17 @@ class Loader {
     return InvalidArgument(loc + ": key '" + key + "' " + what);
   }
 
+  // No control characters: no key takes one, and YAML itself does not keep
+  // them (a trailing carriage return is lost when the value is written back).
   Status String(const YAML::Node& n, const std::string& key, std::string* out) const {
     if (!n.IsScalar()) return Where(n, key, "must be a string");
-    *out = n.Scalar();
+    const std::string& s = n.Scalar();
+    for (size_t i = 0; i < s.size(); ++i) {
+      const auto c = static_cast<unsigned char>(s[i]);
+      if (c < 0x20 || c == 0x7f)
+        return Where(n, key, fmt::format("must not contain control characters (byte 0x{:02x} at offset {})", c, i));
+    }
+    *out = s;
     return Status::Ok();
   }
 

@@ -67,6 +67,20 @@ TEST(ConfigTest, UnknownKeyNamesKeyLineAndFile) {
   EXPECT_EQ(cfg.status().message(), "/etc/capsule/config.yaml:3:3: key 'guest.kernell' is unknown");
 }
 
+TEST(ConfigTest, AControlCharacterInAStringIsAnErrorNamingTheKey) {
+  // Found by config_fuzzer: YAML keeps a plain scalar's trailing carriage
+  // returns on load but loses one each time the value is written back.
+  auto cfg = LoadString("runtime:\n  state_dir: /run/capsule\r\r\r\n", "c.yaml");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_EQ(cfg.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(cfg.status().message().find("key 'runtime.state_dir' must not contain control characters (byte 0x0d"),
+            std::string::npos)
+      << cfg.status().message();
+  auto tab = LoadString("hypervisor:\n  kernel_params: \"a\\tb\"\n", "c.yaml");
+  ASSERT_FALSE(tab.ok());
+  EXPECT_NE(tab.status().message().find("hypervisor.kernel_params"), std::string::npos) << tab.status().message();
+}
+
 TEST(ConfigTest, UnknownTopLevelSection) {
   auto cfg = LoadString("network:\n  mtu: 1500\n", "c.yaml");
   ASSERT_FALSE(cfg.ok());

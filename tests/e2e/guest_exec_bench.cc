@@ -12,22 +12,13 @@
 
 #include <fmt/format.h>
 
+#include "tests/e2e/bench_stats.h"
 #include "tests/e2e/cri_e2e_fixture.h"
 
 namespace capsule::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-struct Summary {
-  double p50 = 0, p90 = 0, max = 0;
-};
-
-Summary Summarize(std::vector<double> ms) {
-  std::sort(ms.begin(), ms.end());
-  auto at = [&](double q) { return ms[std::min(ms.size() - 1, static_cast<size_t>(q * static_cast<double>(ms.size())))]; };
-  return {at(0.5), at(0.9), ms.back()};
-}
 
 class GuestExecBench : public CriE2eTest {};
 

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "tests/e2e/bench_stats.h"
 #include "tests/e2e/cri_e2e_fixture.h"
 #include "tests/support/streaming/channel_stream.h"
 
@@ -32,16 +33,6 @@ using streaming::PortForwardErrorChannel;
 constexpr milliseconds kStreamTimeout{90000};
 constexpr size_t kBigBytes = 1 << 20;
 constexpr int kBigRuns = 5;
-
-struct Summary {
-  double p50 = 0, p90 = 0, max = 0;
-};
-
-Summary Summarize(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))]; };
-  return {at(0.5), at(0.9), v.back()};
-}
 
 class PortForwardBench : public CriE2eTest {
  protected:

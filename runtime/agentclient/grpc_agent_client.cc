@@ -14,6 +14,7 @@
 #include <set>
 
 #include "capsule/agent/v1/agent.grpc.pb.h"
+#include "runtime/common/printable.h"
 
 namespace capsule::agentclient {
 namespace {
@@ -25,6 +26,8 @@ using Stub = v1::Agent::Stub;
 // Guest files read for diagnostics are capped at 1 MiB by the agent; leave
 // room above gRPC's 4 MiB default for future bulk replies (stats, lists).
 constexpr int kMaxReceiveBytes = 16 * 1024 * 1024;
+// Of an agent's error message; ours are one line of well under this.
+constexpr size_t kMaxAgentMessageBytes = 1024;
 
 template <typename Req, typename Resp>
 using Method = grpc::Status (Stub::*)(grpc::ClientContext*, const Req&, Resp*);
@@ -38,7 +41,10 @@ Status FromGrpc(std::string_view rpc, const grpc::Status& s, std::optional<milli
   Code code = raw >= 0 && raw <= static_cast<int>(Code::kUnauthenticated) ? static_cast<Code>(raw) : Code::kUnknown;
   if (code == Code::kDeadlineExceeded && timeout && deadline_passed)
     return DeadlineExceeded(fmt::format("agent {}: deadline exceeded after {} ms", rpc, timeout->count()));
-  std::string msg = s.error_message().empty() ? std::string(CodeName(code)) : s.error_message();
+  // The guest's words: they reach logs and the operator's terminal (exec),
+  // so escape sequences and unbounded text stop here.
+  std::string msg = s.error_message().empty() ? std::string(CodeName(code))
+                                              : Printable(s.error_message(), kMaxAgentMessageBytes);
   return Status(code, fmt::format("agent {}: {}", rpc, msg));
 }
 

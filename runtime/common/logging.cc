@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cerrno>
 
+#include "runtime/common/printable.h"
+
 namespace capsule::log {
 namespace {
 
@@ -54,11 +56,15 @@ bool Enabled(Level level) { return static_cast<int>(level) >= g_level.load(); }
 
 void Write(Level level, std::string_view component, std::string_view message) {
   std::string line = fmt::format("{} {} {}: ", Timestamp(), LevelName(level), component);
-  line.append(message);
   // One event is one line: embedded newlines would split it for readers.
-  for (char& c : line) {
+  std::string text(message.substr(0, kMaxMessageBytes));
+  for (char& c : text) {
     if (c == '\n') c = ' ';
   }
+  // Messages quote guests, tenants and peers: their control bytes must not
+  // reach the terminal or log viewer of whoever reads this.
+  line += Printable(text, kMaxMessageBytes, /*keep_tabs=*/true);
+  if (message.size() > text.size()) line += fmt::format("... ({} more bytes)", message.size() - text.size());
   line.push_back('\n');
   const int saved_errno = errno;
   const char* p = line.data();

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,6 +26,9 @@ void SetFd(int fd);
 int GetFd();
 
 bool Enabled(Level level);
+// A message longer than this is cut (saying by how much).
+inline constexpr size_t kMaxMessageBytes = 16 * 1024;
+// One line: newlines become spaces, other control bytes \xNN (printable.h).
 void Write(Level level, std::string_view component, std::string_view message);
 
 // A named source of log lines; cheap to copy, usually one per file or object.

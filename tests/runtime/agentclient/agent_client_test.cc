@@ -149,6 +149,26 @@ TEST_F(AgentClientTest, AgentErrorsKeepTheirCodeAndNameTheRpc) {
   EXPECT_NE(read.status().message().find("relative/path"), std::string::npos) << read.status().message();
 }
 
+// The agent's words reach logs and the operator's terminal (`exec`): what a
+// guest puts in them is escaped there and cut to a bound.
+TEST_F(AgentClientTest, AnAgentsErrorTextIsEscapedAndBounded) {
+  StartAgent();
+  auto client = Connect();
+  ASSERT_TRUE(client);
+  v1::ReadGuestFileRequest req;
+  req.set_path("relative/\x1b[2J\rpath/" + std::string(3000, 'a'));
+  req.set_max_bytes(16);
+  auto read = client->ReadGuestFile(req);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), Code::kInvalidArgument);
+  const std::string& m = read.status().message();
+  EXPECT_EQ(m.find('\x1b'), std::string::npos) << m;
+  EXPECT_EQ(m.find('\r'), std::string::npos) << m;
+  EXPECT_NE(m.find("relative/\\x1b[2J\\x0dpath/aaa"), std::string::npos) << m;
+  EXPECT_LT(m.size(), 1200u) << m;
+  EXPECT_NE(m.find(" more bytes)"), std::string::npos) << m;
+}
+
 TEST_F(AgentClientTest, CallsHitTheirDeadlineWhenTheAgentStalls) {
   StartAgent();
   ClientOptions o;

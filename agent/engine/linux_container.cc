@@ -78,6 +78,7 @@ Status LinuxContainer::LaunchInit(NamespacePlan ns, const RootfsPlan& rootfs, co
                                   const std::optional<oci::LinuxResources>& resources) {
   if (resources) RETURN_IF_ERROR_CTX(cgroup_->Apply(*resources), "linux.resources");
   oom_kills_at_create_ = cgroup_->OomKillCount();
+  shares_pid_namespace_ = !ns.Creates(oci::NamespaceType::kPid);
   ChildStdio child;
   ASSIGN_OR_RETURN(ProcessIoPtr io, plan.terminal ? ProcessIo::CreateTerminal() : ProcessIo::CreatePipes(&child));
   auto init = std::make_shared<Process>("", io);
@@ -117,6 +118,14 @@ Status LinuxContainer::LaunchInit(NamespacePlan ns, const RootfsPlan& rootfs, co
 }
 
 void LinuxContainer::OnInitExit(ExitInfo& info) {
+  // A container is over when its init is (runc's kill --all on exit): in a
+  // pod's shared pid namespace nothing else ends what the init started, and
+  // a child left behind would keep running, and keep the container's stdout
+  // open. Done before the exit is reported, so no one sees it half-stopped.
+  if (shares_pid_namespace_) {
+    if (Status st = cgroup_->SignalAll(SIGKILL); !st.ok())
+      kLog.Warn("container {}: kill what its init left running: {}", id_, st.ToString());
+  }
   // An OOM kill is a SIGKILL while the cgroup's oom_kill counter went up.
   if (WIFSIGNALED(info.wait_status) && WTERMSIG(info.wait_status) == SIGKILL &&
       cgroup_->OomKillCount() > oom_kills_at_create_)

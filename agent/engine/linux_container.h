@@ -84,6 +84,9 @@ class LinuxContainer : public Container, public std::enable_shared_from_this<Lin
   const std::optional<oci::Seccomp> seccomp_;  // applies to execs too
   uint64_t oom_kills_at_create_ = 0;
   bool watching_oom_ = false;
+  // Set before the init can exit: the init is not PID 1 of a pid namespace
+  // of its own, so the kernel does not end the rest when it exits.
+  bool shares_pid_namespace_ = false;
 
   std::mutex lifecycle_mu_;  // serialises Start/Pause/Resume/Destroy
   mutable std::mutex mu_;

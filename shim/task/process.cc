@@ -110,10 +110,13 @@ void Process::WatchExit() {
   // start); while its start is in flight, Start's caller watches it.
   if (state_ == ProcessState::kStopped || state_ == ProcessState::kDeleted || watcher_.joinable() || starting_)
     return;
+  // The exit is reported as soon as the guest saw it, as runc's shim does:
+  // output still in flight goes on to its end (containerd waits for it
+  // before it deletes the task), and a process that keeps the output open
+  // cannot hold the exit, and with it a stop's answer, back.
   watcher_ = std::thread([this] {
-    ExitInfo exit = AwaitExit();
+    RecordExit(AwaitExit());
     DrainOutput();
-    RecordExit(exit);
   });
 }
 

@@ -26,8 +26,8 @@
 namespace capsule::shim::task {
 
 // How long output may keep flowing after a process exited (a daemonized
-// grandchild holding the pipe) before the exit is reported anyway and the
-// host ends are closed.
+// grandchild holding the pipe) before the host ends are closed. The exit
+// itself is reported at once.
 inline constexpr std::chrono::milliseconds kExitDrainTimeout{5000};
 
 class Process;

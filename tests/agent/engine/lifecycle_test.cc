@@ -163,6 +163,49 @@ TEST_F(EngineTest, SecondContainerJoinsFirstPidNamespace) {
   EXPECT_EQ(app->Wait("")->status, 0);
 }
 
+// runc's kill --all on exit: a container in the pod's pid namespace ends
+// with its init. What the init started would otherwise run on, reparented
+// to the pod's PID 1, and hold the container's stdout open; the pod's own
+// processes are left alone.
+TEST_F(EngineTest, AnInitInThePodsPidNamespaceTakesWhatItStartedWithIt) {
+  ContainerPtr sandbox = StartContainer("pod", DefaultSpec({"sh", "-c", "echo up; exec sleep 1000"}));
+  ASSERT_TRUE(sandbox);
+  EXPECT_EQ(ReadUntil(*sandbox->Io(""), Stream::kStdout, "up\n"), "up\n");
+  CreateOptions join;
+  join.share_namespaces_from = "pod";
+  join.share_types = {oci::NamespaceType::kPid, oci::NamespaceType::kIpc, oci::NamespaceType::kUts};
+  auto spec = DefaultSpec({"sh", "-c", "sleep 7201 & echo started; exec sleep 7202"});
+  spec["hostname"] = "";
+  ContainerPtr app = StartContainer("app", spec, join);
+  ASSERT_TRUE(app);
+  auto io = *app->Io("");
+  EXPECT_EQ(ReadUntil(io, Stream::kStdout, "started\n"), "started\n");
+  auto before = app->ListProcesses();
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  ASSERT_EQ(before->size(), 2u) << "the init and the child it left in the background";
+
+  ASSERT_TRUE(app->Signal("", SIGKILL, /*all=*/false).ok());  // the init alone, as a CRI stop does
+  auto exit = app->Wait("");
+  ASSERT_TRUE(exit.ok()) << exit.status().ToString();
+  EXPECT_EQ(exit->status, 128 + SIGKILL);
+  std::vector<ProcessInfo> left;
+  for (int i = 0; i < 100; ++i) {
+    auto procs = app->ListProcesses();
+    ASSERT_TRUE(procs.ok()) << procs.status().ToString();
+    left = *procs;
+    if (left.empty()) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_TRUE(left.empty()) << left.size() << " process(es) of the container outlived its init, first pid "
+                            << left.front().pid << " (" << left.front().command << ")";
+  // The child's end of stdout closed with it: the output reaches its end.
+  EXPECT_EQ(Drain(io).first, "");
+  EXPECT_EQ(sandbox->state(), ContainerState::kRunning) << "the pod's PID 1 is not the container's";
+  auto pod_procs = sandbox->ListProcesses();
+  ASSERT_TRUE(pod_procs.ok()) << pod_procs.status().ToString();
+  EXPECT_EQ(pod_procs->size(), 1u);
+}
+
 TEST_F(EngineTest, TtyCarriesOutputAndWindowSize) {
   auto spec = DefaultSpec({"sh", "-c", "stty size; read line; stty size; echo got:$line"});
   spec["process"]["terminal"] = true;

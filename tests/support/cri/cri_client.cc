@@ -183,11 +183,13 @@ Status CriClient::StartContainer(const std::string& id) {
          }).status();
 }
 
-Status CriClient::StopContainer(const std::string& id, int64_t timeout_seconds) {
+Status CriClient::StopContainer(const std::string& id, int64_t timeout_seconds,
+                                std::optional<std::chrono::milliseconds> deadline) {
   v1::StopContainerRequest req;
   req.set_container_id(id);
   req.set_timeout(timeout_seconds);
-  return Invoke<v1::StopContainerResponse>("StopContainer", id, call_timeout_ + std::chrono::seconds(timeout_seconds),
+  return Invoke<v1::StopContainerResponse>("StopContainer", id,
+                                           deadline.value_or(call_timeout_ + std::chrono::seconds(timeout_seconds)),
                                            [&](auto* ctx, auto* r) { return stubs_->runtime->StopContainer(ctx, req, r); })
       .status();
 }

@@ -104,7 +104,10 @@ class CriClient {
   Result<std::string> CreateContainer(const std::string& pod_id, const v1::PodSandboxConfig& pod,
                                       const ContainerOptions& options);
   Status StartContainer(const std::string& id);
-  Status StopContainer(const std::string& id, int64_t timeout_seconds);
+  // The call's deadline is the call timeout plus the grace period, unless
+  // `deadline` gives one (a caller that gives up before the grace ends).
+  Status StopContainer(const std::string& id, int64_t timeout_seconds,
+                       std::optional<std::chrono::milliseconds> deadline = std::nullopt);
   Status RemoveContainer(const std::string& id);
   Result<v1::ContainerStatusResponse> ContainerStatus(const std::string& id, bool verbose = false);
   Result<std::vector<v1::Container>> ListContainers(const std::string& pod_id = "");

@@ -154,7 +154,8 @@ Status AgentProcess::Serve() {
 // own, which the restored agent must read again.
 server::TokenSource AgentProcess::AgentTokenSource() const {
   if (options_.init) {
-    return [] { return system::ReadFwCfgFile(guest_abi::kAgentTokenFwCfgName, guest_abi::kAgentTokenHexLength); };
+    return server::RequireToken(
+        [] { return system::ReadFwCfgFile(guest_abi::kAgentTokenFwCfgName, guest_abi::kAgentTokenHexLength); });
   }
   if (options_.auth_token_file.empty()) return nullptr;
   return [path = options_.auth_token_file]() -> Result<std::optional<std::string>> {

@@ -12,6 +12,14 @@ const log::Logger kLog("server");
 
 }  // namespace
 
+TokenSource RequireToken(TokenSource read) {
+  return [read = std::move(read)]() -> Result<std::optional<std::string>> {
+    ASSIGN_OR_RETURN(std::optional<std::string> token, read());
+    if (!token) return PermissionDenied("this VM was given no agent token: no connection is admitted");
+    return token;
+  };
+}
+
 ConnectionGate::ConnectionGate(TokenSource token, Admit admit, GateOptions options)
     : shared_(std::make_shared<Shared>()) {
   shared_->token = std::move(token);

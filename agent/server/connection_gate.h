@@ -28,6 +28,12 @@ namespace capsule::agent::server {
 // clone gets its own token after restore); nullopt: no token, no handshake.
 using TokenSource = std::function<Result<std::optional<std::string>>()>;
 
+// `read`, with no token an error: for the agent as PID 1, whose host always
+// gives its VM one. A VM without a token (a host bug, a template clone that
+// lost it) then admits no one, rather than everyone who can reach its vsock
+// port (any local user, with the kernel's vhost-vsock).
+TokenSource RequireToken(TokenSource read);
+
 struct GateOptions {
   size_t max_pending = 8;                   // handshakes at once; more are closed
   std::chrono::milliseconds timeout{2000};  // for the peer's AUTH line

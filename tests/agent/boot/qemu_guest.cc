@@ -45,6 +45,8 @@ Result<std::unique_ptr<QemuGuest>> QemuGuest::Boot(const GuestBootOptions& o) {
       "-serial", "stdio", "-monitor", "none", "-qmp", "unix:" + dir.Join("qmp.sock") + ",server=on,wait=off",
       "-object", fmt::format("memory-backend-memfd,id=mem,size={}M,share=on", o.memory_mib), "-numa",
       "node,memdev=mem", "-smp", std::to_string(o.vcpus)};
+  if (!o.agent_token.empty())
+    argv.insert(argv.end(), {"-fw_cfg", fmt::format("name={},string={}", guest_abi::kAgentTokenFwCfgName, o.agent_token)});
   argv.insert(argv.end(), o.extra_qemu_args.begin(), o.extra_qemu_args.end());
   auto guest = std::make_unique<QemuGuest>(std::move(dir), std::move(argv));
   RETURN_IF_ERROR(guest->Start());

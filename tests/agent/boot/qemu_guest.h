@@ -26,6 +26,10 @@ struct GuestBootOptions {
   int vcpus = 1;
   // Appended to QEMU's command line (devices: vsock, virtio-fs).
   std::vector<std::string> extra_qemu_args;
+  // The agent token, as fw_cfg guest_abi::kAgentTokenFwCfgName: the agent
+  // as PID 1 admits no connection without one. On QEMU's command line,
+  // where the product never puts it (it passes a sealed memfd).
+  std::string agent_token;
 };
 
 class QemuGuest {

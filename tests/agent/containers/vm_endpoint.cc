@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "runtime/common/agent_auth.h"
 #include "runtime/common/guest_abi.h"
 #include "tests/agent/support/busybox_rootfs.h"
 
@@ -58,6 +59,7 @@ Result<std::unique_ptr<VmEndpoint>> VmEndpoint::Start() {
 
   GuestBootOptions boot;
   boot.memory_mib = kGuestMemoryMib;
+  ASSIGN_OR_RETURN(boot.agent_token, agent_auth::NewToken());
   boot.extra_qemu_args = ep->vsock_->qemu_device().Args();
   for (auto& a : VirtiofsQemuArgs(ep->virtiofsd_->socket_path())) boot.extra_qemu_args.push_back(a);
   ASSIGN_OR_RETURN(ep->guest_, QemuGuest::Boot(boot));
@@ -69,6 +71,7 @@ Result<std::unique_ptr<VmEndpoint>> VmEndpoint::Start() {
   ep->StartConsoleDrain();
 
   ASSIGN_OR_RETURN(UniqueFd conn, ep->vsock_->Dial(guest_abi::kAgentVsockPort, kDialTimeout));
+  RETURN_IF_ERROR_CTX(agent_auth::Prove(conn.get(), boot.agent_token, kDialTimeout), "prove the agent token");
   ep->channel_ = grpc::CreateInsecureChannelFromFd("capsule-agent-vsock", conn.release());
   ep->stub_ = v1::Agent::NewStub(ep->channel_);
   return ep;

@@ -120,9 +120,18 @@ int EnterJail(const JailPlan& plan) {
       case JailStep::kBindReadOnly: {
         // Device nodes stay usable (no nodev) and are written through a
         // read-only mount all the same: writing a device changes no file.
-        const unsigned long flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | (s.device ? MS_NOEXEC : MS_NODEV);
-        ok = ::mount(s.source.c_str(), path, nullptr, MS_BIND | MS_REC, nullptr) == 0 &&
-             ::mount(nullptr, path, nullptr, flags, nullptr) == 0;
+        // mount_setattr(AT_RECURSIVE): the host's mounts below a bound
+        // directory (a writable /usr/local, say) are read-only too, where a
+        // bind remount would cover the top mount only.
+        ok = ::mount(s.source.c_str(), path, nullptr, MS_BIND | MS_REC, nullptr) == 0;
+        if (!ok) break;
+        mount_attr attr{};
+        attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | (s.device ? MOUNT_ATTR_NOEXEC : MOUNT_ATTR_NODEV);
+        ok = ::mount_setattr(AT_FDCWD, path, AT_RECURSIVE, &attr, sizeof attr) == 0;
+        if (!ok && errno == ENOSYS) {
+          const unsigned long flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | (s.device ? MS_NOEXEC : MS_NODEV);
+          ok = ::mount(nullptr, path, nullptr, flags, nullptr) == 0;
+        }
         break;
       }
       case JailStep::kSymlink:

@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/capability.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <sstream>
 
 #include "runtime/common/daemon.h"
@@ -94,6 +96,35 @@ TEST(JailTest, AJailedDaemonSeesOnlyUsrItsDevicesAndItsOwnProcesses) {
   EXPECT_LE(procs, 4) << *out;
   // The tmpfs and binds lived in the daemon's mount namespace only.
   EXPECT_TRUE(ListDir(dir->Join("root")).empty());
+}
+
+// What the jail binds read-only is read-only all the way down: a host
+// mount below a bound directory cannot be written from inside, even by root.
+TEST(JailTest, MountsBelowABoundDirectoryAreReadOnlyToo) {
+  if (!CanJail()) GTEST_SKIP() << "needs CAP_SYS_ADMIN, CAP_SETUID and CAP_SETGID (run as root)";
+  auto dir = TempDir::Create("jail");
+  ASSERT_TRUE(dir.ok());
+  const std::string tools = dir->Join("tools"), sub = tools + "/writable";
+  ASSERT_TRUE(MkdirAll(sub).ok());
+  ASSERT_EQ(::mount("capsule-test", sub.c_str(), "tmpfs", 0, "size=64k"), 0) << std::strerror(errno);
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{sub};
+  ASSERT_TRUE(WriteFile(sub + "/host-wrote", "x").ok()) << "the host's own mount is writable";
+  JailSpec spec;
+  spec.mountpoint = dir->Join("root");
+  spec.read_only_dirs.push_back(tools);
+  ASSERT_EQ(::mkdir(spec.mountpoint.c_str(), 0755), 0);
+  auto plan = PlanJail(spec);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  auto out = RunJailed(*dir, "test -e " + sub + "/host-wrote && echo seen; (echo y > " + sub +
+                                 "/jail-wrote) 2>/dev/null && echo written || echo refused",
+                       -1, *plan);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_NE(out->find("seen"), std::string::npos) << *out;
+  EXPECT_NE(out->find("refused"), std::string::npos) << *out;
+  EXPECT_FALSE(PathExists(sub + "/jail-wrote"));
 }
 
 TEST(JailTest, AFailedJailStepIsNamed) {

@@ -1,9 +1,13 @@
 // See host_namespaces.h.
 #include "shim/task/host_namespaces.h"
 
+#include <sys/stat.h>
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
+
+#include "shim/task/pod_network.h"
 
 namespace capsule::shim::task {
 namespace {
@@ -37,7 +41,22 @@ std::vector<std::string> HostNamespacesAskedFor(const nlohmann::json& sandbox_sp
   return out;
 }
 
+Status RefuseHostNetns(const std::string& netns_path) {
+  struct stat pod{};
+  if (netns_path.empty() || ::stat(netns_path.c_str(), &pod) != 0) return Status::Ok();  // Attach names it
+  for (const char* host : {"/proc/1/ns/net", "/proc/self/ns/net"}) {
+    struct stat h{};
+    if (::stat(host, &h) == 0 && h.st_dev == pod.st_dev && h.st_ino == pod.st_ino)
+      return InvalidArgument(fmt::format("network namespace {} is the host's own ({}): a pod VM's NIC cannot take "
+                                         "over the node's network; run this pod with a runc RuntimeClass instead",
+                                         netns_path, host));
+  }
+  return Status::Ok();
+}
+
 Status RefuseHostNamespaces(const nlohmann::json& sandbox_spec, std::string_view sandbox_id) {
+  if (Status st = RefuseHostNetns(PodNetnsPath(sandbox_spec)); !st.ok())
+    return std::move(st).WithContext(fmt::format("pod sandbox {} (hostNetwork: true)", sandbox_id));
   const std::vector<std::string> asked = HostNamespacesAskedFor(sandbox_spec);
   if (asked.empty()) return Status::Ok();
   std::string fields;

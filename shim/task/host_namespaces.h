@@ -21,7 +21,13 @@ namespace capsule::shim::task {
 std::vector<std::string> HostNamespacesAskedFor(const nlohmann::json& sandbox_spec);
 
 // OK when the pod shares none; else INVALID_ARGUMENT naming the sandbox,
-// each field, and the remedy (a runc RuntimeClass).
+// each field, and the remedy (a runc RuntimeClass). A network namespace
+// path that is the host's own counts as hostNetwork (RefuseHostNetns).
 Status RefuseHostNamespaces(const nlohmann::json& sandbox_spec, std::string_view sandbox_id);
+
+// INVALID_ARGUMENT when `netns_path` is the network namespace of the host
+// (PID 1's, or this shim's): the pod's NIC would redirect the host's
+// interfaces into the VM. Checked before any tap or redirect is made.
+Status RefuseHostNetns(const std::string& netns_path);
 
 }  // namespace capsule::shim::task

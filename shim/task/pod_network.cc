@@ -13,6 +13,7 @@
 #include "runtime/common/logging.h"
 #include "runtime/network/netns_snapshot.h"
 #include "shim/task/agent_status.h"
+#include "shim/task/host_namespaces.h"
 
 namespace capsule::shim::task {
 namespace {
@@ -138,6 +139,7 @@ Result<std::unique_ptr<PodNetwork>> PodNetwork::Attach(const std::string& netns_
                                                        const AgentHandle& agent,
                                                        const std::optional<vm::BootNic>& boot_nic) {
   const std::string what = "pod network " + netns_path;
+  RETURN_IF_ERROR(RefuseHostNetns(netns_path));
   auto read = network::ReadNetns(netns_path);
   if (!read.ok()) return std::move(read).status().WithContext(what);
   const network::NetnsSnapshot snap = std::move(read).value();

@@ -6,6 +6,7 @@
 // tests/integration/shim.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -587,6 +588,22 @@ TEST_F(TaskServiceTest, APodAskingForAHostNamespaceIsRefusedBeforeAnyBoot) {
     ASSERT_FALSE(r.ok()) << c.dropped;
     EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
     EXPECT_NE(r.status().message().find(c.field), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("pod1"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("runc RuntimeClass"), std::string::npos) << r.status().message();
+  }
+  // A network namespace path that is the host's own is hostNetwork too,
+  // whatever the spec's list says: no tap or redirect goes into it.
+  for (const char* host_netns : {"/proc/1/ns/net", "/proc/self/ns/net"}) {
+    struct stat st{};
+    // PID 1's is unreadable where the tests run in a container of their own.
+    if (::stat(host_netns, &st) != 0) continue;
+    auto spec = BaseSpec({{kTypeKey, "sandbox"}});
+    for (auto& n : spec["linux"]["namespaces"])
+      if (n["type"] == "network") n["path"] = host_netns;
+    auto r = service_->Create(CreateReq("pod1", spec));
+    ASSERT_FALSE(r.ok()) << host_netns;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("is the host's own"), std::string::npos) << r.status().message();
     EXPECT_NE(r.status().message().find("pod1"), std::string::npos) << r.status().message();
     EXPECT_NE(r.status().message().find("runc RuntimeClass"), std::string::npos) << r.status().message();
   }

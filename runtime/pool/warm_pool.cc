@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -20,10 +21,6 @@ namespace {
 const log::Logger kLog("pool");
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-// An idle VM's guest was paused: it powers off at once when resumed for
-// DestroySandbox, and a stuck one is killed after this.
-constexpr milliseconds kStopGrace{2000};
 
 double MsSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
@@ -324,9 +321,17 @@ void WarmPool::StopVm(vm::SandboxVmPtr v, std::string_view why) {
   if (!v) return;
   const std::string id = v->id();
   kLog.Info("stopping {}: {}", id, why);
-  // A paused guest cannot power itself off: let it run for its last words.
-  (void)v->vmm().Resume();
-  if (Status st = v->Stop(kStopGrace); !st.ok()) kLog.Warn("stop {}: {}", id, st.ToString());
+  // No pod ever ran in it (or its pod is gone): nothing in the guest needs
+  // a clean power-off, so QEMU quits at once, paused or not.
+  if (Status st = v->Stop(milliseconds(0)); !st.ok()) kLog.Warn("stop {}: {}", id, st.ToString());
+}
+
+void WarmPool::StopVms(std::vector<std::pair<vm::SandboxVmPtr, std::string>> vms) {
+  std::vector<std::thread> stoppers;
+  stoppers.reserve(vms.size());
+  for (auto& [v, why] : vms)
+    stoppers.emplace_back([this, v = std::move(v), why = std::move(why)]() mutable { StopVm(std::move(v), why); });
+  for (auto& t : stoppers) t.join();
 }
 
 void WarmPool::PruneTemplates(const std::string& default_key) {
@@ -398,6 +403,7 @@ void WarmPool::RekeyShapes() {
 }
 
 void WarmPool::ScanStateDir(bool at_start) {
+  std::vector<std::pair<vm::SandboxVmPtr, std::string>> left;
   for (const std::string& dir : VmDirs(o_.config.runtime.state_dir)) {
     const std::string id = dir.substr(dir.rfind('/') + 1);
     {
@@ -432,8 +438,9 @@ void WarmPool::ScanStateDir(bool at_start) {
         kLog.Warn("cannot reap {} ({}): {}", id, why, v.status().ToString());
       continue;
     }
-    StopVm(std::move(*v), why);
+    left.emplace_back(std::move(*v), std::move(why));
   }
+  StopVms(std::move(left));
 }
 
 Result<std::optional<Claimed>> WarmPool::Claim(const Shape& requested, const Claimant& who, std::string* miss) {
@@ -602,7 +609,9 @@ uint32_t WarmPool::Drain() {
   }
   kLog.Info("draining {} idle VM(s)", idle.size());
   const auto n = static_cast<uint32_t>(idle.size());
-  for (auto& v : idle) StopVm(std::move(v), "the pool is draining");
+  std::vector<std::pair<vm::SandboxVmPtr, std::string>> stopping;
+  for (auto& v : idle) stopping.emplace_back(std::move(v), "the pool is draining");
+  StopVms(std::move(stopping));
   // Boots in flight stop themselves when they finish (BootFinished).
   std::unique_lock lock(mu_);
   cv_.wait(lock, [this] { return booting_total_ == 0; });

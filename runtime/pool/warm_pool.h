@@ -142,6 +142,9 @@ class WarmPool {
   // Leftovers of an earlier daemon (at start) or unadopted claims (later).
   void ScanStateDir(bool at_start);
   void StopVm(vm::SandboxVmPtr vm, std::string_view why);
+  // Each on a thread of its own: a drain or a restart's reaping takes as
+  // long as the slowest QEMU's exit, not the sum of them.
+  void StopVms(std::vector<std::pair<vm::SandboxVmPtr, std::string>> vms);
   std::string NewVmId(const std::string& key) const;
 
   const WarmPoolOptions o_;

@@ -36,7 +36,7 @@ uint32_t StopLeftVm(const task::BundleRecord& record, const VmProviderFactory& m
   }
   const auto pid = static_cast<uint32_t>((*vm)->vmm_pid());
   kLog.Warn("stopping VM {} (VMM pid {}) left by a dead shim", record.vm_id, pid);
-  if (Status st = (*vm)->Stop(task::kVmStopGrace); !st.ok()) kLog.Error("stop VM {}: {}", record.vm_id, st.ToString());
+  if (Status st = (*vm)->Stop(std::chrono::milliseconds(0)); !st.ok()) kLog.Error("stop VM {}: {}", record.vm_id, st.ToString());
   return pid;
 }
 

@@ -41,8 +41,6 @@ namespace capsule::shim::task {
 
 // One GetOOMEvent long poll; the watcher polls again after it.
 inline constexpr std::chrono::milliseconds kOomPollTimeout{30000};
-// The guest gets this long to power off before the VMM is stopped.
-inline constexpr std::chrono::milliseconds kVmStopGrace{2000};
 // The pod's /dev/shm tmpfs (Docker's and CRI's default size).
 inline constexpr const char* kPodShmSize = "size=65536k";
 

@@ -13,6 +13,8 @@
 // the runc shim's BinaryName) is measured when Debian's runsc is installed
 // and runs a CNI pod here, else the reason it was skipped is printed.
 // Prints p50/p90/p99/max per variant, the ratios warm/runc and cold/warm,
+// the sequential pods' stop (StopPodSandbox + RemovePodSandbox) and stop
+// warm/runc,
 // each CRI call's share, the warm path's breakdown from the shim's log, the
 // memory of idle pooled VMs with and without KSM, and writes the samples to build/bench/pod_start.csv (plus a
 // CDF as PNG when gnuplot is installed). Asserts only that every pod
@@ -258,9 +260,15 @@ class PodStartBench : public ::testing::Test {
   void Record(const std::string& variant, const std::string& mode, const PodTimes& t) {
     if (t.total >= 0) samples_.push_back({variant, mode, t.total, t.run_pod, t.create, t.start});
   }
-  void Remove(const std::string& pod_id) {
-    EXPECT_TRUE(cri_->StopPod(pod_id).ok());
-    EXPECT_TRUE(cri_->RemovePod(pod_id).ok());
+  // StopPodSandbox + RemovePodSandbox of a pod whose container still runs
+  // (CRI stops it first, as the kubelet's pod deletion does); ms, < 0 on failure.
+  double Remove(const std::string& pod_id) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool stopped = cri_->StopPod(pod_id).ok();
+    const bool removed = cri_->RemovePod(pod_id).ok();
+    EXPECT_TRUE(stopped && removed) << "stop or remove pod " << pod_id;
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return stopped && removed ? ms : -1;
   }
   void Sequential(const std::string& variant, const std::string& handler, int runs, bool refill_first) {
     for (int i = 0; i < runs; ++i) {
@@ -269,7 +277,8 @@ class PodStartBench : public ::testing::Test {
       }
       std::string id;
       Record(variant, "sequential", StartPod(handler, fmt::format("{}-{}", variant, i), &id));
-      if (!id.empty()) Remove(id);
+      if (id.empty()) continue;
+      if (const double ms = Remove(id); ms >= 0) stops_[variant].push_back(ms);
     }
   }
   void Concurrent(const std::string& variant, const std::string& handler, int n) {
@@ -487,6 +496,7 @@ class PodStartBench : public ::testing::Test {
   std::unique_ptr<cri::CriClient> cri_;
   std::unique_ptr<PoolDaemonProcess> pool_;
   std::vector<Sample> samples_;
+  std::map<std::string, std::vector<double>> stops_;  // by variant, sequential pods
   std::string gvisor_skip_;
   bool boot_nic_ = true;
 };
@@ -549,6 +559,11 @@ TEST_F(PodStartBench, RuncCapsuleColdCapsuleWarmAndGvisor) {
     }
     PrintCriCalls(mode);
   }
+  std::cout << "\nsequential stop (StopPodSandbox + RemovePodSandbox, the container still running):\n";
+  for (const auto& [v, ms] : stops_) std::cout << fmt::format("  {:13} {}\n", v, Summary(ms));
+  const double runc_stop = Percentile(stops_["runc"], 0.5);
+  std::cout << fmt::format("  stop warm/runc p50 = {:.2f}\n",
+                           runc_stop > 0 ? Percentile(stops_["capsule-warm"], 0.5) / runc_stop : 0);
   std::cout << "\n";
   PrintWarmBreakdown(static_cast<size_t>(runs));
   PrintColdBootReasons();

@@ -159,7 +159,11 @@ void Confine(const DaemonOptions& o, int report_fd) {
 }
 
 // Intermediate: new session, forks the daemon, reports its pid, then waits
-// until the launcher has opened a pidfd for it before exiting.
+// until the launcher has opened a pidfd for it before exiting. The launcher
+// says so with a byte, not by closing its end: an intermediate that another
+// thread forked meanwhile holds a copy of that end until it exits (the pipe
+// is CLOEXEC, and intermediates do not exec), so two spawns at once that
+// waited for end of file each waited for the other, for ever.
 [[noreturn]] void Intermediate(const DaemonOptions& o, char** argv, char** envp, int report_fd,
                                int go_fd, int go_write_fd, int dev_null, int exe_fd) {
   ::close(go_write_fd);  // our copy would keep go_fd from ever reading EOF
@@ -171,7 +175,7 @@ void Confine(const DaemonOptions& o, int report_fd) {
   char b;
   while (::read(go_fd, &b, 1) < 0 && errno == EINTR) {
   }
-  ::_exit(0);
+  ::_exit(0);  // on the byte, or at end of file when the launcher died
 }
 
 bool ReadRecord(int fd, int (&data)[3]) {
@@ -252,6 +256,9 @@ Result<Daemon> SpawnDaemon(const DaemonOptions& options) {
       // Unsupervised it must not run: the pid is still certainly the daemon's.
       ::kill(d.pid, SIGKILL);
     }
+  }
+  const char go = 1;
+  while (::write(go_write.get(), &go, 1) < 0 && errno == EINTR) {
   }
   go_write.reset();
   ReapIntermediate(mid);

@@ -114,9 +114,20 @@ void Process::WatchExit() {
   // output still in flight goes on to its end (containerd waits for it
   // before it deletes the task), and a process that keeps the output open
   // cannot hold the exit, and with it a stop's answer, back.
+  // Delete waits for that end (bounded by the drain's own limits), as
+  // runc's shim waits for its copy group before deleting: removing the
+  // container in the guest ends its output streams.
   watcher_ = std::thread([this] {
-    RecordExit(AwaitExit());
+    const ExitInfo exit = AwaitExit();
+    {
+      std::lock_guard exiting(mu_);
+      draining_ = true;
+      RecordExitLocked(exit);
+    }
     DrainOutput();
+    std::lock_guard drained(mu_);
+    draining_ = false;
+    cv_.notify_all();
   });
 }
 
@@ -210,6 +221,8 @@ ExitInfo Process::Wait() {
 Result<ExitInfo> Process::Delete() {
   std::unique_lock lock(mu_);
   if (starting_) return FailedPrecondition("delete " + Name() + ": its start is in progress (kill it, then wait)");
+  if (draining_ && !cv_.wait_for(lock, kExitDrainTimeout + io::kCopierStopTimeout, [&] { return !draining_; }))
+    kLog.Warn("delete {}: its output is still being copied; deleting anyway", Name());
   RETURN_IF_ERROR(CheckTransition(state_, ProcessState::kDeleted, "delete " + Name()));
   const bool started = started_in_agent_;
   ExitInfo exit = exit_.value_or(ExitInfo{0, NowUnixNanos(), false});

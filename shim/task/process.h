@@ -87,8 +87,10 @@ class Process {
   Status Kill(uint32_t signal, bool all);
   // Blocks until the process stopped (works before Start).
   ExitInfo Wait();
-  // created|stopped -> deleted; FAILED_PRECONDITION while running. An
-  // exec is forgotten by the agent; an init goes with its container.
+  // created|stopped -> deleted; FAILED_PRECONDITION while running. Waits
+  // first for the output of a stopped process to be copied out (at most
+  // the drain's limits). An exec is forgotten by the agent; an init goes
+  // with its container.
   Result<ExitInfo> Delete();
   // The process can no longer run (its container's creation was undone, its
   // container was deleted, the shim is stopping): -> stopped with `status`
@@ -122,6 +124,7 @@ class Process {
   bool started_in_agent_ = false;                // guarded by mu_
   bool starting_ = false;  // guarded by mu_: Start is waiting for the agent
   bool drop_events_ = false;  // guarded by mu_
+  bool draining_ = false;     // guarded by mu_: exited, output still being copied
   // Set at Create; dropped once drained, which closes the host ends.
   std::shared_ptr<io::StdioCopier> copier_;      // guarded by mu_
 };

@@ -80,6 +80,32 @@ TEST_F(TaskServiceTest, CtrRunLifecycleWithOutputExitAndOrderedEvents) {
   EXPECT_NE(ShutdownReason(), "") << "no task left: the shim exits";
 }
 
+// The exit is reported at once, but a Delete right after it (ctr run does
+// one) waits for the output still in flight: deleting removes the
+// container in the guest, and its unread output with it.
+TEST_F(TaskServiceTest, ADeleteRightAfterTheExitWaitsForTheOutputInFlight) {
+  FifoReader out(Fifo("out"));
+  const std::string output(200 * 1024, 'o');
+  auto agent = vms_->next_agent();
+  agent->SetScript("c1", "", {output, "", 0});
+  std::promise<void> reading;
+  agent->HoldNext("ReadStdout", [&] { reading.set_value(); });
+  ASSERT_TRUE(service_->Create(CreateReq("c1", BaseSpec(), out.path())).ok());
+  out.Start();
+  MustStart("c1");
+  ASSERT_EQ(reading.get_future().wait_for(milliseconds(10000)), std::future_status::ready);
+  auto w = Wait("c1");
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->exit_status(), 0u) << "the exit is reported while output is still held";
+
+  auto deleted = std::async(std::launch::async, [&] { return Delete("c1"); });
+  EXPECT_EQ(deleted.wait_for(milliseconds(200)), std::future_status::timeout) << "Delete did not wait for the output";
+  agent->Release("ReadStdout");
+  auto del = deleted.get();
+  ASSERT_TRUE(del.ok()) << del.status().ToString();
+  EXPECT_EQ(out.Get().size(), output.size()) << "output was lost to the delete";
+}
+
 TEST_F(TaskServiceTest, ExitCodeSignalAndKillAfterExit) {
   vms_->next_agent()->SetScript("c1", "", {"", "", 3});
   ASSERT_TRUE(service_->Create(CreateReq("c1", BaseSpec())).ok());

@@ -266,7 +266,12 @@ Status FakeAgentClient::RemoveContainer(const av1::RemoveContainerRequest& req) 
   RETURN_IF_ERROR(Enter("RemoveContainer"));
   auto c = containers_.find(req.container_id());
   if (c == containers_.end() || c->second.removed) return NotFound("fake agent: no container " + req.container_id());
-  for (auto& [id, p] : c->second.procs) ExitProc(p, 128 + SIGKILL);
+  // As in the guest: a removed container's pipes are gone with what was unread.
+  for (auto& [id, p] : c->second.procs) {
+    ExitProc(p, 128 + SIGKILL);
+    p.out.clear();
+    p.err.clear();
+  }
   c->second.removed = true;
   return Status::Ok();
 }
@@ -367,6 +372,7 @@ Result<av1::WaitProcessResponse> FakeAgentClient::WaitProcess(const av1::WaitPro
 }
 
 Result<av1::ReadStreamResponse> FakeAgentClient::Read(const av1::ReadStreamRequest& req, bool err) {
+  RETURN_IF_ERROR(Gate(err ? "ReadStderr" : "ReadStdout"));
   std::unique_lock lock(mu_);
   RETURN_IF_ERROR(Enter(err ? "ReadStderr" : "ReadStdout"));
   ASSIGN_OR_RETURN(Proc * p, FindProc(req.container_id(), req.exec_id()));

@@ -53,9 +53,10 @@ class FakeAgentClient : public agentclient::AgentClient {
   // shim's Revoke cuts a real call.
   void HangNextCreateContainer(std::function<void()> on_enter);
   // The next call of `method` (CreateSandbox, SetGuestTime, CreateContainer,
-  // StartContainer, PauseContainer, StatsContainer, CloseStdin) runs `on_enter`, then
-  // waits, other calls going on, until Release(method) lets it proceed as
-  // usual, or until Close() cuts it (CANCELLED): a slow guest.
+  // StartContainer, PauseContainer, StatsContainer, CloseStdin, ReadStdout,
+  // ReadStderr) runs `on_enter`, then waits, other calls going on, until
+  // Release(method) lets it proceed as usual, or until Close() cuts it
+  // (CANCELLED): a slow guest.
   void HoldNext(const std::string& method, std::function<void()> on_enter = {});
   void Release(const std::string& method);
   // The next call of `method` (as above) answers, after `after`, what the

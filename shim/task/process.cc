@@ -110,21 +110,23 @@ void Process::WatchExit() {
   // start); while its start is in flight, Start's caller watches it.
   if (state_ == ProcessState::kStopped || state_ == ProcessState::kDeleted || watcher_.joinable() || starting_)
     return;
-  // The exit is reported as soon as the guest saw it, as runc's shim does:
-  // output still in flight goes on to its end (containerd waits for it
-  // before it deletes the task), and a process that keeps the output open
-  // cannot hold the exit, and with it a stop's answer, back.
-  // Delete waits for that end (bounded by the drain's own limits), as
-  // runc's shim waits for its copy group before deleting: removing the
-  // container in the guest ends its output streams.
+  // The exit is reported once its output is out, as long as that takes no
+  // longer than kExitOutputGrace: a process that keeps the output open
+  // cannot hold the exit, and with it a stop's answer, back. Delete waits
+  // for the rest (bounded by the drain's own limits), as runc's shim waits
+  // for its copy group before deleting: removing the container in the
+  // guest ends its output streams.
   watcher_ = std::thread([this] {
     const ExitInfo exit = AwaitExit();
+    const auto exited = std::chrono::steady_clock::now();
+    if (!WaitOutput(kExitOutputGrace).ok())
+      kLog.Info("{}: output still open {} ms after its exit; reporting the exit", Name(), kExitOutputGrace.count());
     {
       std::lock_guard exiting(mu_);
       draining_ = true;
       RecordExitLocked(exit);
     }
-    DrainOutput();
+    DrainOutput(exited + kExitDrainTimeout);
     std::lock_guard drained(mu_);
     draining_ = false;
     cv_.notify_all();
@@ -155,16 +157,24 @@ ExitInfo Process::AwaitExit() {
   }
 }
 
-void Process::DrainOutput() {
+Status Process::WaitOutput(std::chrono::milliseconds timeout) {
   std::shared_ptr<io::StdioCopier> copier;
   {
     std::lock_guard lock(mu_);
-    if (!stdio_attached_) return;
+    if (!stdio_attached_ || !copier_) return Status::Ok();
     copier = copier_;
   }
-  if (!copier) return;
-  if (Status st = copier->WaitOutput(kExitDrainTimeout); !st.ok())
-    kLog.Warn("{}: {}; closing its output now", Name(), st.ToString());
+  return copier->WaitOutput(std::max(timeout, std::chrono::milliseconds(0)));
+}
+
+void Process::DrainOutput(std::chrono::steady_clock::time_point deadline) {
+  {
+    std::lock_guard lock(mu_);
+    if (!stdio_attached_ || !copier_) return;
+  }
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  if (Status st = WaitOutput(left); !st.ok())
+    kLog.Warn("{}: output still open {} ms after its exit; closing it now", Name(), kExitDrainTimeout.count());
   std::lock_guard lock(mu_);
   copier_.reset();  // closes the host ends (CRI's ExecSync reads them to EOF)
 }

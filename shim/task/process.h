@@ -25,9 +25,14 @@
 
 namespace capsule::shim::task {
 
-// How long output may keep flowing after a process exited (a daemonized
-// grandchild holding the pipe) before the host ends are closed. The exit
-// itself is reported at once.
+// How long the report of an exit waits for the output still in flight.
+// ctr deletes the task, and closes its end of the output, as soon as it
+// hears of the exit, so output that had not reached it by then would be
+// lost; a process whose output stays open (a grandchild holding it) is
+// reported this much late at most, and its output goes on flowing.
+inline constexpr std::chrono::milliseconds kExitOutputGrace{1000};
+// How long output may keep flowing after a process exited before the host
+// ends are closed (counted from the exit).
 inline constexpr std::chrono::milliseconds kExitDrainTimeout{5000};
 
 class Process;
@@ -108,7 +113,11 @@ class Process {
   explicit Process(ProcessParams params) : p_(std::move(params)) {}
   Result<uint32_t> StartInAgent();
   ExitInfo AwaitExit();
-  void DrainOutput();
+  // OK once the output drained (or there is none to copy); DEADLINE_EXCEEDED
+  // when `timeout` passed first.
+  Status WaitOutput(std::chrono::milliseconds timeout);
+  // Waits for the output until `deadline`, then closes the host ends.
+  void DrainOutput(std::chrono::steady_clock::time_point deadline);
   void RecordExit(const ExitInfo& exit);
   void RecordExitLocked(const ExitInfo& exit);  // mu_ held
 

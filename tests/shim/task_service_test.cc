@@ -80,10 +80,34 @@ TEST_F(TaskServiceTest, CtrRunLifecycleWithOutputExitAndOrderedEvents) {
   EXPECT_NE(ShutdownReason(), "") << "no task left: the shim exits";
 }
 
-// The exit is reported at once, but a Delete right after it (ctr run does
-// one) waits for the output still in flight: deleting removes the
-// container in the guest, and its unread output with it.
-TEST_F(TaskServiceTest, ADeleteRightAfterTheExitWaitsForTheOutputInFlight) {
+// The exit is reported once the output in flight is out (ctr closes its
+// end of the output when it hears of the exit), as long as that takes
+// less than the grace.
+TEST_F(TaskServiceTest, TheExitIsReportedAfterTheOutputInFlight) {
+  FifoReader out(Fifo("out"));
+  const std::string output(200 * 1024, 'o');
+  auto agent = vms_->next_agent();
+  agent->SetScript("c1", "", {output, "", 0});
+  std::promise<void> reading;
+  agent->HoldNext("ReadStdout", [&] { reading.set_value(); });
+  ASSERT_TRUE(service_->Create(CreateReq("c1", BaseSpec(), out.path())).ok());
+  out.Start();
+  MustStart("c1");
+  ASSERT_EQ(reading.get_future().wait_for(milliseconds(10000)), std::future_status::ready);
+  auto waited = std::async(std::launch::async, [&] { return Wait("c1"); });
+  EXPECT_EQ(waited.wait_for(milliseconds(200)), std::future_status::timeout)
+      << "the exit was reported with its output still in the guest";
+  agent->Release("ReadStdout");
+  auto w = waited.get();
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(out.Get().size(), output.size());
+  EXPECT_TRUE(Delete("c1").ok());
+}
+
+// Output that stays in flight past the grace does not hold the exit back;
+// a Delete right after it (ctr run does one) waits for that output, since
+// deleting removes the container in the guest, and its unread output.
+TEST_F(TaskServiceTest, OutputPastTheGraceIsWaitedForByDeleteNotByTheExit) {
   FifoReader out(Fifo("out"));
   const std::string output(200 * 1024, 'o');
   auto agent = vms_->next_agent();

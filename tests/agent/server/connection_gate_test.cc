@@ -60,6 +60,9 @@ TEST(ConnectionGateTest, ARequiredTokenThatIsPresentMustBeProved) {
   Pair right = SocketPair();
   gate.Offer(std::move(right.theirs));
   EXPECT_TRUE(agent_auth::Prove(right.ours.get(), *token, milliseconds(5000)).ok());
+  // The gate answers the proof, then admits: wait for the admission
+  // (Close drops one still on its way).
+  for (int i = 0; i < 500 && admitted.load() == 0; ++i) std::this_thread::sleep_for(milliseconds(10));
   gate.Close();
   EXPECT_EQ(admitted.load(), 1);
 }

@@ -8,6 +8,8 @@
 #include <functional>
 #include <map>
 
+#include "runtime/common/guest_abi.h"
+
 namespace capsule::agent::config {
 namespace {
 
@@ -56,6 +58,15 @@ const std::map<std::string, Setter, std::less<>>& Setters() {
            if (!IsValidModuleName(n)) return false;
          }
          s.extra_modules = std::move(names);
+         return true;
+       }},
+      {"modules_allow",
+       [](BootSettings& s, std::string_view v) {
+         auto patterns = SplitComma(v);
+         for (const auto& p : patterns) {
+           if (!guest_abi::IsValidModulePattern(p)) return false;
+         }
+         s.allowed_modules = std::move(patterns);
          return true;
        }},
       {"debug_shell",

@@ -5,6 +5,8 @@
 //   capsule.log=trace|debug|info|warn|error   log level on the console (info)
 //   capsule.hostname=NAME                     hostname until CreateSandbox (capsule)
 //   capsule.modules=a,b                       extra modules of the image to load at boot
+//   capsule.modules_allow=a,b*                more modules the kernel may load on demand
+//                                             (agent/modules/module_policy.h)
 //   capsule.debug_shell=0|1                   spawn /bin/sh on the console (debug image)
 //   capsule.cgroups=0|1                       mount cgroup2 and enable controllers (1)
 //   capsule.fault=SPEC                        test builds only (agent/faults): make named
@@ -26,6 +28,7 @@ struct BootSettings {
   log::Level log_level = log::Level::kInfo;
   std::string hostname = kDefaultHostname;
   std::vector<std::string> extra_modules;
+  std::vector<std::string> allowed_modules;  // patterns, beyond the built-in allowlist
   bool debug_shell = false;
   bool cgroups = true;
   // capsule.fault as given (agent/faults parses it); "" when absent.

@@ -12,6 +12,7 @@
 #include "agent/init/power.h"
 #include "agent/init/root.h"
 #include "agent/modules/modprobe_helper.h"
+#include "agent/modules/module_policy.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 
@@ -85,7 +86,11 @@ Result<BootReport> RunBootDuties(modules::KernelModuleLoader& loader) {
   kLog.Info("mounted {}", Join(report.mounted));
   SoftSteps(report);
   LoadModules(loader, report);
-  // Modules the image does not load at boot come on demand from here on.
+  // Modules the image does not load at boot come on demand from here on,
+  // those the allowlist names.
+  const auto policy = modules::ModulePolicy::WithExtra(report.settings.allowed_modules);
+  if (Status st = modules::WriteModulePolicy(policy); !st.ok())
+    kLog.Warn("{}; modules on demand follow the built-in allowlist", st.message());
   if (Status st = modules::InstallModprobeHelper(); !st.ok()) kLog.Warn("{}", st.message());
   return report;
 }

@@ -21,6 +21,7 @@
 #include "agent/modules/loader.h"
 #include "agent/modules/module_aliases.h"
 #include "agent/modules/module_index.h"
+#include "agent/modules/module_policy.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/guest_abi.h"
 #include "runtime/common/unique_fd.h"
@@ -115,7 +116,9 @@ class ModuleTree {
 };
 
 // False when the tree does not know `request` (nothing was loaded then).
-Result<bool> LoadFromTree(ModuleTree& tree, std::string_view request, int depth) {
+// PERMISSION_DENIED when `policy` allows none of the modules it names;
+// softdeps (no policy) come with the module that wants them.
+Result<bool> LoadFromTree(ModuleTree& tree, std::string_view request, const ModulePolicy* policy, int depth) {
   const std::string name = NormalizeModuleName(request);
   ASSIGN_OR_RETURN(bool known, tree.loader().Knows(name));
   std::vector<std::string> targets;
@@ -128,6 +131,18 @@ Result<bool> LoadFromTree(ModuleTree& tree, std::string_view request, int depth)
     }
   }
   if (targets.empty()) return false;
+  if (policy) {
+    std::vector<std::string> refused;
+    std::erase_if(targets, [&](const std::string& t) {
+      if (policy->Allows(t)) return false;
+      refused.push_back(t);
+      return true;
+    });
+    if (targets.empty())
+      return PermissionDenied(fmt::format("modprobe: module {} (asked for as '{}') is not in the guest's allowlist; "
+                                          "an operator adds it with config guest.modules_allow",
+                                          fmt::join(refused, ", "), request));
+  }
   Status last;
   bool any = false;
   for (const auto& target : targets) {
@@ -137,7 +152,7 @@ Result<bool> LoadFromTree(ModuleTree& tree, std::string_view request, int depth)
         continue;
       }
       // Best effort, as modprobe does: the module may work without it.
-      auto loaded = LoadFromTree(tree, pre, depth + 1);
+      auto loaded = LoadFromTree(tree, pre, nullptr, depth + 1);
       if (!loaded.ok()) {
         Kmsg(fmt::format("{} (softdep of {})", loaded.status().message(), target));
       } else if (!*loaded) {
@@ -157,14 +172,15 @@ Result<bool> LoadFromTree(ModuleTree& tree, std::string_view request, int depth)
 
 }  // namespace
 
-Status LoadModuleRequest(std::string_view request, const std::vector<std::string>& trees) {
+Status LoadModuleRequest(std::string_view request, const std::vector<std::string>& trees,
+                         const ModulePolicy& policy) {
   if (request.empty() || request.size() > kMaxRequest) return InvalidArgument("modprobe: a request of bad length");
   std::vector<std::string> searched;
   for (const auto& dir : trees) {
     if (!PathExists(dir + "/" + kModulesDepFile)) continue;
     searched.push_back(dir);
     ModuleTree tree(dir);
-    ASSIGN_OR_RETURN(bool loaded, LoadFromTree(tree, request, 0));
+    ASSIGN_OR_RETURN(bool loaded, LoadFromTree(tree, request, &policy, 0));
     if (loaded) return Status::Ok();
   }
   return NotFound(fmt::format("modprobe: no module or alias '{}' in {}", request,
@@ -176,7 +192,7 @@ void LoadNetAdminBaseline() {
   std::call_once(once, [] {
     const auto trees = ModuleTrees(Release());
     for (const char* m : {"ip_tables", "ip6_tables"}) {
-      if (Status st = LoadModuleRequest(m, trees); !st.ok()) Kmsg(st.message());
+      if (Status st = LoadModuleRequest(m, trees, ModulePolicy::Default()); !st.ok()) Kmsg(st.message());
     }
   });
 }
@@ -201,9 +217,10 @@ int RunModprobeHelper(int argc, char** argv) {
     return 1;
   }
   const std::vector<std::string> trees = ModuleTrees(Release());
+  const ModulePolicy policy = ReadModulePolicy();
   int rc = 0;
   for (const auto& r : requests) {
-    if (Status st = LoadModuleRequest(r, trees); !st.ok()) {
+    if (Status st = LoadModuleRequest(r, trees, policy); !st.ok()) {
       Kmsg(st.message());
       rc = 1;
     }

@@ -7,7 +7,8 @@
 // modules.dep and loads the module with its dependencies by finit_module:
 // first from the host's module tree in the share (config guest.modules,
 // read-only to the guest, so containers cannot plant modules), then from
-// the image's own /lib/modules. Failures go to the kernel log.
+// the image's own /lib/modules. Only modules the allowlist names are loaded
+// (module_policy.h). Failures and refusals go to the kernel log.
 //
 // The kernel starts helpers in its own root: the raw initramfs, without
 // the mounts of PID 1's root (the agent moved its root onto a bind mount,
@@ -19,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/modules/module_policy.h"
 #include "runtime/common/status.h"
 
 namespace capsule::agent::modules {
@@ -49,8 +51,10 @@ std::vector<std::string> ModuleTrees(std::string_view release);
 
 // Loads `request` (a module name or an alias) from the first tree in
 // `trees` whose modules.dep knows it: its softdep "pre" modules first (best
-// effort), then every module the alias names, each with its dependencies.
-// NOT_FOUND when no tree knows it.
-Status LoadModuleRequest(std::string_view request, const std::vector<std::string>& trees);
+// effort), then every module the alias names that `policy` allows, each
+// with its dependencies. NOT_FOUND when no tree knows it;
+// PERMISSION_DENIED, naming the modules, when the policy allows none.
+Status LoadModuleRequest(std::string_view request, const std::vector<std::string>& trees,
+                         const ModulePolicy& policy);
 
 }  // namespace capsule::agent::modules

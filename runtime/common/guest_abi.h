@@ -38,6 +38,24 @@ inline constexpr std::string_view kSharedModulesDir = ".capsule-modules";
 //   panic=-1       reboot at once on panic; with QEMU -no-reboot the VM exits
 inline constexpr std::string_view kBaseKernelCmdline = "console=ttyS0 quiet panic=-1";
 
+// The operator's additions (config guest.modules_allow) to the allowlist of
+// modules the guest kernel may load on demand (agent/modules/
+// module_policy.h), as `capsule.modules_allow=PATTERN,PATTERN`.
+inline constexpr std::string_view kModulesAllowParam = "capsule.modules_allow";
+inline constexpr size_t kModulePatternMax = 55;  // MODULE_NAME_LEN - 1
+
+// A module pattern: a module name or a glob over one ('*', '?'), of
+// [A-Za-z0-9_-] otherwise; '-' and '_' are the same in module names.
+constexpr bool IsValidModulePattern(std::string_view p) {
+  if (p.empty() || p.size() > kModulePatternMax) return false;
+  for (char c : p) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                    c == '-' || c == '*' || c == '?';
+    if (!ok) return false;
+  }
+  return true;
+}
+
 // The VM's agent token: 64 lowercase hex digits (32 random bytes) the host
 // makes per VM and hands QEMU as this fw_cfg file, where only guest code
 // with port I/O (the agent as PID 1, not a container) reads it. The host

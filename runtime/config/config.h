@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <vector>
 
 #include "runtime/common/logging.h"
 #include "runtime/common/status.h"
@@ -57,6 +58,11 @@ struct GuestConfig {
   // on demand (the agent is the kernel's modprobe helper). "", or a path
   // that is not a directory (logged): only the image's own modules.
   std::string modules = "/usr/share/capsule/modules";
+  // Module names or globs the guest kernel may load on demand beyond the
+  // built-in allowlist (netfilter, bridges, tunnels, IPVS, tc, overlay;
+  // agent/modules/module_policy.h). Rare protocol families (AF_ALG, CAN,
+  // RxRPC...) stay out unless named here.
+  std::vector<std::string> modules_allow;
 };
 
 struct VsockConfig {

@@ -9,10 +9,14 @@
 #include <sstream>
 
 #include "runtime/common/file_util.h"
+#include "runtime/common/guest_abi.h"
 #include "runtime/config/config.h"
 
 namespace capsule::config {
 namespace {
+
+// Bounds guest.modules_allow, which goes on the guest kernel's command line.
+constexpr size_t kMaxModulePatterns = 32;
 
 class Loader {
  public:
@@ -74,6 +78,28 @@ class Loader {
       return Where(n, key, "must be between " + std::to_string(min) + " and " +
                                std::to_string(max) + ", got " + s);
     *out = static_cast<uint32_t>(v);
+    return Status::Ok();
+  }
+
+  // A sequence of module names or globs (guest_abi::IsValidModulePattern).
+  Status ModulePatterns(const YAML::Node& n, const std::string& key, std::vector<std::string>* out) const {
+    if (n.IsNull()) {
+      out->clear();
+      return Status::Ok();
+    }
+    if (!n.IsSequence()) return Where(n, key, "must be a list of module names or patterns");
+    if (n.size() > kMaxModulePatterns)
+      return Where(n, key, fmt::format("lists {} patterns, more than {}", n.size(), kMaxModulePatterns));
+    std::vector<std::string> patterns;
+    for (const auto& item : n) {
+      std::string p;
+      RETURN_IF_ERROR(String(item, key, &p));
+      if (!guest_abi::IsValidModulePattern(p))
+        return Where(item, key, fmt::format("'{}' is not a module name or pattern (1 to {} of A-Z a-z 0-9 _ - * ?)", p,
+                                            guest_abi::kModulePatternMax));
+      patterns.push_back(std::move(p));
+    }
+    *out = std::move(patterns);
     return Status::Ok();
   }
 
@@ -141,6 +167,7 @@ class Loader {
              {"max_memory_mib", [&](auto& n, auto& k) { return Uint(n, k, 64, 1u << 20, &g.max_memory_mib); }},
              {"boot_nic", [&](auto& n, auto& k) { return Bool(n, k, &g.boot_nic); }},
              {"modules", [&](auto& n, auto& k) { return OptionalPath(n, k, &g.modules); }},
+             {"modules_allow", [&](auto& n, auto& k) { return ModulePatterns(n, k, &g.modules_allow); }},
          })},
         {"vsock", section({
              {"backend", [&](auto& n, auto& k) {
@@ -269,6 +296,7 @@ std::string ToYaml(const Config& c) {
       << YAML::Key << "max_memory_mib" << YAML::Value << c.guest.max_memory_mib
       << YAML::Key << "boot_nic" << YAML::Value << c.guest.boot_nic
       << YAML::Key << "modules" << YAML::Value << c.guest.modules
+      << YAML::Key << "modules_allow" << YAML::Value << YAML::Flow << c.guest.modules_allow
       << YAML::EndMap;
   out << YAML::Key << "vsock" << YAML::Value << YAML::BeginMap
       << YAML::Key << "backend" << YAML::Value << std::string(VsockBackendName(c.vsock.backend))

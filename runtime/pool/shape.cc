@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace capsule::pool {
 namespace {
@@ -33,10 +34,12 @@ Result<std::string> ShapeKey(const config::Config& c, const Shape& s) {
     ASSIGN_OR_RETURN(std::string id, FileIdentity(key, path));
     text += id + ";";
   }
-  text += fmt::format("accel={};kernel_params={};tb={};seccomp={};vsock={};cache={};boot_nic={};modules={}",
+  text += fmt::format("accel={};kernel_params={};tb={};seccomp={};vsock={};cache={};boot_nic={};modules={};"
+                      "modules_allow={}",
                       config::AcceleratorName(c.hypervisor.accelerator), c.hypervisor.kernel_params,
                       c.hypervisor.tcg_tb_size_mib, c.hypervisor.seccomp_sandbox,
-                      config::VsockBackendName(c.vsock.backend), c.virtiofs.cache, c.guest.boot_nic, c.guest.modules);
+                      config::VsockBackendName(c.vsock.backend), c.virtiofs.cache, c.guest.boot_nic, c.guest.modules,
+                      fmt::join(c.guest.modules_allow, ","));
   unsigned char digest[SHA256_DIGEST_LENGTH];
   ::SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
   std::string hex;

@@ -4,6 +4,7 @@
 #include "runtime/agentclient/call_stats.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -98,6 +99,8 @@ Result<hypervisor::VmSpec> BaseVmmSpec(const config::Config& config, const BootP
   s.kernel = config.guest.kernel;
   s.initrd = config.guest.initrd;
   s.kernel_cmdline = std::string(guest_abi::kBaseKernelCmdline);  // + hypervisor.kernel_params (the driver adds it)
+  if (!config.guest.modules_allow.empty())
+    s.kernel_cmdline += fmt::format(" {}={}", guest_abi::kModulesAllowParam, fmt::join(config.guest.modules_allow, ","));
   s.extra_kernel_params = spec.extra_kernel_params;
   ASSIGN_OR_RETURN(s.agent_token, agent_auth::NewToken());
   return s;

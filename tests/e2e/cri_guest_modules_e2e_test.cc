@@ -4,7 +4,9 @@
 // does not carry, are loaded on demand by the agent as the kernel's modprobe
 // helper from the host's module tree in the share (config guest.modules).
 // The rules then redirect the pod's traffic: the host reaches the pod's
-// httpd on 8080 through ports 8081 and 8082. One VM boot.
+// httpd on 8080 through ports 8081 and 8082. Modules outside the guest's
+// allowlist do not load, for an unprivileged container's rare socket
+// families or a privileged one's vcan link. One VM boot.
 #include "tests/e2e/cri_e2e_fixture.h"
 
 namespace capsule::testing {
@@ -86,6 +88,35 @@ TEST_F(CriGuestModulesE2eTest, APrivilegedContainersBridgeAndNatRulesLoadTheirMo
     ASSERT_TRUE(page.ok()) << "port " << port << ": " << page.status().ToString();
     EXPECT_NE(page->find("hello-redirected"), std::string::npos) << *page;
   }
+
+  // Outside the allowlist, privileged or not, nothing loads: an
+  // unprivileged container's AF_ALG and AF_CAN sockets (the kernel asks for
+  // net-pf-38 and net-pf-29) and a privileged vcan link. The helper says
+  // so in the guest's kernel log, naming the module.
+  ContainerOptions u;
+  u.name = "prober";
+  u.image = kNetadminImage;
+  u.command = {"sleep", "3600"};
+  u.log_path = "prober.log";
+  auto prober = cri_->CreateContainer(*pod_id, pod, u);
+  ASSERT_TRUE(prober.ok()) << prober.status().ToString();
+  ASSERT_TRUE(cri_->StartContainer(*prober).ok());
+  for (auto [family, type] : {std::pair{"38", "5"}, std::pair{"29", "3"}}) {
+    auto r = cri_->ExecSync(*prober, {"socket-probe", family, type}, 60);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->exit_code, 1) << "family " << family << ": " << r->out << r->err;
+    EXPECT_NE(r->out.find("not supported"), std::string::npos) << r->out;
+  }
+  auto vcan = cri_->ExecSync(*net, {"ip", "link", "add", "vc0", "type", "vcan"}, 60);
+  ASSERT_TRUE(vcan.ok()) << vcan.status().ToString();
+  EXPECT_NE(vcan->exit_code, 0) << "a vcan link was made: " << vcan->out;
+  const std::string refused = MustRun(*net, {"cat", "/proc/modules"});
+  for (const char* m : {"af_alg", "can", "vcan"}) EXPECT_FALSE(Loaded(refused, m)) << m << " loaded:\n" << refused;
+  const std::string kmsg = MustRun(*net, {"dmesg"});
+  for (const char* m : {"module af_alg (asked for as 'net-pf-38')", "module can (asked for as 'net-pf-29')",
+                        "module vcan (asked for as 'rtnl-link-vcan')"})
+    EXPECT_NE(kmsg.find(m), std::string::npos) << m << " not in the guest's kernel log:\n" << kmsg;
+
   ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
   ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
 }

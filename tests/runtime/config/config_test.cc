@@ -54,6 +54,25 @@ runtime:
   EXPECT_EQ(cfg->guest.max_vcpus, GuestConfig{}.max_vcpus);
 }
 
+TEST(ConfigTest, ModulesAllowTakesNamesAndGlobsAndRefusesAnythingElse) {
+  auto cfg = LoadString("guest:\n  modules_allow: [sctp, \"can-*\", vcan]\n", "m.yaml");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  EXPECT_EQ(cfg->guest.modules_allow, (std::vector<std::string>{"sctp", "can-*", "vcan"}));
+  EXPECT_TRUE(Config{}.guest.modules_allow.empty());
+  for (const char* bad : {"guest:\n  modules_allow: sctp\n", "guest:\n  modules_allow: [\"a b\"]\n",
+                          "guest:\n  modules_allow: [\"x,y\"]\n", "guest:\n  modules_allow: [\"\"]\n",
+                          "guest:\n  modules_allow: [\"/lib/x\"]\n"}) {
+    auto r = LoadString(bad, "m.yaml");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("guest.modules_allow"), std::string::npos) << r.status().message();
+  }
+  std::string many = "guest:\n  modules_allow: [";
+  for (int i = 0; i < 33; ++i) many += (i ? ",m" : "m") + std::to_string(i);
+  auto r = LoadString(many + "]\n", "m.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("more than 32"), std::string::npos) << r.status().message();
+}
+
 TEST(ConfigTest, EmptyFileGivesDefaults) {
   auto cfg = LoadString("", "empty.yaml");
   ASSERT_TRUE(cfg.ok());

@@ -150,8 +150,8 @@ Status AgentProcess::Serve() {
   return Status::Ok();
 }
 
-// Asked per connection: a template clone's host hands it a token of its
-// own, which the restored agent must read again.
+// Read by each gate once, and again when a peer names another token (a
+// template clone's host hands it a token of its own after the restore).
 server::TokenSource AgentProcess::AgentTokenSource() const {
   if (options_.init) {
     return server::RequireToken(

@@ -111,6 +111,13 @@ void PortForwarder::Serve(UniqueFd conn) {
   }
   Result<port_forward::Target> target = InvalidArgument("port-forward request: longer than a request line");
   if (!line->empty() && line->back() == '\n') target = port_forward::ParseRequest(std::string_view(*line).substr(0, line->size() - 1));
+  const std::optional<PortSlot> slot = target.ok() ? TakePortSlot(target->port) : std::nullopt;
+  if (target.ok()) {
+    if (!slot) {
+      target = ResourceExhausted(fmt::format("{} forwarded connections to port {} already open",
+                                             options_.max_connections_per_port, target->port));
+    }
+  }
   Result<UniqueFd> upstream = target.ok() ? ConnectLoopback(*target, options_.connect_timeout) : target.status();
   const auto reply_by = Clock::now() + options_.request_timeout;
   if (!upstream.ok()) {
@@ -127,6 +134,20 @@ void PortForwarder::Serve(UniqueFd conn) {
   Status relayed = Relay(conn.get(), upstream->get(), stop_.get(), "port-forward to " + target->ToString(), &stats);
   kLog.Debug("port-forward to {} ended ({} bytes in, {} out): {}", target->ToString(), stats.a_to_b, stats.b_to_a,
              relayed.ok() ? "done" : relayed.message());
+}
+
+std::optional<PortForwarder::PortSlot> PortForwarder::TakePortSlot(uint16_t port) {
+  std::lock_guard lock(mu_);
+  size_t& n = per_port_[port];
+  if (n >= options_.max_connections_per_port) return std::nullopt;
+  ++n;
+  return PortSlot(this, port);
+}
+
+PortForwarder::PortSlot::~PortSlot() {
+  if (!owner_) return;
+  std::lock_guard lock(owner_->mu_);
+  if (--owner_->per_port_[port_] == 0) owner_->per_port_.erase(port_);
 }
 
 void PortForwarder::Shutdown() {

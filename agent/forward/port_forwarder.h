@@ -4,16 +4,20 @@
 // does), reads one FORWARD line (port_forward_wire.h), connects to that
 // port on the guest's loopback, where the pod's containers live, answers
 // OK or ERR, and relays bytes until either side is done. One thread per
-// connection, at most Options::max_connections at once; more are refused
-// with ERR.
+// connection, at most Options::max_connections at once and
+// max_connections_per_port to one guest port; more are refused with ERR.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <utility>
 
 #include "agent/server/connection_gate.h"
 #include "agent/server/endpoint.h"
@@ -24,7 +28,9 @@ namespace capsule::agent::forward {
 
 struct ForwarderOptions {
   size_t max_connections = 256;
-  size_t max_pending_handshakes = 64;  // agent token handshakes at once; more are closed
+  // Per guest port, so one forwarded port cannot take every connection.
+  size_t max_connections_per_port = 64;
+  size_t max_pending_handshakes = 64;  // agent token handshakes at once; the oldest gives way
   std::chrono::milliseconds request_timeout{2000};  // for the FORWARD line
   std::chrono::milliseconds connect_timeout{5000};  // to the guest port
 };
@@ -48,6 +54,20 @@ class PortForwarder {
   void Admit(UniqueFd conn);
   void Serve(UniqueFd conn);
 
+  // One relay's place in its guest port's budget, given back when it goes.
+  class PortSlot {
+   public:
+    PortSlot(PortForwarder* owner, uint16_t port) : owner_(owner), port_(port) {}
+    PortSlot(PortSlot&& o) noexcept : owner_(std::exchange(o.owner_, nullptr)), port_(o.port_) {}
+    PortSlot& operator=(PortSlot&&) = delete;
+    ~PortSlot();
+
+   private:
+    PortForwarder* owner_;
+    uint16_t port_;
+  };
+  std::optional<PortSlot> TakePortSlot(uint16_t port);
+
   server::Endpoint endpoint_;
   ForwarderOptions options_;
   UniqueFd listen_;
@@ -57,6 +77,7 @@ class PortForwarder {
   std::mutex mu_;
   std::condition_variable idle_;
   size_t active_ = 0;  // guarded by mu_
+  std::map<uint16_t, size_t> per_port_;  // guarded by mu_: relays by guest port
   bool shut_down_ = false;
 };
 

@@ -1,5 +1,7 @@
 #include "agent/server/connection_gate.h"
 
+#include <sys/socket.h>
+
 #include <thread>
 
 #include "runtime/common/agent_auth.h"
@@ -9,6 +11,8 @@ namespace capsule::agent::server {
 namespace {
 
 const log::Logger kLog("server");
+// How long a new connection waits for evicted handshakes to end.
+constexpr std::chrono::milliseconds kEvictedWait{500};
 
 }  // namespace
 
@@ -29,48 +33,75 @@ ConnectionGate::ConnectionGate(TokenSource token, Admit admit, GateOptions optio
 
 ConnectionGate::~ConnectionGate() { Close(); }
 
-void ConnectionGate::Offer(UniqueFd conn) {
-  std::optional<std::string> expected;
-  if (shared_->token) {
-    auto token = shared_->token();
-    if (!token.ok()) {
-      // Fail closed: a VM whose token cannot be read admits no one.
-      if (shared_->warnings.Allow()) kLog.Error("agent token unreadable, connection refused: {}", token.status().message());
-      return;
-    }
-    expected = std::move(*token);
+bool ConnectionGate::Shared::Accepts(std::string_view presented) {
+  std::lock_guard lock(token_mu);
+  if (cached && agent_auth::SameToken(presented, *cached)) return true;
+  if (read_once && !rereads.Allow()) return false;
+  read_once = true;
+  auto t = token();
+  if (!t.ok() || !*t) {
+    // Fail closed: a VM whose token cannot be read admits no one.
+    cached.reset();
+    if (warnings.Allow())
+      kLog.Error("agent token unreadable, connection refused: {}",
+                 t.ok() ? "this VM was given none" : t.status().message());
+    return false;
   }
+  cached = std::move(**t);
+  return agent_auth::SameToken(presented, *cached);
+}
+
+void ConnectionGate::Offer(UniqueFd conn) {
   std::unique_lock lock(shared_->mu);
   if (shared_->closed) return;
-  if (!expected) {
+  if (!shared_->token) {
     shared_->admit(std::move(conn));
     return;
   }
-  if (shared_->pending >= shared_->options.max_pending) {
+  const GateOptions& o = shared_->options;
+  if (shared_->waiting.size() >= o.max_pending) {
+    // The one that waited longest gives way: its thread sees end of file
+    // at once and ends.
+    auto oldest = shared_->waiting.begin();
+    ::shutdown(oldest->second, SHUT_RDWR);
+    shared_->waiting.erase(oldest);
     if (shared_->warnings.Allow())
-      kLog.Warn("{} connections already proving the agent token; one more closed", shared_->pending);
+      kLog.Warn("{} connections already waiting to prove the agent token; the oldest closed", o.max_pending);
+  }
+  // Evicted handshakes end at once; the accept loop waits for them rather
+  // than let threads pile up or turn the newcomer away.
+  if (!shared_->idle.wait_for(lock, kEvictedWait, [&] { return shared_->closed || shared_->threads < 2 * o.max_pending; })) {
+    if (shared_->warnings.Allow()) kLog.Warn("{} agent token handshakes still ending; a connection closed", shared_->threads);
     return;
   }
-  ++shared_->pending;
+  if (shared_->closed) return;
+  const uint64_t id = shared_->next_id++;
+  shared_->waiting.emplace(id, conn.get());
+  ++shared_->threads;
   lock.unlock();
-  std::thread(Handshake, shared_, std::move(conn), std::move(*expected)).detach();
+  std::thread(Handshake, shared_, std::move(conn), id).detach();
 }
 
-void ConnectionGate::Handshake(const std::shared_ptr<Shared>& s, UniqueFd conn, std::string expected) {
-  Status st = agent_auth::Check(conn.get(), expected, s->options.timeout);
+void ConnectionGate::Handshake(const std::shared_ptr<Shared>& s, UniqueFd conn, uint64_t id) {
+  Status st = agent_auth::Check(
+      conn.get(), [&](std::string_view presented) { return s->Accepts(presented); }, s->options.timeout);
   std::lock_guard lock(s->mu);
+  // Out of `waiting` before the fd can be handed on or closed, so an
+  // eviction never shuts down a stream that is no longer this one.
+  s->waiting.erase(id);
   if (st.ok() && !s->closed) {
     s->admit(std::move(conn));
   } else if (!st.ok() && s->warnings.Allow()) {
     kLog.Warn("connection closed before gRPC: {}", st.message());
   }
-  if (--s->pending == 0) s->idle.notify_all();
+  --s->threads;
+  s->idle.notify_all();
 }
 
 void ConnectionGate::Close() {
   std::unique_lock lock(shared_->mu);
   shared_->closed = true;
-  shared_->idle.wait(lock, [&] { return shared_->pending == 0; });
+  shared_->idle.wait(lock, [&] { return shared_->threads == 0; });
 }
 
 }  // namespace capsule::agent::server

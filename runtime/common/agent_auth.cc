@@ -23,14 +23,14 @@ constexpr size_t kAuthLineLength = kAuthVerb.size() + guest_abi::kAgentTokenHexL
 
 constexpr std::string_view kWhat = "agent handshake";
 
-bool EqualInConstantTime(std::string_view a, std::string_view b) {
+}  // namespace
+
+bool SameToken(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   unsigned char diff = 0;
   for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   return diff == 0;
 }
-
-}  // namespace
 
 Result<std::string> NewToken() {
   unsigned char bytes[guest_abi::kAgentTokenHexLength / 2];
@@ -64,17 +64,22 @@ Status Prove(int fd, const std::string& token, milliseconds timeout) {
   return Unavailable(fmt::format("agent handshake: unexpected reply ({} bytes) instead of OK", reply.size()));
 }
 
-Status Check(int fd, const std::string& expected, milliseconds timeout) {
+Status Check(int fd, const std::function<bool(std::string_view presented)>& accepts, milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   ASSIGN_OR_RETURN(std::string line, line_io::ReadLine(fd, kAuthLineLength, deadline, kWhat));
   const bool shaped = line.size() == kAuthLineLength && line.back() == '\n' &&
                       std::string_view(line).substr(0, kAuthVerb.size()) == kAuthVerb;
   const std::string_view token = shaped ? std::string_view(line).substr(kAuthVerb.size(), kAuthLineLength - kAuthVerb.size() - 1)
                                         : std::string_view();
-  if (shaped && IsWellFormedToken(expected) && EqualInConstantTime(token, expected))
-    return line_io::WriteAll(fd, kOk, deadline, kWhat);
+  if (shaped && IsWellFormedToken(token) && accepts(token)) return line_io::WriteAll(fd, kOk, deadline, kWhat);
   (void)line_io::WriteAll(fd, kDenied, deadline, kWhat);
   return PermissionDenied(shaped ? "agent handshake: a wrong token" : "agent handshake: not an AUTH line");
+}
+
+Status Check(int fd, const std::string& expected, milliseconds timeout) {
+  return Check(
+      fd, [&](std::string_view presented) { return IsWellFormedToken(expected) && SameToken(presented, expected); },
+      timeout);
 }
 
 }  // namespace capsule::agent_auth

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -33,5 +34,11 @@ Status Prove(int fd, const std::string& token, std::chrono::milliseconds timeout
 // DEADLINE_EXCEEDED or UNAVAILABLE when the peer is silent or gone.
 // Compares in constant time.
 Status Check(int fd, const std::string& expected, std::chrono::milliseconds timeout);
+// The same, asking `accepts` about the token the peer named (well formed,
+// 64 lowercase hex digits); it must compare in constant time.
+Status Check(int fd, const std::function<bool(std::string_view presented)>& accepts,
+             std::chrono::milliseconds timeout);
+// Constant-time comparison of two tokens.
+bool SameToken(std::string_view a, std::string_view b);
 
 }  // namespace capsule::agent_auth

@@ -23,6 +23,7 @@
 #include "runtime/common/agent_auth.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/inet_sockaddr.h"
+#include "runtime/common/port_forward_wire.h"
 #include "runtime/network/loopback_redirect.h"
 #include "runtime/network/netns.h"
 #include "runtime/network/port_forward_listener.h"
@@ -252,6 +253,44 @@ TEST_F(PortForwardTest, AClosedGuestPortIsAResetAndTheListenerGoesOn) {
   UniqueFd again = SocketIn(pod_->path(), AF_INET);
   ASSERT_TRUE(Connect(again.get(), AF_INET, guest.port()).ok());
   EXPECT_EQ(EchoThrough(again.get(), "hello", &err), "hello");
+}
+
+// Each guest port has its own budget of relays: one forwarded port that is
+// full refuses more, naming the port, while another port still forwards;
+// a relay that ends gives its place back.
+TEST_F(PortForwardTest, EachGuestPortHasItsOwnBudgetOfRelays) {
+  EchoServer a;
+  EchoServer b;
+  agent::server::Endpoint ep{agent::server::Endpoint::Kind::kUnix, 0, dir_ + "/budget.sock"};
+  agent::forward::ForwarderOptions options;
+  options.max_connections_per_port = 2;
+  auto fwd = agent::forward::PortForwarder::Start(
+      ep, [t = token_]() -> Result<std::optional<std::string>> { return std::optional<std::string>(t); }, options);
+  ASSERT_TRUE(fwd.ok()) << fwd.status().ToString();
+  auto open = [&](uint16_t port, UniqueFd* out) -> Status {
+    ASSIGN_OR_RETURN(UniqueFd fd, agentclient::DialUnix(ep.path, milliseconds(5000)));
+    RETURN_IF_ERROR(agent_auth::Prove(fd.get(), token_, milliseconds(5000)));
+    port_forward::Target t;
+    t.address = "127.0.0.1";
+    t.port = port;
+    RETURN_IF_ERROR(port_forward::Request(fd.get(), t, milliseconds(5000)));
+    *out = std::move(fd);
+    return Status::Ok();
+  };
+  UniqueFd a1, a2, a3, b1;
+  ASSERT_TRUE(open(a.port(), &a1).ok());
+  ASSERT_TRUE(open(a.port(), &a2).ok());
+  Status full = open(a.port(), &a3);
+  EXPECT_FALSE(full.ok());
+  EXPECT_NE(full.message().find("to port " + std::to_string(a.port())), std::string::npos) << full.ToString();
+  EXPECT_TRUE(open(b.port(), &b1).ok()) << "another port was refused";
+  a1.reset();  // its relay ends and gives its place back
+  Status again = Unavailable("not tried");
+  for (int i = 0; i < 100 && !again.ok(); ++i) {
+    again = open(a.port(), &a3);
+    if (!again.ok()) std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_TRUE(again.ok()) << again.ToString();
 }
 
 TEST_F(PortForwardTest, AWrongTokenOrALyingAgentIsAResetNeverData) {

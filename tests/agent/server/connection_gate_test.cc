@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "runtime/common/agent_auth.h"
 
@@ -65,6 +67,78 @@ TEST(ConnectionGateTest, ARequiredTokenThatIsPresentMustBeProved) {
   for (int i = 0; i < 500 && admitted.load() == 0; ++i) std::this_thread::sleep_for(milliseconds(10));
   gate.Close();
   EXPECT_EQ(admitted.load(), 1);
+}
+
+// Silent dialers (any local user can reach a guest's CID over the kernel's
+// vhost-vsock) do not keep the host out: past the bound, the connection
+// that waited longest gives way, and the host proves its token at once.
+TEST(ConnectionGateTest, SilentDialersDoNotKeepAProvingConnectionOut) {
+  auto token = agent_auth::NewToken();
+  ASSERT_TRUE(token.ok());
+  std::atomic<int> admitted{0};
+  std::atomic<int> reads{0};
+  ConnectionGate gate(RequireToken([&, t = *token]() -> Result<std::optional<std::string>> {
+                        ++reads;
+                        return std::optional<std::string>(t);
+                      }),
+                      [&](UniqueFd) { ++admitted; }, GateOptions{8, milliseconds(2000)});
+  std::vector<Pair> silent;
+  for (int i = 0; i < 64; ++i) {
+    silent.push_back(SocketPair());
+    gate.Offer(std::move(silent.back().theirs));
+  }
+  EXPECT_EQ(reads.load(), 0) << "silent dialers made the gate read the token";
+  Pair host = SocketPair();
+  const auto start = std::chrono::steady_clock::now();
+  gate.Offer(std::move(host.theirs));
+  EXPECT_TRUE(agent_auth::Prove(host.ours.get(), *token, milliseconds(5000)).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(1000)) << "the host waited for the silent ones";
+  for (int i = 0; i < 500 && admitted.load() == 0; ++i) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_EQ(admitted.load(), 1);
+  // The oldest silent ones were closed to make room.
+  EXPECT_TRUE(ClosedByPeer(silent.front().ours.get()));
+  gate.Close();
+}
+
+// The token is read once for many connections, and again when a peer
+// names another (a template clone's new token after its restore); the old
+// one is refused from then on, and wrong tokens cannot make it read often.
+TEST(ConnectionGateTest, TheTokenIsReadOnceAndAgainOnlyWhenAPeerNamesAnother) {
+  auto first = agent_auth::NewToken();
+  auto second = agent_auth::NewToken();
+  ASSERT_TRUE(first.ok() && second.ok());
+  std::mutex mu;
+  std::string current = *first;
+  std::atomic<int> reads{0};
+  std::atomic<int> admitted{0};
+  ConnectionGate gate(RequireToken([&]() -> Result<std::optional<std::string>> {
+                        ++reads;
+                        std::lock_guard lock(mu);
+                        return std::optional<std::string>(current);
+                      }),
+                      [&](UniqueFd) { ++admitted; }, GateOptions{8, milliseconds(2000)});
+  auto prove = [&](const std::string& t) {
+    Pair p = SocketPair();
+    gate.Offer(std::move(p.theirs));
+    return agent_auth::Prove(p.ours.get(), t, milliseconds(5000)).code();
+  };
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(prove(*first), Code::kOk);
+  EXPECT_EQ(reads.load(), 1);
+  {
+    std::lock_guard lock(mu);
+    current = *second;  // restored as a clone
+  }
+  EXPECT_EQ(prove(*first), Code::kOk) << "the cached token still answers until a peer names another";
+  EXPECT_EQ(prove(*second), Code::kOk);
+  EXPECT_EQ(reads.load(), 2);
+  EXPECT_EQ(prove(*first), Code::kPermissionDenied);
+  for (int i = 0; i < 20; ++i) {
+    auto wrong = agent_auth::NewToken();
+    ASSERT_TRUE(wrong.ok());
+    EXPECT_EQ(prove(*wrong), Code::kPermissionDenied);
+  }
+  EXPECT_LE(reads.load(), 2 + 2 * static_cast<int>(kTokenRereads)) << "wrong tokens made it read the token each time";
+  gate.Close();
 }
 
 // Without RequireToken (a --no-init agent given no token file) nothing is

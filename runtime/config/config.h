@@ -95,6 +95,14 @@ struct PoolConfig {
   // VM booted once per shape (vm_template.h; any failure there falls back
   // to a boot), "boot" cold-boots each one.
   std::string refill = "template";
+  // A shape other than the default one (pods that ask for other sizes; at
+  // most 8 shapes) is forgotten with its idle VMs and its template after
+  // this long without a claim, so tenant-chosen sizes do not keep VMs for
+  // ever.
+  uint32_t shape_expiry_s = 600;
+  // Idle VMs (ready or being made) of all shapes together; the default
+  // shape's come first.
+  uint32_t max_idle = 8;
 };
 
 struct RuntimeConfig {

@@ -191,6 +191,8 @@ class Loader {
              {"claim_timeout_ms", [&](auto& n, auto& k) { return Uint(n, k, 1, 60000, &c->pool.claim_timeout_ms); }},
              {"claim_wait_ms", [&](auto& n, auto& k) { return Uint(n, k, 0, 60000, &c->pool.claim_wait_ms); }},
              {"cgroup", [&](auto& n, auto& k) { return OptionalPath(n, k, &c->pool.cgroup); }},
+             {"shape_expiry_s", [&](auto& n, auto& k) { return Uint(n, k, 1, 7 * 24 * 3600, &c->pool.shape_expiry_s); }},
+             {"max_idle", [&](auto& n, auto& k) { return Uint(n, k, 0, 1024, &c->pool.max_idle); }},
              {"refill", [&](auto& n, auto& k) {
                 return Enum<std::string>(n, k, {{"template", "template"}, {"boot", "boot"}}, &c->pool.refill);
               }},
@@ -313,6 +315,8 @@ std::string ToYaml(const Config& c) {
       << YAML::Key << "claim_wait_ms" << YAML::Value << c.pool.claim_wait_ms
       << YAML::Key << "cgroup" << YAML::Value << c.pool.cgroup
       << YAML::Key << "refill" << YAML::Value << c.pool.refill
+      << YAML::Key << "shape_expiry_s" << YAML::Value << c.pool.shape_expiry_s
+      << YAML::Key << "max_idle" << YAML::Value << c.pool.max_idle
       << YAML::EndMap;
   out << YAML::Key << "runtime" << YAML::Value << YAML::BeginMap
       << YAML::Key << "state_dir" << YAML::Value << c.runtime.state_dir

@@ -65,6 +65,7 @@ Result<std::unique_ptr<WarmPool>> WarmPool::Start(WarmPoolOptions options) {
     std::lock_guard lock(p->mu_);
     ShapeState& s = p->shapes_[key];
     s.shape = shape;
+    s.configured = true;
     s.target = p->size_;
   }
   p->PruneTemplates(key);
@@ -108,6 +109,7 @@ void WarmPool::RefillLoop() {
     lock.unlock();
     JoinFinishedBoots();
     ReapDead();
+    ExpireShapes();
     if (Clock::now() >= next_scan) {
       RekeyShapes();
       ScanStateDir(/*at_start=*/false);
@@ -117,12 +119,27 @@ void WarmPool::RefillLoop() {
   }
 }
 
+uint32_t WarmPool::IdleTotalLocked() const {
+  uint32_t n = 0;
+  for (const auto& [key, s] : shapes_) n += static_cast<uint32_t>(s.ready.size()) + s.booting;
+  return n;
+}
+
 void WarmPool::StartBootsLocked() {
   if (draining_ || stopping_) return;
   const auto now = Clock::now();
   const uint32_t max = o_.config.pool.max_parallel_boots;
-  for (auto& [key, s] : shapes_) {
-    const bool wanted = s.ready.size() + s.booting < s.target;
+  uint32_t idle = IdleTotalLocked();
+  // The configured shape first, then the others, under one cap of idle VMs.
+  std::vector<std::pair<const std::string*, ShapeState*>> order;
+  for (auto& [key, s] : shapes_)
+    if (s.configured) order.emplace_back(&key, &s);
+  for (auto& [key, s] : shapes_)
+    if (!s.configured) order.emplace_back(&key, &s);
+  for (auto [key_ptr, s_ptr] : order) {
+    const std::string& key = *key_ptr;
+    ShapeState& s = *s_ptr;
+    const bool wanted = s.ready.size() + s.booting < s.target && idle < o_.config.pool.max_idle;
     // A template first: it takes a boot's time once, then each VM is a restore.
     if (UseTemplates() && wanted && !s.tpl && !s.tpl_building && now >= s.tpl_next_build && booting_total_ < max) {
       const uint64_t seq = next_boot_seq_++;
@@ -131,10 +148,12 @@ void WarmPool::StartBootsLocked() {
       kLog.Info("building the template of shape {} ({})", key, Describe(s.shape));
       boot_threads_[seq] = std::thread([this, seq, key = key, shape = s.shape] { BuildTemplateFor(seq, key, shape); });
     }
-    while (booting_total_ < max && s.ready.size() + s.booting < s.target && now >= s.next_boot) {
+    while (booting_total_ < max && s.ready.size() + s.booting < s.target && idle < o_.config.pool.max_idle &&
+           now >= s.next_boot) {
       const uint64_t seq = next_boot_seq_++;
       const std::string id = NewVmId(key);
       ++s.booting;
+      ++idle;
       ++booting_total_;
       booting_ids_.insert(id);
       kLog.Info("{} {} for shape {} ({} ready, {} under way, target {})", s.tpl ? "restoring" : "booting", id, key,
@@ -258,9 +277,9 @@ void WarmPool::BootFinished(const std::string& key, Result<vm::SandboxVmPtr> boo
   }
   vm::SandboxVmPtr v = std::move(*booted);
   booting_ids_.erase(v->id());
-  if (draining_ || stopping_ || s.ready.size() >= s.target) {
+  if (draining_ || stopping_ || s.ready.size() >= s.target || IdleTotalLocked() >= o_.config.pool.max_idle) {
     lock.unlock();
-    StopVm(std::move(v), "not needed any more (draining or resized)");
+    StopVm(std::move(v), "not needed any more (draining, resized, or pool.max_idle reached)");
     return;
   }
   s.backoff = milliseconds(0);
@@ -402,6 +421,35 @@ void WarmPool::RekeyShapes() {
     if (Status st = vm::RemoveTemplate(o_.config, dir); !st.ok()) kLog.Warn("remove {}: {}", dir, st.ToString());
 }
 
+void WarmPool::ExpireShapes() {
+  const auto now = Clock::now();
+  const auto expiry = std::chrono::seconds(o_.config.pool.shape_expiry_s);
+  std::vector<std::pair<vm::SandboxVmPtr, std::string>> idle;
+  std::vector<std::string> templates;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = shapes_.begin(); it != shapes_.end();) {
+      ShapeState& s = it->second;
+      if (s.configured || now - s.last_claim < expiry) {
+        ++it;
+        continue;
+      }
+      kLog.Info("shape {} ({}) had no claim for {} s: forgetting it, {} idle VM(s) and {}", it->first,
+                Describe(s.shape), o_.config.pool.shape_expiry_s, s.ready.size(),
+                s.tpl ? "its template" : "no template");
+      for (auto& r : s.ready) idle.emplace_back(std::move(r.vm), "its shape expired");
+      if (s.tpl) templates.push_back(s.tpl->dir);
+      // Boots and builds in flight find the shape gone and stop what they made.
+      it = shapes_.erase(it);
+    }
+  }
+  if (idle.empty() && templates.empty()) return;
+  cv_.notify_all();
+  StopVms(std::move(idle));
+  for (const auto& dir : templates)
+    if (Status st = vm::RemoveTemplate(o_.config, dir); !st.ok()) kLog.Warn("remove {}: {}", dir, st.ToString());
+}
+
 void WarmPool::ScanStateDir(bool at_start) {
   std::vector<std::pair<vm::SandboxVmPtr, std::string>> left;
   for (const std::string& dir : VmDirs(o_.config.runtime.state_dir)) {
@@ -459,6 +507,7 @@ Result<std::optional<Claimed>> WarmPool::Claim(const Shape& requested, const Cla
       }
       ShapeState& s = shapes_[key];
       s.shape = shape;
+      s.last_claim = Clock::now();  // asked for: kept for pool.shape_expiry_s from now
       s.target = draining_ ? 0 : size_;
       cv_.notify_all();
       *miss = fmt::format("no VM of shape {} ({}) yet: the pool keeps {} from now on", key, Describe(shape), s.target);
@@ -498,6 +547,7 @@ Result<std::optional<Claimed>> WarmPool::Claim(const Shape& requested, const Cla
     r = std::move(*live);
     s.ready.erase(live);
     ++s.claimed;
+    s.last_claim = Clock::now();
   }
   const std::string id = r.vm->id();
   const std::string dir = r.vm->state_dir();

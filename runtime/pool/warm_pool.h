@@ -74,7 +74,8 @@ class WarmPool {
   WarmPool& operator=(const WarmPool&) = delete;
 
   // A ready VM of the shape, or nullopt with `miss` saying why. A shape
-  // seen for the first time is kept from then on (up to kMaxShapes).
+  // seen for the first time is kept from then on (up to kMaxShapes), until
+  // pool.shape_expiry_s pass without a claim (the default shape stays).
   Result<std::optional<Claimed>> Claim(const Shape& shape, const Claimant& who, std::string* miss);
   // A claimed VM its claimant will not adopt: stopped now. NOT_FOUND when
   // there is no such claimed, unadopted VM.
@@ -97,6 +98,8 @@ class WarmPool {
   };
   struct ShapeState {
     Shape shape;
+    bool configured = false;  // the default shape: never expires, refilled first
+    std::chrono::steady_clock::time_point last_claim{};
     uint32_t target = 0;
     std::deque<ReadyVm> ready;
     uint32_t booting = 0, claimed = 0, boots = 0, failures = 0;
@@ -120,6 +123,11 @@ class WarmPool {
   void RefillLoop();
   // Under mu_: starts the boots that targets and limits allow.
   void StartBootsLocked();
+  // Under mu_: ready and being made, all shapes together (pool.max_idle).
+  uint32_t IdleTotalLocked() const;
+  // Forgets the shapes no claim asked for in pool.shape_expiry_s: their
+  // idle VMs stop and their template goes.
+  void ExpireShapes();
   bool UseTemplates() const { return o_.config.pool.refill == "template"; }
   std::string TemplatesRoot() const { return o_.config.runtime.state_dir + "/templates"; }
   // A ready VM: a clone of `tpl` when there is one (a boot if it fails),

@@ -12,6 +12,7 @@
 // restarted daemon reaps the idle one, keeps the template and leaves the
 // claimed one alone; SIGTERM drains. A test build of the daemon dies inside
 // the claim window: the claim fails, and the next daemon reaps the VM.
+// Tenant-sized shapes share one cap of idle VMs and expire.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -391,6 +392,47 @@ TEST_F(WarmPoolVmTest, AChangedInitrdOrShapeBuildsANewTemplateAndDeletesTheOld) 
   ASSERT_NE(s, nullptr);
   EXPECT_EQ(s->template_key, *third_key);
   EXPECT_EQ(ListDir(templates), std::vector<std::string>{*third_key}) << "only the current shape's template is kept";
+  pool.reset();
+  EXPECT_TRUE(env_->VmDirs().empty());
+}
+
+// Pods of 7 other sizes register 7 shapes. All shapes together keep at
+// most pool.max_idle VMs idle (the default shape's first), and the shapes
+// no claim asks for again expire after pool.shape_expiry_s with what they
+// had: only the default shape's VM is left.
+TEST_F(WarmPoolVmTest, TenantSizedShapesShareOneCapOfIdleVmsAndExpire) {
+  WarmPoolOptions o;
+  o.config = cfg_;
+  o.config.pool.refill = "boot";
+  o.config.pool.max_parallel_boots = 3;
+  o.config.pool.max_idle = 2;
+  o.config.pool.shape_expiry_s = 4;
+  auto started = WarmPool::Start(o);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  std::unique_ptr<WarmPool> pool = std::move(*started);
+  ASSERT_NE(WaitForShape(*pool, key_, [](const ShapeStatus& x) { return x.ready >= 1; }, kBootBudget), nullptr);
+  for (uint32_t i = 0; i < 7; ++i) {
+    std::string miss;
+    auto c = pool->Claim(Shape{1, 288 + 32 * i}, Self("sized-" + std::to_string(i)), &miss);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_FALSE(c->has_value()) << "a shape seen for the first time has no VM yet";
+  }
+  EXPECT_EQ(pool->GetStatus().shapes.size(), 8u);
+  uint32_t most_idle = 0;
+  bool expired = WaitFor(
+      [&] {
+        PoolStatus st = pool->GetStatus();
+        uint32_t idle = 0;
+        for (const auto& s : st.shapes) idle += s.ready + s.booting;
+        most_idle = std::max(most_idle, idle);
+        return st.shapes.size() == 1 && st.shapes[0].key == key_;
+      },
+      kBootBudget);
+  EXPECT_TRUE(expired) << "the tenant-sized shapes did not expire";
+  EXPECT_LE(most_idle, 2u) << "more idle VMs than pool.max_idle";
+  // Boots under way when their shape expired stop what they made.
+  EXPECT_TRUE(WaitFor([&] { return env_->VmDirs().size() == 1; }, kBootBudget))
+      << ::testing::PrintToString(env_->VmDirs());
   pool.reset();
   EXPECT_TRUE(env_->VmDirs().empty());
 }

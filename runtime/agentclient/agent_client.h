@@ -86,6 +86,10 @@ struct ConnectOptions {
   // Pause between attempts while the guest is not answering yet.
   std::chrono::milliseconds retry_interval{20};
   std::chrono::milliseconds default_call_timeout = kDefaultCallTimeout;
+  // SignalProcess and TtyWinResize, which only poke the guest: a caller that
+  // must stay responsive to its user (an interactive exec) bounds them
+  // shorter, so a stalling agent cannot hold its loop. Default: the above.
+  std::optional<std::chrono::milliseconds> signal_call_timeout;
   // Bound of one attempt (dial + Check), so a stalled stream is retried on a
   // fresh one instead of eating the whole deadline.
   std::chrono::milliseconds attempt_timeout{5000};

@@ -66,6 +66,7 @@ Result<AgentClientPtr> TryOnce(const Dialer& dial, milliseconds budget, const Co
   if (!o.token.empty()) RETURN_IF_ERROR(agent_auth::Prove(fd.get(), o.token, std::max(Left(until), milliseconds(1))));
   ClientOptions co;
   co.default_call_timeout = o.default_call_timeout;
+  co.signal_call_timeout = o.signal_call_timeout;
   co.on_call_end = o.on_call_end;
   AgentClientPtr client = NewGrpcAgentClient(std::move(fd), co);
   ASSIGN_OR_RETURN(v1::CheckResponse resp, client->Check(std::max(Left(until), milliseconds(1))));

@@ -94,7 +94,8 @@ class GrpcAgentClient final : public AgentClient {
     return Call("ExecGuestProcess", &Stub::ExecGuestProcess, req, options_.default_call_timeout);
   }
   Status SignalProcess(const v1::SignalProcessRequest& req) override {
-    return Done(Call("SignalProcess", &Stub::SignalProcess, req, options_.default_call_timeout));
+    return Done(Call("SignalProcess", &Stub::SignalProcess, req,
+                     options_.signal_call_timeout.value_or(options_.default_call_timeout)));
   }
   Status RemoveProcess(const v1::RemoveProcessRequest& req) override {
     return Done(Call("RemoveProcess", &Stub::RemoveProcess, req, options_.default_call_timeout));
@@ -136,7 +137,8 @@ class GrpcAgentClient final : public AgentClient {
     return Done(Call("CloseStdin", &Stub::CloseStdin, req, options_.default_call_timeout));
   }
   Status TtyWinResize(const v1::TtyWinResizeRequest& req) override {
-    return Done(Call("TtyWinResize", &Stub::TtyWinResize, req, options_.default_call_timeout));
+    return Done(Call("TtyWinResize", &Stub::TtyWinResize, req,
+                     options_.signal_call_timeout.value_or(options_.default_call_timeout)));
   }
 
   Result<v1::Interface> UpdateInterface(const v1::UpdateInterfaceRequest& req) override {

@@ -16,6 +16,8 @@ namespace capsule::agentclient {
 struct ClientOptions {
   // Deadline of the calls that get no explicit one (see agent_client.h).
   std::chrono::milliseconds default_call_timeout = kDefaultCallTimeout;
+  // SignalProcess and TtyWinResize (see ConnectOptions); default: the above.
+  std::optional<std::chrono::milliseconds> signal_call_timeout;
   // Called on the caller's thread once a call is registered, i.e. from the
   // moment Close() would cancel it; for tracing (and tests that need to know
   // a call is in flight).

@@ -3,7 +3,8 @@
 // `kubectl exec` does inside a container. For operators: the guest's
 // processes, mounts, network and kernel as the pod's containers cannot see
 // them. Exit status: the command's, or 125 when capsule-runtime could not
-// reach the guest, 126 when the guest could not start the command.
+// reach the guest, 126 when the guest could not start the command, 124 when
+// it ran past --timeout.
 #include <unistd.h>
 
 #include <chrono>
@@ -28,6 +29,11 @@ constexpr int kStartFailed = 126;
 // above the agent's own bound on starting a process (60 s), so a slow start
 // under TCG is not taken for a failed one.
 constexpr std::chrono::seconds kCallTimeout{75};
+// Signals and window sizes: the session's loop waits for them, and must
+// keep answering the user when the agent stalls.
+constexpr std::chrono::seconds kSignalCallTimeout{2};
+// What timeout(1) exits with when the command ran too long.
+constexpr int kTimedOut = 124;
 
 struct ExecFlags {
   std::string pod;
@@ -38,6 +44,7 @@ struct ExecFlags {
   std::vector<std::string> env;
   std::string cwd = "/";
   int timeout_s = 10;
+  int run_timeout_s = 0;  // 0: none
 };
 
 Status CheckFlags(const ExecFlags& f) {
@@ -48,6 +55,7 @@ Status CheckFlags(const ExecFlags& f) {
   }
   if (f.cwd.empty() || f.cwd[0] != '/') return InvalidArgument("--workdir \"" + f.cwd + "\": want an absolute path");
   if (f.timeout_s <= 0) return InvalidArgument("--connect-timeout must be positive");
+  if (f.run_timeout_s < 0) return InvalidArgument("--timeout must not be negative");
   return Status::Ok();
 }
 
@@ -69,7 +77,7 @@ int RunExec(const GlobalFlags& flags, const ExecFlags& f) {
   if (!target.ok()) return Fail("exec", target.status(), kReachFailed);
   if (!target->vmm_running)
     return Fail("exec", FailedPrecondition("pod " + f.pod + ": its VM " + target->id + " is not running"), kReachFailed);
-  auto agent = vm::ConnectVmAgent(target->state_dir, std::chrono::seconds(f.timeout_s), kCallTimeout);
+  auto agent = vm::ConnectVmAgent(target->state_dir, std::chrono::seconds(f.timeout_s), kCallTimeout, kSignalCallTimeout);
   if (!agent.ok())
     return Fail("exec", agent.status().WithContext("pod " + f.pod + ": reach the guest agent of VM " + target->id),
                 kReachFailed);
@@ -81,6 +89,7 @@ int RunExec(const GlobalFlags& flags, const ExecFlags& f) {
   o.tty = f.tty;
   o.pass_stdin = f.pass_stdin;
   o.tools_container = f.tools_from;
+  if (f.run_timeout_s > 0) o.timeout = std::chrono::seconds(f.run_timeout_s);
   if (const char* term = std::getenv("TERM"); term != nullptr && *term != '\0') o.term = term;
   std::optional<guestexec::RawTerminal> raw;
   guestexec::SessionFds fds;
@@ -102,6 +111,7 @@ int RunExec(const GlobalFlags& flags, const ExecFlags& f) {
                                                                    : " with the tools of container " + f.tools_from)),
                 kStartFailed);
   }
+  if (r.timed_out) return Fail("exec", r.status.WithContext("pod " + f.pod), kTimedOut);
   if (!r.status.ok()) return Fail("exec", r.status.WithContext("pod " + f.pod), kReachFailed);
   return r.exit_status;
 }
@@ -131,6 +141,10 @@ Command AddExecCommand(CLI::App& parent, const GlobalFlags& flags) {
       ->allow_extra_args(false);
   c.app->add_option("-w,--workdir", f->cwd, "the command's working directory")->capture_default_str();
   c.app->add_option("--connect-timeout", f->timeout_s, "seconds to reach the guest's agent")->capture_default_str();
+  c.app->add_option("--timeout", f->run_timeout_s,
+                    "seconds the command may run; past them it is killed with all it started, and exec exits 124 "
+                    "(0: no limit)")
+      ->capture_default_str();
   c.run = [&flags, f] { return RunExec(flags, *f); };
   return c;
 }

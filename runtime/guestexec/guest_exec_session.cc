@@ -21,6 +21,7 @@
 #include "runtime/common/file_util.h"
 #include "runtime/common/unique_fd.h"
 #include "runtime/common/blocked_signals.h"
+#include "runtime/common/empty_read_backoff.h"
 
 namespace capsule::guestexec {
 namespace {
@@ -70,10 +71,16 @@ void CopyOutput(agentclient::AgentClient& agent, const std::string& exec_id, boo
   req.set_exec_id(exec_id);
   req.set_len(kChunk);
   bool writable = true;
+  EmptyReadBackoff backoff;
   for (;;) {
     auto r = stderr_stream ? agent.ReadStderr(req) : agent.ReadStdout(req);
     if (!r.ok() || r->eof()) return;
     if (r->data().size() > kChunk) return;  // more than asked: a lying guest ends its stream
+    if (r->data().empty()) {
+      backoff.Wait();
+      continue;
+    }
+    backoff.Reset();
     if (writable && !WriteAll(fd, r->data(), "").ok()) {
       writable = false;
       v1::SignalProcessRequest pipe;
@@ -222,20 +229,38 @@ SessionResult RunGuestExec(agentclient::AgentClient& agent, const ExecOptions& o
     (void)agent.CloseStdin(req);
   }
 
-  // Until the command exits, or the caller insists (a second signal) or the
-  // agent no longer answers a signal: then it is killed and, if the guest
-  // does not confirm within kGiveUpWait, the connection is closed.
+  // Until the command exits, or the caller insists (a second signal), or
+  // the agent no longer answers a signal, or the command runs past
+  // o.timeout: then it is killed and, if the guest does not confirm within
+  // o.give_up_wait, the connection is closed.
   int interrupts = 0;
   bool give_up = false;
+  const auto deadline = o.timeout ? std::optional(std::chrono::steady_clock::now() + *o.timeout) : std::nullopt;
   while (!give_up) {
+    int wait_ms = -1;
+    if (deadline) {
+      const auto left = std::chrono::ceil<milliseconds>(*deadline - std::chrono::steady_clock::now());
+      wait_ms = static_cast<int>(std::max<int64_t>(left.count(), 0));
+    }
     pollfd pfds[2] = {{exited.get(), POLLIN, 0}, {fds.signals, POLLIN, 0}};
-    if (::poll(pfds, fds.signals >= 0 ? 2 : 1, -1) < 0) {
+    const int ready = ::poll(pfds, fds.signals >= 0 ? 2 : 1, wait_ms);
+    if (ready < 0) {
       if (errno == EINTR) continue;
       result.status = ErrnoStatus("poll");
       give_up = true;
       break;
     }
     if (pfds[0].revents) break;
+    if (ready == 0) {
+      result.timed_out = true;
+      v1::SignalProcessRequest kill;
+      kill.set_exec_id(exec_id);
+      kill.set_signal(SIGKILL);
+      kill.set_all(true);
+      (void)agent.SignalProcess(kill);
+      give_up = true;
+      break;
+    }
     int sig = 0;
     while (!give_up && (sig = BlockedSignals::NextFrom(fds.signals)) != 0) {
       if (sig == SIGWINCH) {
@@ -275,6 +300,9 @@ SessionResult RunGuestExec(agentclient::AgentClient& agent, const ExecOptions& o
   if (err.joinable()) err.join();
 
   std::lock_guard lock(wait_mu);
+  if (result.timed_out && result.status.ok())
+    result.status = DeadlineExceeded(fmt::format("the command ran past its {} s; it was killed",
+                                                 std::chrono::duration_cast<std::chrono::seconds>(*o.timeout).count()));
   if (result.status.ok() && wait_result && !wait_result->ok()) result.status = wait_result->status();
   if (result.status.ok() && !removed.ok()) result.status = removed.WithContext("remove the guest process");
   if (result.status.ok() && wait_result && wait_result->ok()) {

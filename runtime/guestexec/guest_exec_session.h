@@ -2,8 +2,8 @@
 // then the caller's stdin to the process (WriteStdin/CloseStdin), its
 // stdout and stderr back (ReadStdout/ReadStderr), the window size on
 // SIGWINCH (TtyWinResize), SIGINT/SIGTERM/SIGHUP forwarded to everything
-// the command started (a second one kills it), and WaitProcess for its exit
-// status. The process is always removed at the end (RemoveProcess), which
+// the command started (a second one kills it, and so does running past the
+// timeout), and WaitProcess for its exit status. The process is always removed at the end (RemoveProcess), which
 // also ends whatever it left running in the guest.
 #pragma once
 
@@ -35,6 +35,8 @@ struct ExecOptions {
   // signal), or the agent no longer answers a signal: how long the guest has
   // to report its exit before the session closes the connection.
   std::chrono::milliseconds give_up_wait{5000};
+  // The command is killed (everything it started) when it runs longer.
+  std::optional<std::chrono::milliseconds> timeout;
 };
 
 // OCI process JSON for ExecGuestProcessRequest.process_json.
@@ -50,6 +52,7 @@ struct SessionResult {
   bool started = false;  // false: the guest could not start the command (status says why)
   Status status;         // the session's error, if any
   int exit_status = 0;   // the command's exit code, or 128 + signal (0..255)
+  bool timed_out = false;  // killed for running past ExecOptions::timeout (status says so)
 };
 
 SessionResult RunGuestExec(agentclient::AgentClient& agent, const ExecOptions& options, const SessionFds& fds);

@@ -15,9 +15,11 @@
 namespace capsule::vm {
 
 // `timeout` bounds the dial and check; `call_timeout` (default: `timeout`)
-// is the deadline of the client's non-blocking calls.
+// is the deadline of the client's non-blocking calls, `signal_call_timeout`
+// (default: `call_timeout`) that of its signals and window sizes.
 Result<agentclient::AgentClientPtr> ConnectVmAgent(
     const std::string& state_dir, std::chrono::milliseconds timeout,
-    std::optional<std::chrono::milliseconds> call_timeout = std::nullopt);
+    std::optional<std::chrono::milliseconds> call_timeout = std::nullopt,
+    std::optional<std::chrono::milliseconds> signal_call_timeout = std::nullopt);
 
 }  // namespace capsule::vm

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "runtime/common/empty_read_backoff.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/unique_fd.h"
 #include "shim/io/binary_logger.h"
@@ -103,6 +104,7 @@ void ClearPendingSigpipe() {
 void OutputLoop(std::shared_ptr<StdioCopier::Shared> s, OutputStream stream, SinkPtr sink) {
   BlockSigpipe();
   bool writable = sink && sink->valid();
+  EmptyReadBackoff backoff;
   for (;;) {
     auto chunk = s->process->Read(stream, kReadChunkBytes);
     if (!chunk.ok()) {
@@ -110,6 +112,11 @@ void OutputLoop(std::shared_ptr<StdioCopier::Shared> s, OutputStream stream, Sin
                 chunk.status().ToString());
       break;
     }
+    if (chunk->data.empty() && !chunk->eof && !s->cancelled.load()) {
+      backoff.Wait();
+      continue;
+    }
+    backoff.Reset();
     if (writable && !chunk->data.empty()) {
       Status st = WriteAllOrCancel(sink->get(), chunk->data, s->cancel_efd.get());
       if (st.code() == Code::kCancelled) break;

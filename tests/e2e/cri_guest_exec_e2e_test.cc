@@ -114,6 +114,15 @@ TEST_F(CriGuestExecE2eTest, ExecRunsOutsideTheContainersWithStdinTtySignalsAndEx
   ASSERT_TRUE(WIFEXITED(*wstatus)) << "the CLI died of the signal instead of passing it on";
   EXPECT_EQ(WEXITSTATUS(*wstatus), 128 + SIGTERM) << long_run->output();
 
+  // --timeout: a command that runs longer is killed with what it started,
+  // and the CLI exits 124 as timeout(1) does, saying why.
+  auto timed = RunCommand(Exec({"--timeout", "2", *pod_id, "--tools-from", *tools, "--", "sh", "-c",
+                                "sleep 1000 & exec sleep 1000"}),
+                          kCommandTimeout);
+  ASSERT_TRUE(timed.ok()) << timed.status().ToString();
+  EXPECT_EQ(timed->exit_code, 124) << timed->err;
+  EXPECT_NE(timed->err.find("ran past"), std::string::npos) << timed->err;
+
   // Nothing any of them started is left in the guest: no process, and only
   // the checking command's own cgroup.
   auto left = RunInGuest(*pod_id, *tools, "ps -o args | grep -c '^sleep 3599\\|^sleep 1000\\|^yes'; "

@@ -173,6 +173,7 @@ TEST_F(AgentClientTest, CallsHitTheirDeadlineWhenTheAgentStalls) {
   StartAgent();
   ClientOptions o;
   o.default_call_timeout = milliseconds(300);
+  o.signal_call_timeout = milliseconds(150);
   auto client = Connect(o);
   ASSERT_TRUE(client);
   ASSERT_TRUE(client->Check(milliseconds(5000)).ok());  // the stream is up
@@ -189,6 +190,18 @@ TEST_F(AgentClientTest, CallsHitTheirDeadlineWhenTheAgentStalls) {
   auto version = client->Version();  // no timeout given: the client's default
   EXPECT_EQ(version.status().code(), Code::kDeadlineExceeded) << version.status().ToString();
   EXPECT_NE(version.status().message().find("300 ms"), std::string::npos) << version.status().message();
+
+  // A signal or a window size: the shorter bound an interactive caller set.
+  v1::SignalProcessRequest sig;
+  sig.set_exec_id("x");
+  sig.set_signal(SIGINT);
+  Status signalled = client->SignalProcess(sig);
+  EXPECT_EQ(signalled.code(), Code::kDeadlineExceeded) << signalled.ToString();
+  EXPECT_NE(signalled.message().find("150 ms"), std::string::npos) << signalled.message();
+  v1::TtyWinResizeRequest resize;
+  resize.set_exec_id("x");
+  Status resized = client->TtyWinResize(resize);
+  EXPECT_NE(resized.message().find("150 ms"), std::string::npos) << resized.message();
 
   ASSERT_TRUE(agent_->process().Signal(SIGCONT).ok());
   auto again = client->Check(milliseconds(5000));

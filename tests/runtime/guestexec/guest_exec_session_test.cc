@@ -196,6 +196,46 @@ TEST(GuestExecSessionTest, ASignalGoesToEverythingTheCommandStartedAndASecondOne
   EXPECT_EQ(agent.removed.size(), 1u);
 }
 
+// --timeout: a command that runs longer is killed with all it started, the
+// session says so, and the process is still removed.
+TEST(GuestExecSessionTest, ACommandPastItsTimeoutIsKilledAndTheSessionSaysSo) {
+  LyingAgent agent;
+  agent.exit_on_kill = true;  // runs until killed
+  ExecOptions o = Options();
+  o.timeout = std::chrono::milliseconds(200);
+  OutputPipe out = OutputPipe::Make();
+  SessionFds fds;
+  fds.out = out.write.get();
+  SessionResult r = RunGuestExec(agent, o, fds);
+  EXPECT_TRUE(r.started);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(r.status.code(), Code::kDeadlineExceeded) << r.status.ToString();
+  EXPECT_NE(r.status.message().find("killed"), std::string::npos) << r.status.message();
+  std::lock_guard lock(agent.mu);
+  ASSERT_FALSE(agent.signals.empty());
+  EXPECT_EQ(agent.signals.front().signal(), static_cast<uint32_t>(SIGKILL));
+  EXPECT_TRUE(agent.signals.front().all());
+  EXPECT_EQ(agent.removed.size(), 1u);
+}
+
+// An agent whose reads bring neither data nor the end of the stream does
+// not make the session spin: the reads back off.
+TEST(GuestExecSessionTest, EmptyReadsBackOffInsteadOfSpinning) {
+  LyingAgent agent;
+  agent.empty_reads = true;
+  agent.exit_after = std::chrono::milliseconds(500);
+  OutputPipe out = OutputPipe::Make();
+  SessionFds fds;
+  fds.out = out.write.get();
+  SessionResult r = RunGuestExec(agent, Options(), fds);
+  EXPECT_TRUE(r.started);
+  std::lock_guard lock(agent.mu);
+  // 500 ms of backing off from 1 ms up to 128 ms, plus the drain grace at
+  // 128 ms a read: a few dozen reads, where a spinning loop makes millions.
+  EXPECT_LT(agent.stdout_reads, 100) << "the session spun on empty reads";
+  EXPECT_GT(agent.stdout_reads, 3);
+}
+
 TEST(GuestExecSessionTest, AStalledAgentDoesNotHangTheSession) {
   LyingAgent agent;
   agent.stalled = true;

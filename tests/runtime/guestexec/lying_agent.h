@@ -30,6 +30,8 @@ class LyingAgent : public agentclient::AgentClient {
   bool exit_on_stdin_eof = false;     // WaitProcess blocks until CloseStdin, as `cat` would
   bool stalled = false;               // WaitProcess blocks until Close(); SignalProcess times out
   bool remove_first_fails = false;    // the first RemoveProcess says the process still runs
+  bool empty_reads = false;           // stdout reads bring nothing, not even eof, until Close()
+  std::chrono::milliseconds exit_after{0};  // WaitProcess answers exit_status after this long
 
   // What the session did.
   std::mutex mu;
@@ -53,6 +55,10 @@ class LyingAgent : public agentclient::AgentClient {
     std::lock_guard lock(mu);
     ++stdout_reads;
     v1::ReadStreamResponse r;
+    if (empty_reads) {
+      if (closed) return Cancelled("agent ReadStdout: the channel was closed");
+      return r;
+    }
     if (stdout_chunks.empty()) {
       r.set_eof(true);
     } else {
@@ -88,6 +94,7 @@ class LyingAgent : public agentclient::AgentClient {
       return Cancelled("agent WaitProcess: the channel was closed");
     }
     if (exit_on_stdin_eof) cv_.wait(lock, [&] { return stdin_closed; });
+    if (exit_after.count() > 0) cv_.wait_for(lock, exit_after, [&] { return closed; });
     if (exit_on_kill) {
       cv_.wait(lock, [&] {
         return std::any_of(signals.begin(), signals.end(), [](const auto& s) { return s.signal() == SIGKILL; });

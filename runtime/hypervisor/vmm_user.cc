@@ -12,11 +12,14 @@
 
 #include "runtime/common/daemon.h"
 #include "runtime/common/file_util.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/process_uids.h"
 
 namespace capsule::hypervisor {
 namespace {
 
 constexpr const char* kKvmDevice = "/dev/kvm";
+const log::Logger kLog("hypervisor");
 
 }  // namespace
 
@@ -56,6 +59,14 @@ Result<VmmUser> AcquireVmmUser(const config::Config& config, const std::string& 
     if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
       if (errno == EWOULDBLOCK) continue;  // a live QEMU holds it
       return ErrnoStatus("lock " + path);
+    }
+    // The lock is QEMU's to hold, so a compromised QEMU can close it: the
+    // uid is free only once nothing runs as it.
+    ASSIGN_OR_RETURN(std::vector<pid_t> running, ProcessesRunningAs(uid));
+    if (!running.empty()) {
+      kLog.Warn("VMM uid {} is unlocked but pid {} still runs as it (a VMM that let its lock go?); skipping it", uid,
+                running.front());
+      continue;
     }
     VmmUser u;
     u.uid = uid;

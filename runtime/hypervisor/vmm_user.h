@@ -3,8 +3,9 @@
 // hypervisor.vmm_uid_base .. + vmm_uid_count. A uid is taken by an flock on
 // <state_dir>/vmm-uids/<uid>.lock whose fd QEMU itself inherits and holds,
 // so the uid is free again the moment that QEMU exits, whoever owned the VM
-// then (the pool, a shim, nobody). Two QEMUs never share a uid, so one
-// cannot signal, ptrace or read /proc of another. /dev/kvm's group is added
+// then (the pool, a shim, nobody); and since a compromised QEMU can close
+// that fd, a uid is handed out only while no process runs as it. Two QEMUs
+// never share a uid, so one cannot signal, ptrace or read /proc of another. /dev/kvm's group is added
 // so KVM works without capabilities.
 #pragma once
 
@@ -36,8 +37,9 @@ bool VmmUsersEnabled(const config::Config& config);
 // it): what a VMM uid needs of the kernel, initrd, firmware and QEMU.
 Status CheckVmmCanRead(const std::string& path, std::string_view key, bool exec = false);
 
-// A free uid of the range, preferring one derived from `vm_id`.
-// RESOURCE_EXHAUSTED when every uid of the range is held.
+// A free uid of the range (unlocked, and no process runs as it), preferring
+// one derived from `vm_id`. RESOURCE_EXHAUSTED when every uid of the range
+// is held.
 Result<VmmUser> AcquireVmmUser(const config::Config& config, const std::string& vm_id);
 
 }  // namespace capsule::hypervisor

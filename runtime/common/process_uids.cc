@@ -1,0 +1,49 @@
+// See process_uids.h.
+#include "runtime/common/process_uids.h"
+
+#include <dirent.h>
+
+#include <cstdlib>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "runtime/common/file_util.h"
+
+namespace capsule {
+namespace {
+
+// The four uids of the status file's "Uid:" line; none when it has none.
+std::vector<uid_t> StatusUids(const std::string& status) {
+  std::vector<uid_t> uids;
+  const size_t at = status.find("\nUid:");
+  if (at == std::string::npos) return uids;
+  std::istringstream line(status.substr(at + 5, status.find('\n', at + 1) - at - 5));
+  unsigned long v = 0;
+  while (uids.size() < 4 && line >> v) uids.push_back(static_cast<uid_t>(v));
+  return uids;
+}
+
+}  // namespace
+
+Result<std::vector<pid_t>> ProcessesRunningAs(uid_t uid) {
+  std::unique_ptr<DIR, int (*)(DIR*)> proc(::opendir("/proc"), ::closedir);
+  if (!proc) return ErrnoStatus("opendir /proc");
+  std::vector<pid_t> pids;
+  while (dirent* e = ::readdir(proc.get())) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    auto status = ReadFile("/proc/" + std::string(e->d_name) + "/status");
+    if (!status.ok()) continue;  // ended meanwhile
+    for (uid_t u : StatusUids(*status)) {
+      if (u == uid) {
+        pids.push_back(static_cast<pid_t>(pid));
+        break;
+      }
+    }
+  }
+  return pids;
+}
+
+}  // namespace capsule

@@ -3,6 +3,7 @@
 
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <fmt/format.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -31,24 +32,28 @@ bool SomeoneListens(const std::string& path) {
   return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
 }
 
-// The socket's dir is made root-only (0700) when we create it; an existing
-// one must not be writable by others (someone could swap the socket).
-Status PrepareSocket(const std::string& path) {
-  const std::string dir = path.substr(0, path.rfind('/'));
-  if (!dir.empty()) {
-    RETURN_IF_ERROR(MkdirAll(dir, 0700));
-    struct stat st{};
-    if (::stat(dir.c_str(), &st) != 0) return ErrnoStatus("stat " + dir);
-    if ((st.st_mode & S_IWOTH) != 0 && (st.st_mode & S_ISVTX) == 0)
-      return FailedPrecondition("pool.socket's directory " + dir + " is writable by everyone");
-  }
+}  // namespace
+
+Status PreparePoolSocket(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == 0 ? "/" : path.substr(0, slash);
+  if (slash == std::string::npos) return InvalidArgument("pool.socket " + path + " is not an absolute path");
+  RETURN_IF_ERROR(MkdirAll(dir, 0700));
+  struct stat st{};
+  if (::lstat(dir.c_str(), &st) != 0) return ErrnoStatus("stat " + dir);
+  if (!S_ISDIR(st.st_mode)) return FailedPrecondition("pool.socket's directory " + dir + " is not a directory");
+  if (st.st_uid != ::geteuid())
+    return FailedPrecondition(fmt::format("pool.socket's directory {} belongs to uid {}, not to us (uid {}): its owner "
+                                          "could swap the socket",
+                                          dir, st.st_uid, ::geteuid()));
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    return FailedPrecondition(fmt::format("pool.socket's directory {} (mode {:04o}) is writable by others than its "
+                                          "owner, who could swap the socket",
+                                          dir, st.st_mode & 07777));
   if (SomeoneListens(path)) return AlreadyExists("a pool daemon already serves " + path);
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("remove stale socket " + path);
   return Status::Ok();
 }
-
-
-}  // namespace
 
 int RunPoolDaemon(const config::Config& config) {
   WarmPoolOptions o;
@@ -62,7 +67,7 @@ int RunPoolDaemon(WarmPoolOptions o) {
   ::signal(SIGPIPE, SIG_IGN);
 
   const std::string& path = config.pool.socket;
-  if (Status st = PrepareSocket(path); !st.ok()) {
+  if (Status st = PreparePoolSocket(path); !st.ok()) {
     kLog.Error("{}", st.ToString());
     return 1;
   }

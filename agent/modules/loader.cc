@@ -18,18 +18,6 @@ namespace {
 
 const log::Logger kLog("modules");
 
-std::vector<std::string> Lines(std::string_view text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t nl = text.find('\n', start);
-    if (nl == std::string_view::npos) nl = text.size();
-    std::string_view line = text.substr(start, nl - start);
-    if (!line.empty() && line.front() != '#') out.emplace_back(line);
-    start = nl + 1;
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -92,7 +80,7 @@ Result<BootLoadReport> KernelModuleLoader::LoadBootSet() {
   std::string order_path = dir_ + "/" + kBootOrderFile;
   ASSIGN_OR_RETURN(std::string order_text, ReadFile(order_path));
   BootLoadReport report;
-  for (const auto& rel : Lines(order_text)) {
+  for (const auto& rel : ModuleFileLines(order_text)) {
     std::string name = ModuleNameFromPath(rel);
     auto outcome = LoadFile(rel);
     if (!outcome.ok()) {

@@ -48,6 +48,19 @@ std::string NormalizeModuleName(std::string_view name) {
   return out;
 }
 
+std::vector<std::string> ModuleFileLines(std::string_view text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t nl = text.find('\n', start);
+    if (nl == std::string_view::npos) nl = text.size();
+    std::string_view line = text.substr(start, nl - start);
+    if (!line.empty() && line.front() != '#') out.emplace_back(line);
+    start = nl + 1;
+  }
+  return out;
+}
+
 std::string ModuleNameFromPath(std::string_view path) {
   size_t slash = path.rfind('/');
   std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);

@@ -19,6 +19,9 @@ namespace capsule::agent::modules {
 // kernel treats '-' and '_' in module names alike and reports '_').
 std::string ModuleNameFromPath(std::string_view path);
 std::string NormalizeModuleName(std::string_view name);
+// The lines of a module list file (modules.order, modules.allow) that are
+// neither empty nor '#' comments.
+std::vector<std::string> ModuleFileLines(std::string_view text);
 
 class ModuleIndex {
  public:

@@ -47,12 +47,7 @@ ModulePolicy ModulePolicy::WithExtra(const std::vector<std::string>& extra) {
 
 ModulePolicy ModulePolicy::FromText(std::string_view text) {
   std::vector<std::string> patterns;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(start, end - start);
-    start = end + 1;
+  for (const std::string& line : ModuleFileLines(text)) {
     if (guest_abi::IsValidModulePattern(line)) patterns.push_back(NormalizeModuleName(line));
   }
   return ModulePolicy(std::move(patterns));

@@ -80,20 +80,29 @@ TEST_F(TaskServiceTest, CtrRunLifecycleWithOutputExitAndOrderedEvents) {
   EXPECT_NE(ShutdownReason(), "") << "no task left: the shim exits";
 }
 
+// c1 has exited after writing `output`, and the shim's first read of it is
+// held in the agent (Release("ReadStdout") lets it go).
+class HeldOutputTest : public TaskServiceTest {
+ protected:
+  void StartWithHeldOutput(const std::shared_ptr<FakeAgentClient>& agent, FifoReader& out, const std::string& output) {
+    agent->SetScript("c1", "", {output, "", 0});
+    std::promise<void> reading;
+    agent->HoldNext("ReadStdout", [&] { reading.set_value(); });
+    ASSERT_TRUE(service_->Create(CreateReq("c1", BaseSpec(), out.path())).ok());
+    out.Start();
+    MustStart("c1");
+    ASSERT_EQ(reading.get_future().wait_for(milliseconds(10000)), std::future_status::ready);
+  }
+};
+
 // The exit is reported once the output in flight is out (ctr closes its
 // end of the output when it hears of the exit), as long as that takes
 // less than the grace.
-TEST_F(TaskServiceTest, TheExitIsReportedAfterTheOutputInFlight) {
+TEST_F(HeldOutputTest, TheExitIsReportedAfterTheOutputInFlight) {
   FifoReader out(Fifo("out"));
   const std::string output(200 * 1024, 'o');
   auto agent = vms_->next_agent();
-  agent->SetScript("c1", "", {output, "", 0});
-  std::promise<void> reading;
-  agent->HoldNext("ReadStdout", [&] { reading.set_value(); });
-  ASSERT_TRUE(service_->Create(CreateReq("c1", BaseSpec(), out.path())).ok());
-  out.Start();
-  MustStart("c1");
-  ASSERT_EQ(reading.get_future().wait_for(milliseconds(10000)), std::future_status::ready);
+  ASSERT_NO_FATAL_FAILURE(StartWithHeldOutput(agent, out, output));
   auto waited = std::async(std::launch::async, [&] { return Wait("c1"); });
   EXPECT_EQ(waited.wait_for(milliseconds(200)), std::future_status::timeout)
       << "the exit was reported with its output still in the guest";
@@ -107,17 +116,11 @@ TEST_F(TaskServiceTest, TheExitIsReportedAfterTheOutputInFlight) {
 // Output that stays in flight past the grace does not hold the exit back;
 // a Delete right after it (ctr run does one) waits for that output, since
 // deleting removes the container in the guest, and its unread output.
-TEST_F(TaskServiceTest, OutputPastTheGraceIsWaitedForByDeleteNotByTheExit) {
+TEST_F(HeldOutputTest, OutputPastTheGraceIsWaitedForByDeleteNotByTheExit) {
   FifoReader out(Fifo("out"));
   const std::string output(200 * 1024, 'o');
   auto agent = vms_->next_agent();
-  agent->SetScript("c1", "", {output, "", 0});
-  std::promise<void> reading;
-  agent->HoldNext("ReadStdout", [&] { reading.set_value(); });
-  ASSERT_TRUE(service_->Create(CreateReq("c1", BaseSpec(), out.path())).ok());
-  out.Start();
-  MustStart("c1");
-  ASSERT_EQ(reading.get_future().wait_for(milliseconds(10000)), std::future_status::ready);
+  ASSERT_NO_FATAL_FAILURE(StartWithHeldOutput(agent, out, output));
   auto w = Wait("c1");
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   EXPECT_EQ(w->exit_status(), 0u) << "the exit is reported while output is still held";

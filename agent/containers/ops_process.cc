@@ -1,6 +1,8 @@
 // Process RPCs: exec, signal, wait, remove, list. Exec id "" is the
 // container's init everywhere except ExecProcess and RemoveProcess;
 // container id "" is the guest itself (ExecGuestProcess's processes).
+#include <linux/capability.h>
+
 #include "agent/containers/convert.h"
 #include "agent/containers/engine_ops.h"
 #include "agent/containers/validate.h"
@@ -17,6 +19,16 @@ Result<oci::Process> ParseProcessJson(const std::string& json) {
   auto process = oci::ParseProcess(json);
   if (!process.ok()) return std::move(process).status().WithContext("process_json");
   return process;
+}
+
+// Inside its pid namespace CAP_SYS_PTRACE reaches the tenant's own
+// processes; in the guest's it would reach the agent, and through it the
+// guest's root.
+std::optional<oci::Capabilities> WithoutPtrace(std::optional<oci::Capabilities> caps) {
+  if (!caps) return caps;
+  for (auto* set : {&caps->bounding, &caps->effective, &caps->inheritable, &caps->permitted, &caps->ambient})
+    std::erase(*set, CAP_SYS_PTRACE);
+  return caps;
 }
 
 }  // namespace
@@ -43,7 +55,19 @@ Result<v1::ExecProcessResponse> EngineOps::ExecGuestProcess(const v1::ExecGuestP
     auto c = FindToolsContainer(*g.pod, req.tools_container_id());
     if (!c.ok()) return std::move(c).status().WithContext("tools_container_id");
     tools.container_id = (*c)->id();
-    ASSIGN_OR_RETURN(tools.rootfs, (*c)->RootfsPath());
+    ASSIGN_OR_RETURN(tools.root.rootfs, (*c)->RootfsPath());
+    tools.root.confined = !req.tools_as_guest_root();
+    if (tools.root.confined) {
+      // The tenant could have changed every file of its container, so they
+      // run with no more than the container's own init has.
+      ASSIGN_OR_RETURN(engine::Confinement init, (*c)->InitConfinement());
+      process.user = init.user;
+      process.capabilities = WithoutPtrace(std::move(init.capabilities));
+      process.no_new_privileges = init.no_new_privileges;
+      tools.seccomp = std::move(init.seccomp);
+      tools.root.masked_paths = std::move(init.masked_paths);
+      tools.root.readonly_paths = std::move(init.readonly_paths);
+    }
   }
   // Operators' access outside the containers is worth a line in the guest's
   // log (the VM console, which the shim keeps). The program only: its
@@ -51,7 +75,10 @@ Result<v1::ExecProcessResponse> EngineOps::ExecGuestProcess(const v1::ExecGuestP
   kLog.Info("guest process {}: \"{}\" with {} argument(s){}", req.exec_id(),
             process.args.empty() ? std::string() : process.args[0].substr(0, 256),
             process.args.empty() ? 0 : process.args.size() - 1,
-            req.tools_container_id().empty() ? "" : ", tools from container " + req.tools_container_id());
+            req.tools_container_id().empty() ? ""
+            : ", tools from container " + req.tools_container_id() +
+                  (req.tools_as_guest_root() ? " as the guest's root (asked for)"
+                                             : " as its init runs (uid " + std::to_string(process.user.uid) + ")"));
   ASSIGN_OR_RETURN(pid_t pid, g->Exec(req.exec_id(), process, tools));
   v1::ExecProcessResponse resp;
   resp.set_pid(static_cast<uint32_t>(pid));

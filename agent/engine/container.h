@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,17 @@
 #include "runtime/oci/spec.h"
 
 namespace capsule::engine {
+
+// What a container's init runs with, as its OCI spec gave it: its identity,
+// its privileges and the paths of its /proc it may not see or change.
+struct Confinement {
+  oci::User user;
+  std::optional<oci::Capabilities> capabilities;
+  bool no_new_privileges = false;
+  std::optional<oci::Seccomp> seccomp;
+  std::vector<std::string> masked_paths;
+  std::vector<std::string> readonly_paths;
+};
 
 struct ProcessInfo {
   pid_t pid = 0;
@@ -61,6 +73,12 @@ class Container {
   // absolute): a guest debug process can borrow its tools.
   virtual Result<std::string> RootfsPath() const {
     return Unimplemented("container " + id() + ": its root filesystem is not known");
+  }
+  // What the container's init runs with: all its own files may be run with
+  // (a guest debug process that borrows them, unless its operator asks for
+  // the guest's root).
+  virtual Result<Confinement> InitConfinement() const {
+    return Unimplemented("container " + id() + ": its init's confinement is not known");
   }
   // "/proc/<init pid>/ns/<type>" while the init lives.
   virtual Result<std::string> NamespacePath(oci::NamespaceType type) const = 0;

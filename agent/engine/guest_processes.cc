@@ -1,6 +1,7 @@
 // Guest processes go through the same launcher as container execs (fork,
-// cgroup join, clone, sync socket), with no namespace joined, no seccomp
-// and, for a tools root, only a new mount namespace.
+// cgroup join, clone, sync socket), with no namespace joined and, for a
+// tools root, only a new mount namespace; a tenant's tools run with its
+// container init's seccomp profile (tools_root.h).
 #include "agent/engine/guest_processes.h"
 
 #include <sched.h>
@@ -30,7 +31,7 @@ GuestProcesses::~GuestProcesses() {
 Result<pid_t> GuestProcesses::Exec(const std::string& exec_id, const oci::Process& process,
                                    const GuestTools& tools) {
   if (exec_id.empty()) return InvalidArgument("exec id must not be empty");
-  ASSIGN_OR_RETURN(ProcessPlan plan, PlanProcess(process, std::nullopt));
+  ASSIGN_OR_RETURN(ProcessPlan plan, PlanProcess(process, tools.seccomp));
   Sweep(/*exited_too=*/false);
   bool full = false;
   {
@@ -61,9 +62,9 @@ Result<pid_t> GuestProcesses::Exec(const std::string& exec_id, const oci::Proces
     Status st = procs.status();
     if (st.ok()) {
       req.cgroup_procs = std::move(*procs);
-      if (!tools.rootfs.empty()) {
+      if (!tools.root.rootfs.empty()) {
         req.namespaces.unshare_flags = CLONE_NEWNS;
-        req.tools_root = tools.rootfs;
+        req.tools_root = tools.root;
       }
       req.process = &plan;
       req.stdio = std::move(child);
@@ -96,7 +97,9 @@ Result<pid_t> GuestProcesses::Exec(const std::string& exec_id, const oci::Proces
   const pid_t pid = launched->process->pid();
   entries_[exec_id] = std::move(*launched);
   kLog.Info("guest process {} started, pid {}, {}", exec_id, pid,
-            tools.rootfs.empty() ? std::string("in the guest's root") : "tools from container " + tools.container_id);
+            tools.root.rootfs.empty()   ? std::string("in the guest's root")
+            : tools.root.confined ? "tools from container " + tools.container_id + ", as its init runs"
+                                  : "tools from container " + tools.container_id + ", as the guest's root");
   return pid;
 }
 

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "agent/engine/cgroup_manager.h"
@@ -19,6 +20,7 @@
 #include "agent/engine/exit_monitor.h"
 #include "agent/engine/process.h"
 #include "agent/engine/stdio.h"
+#include "agent/engine/tools_root.h"
 #include "runtime/common/status.h"
 #include "runtime/oci/spec.h"
 
@@ -28,7 +30,9 @@ namespace capsule::engine {
 // a container's root filesystem (tools_root.h).
 struct GuestTools {
   std::string container_id;
-  std::string rootfs;
+  ToolsRootPlan root;  // root.rootfs "": the guest's own root
+  // Its init's seccomp profile, when the process runs as that init does.
+  std::optional<oci::Seccomp> seccomp;
 };
 
 class GuestProcesses {

@@ -12,7 +12,6 @@
 
 #include "agent/engine/sync_channel.h"
 #include "agent/engine/terminal.h"
-#include "agent/engine/tools_root.h"
 #include "runtime/common/subprocess.h"
 
 namespace capsule::engine {
@@ -32,7 +31,7 @@ Status SetupContainerProcess(LaunchRequest& req, int sync, std::string* exe) {
   if (::setsid() < 0) return ErrnoStatus("setsid");
   if (!p.terminal) RETURN_IF_ERROR(DupStdio(req.stdio.in.get(), req.stdio.out.get(), req.stdio.err.get()));
   if (req.rootfs) RETURN_IF_ERROR(SetupRootfs(*req.rootfs));
-  if (!req.tools_root.empty()) RETURN_IF_ERROR(EnterToolsRoot(req.tools_root));
+  if (req.tools_root) RETURN_IF_ERROR(EnterToolsRoot(*req.tools_root));
   if (p.terminal) {
     ASSIGN_OR_RETURN(UniqueFd master, SetupConsole(p.console_size));
     RETURN_IF_ERROR(SendSync(sync, SyncType::kConsole, 0, master.get()));

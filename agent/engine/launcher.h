@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "agent/engine/exit_monitor.h"
@@ -17,6 +18,7 @@
 #include "agent/engine/process_setup.h"
 #include "agent/engine/rootfs.h"
 #include "agent/engine/stdio.h"
+#include "agent/engine/tools_root.h"
 #include "runtime/common/status.h"
 #include "runtime/common/unique_fd.h"
 
@@ -27,7 +29,7 @@ struct LaunchRequest {
   UniqueFd cgroup_procs;                // cgroup.procs to join (optional)
   UniqueFd root_dir;                    // exec: the container's "/" to chroot into
   const RootfsPlan* rootfs = nullptr;   // container init only
-  std::string tools_root;               // guest debug process: EnterToolsRoot (needs a new mount ns)
+  std::optional<ToolsRootPlan> tools_root;  // guest debug process: EnterToolsRoot (needs a new mount ns)
   const ProcessPlan* process = nullptr;
   ChildStdio stdio;                     // pipes mode; closed here after fork
   std::chrono::milliseconds timeout{60000};

@@ -63,7 +63,10 @@ Result<std::shared_ptr<LinuxContainer>> LinuxContainer::Create(const std::string
   ASSIGN_OR_RETURN(ProcessPlan plan, PlanProcess(spec.process, spec.linux.seccomp));
   ASSIGN_OR_RETURN(std::string cg_path, ResolveCgroupPath(spec.linux.cgroups_path, deps.options.cgroup_parent, id));
   ASSIGN_OR_RETURN(CgroupPtr cgroup, deps.cgroups.Create(cg_path));
-  std::shared_ptr<LinuxContainer> c(new LinuxContainer(id, rootfs, deps, std::move(cgroup), spec.linux.seccomp));
+  Confinement confinement{spec.process.user,       spec.process.capabilities, spec.process.no_new_privileges,
+                          spec.linux.seccomp,       spec.linux.masked_paths,   spec.linux.readonly_paths};
+  std::shared_ptr<LinuxContainer> c(
+      new LinuxContainer(id, rootfs, deps, std::move(cgroup), spec.linux.seccomp, std::move(confinement)));
   Status st = c->LaunchInit(std::move(ns), rootfs_plan, plan, spec.linux.resources);
   if (!st.ok()) {
     Status cleanup = c->Destroy(deps.options.setup_timeout);

@@ -53,6 +53,7 @@ class LinuxContainer : public Container, public std::enable_shared_from_this<Lin
   Status Pause() override;
   Status Resume() override;
   Result<std::string> RootfsPath() const override { return rootfs_; }
+  Result<Confinement> InitConfinement() const override { return confinement_; }
   Result<std::string> NamespacePath(oci::NamespaceType type) const override;
   Result<NamespaceFds> ShareNamespaces(const std::vector<oci::NamespaceType>& types) const override;
 
@@ -65,9 +66,9 @@ class LinuxContainer : public Container, public std::enable_shared_from_this<Lin
   static constexpr size_t kMaxExecTombstones = 1024;
 
   LinuxContainer(std::string id, std::string rootfs, ContainerDeps deps, CgroupPtr cgroup,
-                 std::optional<oci::Seccomp> seccomp)
+                 std::optional<oci::Seccomp> seccomp, Confinement confinement)
       : id_(std::move(id)), rootfs_(std::move(rootfs)), deps_(deps), cgroup_(std::move(cgroup)),
-        seccomp_(std::move(seccomp)) {}
+        seccomp_(std::move(seccomp)), confinement_(std::move(confinement)) {}
   Status LaunchInit(NamespacePlan ns, const RootfsPlan& rootfs, const ProcessPlan& plan,
                     const std::optional<oci::LinuxResources>& resources);
   void OnInitExit(ExitInfo& info);
@@ -82,6 +83,7 @@ class LinuxContainer : public Container, public std::enable_shared_from_this<Lin
   const ContainerDeps deps_;
   const CgroupPtr cgroup_;
   const std::optional<oci::Seccomp> seccomp_;  // applies to execs too
+  const Confinement confinement_;              // the init's
   uint64_t oom_kills_at_create_ = 0;
   bool watching_oom_ = false;
   // Set before the init can exit: the init is not PID 1 of a pid namespace

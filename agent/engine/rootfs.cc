@@ -180,6 +180,27 @@ Status PivotRoot(const std::string& rootfs) {
   return Status::Ok();
 }
 
+Status WriteSysctls(const std::map<std::string, std::string>& sysctl) {
+  for (const auto& [key, value] : sysctl) {
+    std::string path = "/proc/sys/" + key;
+    std::replace(path.begin() + 10, path.end(), '.', '/');
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd || ::write(fd.get(), value.data(), value.size()) < 0)
+      return ErrnoStatus("linux.sysctl." + key + ": write " + path);
+  }
+  return Status::Ok();
+}
+
+Status SetNames(const RootfsPlan& plan) {
+  if (!plan.hostname.empty() && ::sethostname(plan.hostname.data(), plan.hostname.size()) != 0)
+    return ErrnoStatus("sethostname " + plan.hostname);
+  if (!plan.domainname.empty() && ::setdomainname(plan.domainname.data(), plan.domainname.size()) != 0)
+    return ErrnoStatus("setdomainname " + plan.domainname);
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status MaskPath(const std::string& path) {
   struct stat st{};
   if (::stat(path.c_str(), &st) != 0) {
@@ -204,27 +225,6 @@ Status ReadonlyPath(const std::string& path) {
     return ErrnoStatus("readonly path " + path + ": remount ro");
   return Status::Ok();
 }
-
-Status WriteSysctls(const std::map<std::string, std::string>& sysctl) {
-  for (const auto& [key, value] : sysctl) {
-    std::string path = "/proc/sys/" + key;
-    std::replace(path.begin() + 10, path.end(), '.', '/');
-    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
-    if (!fd || ::write(fd.get(), value.data(), value.size()) < 0)
-      return ErrnoStatus("linux.sysctl." + key + ": write " + path);
-  }
-  return Status::Ok();
-}
-
-Status SetNames(const RootfsPlan& plan) {
-  if (!plan.hostname.empty() && ::sethostname(plan.hostname.data(), plan.hostname.size()) != 0)
-    return ErrnoStatus("sethostname " + plan.hostname);
-  if (!plan.domainname.empty() && ::setdomainname(plan.domainname.data(), plan.domainname.size()) != 0)
-    return ErrnoStatus("setdomainname " + plan.domainname);
-  return Status::Ok();
-}
-
-}  // namespace
 
 Status SetupRootfs(const RootfsPlan& plan) {
   // Nothing the container mounts may propagate back into the agent.

@@ -52,6 +52,12 @@ Status SetupRootfs(const RootfsPlan& plan);
 // Child side, before pivot_root: device nodes and /dev symlinks.
 Status CreateDevices(int root_fd, const RootfsPlan& plan);
 
+// Child side, with absolute paths in the process's root: hides `path`
+// (an empty read-only tmpfs on a directory, /dev/null on a file) or makes it
+// read-only. A path that does not exist is left alone.
+Status MaskPath(const std::string& path);
+Status ReadonlyPath(const std::string& path);
+
 // The devices every container gets (runtime-spec "Default Devices").
 std::vector<oci::LinuxDevice> DefaultDevices();
 

@@ -41,6 +41,7 @@ struct ExecFlags {
   bool tty = false;
   bool pass_stdin = false;
   std::string tools_from;
+  bool tools_as_root = false;
   std::vector<std::string> env;
   std::string cwd = "/";
   int timeout_s = 10;
@@ -56,6 +57,7 @@ Status CheckFlags(const ExecFlags& f) {
   if (f.cwd.empty() || f.cwd[0] != '/') return InvalidArgument("--workdir \"" + f.cwd + "\": want an absolute path");
   if (f.timeout_s <= 0) return InvalidArgument("--connect-timeout must be positive");
   if (f.run_timeout_s < 0) return InvalidArgument("--timeout must not be negative");
+  if (f.tools_as_root && f.tools_from.empty()) return InvalidArgument("--tools-as-root needs --tools-from");
   return Status::Ok();
 }
 
@@ -89,6 +91,7 @@ int RunExec(const GlobalFlags& flags, const ExecFlags& f) {
   o.tty = f.tty;
   o.pass_stdin = f.pass_stdin;
   o.tools_container = f.tools_from;
+  o.tools_as_root = f.tools_as_root;
   if (f.run_timeout_s > 0) o.timeout = std::chrono::seconds(f.run_timeout_s);
   if (const char* term = std::getenv("TERM"); term != nullptr && *term != '\0') o.term = term;
   std::optional<guestexec::RawTerminal> raw;
@@ -127,9 +130,11 @@ Command AddExecCommand(CLI::App& parent, const GlobalFlags& flags) {
       "POD is the sandbox id (or a unique prefix of 4+ characters), the CRI pod as NAMESPACE/NAME, or the VM id\n"
       "(capsule-runtime ps lists them). The production guest image has no shell or tools: --tools-from CONTAINER\n"
       "runs the command with that container's root filesystem (read-only) as its \"/\", over the guest's\n"
-      "/proc, /sys and /dev; the guest's own root is then /proc/1/root. Its binaries then run as root outside\n"
-      "every container, so lend the tools of a container you trust (a debug sidecar).\n"
-      "Exit status: the command's; 125 when the guest could not be reached, 126 when it could not start the command.");
+      "/proc, /sys and /dev; the guest's own root is then /proc/1/root. The tenant may have changed those files,\n"
+      "so they run as the container's init does (its user, capabilities and seccomp profile), outside every\n"
+      "container; --tools-as-root runs them as the guest's root (lend only a container you trust).\n"
+      "Exit status: the command's; 125 when the guest could not be reached, 126 when it could not start the command,\n"
+      "124 when it ran past --timeout.");
   c.app->add_option("pod", f->pod, "the pod")->required();
   c.app->add_option("command", f->command, "the command and its arguments (after --)")->required();
   c.app->add_flag("-t,--tty", f->tty, "give the command a terminal (the caller's stdin must be one; raw mode)");
@@ -137,6 +142,9 @@ Command AddExecCommand(CLI::App& parent, const GlobalFlags& flags) {
   c.app->add_option("--tools-from", f->tools_from,
                     "a container of the pod whose root filesystem gives the tools: its CRI name (as kubectl "
                     "shows it), its id, or a unique prefix of the id");
+  c.app->add_flag("--tools-as-root", f->tools_as_root,
+                  "run the borrowed tools as the guest's root, with every capability and no seccomp, instead of as "
+                  "the container's init runs: its tenant can have replaced them");
   c.app->add_option("-e,--env", f->env, "KEY=VALUE in the command's environment (repeatable)")
       ->allow_extra_args(false);
   c.app->add_option("-w,--workdir", f->cwd, "the command's working directory")->capture_default_str();

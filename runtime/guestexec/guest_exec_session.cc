@@ -183,6 +183,7 @@ SessionResult RunGuestExec(agentclient::AgentClient& agent, const ExecOptions& o
   start.set_exec_id(exec_id);
   start.set_process_json(GuestProcessJson(o));
   start.set_tools_container_id(o.tools_container);
+  start.set_tools_as_guest_root(o.tools_as_root);
   auto started = agent.ExecGuestProcess(start);
   if (!started.ok()) {
     result.status = started.status();

@@ -29,6 +29,9 @@ struct ExecOptions {
   // or nothing (tty).
   bool pass_stdin = false;
   std::string tools_container;  // "": the guest's own root (agent.proto ExecGuestProcessRequest)
+  // With tools_container: run as the guest's root instead of as that
+  // container's init runs (the tenant may have changed those files).
+  bool tools_as_root = false;
   std::optional<WindowSize> size;  // tty: the initial window size
   std::string term = "xterm";     // tty: TERM in the guest
   // Once the command was killed on the caller's insistence (a second

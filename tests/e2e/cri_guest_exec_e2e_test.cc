@@ -146,6 +146,30 @@ TEST_F(CriGuestExecE2eTest, ExecRunsOutsideTheContainersWithStdinTtySignalsAndEx
   EXPECT_EQ(no_container->exit_code, 126);
   EXPECT_NE(no_container->err.find("no-such-container"), std::string::npos) << no_container->err;
 
+  // The tenant replaces /bin/sh in its container. The operator's next
+  // command from it runs that file, but with the container's capabilities
+  // and without the guest's root (/proc/1/root); --tools-as-root is the
+  // operator's explicit choice of the guest's root.
+  auto own_caps = cri_->ExecSync(*tools, {"grep", "CapEff", "/proc/self/status"}, 30);
+  ASSERT_TRUE(own_caps.ok()) << own_caps.status().ToString();
+  auto planted = cri_->ExecSync(
+      *tools,
+      {"/bin/busybox", "sh", "-c",
+       "rm /bin/sh && printf '%s\\n' '#!/bin/busybox sh' 'grep CapEff /proc/self/status' "
+       "'ls /proc/1/root/ >/dev/null 2>&1 && echo guest-root-visible' 'exec /bin/busybox sh \"$@\"' > /bin/sh && "
+       "chmod 755 /bin/sh"},
+      30);
+  ASSERT_TRUE(planted.ok()) << planted.status().ToString();
+  ASSERT_EQ(planted->exit_code, 0) << planted->err;
+  auto confined = RunInGuest(*pod_id, *tools, "id -u");
+  ASSERT_TRUE(confined.ok()) << confined.status().ToString();
+  EXPECT_EQ(confined->out, own_caps->out + "0\n") << confined->err;
+  auto rooted = RunCommand(Exec({*pod_id, "--tools-from", *tools, "--tools-as-root", "--", "sh", "-c", "id -u"}),
+                           kCommandTimeout);
+  ASSERT_TRUE(rooted.ok()) << rooted.status().ToString();
+  EXPECT_NE(rooted->out.find("guest-root-visible\n0\n"), std::string::npos) << rooted->out << rooted->err;
+  EXPECT_EQ(rooted->out.find(own_caps->out), std::string::npos) << rooted->out;
+
   ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
   ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
 }

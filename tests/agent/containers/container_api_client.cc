@@ -94,11 +94,12 @@ Result<uint32_t> ApiClient::Exec(const std::string& id, const std::string& exec_
 }
 
 Result<uint32_t> ApiClient::ExecGuest(const std::string& exec_id, const nlohmann::json& process,
-                                      const std::string& tools_container) {
+                                      const std::string& tools_container, bool as_guest_root) {
   v1::ExecGuestProcessRequest req;
   req.set_exec_id(exec_id);
   req.set_process_json(process.dump());
   req.set_tools_container_id(tools_container);
+  req.set_tools_as_guest_root(as_guest_root);
   ASSIGN_OR_RETURN(auto resp, (Invoke<v1::ExecGuestProcessRequest, v1::ExecProcessResponse>(
                                   stub_, &v1::Agent::Stub::ExecGuestProcess, req, kBlockingDeadline)));
   return resp.pid();

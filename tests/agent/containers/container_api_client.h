@@ -37,9 +37,10 @@ class ApiClient {
   Status Remove(const std::string& id);
   Result<uint32_t> Exec(const std::string& id, const std::string& exec_id, const nlohmann::json& process);
   // A process in the guest outside the containers (ExecGuestProcess); the
-  // other helpers reach it with container id "".
+  // other helpers reach it with container id "". With a tools container it
+  // runs as that container's init unless `as_guest_root`.
   Result<uint32_t> ExecGuest(const std::string& exec_id, const nlohmann::json& process,
-                             const std::string& tools_container = "");
+                             const std::string& tools_container = "", bool as_guest_root = false);
   Status Signal(const std::string& id, const std::string& exec_id, uint32_t signal, bool all = false);
   Result<v1::WaitProcessResponse> Wait(const std::string& id, const std::string& exec_id = "",
                                        std::chrono::milliseconds deadline = kBlockingDeadline);

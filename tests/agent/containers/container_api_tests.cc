@@ -391,6 +391,63 @@ TEST_P(ContainerApiTest, GuestProcessSeesTheGuestFromOutsideWithAContainersTools
   EXPECT_ERROR(api().ReadFile(GuestCgroupFile(endpoint(), "dbg")), Code::kNotFound, "dbg");
 }
 
+// The tenant may have replaced any file of its container: what the operator
+// runs from it gets the container init's uid, capabilities and view of /proc,
+// /sys and /dev, not the guest's root, unless the operator asks for that.
+TEST_P(ContainerApiTest, GuestProcessRunsATenantsToolsAsItsInitRunsUnlessAskedForRoot) {
+  json spec = api().Spec({"sleep", "1000"});
+  spec["process"]["user"] = {{"uid", 1000}, {"gid", 1000}};
+  ASSERT_OK(api().Create("tenant", spec));
+  ASSERT_OK(api().Start("tenant"));
+  ASSERT_OK(api().Create("rooted", api().Spec({"sleep", "1000"})));
+  ASSERT_OK(api().Start("rooted"));
+  // The tenant's "tool": what it runs as, and what of the guest it can change.
+  ASSERT_OK(api().Exec("rooted", "plant", ApiClient::Process({"sh", "-c", R"(cat > /tenant-tool <<'EOS'
+#!/bin/sh
+id -u
+grep -E '^(CapEff|NoNewPrivs):' /proc/self/status
+v=$(cat /proc/sys/kernel/modprobe 2>/dev/null) && (echo "$v" > /proc/sys/kernel/modprobe) 2>/dev/null && echo modprobe-writable
+awk '$5 ~ /^\/(sys|proc\/sys|proc\/sysrq-trigger)$/ { print $5 " " substr($6, 1, 2) }' /proc/self/mountinfo | sort -u
+test -e /dev/kmsg && echo guest-dev
+ls /proc/1/root/ >/dev/null 2>&1 && echo guest-root-visible
+exit 0
+EOS
+chmod 755 /tenant-tool; grep CapEff /proc/self/status)"})));
+  auto caps = api().ReadAll("rooted", "plant");
+  ASSERT_OK(caps);
+  ASSERT_EQ(api().Wait("rooted", "plant").value_or(v1::WaitProcessResponse()).status(), 0);
+  auto run = [&](const std::string& exec_id, const std::string& tools, bool as_root) -> std::string {
+    json process = ApiClient::Process({"/tenant-tool"});
+    process.erase("capabilities");  // as capsule-runtime exec asks: the agent's own
+    auto started = api().ExecGuest(exec_id, process, tools, as_root);
+    if (!started.ok()) return started.status().ToString();
+    std::string out = api().ReadAll("", exec_id).value_or("<read failed>");
+    EXPECT_EQ(api().Wait("", exec_id).value_or(v1::WaitProcessResponse()).status(), 0) << exec_id;
+    EXPECT_OK(api().RemoveProcess("", exec_id));
+    return out;
+  };
+  // As the init of a root container: its capabilities, the guest kernel's
+  // knobs read-only, /sys read-only, a /dev of its own, no guest root.
+  const std::string init = run("as-init", "rooted", false);
+  EXPECT_EQ(init.substr(0, init.find("NoNewPrivs")), "0\n" + *caps) << init;
+  EXPECT_NE(init.find("/proc/sys ro\n"), std::string::npos) << init;
+  EXPECT_NE(init.find("/sys ro\n"), std::string::npos) << init;
+  for (const char* line : {" rw\n", "modprobe-writable", "guest-dev", "guest-root-visible"})
+    EXPECT_EQ(init.find(line), std::string::npos) << line << " in\n" << init;
+  // As a non-root init: its uid.
+  EXPECT_EQ(run("as-user", "tenant", false).substr(0, 5), "1000\n");
+  // Asked for: the guest's root, with every capability and the guest's view.
+  const std::string root = run("as-root", "rooted", true);
+  EXPECT_EQ(root.substr(0, 2), "0\n") << root;
+  EXPECT_EQ(root.find(*caps), std::string::npos) << root;
+  // (The guest's root through /proc/1/root too: the CRI guest exec e2e
+  // checks it, where PID 1 is the agent, not the host test's own PID 1.)
+  for (const char* line : {"/sys rw\n", "guest-dev\n"})
+    EXPECT_NE(root.find(line), std::string::npos) << line << " not in\n" << root;
+  ASSERT_OK(api().Exec("rooted", "unplant", ApiClient::Process({"rm", "/tenant-tool"})));
+  EXPECT_EQ(api().Wait("rooted", "unplant").value_or(v1::WaitProcessResponse()).status(), 0);
+}
+
 TEST_P(ContainerApiTest, GuestProcessStdinExitStatusAndRemovalEndWhatItLeft) {
   ASSERT_OK(api().Create("c1", api().Spec({"sleep", "1000"})));
   ASSERT_OK(api().Start("c1"));

@@ -21,6 +21,7 @@
 
 #include <cstring>
 
+#include "runtime/common/drop_user.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/reaper.h"
 #include "runtime/common/subprocess.h"
@@ -111,12 +112,14 @@ void Confine(const DaemonOptions& o, int report_fd) {
     if (failed >= 0) Fail(report_fd, kJailStep + failed);
   }
   if (o.uid < 0) return;
-  if (::setgroups(o.groups.size(), o.groups.data()) != 0) Fail(report_fd, kSetgroups);
   const auto gid = static_cast<gid_t>(o.gid < 0 ? o.uid : o.gid);
-  if (::setresgid(gid, gid, gid) != 0) Fail(report_fd, kSetgid);
-  const auto uid = static_cast<uid_t>(o.uid);
-  if (::setresuid(uid, uid, uid) != 0) Fail(report_fd, kSetuid);
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) Fail(report_fd, kNoNewPrivs);
+  switch (DropToUser(static_cast<uid_t>(o.uid), gid, o.groups.data(), o.groups.size())) {
+    case DropStep::kDone: return;
+    case DropStep::kSetgroups: Fail(report_fd, kSetgroups);
+    case DropStep::kSetgid: Fail(report_fd, kSetgid);
+    case DropStep::kSetuid: Fail(report_fd, kSetuid);
+    case DropStep::kNoNewPrivs: Fail(report_fd, kNoNewPrivs);
+  }
 }
 
 // Grandchild: becomes the daemon.

@@ -2,6 +2,7 @@
 // and pidfd-based waiting.
 #include "runtime/common/subprocess.h"
 
+#include "runtime/common/drop_user.h"
 #include "runtime/common/reaper.h"
 
 #include <fcntl.h>
@@ -89,6 +90,9 @@ bool PlaceExtraFds(const SpawnOptions& o, int* scratch) {
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) fail(6);
+  if (o.uid >= 0 && DropToUser(static_cast<uid_t>(o.uid), static_cast<gid_t>(o.gid < 0 ? o.uid : o.gid), nullptr, 0) !=
+                        DropStep::kDone)
+    fail(8);
   if (envp != nullptr) {
     ::execve(argv[0], argv, envp);
   } else {
@@ -109,6 +113,7 @@ const char* StepName(int step) {
     case 3: case 4: return "set up stdio";
     case 5: return "pass fds";
     case 6: return "chdir";
+    case 8: return "drop to its user";
     default: return "exec";
   }
 }

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -32,6 +33,10 @@ struct SpawnOptions {
   std::string cwd;
   bool new_session = false;      // setsid(): survive our terminal and group
   bool die_with_parent = false;  // PR_SET_PDEATHSIG(SIGKILL)
+  // Drop to this uid and gid, with no supplementary groups, no capabilities
+  // and no_new_privs, just before exec (drop_user.h). -1: stay who we are.
+  int64_t uid = -1;
+  int64_t gid = -1;
 };
 
 class ChildProcess {

@@ -17,7 +17,7 @@ DEPS_PKGS := build-essential cmake pkg-config ccache git \
   clang libclang-rt-14-dev llvm \
   qemu-system-x86 qemu-utils containerd runc containernetworking-plugins \
   busybox-static iptables cpio gzip zstd kmod iproute2 procps psmisc \
-  python3 python3-grpcio python3-protobuf gnuplot-nox
+  python3 python3-grpcio python3-protobuf gnuplot-nox lld
 
 .PHONY: all build deps configure test test-unit test-integration test-sanitize test-fuzz soak bench install clean
 
@@ -86,6 +86,7 @@ soak: build
 	@$(call timed,cd $(BUILD) && CAPSULE_SOAK_SECONDS=$(SOAK_SECONDS) ctest -R '^shim_soak_test[.]' --no-tests=error --output-on-failure -V)
 
 bench: build
+	cmake --build $(BUILD) -j $(JOBS) --target capsule_benches
 	cd $(BUILD) && ctest -L bench --output-on-failure -V
 
 install: build

@@ -38,6 +38,15 @@ if((CAPSULE_SANITIZE OR CAPSULE_FUZZ) AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang"
   add_compile_options(-O1 -gline-tables-only)
 endif()
 
+# lld where it is installed (make deps installs it): GNU ld takes 2-3 s to
+# link each of the ~110 executables, lld under one (capsule-runtime, 104 MB:
+# 2.9 s against 0.7 s here).
+include(CheckLinkerFlag)
+check_linker_flag(CXX "-fuse-ld=lld" CAPSULE_HAVE_LLD)
+if(CAPSULE_HAVE_LLD)
+  add_link_options(-fuse-ld=lld)
+endif()
+
 # capsule_target(NAME) applies the project's warnings to one of our targets.
 function(capsule_target name)
   target_compile_options(${name} PRIVATE ${CAPSULE_WARNINGS})

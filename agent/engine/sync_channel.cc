@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "runtime/common/fd_passing.h"
+#include "runtime/common/status_code.h"
 
 namespace capsule::engine {
 
@@ -82,9 +83,8 @@ Result<Received> RecvSync(int sock, std::optional<std::chrono::milliseconds> tim
 }
 
 Status SyncErrorStatus(const SyncMessage& m) {
-  int code = m.code;
-  if (code <= 0 || code > static_cast<int>(Code::kUnauthenticated)) code = static_cast<int>(Code::kInternal);
-  return Status(static_cast<Code>(code), m.text);
+  // An error that says OK (0) is the child's bug: INTERNAL.
+  return Status(m.code == 0 ? Code::kInternal : CodeFromNumber(m.code), m.text);
 }
 
 std::string_view SyncTypeName(SyncType type) {

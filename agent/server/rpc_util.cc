@@ -1,4 +1,3 @@
-// Status mapping is the identity on codes: capsule::Code follows gRPC's.
 #include "agent/server/rpc_util.h"
 
 #include "runtime/common/logging.h"
@@ -24,11 +23,6 @@ bool IsCallerError(Code code) {
 }
 
 }  // namespace
-
-grpc::Status ToGrpcStatus(const Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), status.message());
-}
 
 grpc::Status Reply(std::string_view rpc, const Status& status) {
   if (status.ok()) {

@@ -1,4 +1,4 @@
-// Helpers every handler uses: capsule::Status -> grpc::Status, and a guard
+// Helpers every handler uses: the reply (grpc_status.h) with its log line, and a guard
 // that turns an escaping exception into INTERNAL instead of a dead PID 1.
 #pragma once
 
@@ -8,11 +8,10 @@
 #include <string_view>
 
 #include "agent/server/container_ops.h"
+#include "runtime/common/grpc_status.h"
 #include "runtime/common/status.h"
 
 namespace capsule::agent::server {
-
-grpc::Status ToGrpcStatus(const Status& status);
 
 // Logs failures (warn for the caller's mistakes, error for ours) and returns
 // the gRPC status for `rpc`.

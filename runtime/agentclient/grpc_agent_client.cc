@@ -15,6 +15,7 @@
 
 #include "capsule/agent/v1/agent.grpc.pb.h"
 #include "runtime/common/printable.h"
+#include "runtime/common/status_code.h"
 
 namespace capsule::agentclient {
 namespace {
@@ -32,13 +33,11 @@ constexpr size_t kMaxAgentMessageBytes = 1024;
 template <typename Req, typename Resp>
 using Method = grpc::Status (Stub::*)(grpc::ClientContext*, const Req&, Resp*);
 
-// gRPC codes are the numbers capsule::Code uses (both are google.rpc.Code).
 // A call that ran out its own deadline says so in the words users grep for
 // ("agent CreateContainer: deadline exceeded after 30000 ms"); a
 // DEADLINE_EXCEEDED the agent itself returned keeps the agent's message.
 Status FromGrpc(std::string_view rpc, const grpc::Status& s, std::optional<milliseconds> timeout, bool deadline_passed) {
-  int raw = static_cast<int>(s.error_code());
-  Code code = raw >= 0 && raw <= static_cast<int>(Code::kUnauthenticated) ? static_cast<Code>(raw) : Code::kUnknown;
+  const Code code = CodeFromNumber(static_cast<int64_t>(s.error_code()));
   if (code == Code::kDeadlineExceeded && timeout && deadline_passed)
     return DeadlineExceeded(fmt::format("agent {}: deadline exceeded after {} ms", rpc, timeout->count()));
   // The guest's words: they reach logs and the operator's terminal (exec),

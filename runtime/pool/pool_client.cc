@@ -6,14 +6,14 @@
 #include <fmt/format.h>
 
 #include "capsule/pool/v1/pool.grpc.pb.h"
+#include "runtime/common/grpc_status.h"
 #include "runtime/pool/pool_convert.h"
 
 namespace capsule::pool {
 namespace {
 
 Status FromGrpc(const grpc::Status& s, std::string_view what) {
-  if (s.ok()) return Status::Ok();
-  return Status(static_cast<Code>(s.error_code()), fmt::format("pool {}: {}", what, s.error_message()));
+  return FromGrpcStatus(s, fmt::format("pool {}: {}", what, s.error_message()));
 }
 
 }  // namespace

@@ -2,15 +2,11 @@
 #include "runtime/pool/pool_service.h"
 
 #include "runtime/common/file_util.h"
+#include "runtime/common/grpc_status.h"
 #include "runtime/pool/pool_convert.h"
 
 namespace capsule::pool {
 namespace {
-
-grpc::Status ToGrpc(const capsule::Status& st) {
-  if (st.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(st.code()), st.message());
-}
 
 // Largest pool a Resize may ask for: each VM is a booted guest.
 constexpr uint32_t kMaxSize = 1024;
@@ -27,10 +23,10 @@ std::string KsmState() {
 
 grpc::Status PoolService::Claim(grpc::ServerContext*, const v1::ClaimRequest* req, v1::ClaimResponse* resp) {
   if (req->claimant().sandbox_id().empty())
-    return ToGrpc(InvalidArgument("claimant.sandbox_id is empty"));
+    return ToGrpcStatus(InvalidArgument("claimant.sandbox_id is empty"));
   const Shape shape = Resolve(pool_->config(), FromProto(req->shape()));
   auto key = ShapeKey(pool_->config(), shape);
-  if (!key.ok()) return ToGrpc(key.status());
+  if (!key.ok()) return ToGrpcStatus(key.status());
   if (!req->shape_key().empty() && req->shape_key() != *key) {
     resp->set_ready(false);
     resp->set_miss_reason("the pool's VMs of " + Describe(shape) + " have shape key " + *key + ", the claimant wants " +
@@ -39,7 +35,7 @@ grpc::Status PoolService::Claim(grpc::ServerContext*, const v1::ClaimRequest* re
   }
   std::string miss;
   auto claimed = pool_->Claim(shape, FromProto(req->claimant()), &miss);
-  if (!claimed.ok()) return ToGrpc(claimed.status());
+  if (!claimed.ok()) return ToGrpcStatus(claimed.status());
   if (!claimed->has_value()) {
     resp->set_ready(false);
     resp->set_miss_reason(miss);
@@ -50,7 +46,7 @@ grpc::Status PoolService::Claim(grpc::ServerContext*, const v1::ClaimRequest* re
 }
 
 grpc::Status PoolService::Release(grpc::ServerContext*, const v1::ReleaseRequest* req, v1::ReleaseResponse*) {
-  return ToGrpc(pool_->Release(req->vm_id()));
+  return ToGrpcStatus(pool_->Release(req->vm_id()));
 }
 
 grpc::Status PoolService::Status(grpc::ServerContext*, const v1::StatusRequest*, v1::StatusResponse* resp) {
@@ -62,7 +58,7 @@ grpc::Status PoolService::Status(grpc::ServerContext*, const v1::StatusRequest*,
 
 grpc::Status PoolService::Resize(grpc::ServerContext*, const v1::ResizeRequest* req, v1::ResizeResponse*) {
   if (req->size() > kMaxSize)
-    return ToGrpc(InvalidArgument("size " + std::to_string(req->size()) + " is more than " + std::to_string(kMaxSize)));
+    return ToGrpcStatus(InvalidArgument("size " + std::to_string(req->size()) + " is more than " + std::to_string(kMaxSize)));
   pool_->Resize(req->size());
   return grpc::Status::OK;
 }

@@ -14,6 +14,7 @@
 #include <chrono>
 
 #include "containerd/task/v2/shim.pb.h"
+#include "runtime/common/grpc_status.h"
 
 namespace capsule::testing {
 namespace {
@@ -41,8 +42,7 @@ Status UpdateTaskResources(const std::string& grpc_socket, const std::string& ns
   const grpc::internal::RpcMethod method(kUpdateMethod, grpc::internal::RpcMethod::NORMAL_RPC, channel);
   grpc::Status st = grpc::internal::BlockingUnaryCall(channel.get(), method, &ctx, req, &resp);
   if (!st.ok())
-    return Status(static_cast<Code>(st.error_code()), "containerd Tasks.Update of " + container_id + ": " +
-                                                          st.error_message());
+    return FromGrpcStatus(st, "containerd Tasks.Update of " + container_id + ": " + st.error_message());
   return Status::Ok();
 }
 

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "tests/agent/support/busybox_rootfs.h"
+#include "runtime/common/grpc_status.h"
 
 namespace capsule::agent::testing {
 namespace {
@@ -28,8 +29,7 @@ Result<Resp> Invoke(v1::Agent::Stub& stub, Method method, const Req& req,
 }  // namespace
 
 Status FromGrpc(const grpc::Status& st) {
-  if (st.ok()) return Status::Ok();
-  return Status(static_cast<Code>(st.error_code()), st.error_message());
+  return FromGrpcStatus(st, st.error_message());
 }
 
 Status ApiClient::CreateSandbox(const std::string& id, bool sandbox_pidns) {

@@ -1,5 +1,6 @@
 // Spawns capsule-agent from the build tree ($CAPSULE_BUILD_DIR/agent).
 #include "tests/agent/server/agent_fixture.h"
+#include "runtime/common/grpc_status.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -76,7 +77,7 @@ Result<std::string> AgentUnderTest::ReadInAgent(const std::string& path, uint32_
   req.set_max_bytes(max_bytes);
   v1::ReadGuestFileResponse resp;
   grpc::Status st = stub_->ReadGuestFile(Ctx().get(), req, &resp);
-  if (!st.ok()) return Status(static_cast<Code>(st.error_code()), st.error_message());
+  if (!st.ok()) return FromGrpcStatus(st, st.error_message());
   return resp.data();
 }
 

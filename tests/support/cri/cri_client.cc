@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cri/runtime/v1/api.grpc.pb.h"
+#include "runtime/common/grpc_status.h"
 
 namespace capsule::testing::cri {
 
@@ -27,7 +28,7 @@ Result<Resp> Invoke(const char* method, const std::string& object, std::chrono::
   Resp resp;
   grpc::Status st = call(&ctx, &resp);
   if (!st.ok()) {
-    return Status(static_cast<Code>(st.error_code()),
+    return FromGrpcStatus(st,
                   fmt::format("CRI {}{}: {}", method, object.empty() ? "" : " " + object, st.error_message()));
   }
   return resp;

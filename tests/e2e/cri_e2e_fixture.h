@@ -72,7 +72,6 @@ inline Result<std::string> HttpGet(const std::string& ip, uint16_t port, std::ch
 class CriE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!CAPSULE_SHIM_HAS_VM) GTEST_SKIP() << "the shim was built without runtime/vm: it cannot boot VMs";
     auto env = E2eEnv::Create(boot_nic_);
     ASSERT_TRUE(env.ok()) << env.status().ToString();
     env_.emplace(std::move(*env));

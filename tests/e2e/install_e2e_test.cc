@@ -47,7 +47,6 @@ Status Bind(const std::string& from, const std::string& to) {
 }
 
 TEST(InstallE2eTest, AnInstalledNodeRunsACapsulePodThroughCriAndUninstallRestoresTheConfig) {
-  if (!CAPSULE_SHIM_HAS_VM) GTEST_SKIP() << "the shim was built without runtime/vm: it cannot boot VMs";
   if (::geteuid() != 0) GTEST_SKIP() << "needs root (mount namespace, containerd)";
   // Our own mount namespace: the binds below are seen by this process, the
   // containerd it starts and the shims that one starts, never the host.

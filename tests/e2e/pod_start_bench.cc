@@ -175,7 +175,6 @@ PodCost Cost(const std::vector<pid_t>& pids, const std::map<pid_t, ProcInfo>& pr
 class PodStartBench : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!CAPSULE_SHIM_HAS_VM) GTEST_SKIP() << "the shim was built without runtime/vm";
     // CAPSULE_BENCH_BOOT_NIC=0: every pod NIC hot-plugged (guest.boot_nic
     // off), to measure the boot NIC against a hot-plug.
     const char* boot_nic = std::getenv("CAPSULE_BENCH_BOOT_NIC");

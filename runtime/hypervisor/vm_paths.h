@@ -6,7 +6,7 @@
 //   qmp.sock      QMP monitor (QEMU)
 //   console.log   guest serial console
 //   qemu.log      the VMM's stderr (timestamped)
-//   qemu.pid      the VMM's pid (written by QEMU's -pidfile)
+//   qemu.pid      the VMM's pid (written by the launcher once QEMU runs)
 // Other components keep their files here too (virtiofsd.*, shared/, vsock
 // sockets); each removes its own and the last one removes the directory.
 #pragma once

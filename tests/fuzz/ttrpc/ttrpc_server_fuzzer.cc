@@ -24,10 +24,17 @@ namespace log = capsule::log;
 namespace rpc = capsule::ttrpc;
 namespace task = ::containerd::task::v2;
 
-rpc::Server& TheServer() {
-  static rpc::Server* server = [] {
+// A server per input, shut down before the input ends: Shutdown joins the
+// connection's threads, so nothing of one input is still running (and
+// holding memory LeakSanitizer would count) when the next begins.
+std::unique_ptr<rpc::Server> NewServer() {
+  static const bool quiet = [] {
     log::SetLevel(log::Level::kError);  // garbage is expected; keep output readable
-    auto* s = new rpc::Server(rpc::ServerOptions{});
+    return true;
+  }();
+  (void)quiet;
+  {
+    auto s = std::make_unique<rpc::Server>(rpc::ServerOptions{});
     s->Register("svc", "Echo", [](const rpc::CallContext&, std::string_view p) {
       return Result<std::string>(std::string(p));
     });
@@ -42,8 +49,7 @@ rpc::Server& TheServer() {
           return Result<task::StateResponse>(resp);
         });
     return s;
-  }();
-  return *server;
+  }
 }
 
 }  // namespace
@@ -52,7 +58,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return 0;
   UniqueFd client(sv[0]);
-  if (!TheServer().ServeConnection(UniqueFd(sv[1])).ok()) __builtin_trap();
+  std::unique_ptr<rpc::Server> server = NewServer();
+  if (!server->ServeConnection(UniqueFd(sv[1])).ok()) __builtin_trap();
   // Inputs are far smaller than the socket buffers, so writing everything
   // before reading cannot deadlock against the server's replies.
   (void)rpc::SendAll(client.get(), std::string_view(reinterpret_cast<const char*>(data), size));
@@ -70,5 +77,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   if (!decoder.AtFrameBoundary()) __builtin_trap();  // a torn response
+  server->Shutdown();
   return 0;
 }

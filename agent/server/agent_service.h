@@ -55,6 +55,7 @@ class AgentService final : public AgentServiceBase {
   grpc::Status SetGuestTime(Ctx*, const v1::SetGuestTimeRequest*, Empty*) override;
   grpc::Status AddRandomness(Ctx*, const v1::AddRandomnessRequest*, v1::AddRandomnessResponse*) override;
   grpc::Status CreateSandbox(Ctx*, const v1::CreateSandboxRequest*, Empty*) override;
+  grpc::Status SetupSandbox(Ctx*, const v1::SetupSandboxRequest*, v1::SetupSandboxResponse*) override;
   grpc::ServerUnaryReactor* DestroySandbox(grpc::CallbackServerContext*, const v1::DestroySandboxRequest*,
                                            Empty*) override;
   grpc::Status ReadGuestFile(Ctx*, const v1::ReadGuestFileRequest*, v1::ReadGuestFileResponse*) override;
@@ -87,6 +88,12 @@ class AgentService final : public AgentServiceBase {
   grpc::Status ListRoutes(Ctx*, const v1::ListRoutesRequest*, v1::Routes*) override;
 
  private:
+  // The steps SetupSandbox shares with the RPCs of the same name.
+  Status ApplyGuestTime(const v1::SetGuestTimeRequest& req) const;
+  Result<v1::AddRandomnessResponse> ApplyRandomness(const v1::AddRandomnessRequest& req) const;
+  Result<v1::Interface> ApplyInterface(const v1::Interface& iface) const;
+  Result<v1::Routes> ApplyRoutes(const v1::Routes& routes) const;
+
   const AgentServiceOptions options_;
   sandbox::SandboxManager* const sandboxes_;
   AgentLifecycle* const lifecycle_;

@@ -7,11 +7,15 @@
 namespace capsule::agent::server {
 namespace {
 
+Status NoNetwork(std::string_view rpc) {
+  return Unimplemented(std::string(rpc) + ": this agent manages no network");
+}
+
 // Runs `fn(network)` returning Result<Resp>, UNIMPLEMENTED without a network.
 template <typename Resp, typename Fn>
 grpc::Status NetCall(std::string_view rpc, net::Network* network, Resp* out, Fn&& fn) {
   return Guarded(rpc, [&]() -> Status {
-    if (network == nullptr) return Unimplemented(std::string(rpc) + ": this agent manages no network");
+    if (network == nullptr) return NoNetwork(rpc);
     ASSIGN_OR_RETURN(*out, fn(*network));
     return Status::Ok();
   });
@@ -19,18 +23,30 @@ grpc::Status NetCall(std::string_view rpc, net::Network* network, Resp* out, Fn&
 
 }  // namespace
 
+Result<v1::Interface> AgentService::ApplyInterface(const v1::Interface& iface) const {
+  if (network_ == nullptr) return NoNetwork("UpdateInterface");
+  ASSIGN_OR_RETURN(net::Interface updated, network_->UpdateInterface(InterfaceFromProto(iface)));
+  return InterfaceToProto(updated);
+}
+
+Result<v1::Routes> AgentService::ApplyRoutes(const v1::Routes& routes) const {
+  if (network_ == nullptr) return NoNetwork("UpdateRoutes");
+  ASSIGN_OR_RETURN(std::vector<net::Route> applied, network_->UpdateRoutes(RoutesFromProto(routes)));
+  return RoutesToProto(applied);
+}
+
 grpc::Status AgentService::UpdateInterface(Ctx*, const v1::UpdateInterfaceRequest* req, v1::Interface* resp) {
-  return NetCall("UpdateInterface", network_, resp, [&](net::Network& n) -> Result<v1::Interface> {
+  return Guarded("UpdateInterface", [&]() -> Status {
     if (!req->has_interface()) return InvalidArgument("interface is required");
-    ASSIGN_OR_RETURN(net::Interface updated, n.UpdateInterface(InterfaceFromProto(req->interface())));
-    return InterfaceToProto(updated);
+    ASSIGN_OR_RETURN(*resp, ApplyInterface(req->interface()));
+    return Status::Ok();
   });
 }
 
 grpc::Status AgentService::UpdateRoutes(Ctx*, const v1::UpdateRoutesRequest* req, v1::Routes* resp) {
-  return NetCall("UpdateRoutes", network_, resp, [&](net::Network& n) -> Result<v1::Routes> {
-    ASSIGN_OR_RETURN(std::vector<net::Route> routes, n.UpdateRoutes(RoutesFromProto(req->routes())));
-    return RoutesToProto(routes);
+  return Guarded("UpdateRoutes", [&]() -> Status {
+    ASSIGN_OR_RETURN(*resp, ApplyRoutes(req->routes()));
+    return Status::Ok();
   });
 }
 

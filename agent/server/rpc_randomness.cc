@@ -15,11 +15,17 @@ std::atomic<uint64_t> g_bytes_added{0};
 
 }  // namespace
 
+Result<v1::AddRandomnessResponse> AgentService::ApplyRandomness(const v1::AddRandomnessRequest& req) const {
+  RETURN_IF_ERROR(system::AddEntropy(req.data()));
+  v1::AddRandomnessResponse resp;
+  resp.set_reseeds(++g_reseeds);
+  resp.set_bytes_added(g_bytes_added += req.data().size());
+  return resp;
+}
+
 grpc::Status AgentService::AddRandomness(Ctx*, const v1::AddRandomnessRequest* req, v1::AddRandomnessResponse* resp) {
   return Guarded("AddRandomness", [&]() -> Status {
-    RETURN_IF_ERROR(system::AddEntropy(req->data()));
-    resp->set_reseeds(++g_reseeds);
-    resp->set_bytes_added(g_bytes_added += req->data().size());
+    ASSIGN_OR_RETURN(*resp, ApplyRandomness(*req));
     return Status::Ok();
   });
 }

@@ -33,6 +33,7 @@ class AgentClient {
   virtual Result<v1::AddRandomnessResponse> AddRandomness(const v1::AddRandomnessRequest& req) = 0;
 
   virtual Status CreateSandbox(const v1::CreateSandboxRequest& req) = 0;
+  virtual Result<v1::SetupSandboxResponse> SetupSandbox(const v1::SetupSandboxRequest& req) = 0;
   // With power_off the agent may drop the connection before or after
   // replying; both count as success.
   virtual Status DestroySandbox(const v1::DestroySandboxRequest& req) = 0;

@@ -75,6 +75,9 @@ class GrpcAgentClient final : public AgentClient {
   Status CreateSandbox(const v1::CreateSandboxRequest& req) override {
     return Done(Call("CreateSandbox", &Stub::CreateSandbox, req, options_.default_call_timeout));
   }
+  Result<v1::SetupSandboxResponse> SetupSandbox(const v1::SetupSandboxRequest& req) override {
+    return Call("SetupSandbox", &Stub::SetupSandbox, req, options_.default_call_timeout);
+  }
   Status DestroySandbox(const v1::DestroySandboxRequest& req) override;
 
   Status CreateContainer(const v1::CreateContainerRequest& req) override {

@@ -43,6 +43,7 @@ class AgentHandle {
     std::shared_lock lock(mu_);
     if (client_ == nullptr) return Gone();
     const auto start = std::chrono::steady_clock::now();
+    round_trips_.fetch_add(1, std::memory_order_relaxed);
     R r = fn(*client_);
     const Status& st = StatusOf(r);
     if (st.code() != Code::kDeadlineExceeded || std::chrono::steady_clock::now() - start < call_timeout_) return r;
@@ -53,6 +54,7 @@ class AgentHandle {
   R LongPoll(const std::function<R(agentclient::AgentClient&)>& fn) const {
     std::shared_lock lock(mu_);
     if (client_ == nullptr) return Gone();
+    round_trips_.fetch_add(1, std::memory_order_relaxed);
     return fn(*client_);
   }
   // Set once, before the handle is shared. Runs on the calling thread with
@@ -63,6 +65,9 @@ class AgentHandle {
   // Idempotent.
   void Revoke();
   bool revoked() const;
+  // Calls made to the agent so far, of both kinds: what the shim's start
+  // paths log as their guest round trips.
+  uint64_t round_trips() const { return round_trips_.load(std::memory_order_relaxed); }
   // Whether a bounded call ran out of its deadline.
   bool unanswered() const { return unanswered_.load(); }
   const std::string& vm_id() const { return vm_id_; }
@@ -85,6 +90,7 @@ class AgentHandle {
   const std::chrono::milliseconds call_timeout_;
   std::function<void(const Status&)> on_unanswered_;  // set before sharing
   mutable std::atomic<bool> unanswered_{false};
+  mutable std::atomic<uint64_t> round_trips_{0};
 };
 using AgentHandlePtr = std::shared_ptr<AgentHandle>;
 

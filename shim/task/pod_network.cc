@@ -12,7 +12,6 @@
 
 #include "runtime/common/logging.h"
 #include "runtime/network/netns_snapshot.h"
-#include "shim/task/agent_status.h"
 #include "shim/task/host_namespaces.h"
 
 namespace capsule::shim::task {
@@ -20,7 +19,6 @@ namespace {
 
 const log::Logger kLog("shim.net");
 namespace v1 = agentclient::v1;
-using agentclient::AgentClient;
 
 using Clock = std::chrono::steady_clock;
 double MsBetween(Clock::time_point a, Clock::time_point b) {
@@ -79,35 +77,20 @@ std::string PodNetnsPath(const nlohmann::json& spec) {
   return "";
 }
 
-Status PodNetwork::TakeOverBootNic(const network::PodInterface& iface, const vm::BootNic& nic,
-                                   const AgentHandle& agent) {
+Status PodNetwork::TakeOverBootNic(const network::PodInterface& iface, const vm::BootNic& nic) {
   const std::string what = fmt::format("{} ({}, {}) on the boot NIC {}", iface.name, iface.mac, netns_path_, nic.mac);
   const auto t0 = Clock::now();
   auto moved = network::TapRedirect::AdoptTap(nic.vmm_netns, nic.tap_name, netns_path_, iface.name,
                                               fmt::format("{}0", network::kTapPrefix));
   if (!moved.ok()) return std::move(moved).status().WithContext(what);
-  network::TapRedirect tap = std::move(moved).value();
-  const auto t1 = Clock::now();
-  v1::UpdateInterfaceRequest req;
-  *req.mutable_interface() = GuestInterface(iface);
-  req.mutable_interface()->set_device_hint(nic.mac);
-  req.mutable_interface()->set_hw_addr(iface.mac);
-  auto got = agent.Call<Result<v1::Interface>>([&](AgentClient& a) { return a.UpdateInterface(req); });
-  if (!got.ok()) return FromAgent(got.status(), "configure the guest's NIC for " + what);  // ~tap deletes it
-  // The guest is not trusted to have done it: frames for the veth's MAC
-  // only reach a NIC that carries it.
-  if (!EqualsIgnoringCase(got->hw_addr(), iface.mac))
-    return Internal(fmt::format("{}: the agent left the NIC's MAC at {}", what, got->hw_addr()));
-  taps_.push_back(std::move(tap));
+  taps_.push_back(std::move(moved).value());
   used_boot_nic_ = true;
-  kLog.Info("pod NIC {}: {} in the guest, {} address(es), mtu {}; tap moved and mirrored in {:.1f} ms, guest "
-            "configured in {:.1f} ms",
-            what, got->name(), got->addresses_size(), got->mtu(), MsBetween(t0, t1), MsBetween(t1, Clock::now()));
+  boot_nic_mac_ = nic.mac;
+  kLog.Info("pod NIC {}: taken over; tap moved and mirrored in {:.1f} ms", what, MsBetween(t0, Clock::now()));
   return Status::Ok();
 }
 
-Status PodNetwork::Hotplug(size_t n, const network::PodInterface& iface, hypervisor::Vm& vmm,
-                           const AgentHandle& agent) {
+Status PodNetwork::Hotplug(size_t n, const network::PodInterface& iface, hypervisor::Vm& vmm) {
   const std::string nic = fmt::format("{} ({}, {})", iface.name, iface.mac, netns_path_);
   const auto t0 = Clock::now();
   auto made = network::TapRedirect::Create(netns_path_, iface.name, fmt::format("{}{}", network::kTapPrefix, n));
@@ -124,43 +107,57 @@ Status PodNetwork::Hotplug(size_t n, const network::PodInterface& iface, hypervi
   RETURN_IF_ERROR_CTX(vmm.PassFd(dev.fd_name, tap.tap_fd()), "hand the tap of " + nic + " to the VMM");
   RETURN_IF_ERROR_CTX(vmm.HotplugDevice(dev), "hot-plug the NIC for " + nic);
   taps_.push_back(std::move(tap));
-  const auto t1 = Clock::now();
-  v1::UpdateInterfaceRequest req;
-  *req.mutable_interface() = GuestInterface(iface);
-  auto got = agent.Call<Result<v1::Interface>>([&](AgentClient& a) { return a.UpdateInterface(req); });
-  if (!got.ok()) return FromAgent(got.status(), "configure the guest's NIC for " + nic);
-  kLog.Info("pod NIC {}: hot-plugged, {} in the guest, {} address(es), mtu {}; tap made and plugged in {:.1f} ms, "
-            "guest configured in {:.1f} ms",
-            nic, got->name(), got->addresses_size(), got->mtu(), MsBetween(t0, t1), MsBetween(t1, Clock::now()));
+  kLog.Info("pod NIC {}: hot-plugged; tap made and plugged in {:.1f} ms", nic, MsBetween(t0, Clock::now()));
   return Status::Ok();
 }
 
 Result<std::unique_ptr<PodNetwork>> PodNetwork::Attach(const std::string& netns_path, hypervisor::Vm& vmm,
-                                                       const AgentHandle& agent,
                                                        const std::optional<vm::BootNic>& boot_nic) {
   const std::string what = "pod network " + netns_path;
   RETURN_IF_ERROR(RefuseHostNetns(netns_path));
   auto read = network::ReadNetns(netns_path);
   if (!read.ok()) return std::move(read).status().WithContext(what);
-  const network::NetnsSnapshot snap = std::move(read).value();
   std::unique_ptr<PodNetwork> net(new PodNetwork(netns_path));
-  for (size_t n = 0; n < snap.interfaces.size(); ++n) {
-    const network::PodInterface& iface = snap.interfaces[n];
+  net->snap_ = std::move(read).value();
+  for (size_t n = 0; n < net->snap_.interfaces.size(); ++n) {
+    const network::PodInterface& iface = net->snap_.interfaces[n];
     if (n == 0 && boot_nic) {
-      Status st = net->TakeOverBootNic(iface, *boot_nic, agent);
+      Status st = net->TakeOverBootNic(iface, *boot_nic);
       if (st.ok()) continue;
-      if (agent.revoked()) return st;
       kLog.Warn("{}: the boot NIC is not usable, hot-plugging one: {}", what, st.ToString());
     }
-    RETURN_IF_ERROR(net->Hotplug(n, iface, vmm, agent));
-  }
-  if (!snap.interfaces.empty()) {
-    v1::UpdateRoutesRequest req;
-    *req.mutable_routes() = GuestRoutes(snap);
-    auto got = agent.Call<Result<v1::Routes>>([&](AgentClient& a) { return a.UpdateRoutes(req); });
-    if (!got.ok()) return FromAgent(got.status(), "install the routes of " + netns_path + " in the guest");
+    RETURN_IF_ERROR(net->Hotplug(n, iface, vmm));
   }
   return net;
+}
+
+void PodNetwork::AddToSetup(v1::SetupSandboxRequest& req) const {
+  for (size_t n = 0; n < snap_.interfaces.size(); ++n) {
+    v1::Interface* iface = req.add_interfaces();
+    *iface = GuestInterface(snap_.interfaces[n]);
+    if (n == 0 && used_boot_nic_) {
+      // The guest finds the NIC by the MAC it booted with and gives it the veth's.
+      iface->set_device_hint(boot_nic_mac_);
+      iface->set_hw_addr(snap_.interfaces[n].mac);
+    }
+  }
+  if (!snap_.interfaces.empty()) *req.mutable_routes() = GuestRoutes(snap_);
+}
+
+Status PodNetwork::CheckGuest(const v1::SetupSandboxResponse& resp) const {
+  if (static_cast<size_t>(resp.interfaces_size()) != snap_.interfaces.size())
+    return Internal(fmt::format("{}: the agent answered for {} NIC(s), the pod has {}", netns_path_,
+                                resp.interfaces_size(), snap_.interfaces.size()));
+  for (size_t n = 0; n < snap_.interfaces.size(); ++n) {
+    const v1::Interface& got = resp.interfaces(static_cast<int>(n));
+    const network::PodInterface& want = snap_.interfaces[n];
+    if (n == 0 && used_boot_nic_ && !EqualsIgnoringCase(got.hw_addr(), want.mac))
+      return Internal(fmt::format("pod NIC {} ({}, {}) on the boot NIC {}: the agent left the NIC's MAC at {}",
+                                  want.name, want.mac, netns_path_, boot_nic_mac_, got.hw_addr().substr(0, 64)));
+    kLog.Info("pod NIC {} ({}): {} in the guest, {} address(es), mtu {}", want.name, want.mac,
+              got.name().substr(0, 64), got.addresses_size(), got.mtu());
+  }
+  return Status::Ok();
 }
 
 Status PodNetwork::Remove() {

@@ -4,7 +4,7 @@
 // (runtime/network), its fd handed to the VMM and hot-plugged as a
 // virtio-net NIC carrying the veth's MAC, and the agent then gives the
 // guest's NIC the interface's name, MTU and addresses and installs the
-// netns's routes. Frames addressed to the veth's MAC thus reach the guest
+// netns's routes, within the sandbox's one set-up call (SetupSandbox). Frames addressed to the veth's MAC thus reach the guest
 // unchanged, and the pod IP CNI reported is the VM's.
 //
 // A VM booted before the pod existed (the warm pool) knows nothing of it,
@@ -31,7 +31,7 @@
 #include "runtime/network/netns_snapshot.h"
 #include "runtime/network/tap_redirect.h"
 #include "runtime/vm/sandbox_vm.h"
-#include "shim/task/agent_handle.h"
+#include "runtime/agentclient/agent_client.h"
 
 namespace capsule::shim::task {
 
@@ -42,13 +42,18 @@ std::string PodNetnsPath(const nlohmann::json& spec);
 
 class PodNetwork {
  public:
-  // Mirrors every interface of `netns_path` (except lo) into the VM. On
-  // failure what was set up on the host is undone; a NIC already plugged
-  // goes with the VM.
+  // The host's half: mirrors every interface of `netns_path` (except lo)
+  // into the VM; the guest's half is what AddToSetup puts in the sandbox's
+  // set-up call. On failure what was set up on the host is undone; a NIC
+  // already plugged goes with the VM.
   // `boot_nic`: the VM's NIC plugged at boot, for the first interface.
   static Result<std::unique_ptr<PodNetwork>> Attach(const std::string& netns_path, hypervisor::Vm& vmm,
-                                                    const AgentHandle& agent,
                                                     const std::optional<vm::BootNic>& boot_nic);
+  // The guest's NICs (names, MACs, MTU, addresses) and the netns's routes.
+  void AddToSetup(agentclient::v1::SetupSandboxRequest& req) const;
+  // What the guest says it did: a NIC for every interface, and the boot NIC
+  // carrying the veth's MAC (frames for that MAC only reach a NIC with it).
+  Status CheckGuest(const agentclient::v1::SetupSandboxResponse& resp) const;
   // Removes the taps and filters (Remove()).
   ~PodNetwork();
   PodNetwork(const PodNetwork&) = delete;
@@ -65,12 +70,14 @@ class PodNetwork {
   explicit PodNetwork(std::string netns_path) : netns_path_(std::move(netns_path)) {}
 
   // Mirrors `iface` into the VM on the boot NIC; the error says why not.
-  Status TakeOverBootNic(const network::PodInterface& iface, const vm::BootNic& nic, const AgentHandle& agent);
+  Status TakeOverBootNic(const network::PodInterface& iface, const vm::BootNic& nic);
   // Mirrors interface number `n` into the VM on a hot-plugged NIC.
-  Status Hotplug(size_t n, const network::PodInterface& iface, hypervisor::Vm& vmm, const AgentHandle& agent);
+  Status Hotplug(size_t n, const network::PodInterface& iface, hypervisor::Vm& vmm);
 
   const std::string netns_path_;
+  network::NetnsSnapshot snap_;
   std::vector<network::TapRedirect> taps_;
+  std::string boot_nic_mac_;  // the boot NIC's MAC before the guest takes the veth's; "" without
   bool used_boot_nic_ = false;
 };
 

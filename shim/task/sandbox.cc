@@ -92,15 +92,6 @@ Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxParams params, VmProvide
   s->timings_.claimed = claimed;
   s->timings_.vm_ms = ms_since(t);
   s->vmm_pid_ = s->vm_->vmm_pid();
-  if (!s->p_.cgroups_path.empty()) {
-    // Not fatal: the pod runs, but its VM is not accounted to it (loudly).
-    auto cg = ProcessCgroup::Join(s->p_.cgroups_path, s->vm_->HostPids());
-    if (cg.ok()) {
-      s->cgroup_ = std::move(*cg);
-    } else {
-      kLog.Error("sandbox {}: its VM's processes stay outside the pod's cgroup: {}", s->p_.id, cg.status().ToString());
-    }
-  }
   auto client = s->vm_->agent();
   if (!client.ok()) return std::move(client).status().WithContext("VM " + s->vm_id_);
   s->agent_ = std::make_shared<AgentHandle>(*client, s->vm_id_, s->label_, s->p_.agent_timeout);
@@ -119,48 +110,58 @@ Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxParams params, VmProvide
     }
     watch->agent->Revoke();  // every blocked call (waits, reads) ends now
   });
-  // Containerd giving up on the pod cuts the set-up calls below: they fail,
+  // Containerd giving up on the pod cuts the set-up call below: it fails,
   // and ~Sandbox stops the VM.
   std::optional<CancelToken::Registration> on_cancel;
   if (cancel) on_cancel.emplace(cancel->OnCancel([agent = s->agent_] { agent->Revoke(); }));
-  // The network runs beside freshness-then-CreateSandbox (the guest is made
-  // fresh before the pod exists in it); all have finished (or failed) before
-  // Create returns, so no container runs on a stale clock or RNG. Under TCG
-  // most of each is guest work that a single vCPU cannot overlap, but the
-  // round trips through vsock and the host-side netlink work can.
+  // The host's half of the network first: the guest call names its NICs.
+  // Then one guest call, answered once the guest is fresh (clock, RNG) and
+  // the pod and its network exist in it, so no container runs on a stale
+  // clock or RNG. What the pod does not need in the guest (the VM's
+  // cgroup, the port-forward listener) is done beside that call.
   t = Clock::now();
+  const uint64_t calls_before = s->agent_->round_trips();
+  Status attached = s->AttachNetwork();
+  s->timings_.network_ms = ms_since(t);
+  if (cancel && cancel->cancelled()) return cancel->reason();  // ~Sandbox stops the VM
+  if (!attached.ok()) return attached;
   Sandbox* raw = s.get();
-  auto network = std::async(std::launch::async, [raw, &ms_since]() -> Status {
+  auto beside = std::async(std::launch::async, [raw, &ms_since] {
     const auto start = Clock::now();
-    Status st = raw->AttachNetwork();
-    raw->timings_.network_ms = ms_since(start);
-    return st;
+    raw->JoinCgroup();
+    raw->StartPortForward();
+    raw->timings_.beside_ms = ms_since(start);
   });
   auto start = Clock::now();
-  Status fresh = s->Refresh();
-  s->timings_.fresh_ms = ms_since(start);
-  start = Clock::now();
-  Status created = fresh.ok() ? s->CreateInAgent() : Status::Ok();
-  s->timings_.create_ms = ms_since(start);
-  Status attached = network.get();
+  Status set_up = s->SetupInGuest();
+  s->timings_.guest_ms = ms_since(start);
+  beside.get();
+  s->timings_.guest_calls = s->agent_->round_trips() - calls_before;
   s->timings_.setup_ms = ms_since(t);
   if (cancel && cancel->cancelled()) return cancel->reason();  // ~Sandbox stops the VM
-  for (Status* st : {&fresh, &created, &attached}) {
-    if (!st->ok()) return std::move(*st);  // ~Sandbox stops the VM
-  }
+  if (!set_up.ok()) return set_up;                           // ~Sandbox stops the VM
   s->oom_thread_ = std::thread([s = s.get()] { s->OomLoop(); });
-  s->StartPortForward();
   s->ready_.store(true);
   const SandboxStartTimings& st = s->timings_;
   s->WritePodRecord();
   const char* nics = !s->network_ || s->network_->nic_count() == 0 ? "no NIC"
                      : s->network_->used_boot_nic()                 ? "boot NIC"
                                                                     : "hot-plugged NIC";
-  kLog.Info("sandbox {} ready in VM {} (VMM pid {}): {} {:.1f} ms, then side by side {:.1f} ms: clock+RNG {:.1f} ms, "
-            "CreateSandbox {:.1f} ms, network {:.1f} ms ({})",
+  kLog.Info("sandbox {} ready in VM {} (VMM pid {}): {} {:.1f} ms, then {:.1f} ms: host network {:.1f} ms ({}), "
+            "guest set-up {:.1f} ms in {} guest round trip(s), cgroup and port-forward {:.1f} ms beside it",
             s->p_.id, s->vm_id_, s->vmm_pid_, st.claimed ? "claimed from the pool in" : "cold boot", st.vm_ms,
-            st.setup_ms, st.fresh_ms, st.create_ms, st.network_ms, nics);
+            st.setup_ms, st.network_ms, nics, st.guest_ms, st.guest_calls, st.beside_ms);
   return s;
+}
+
+void Sandbox::JoinCgroup() {
+  if (p_.cgroups_path.empty()) return;
+  auto cg = ProcessCgroup::Join(p_.cgroups_path, vm_->HostPids());
+  if (cg.ok()) {
+    cgroup_ = std::move(*cg);
+  } else {
+    kLog.Error("sandbox {}: its VM's processes stay outside the pod's cgroup: {}", p_.id, cg.status().ToString());
+  }
 }
 
 // Not fatal: the pod runs; `capsule-runtime ps` and the metrics then show
@@ -182,31 +183,40 @@ void Sandbox::WritePodRecord() const {
     kLog.Warn("sandbox {}: {}", p_.id, st.ToString());
 }
 
-Status Sandbox::Refresh() {
-  // The wall clock first: a VM paused in the pool for hours is that far behind.
+Status Sandbox::SetupInGuest() {
+  v1::SetupSandboxRequest req;
+  // The wall clock: a VM paused in the pool for hours is that far behind.
   timespec now{};
   ::clock_gettime(CLOCK_REALTIME, &now);
-  v1::SetGuestTimeRequest time;
-  time.set_seconds(now.tv_sec);
-  time.set_nanos(now.tv_nsec);
-  RETURN_IF_ERROR(FromAgent(agent_->Call<Status>([&](AgentClient& a) { return a.SetGuestTime(time); }),
-                            "set the guest clock of VM " + vm_id_));
-  // Then fresh entropy from the host's CSPRNG: no two pods share a random state.
+  req.mutable_time()->set_seconds(now.tv_sec);
+  req.mutable_time()->set_nanos(now.tv_nsec);
+  // Fresh entropy from the host's CSPRNG: no two pods share a random state.
   std::string seed(kReseedBytes, '\0');
   if (::getrandom(seed.data(), seed.size(), 0) != static_cast<ssize_t>(seed.size()))
     return ErrnoStatus("getrandom for the guest RNG of VM " + vm_id_);
-  v1::AddRandomnessRequest rng;
-  rng.set_data(std::move(seed));
-  auto added = agent_->Call<Result<v1::AddRandomnessResponse>>([&](AgentClient& a) { return a.AddRandomness(rng); });
-  if (!added.ok()) return FromAgent(added.status(), "reseed the guest RNG of VM " + vm_id_);
+  req.mutable_randomness()->set_data(std::move(seed));
+  v1::CreateSandboxRequest& sb = *req.mutable_sandbox();
+  sb.set_sandbox_id(p_.id);
+  sb.set_hostname(p_.hostname);
+  *sb.add_storages() = vm_->SharedFsStorage();
+  v1::Storage* shm = sb.add_storages();
+  shm->set_driver("tmpfs");
+  shm->set_source("shm");
+  shm->set_fstype("tmpfs");
+  for (const char* o : {"nosuid", "nodev", "noexec", "mode=1777", kPodShmSize}) shm->add_options(o);
+  shm->set_mount_point(std::string(kPodShmGuestPath));
+  if (network_) network_->AddToSetup(req);
+  auto done = agent_->Call<Result<v1::SetupSandboxResponse>>([&](AgentClient& a) { return a.SetupSandbox(req); });
+  if (!done.ok()) return FromAgent(done.status(), "set up sandbox " + p_.id + " in VM " + vm_id_);
+  if (network_) RETURN_IF_ERROR_CTX(network_->CheckGuest(*done), "sandbox " + p_.id);
   kLog.Info("sandbox {}: guest clock set, guest RNG reseeded with {} bytes from the host (reseed {} since its boot)",
-            p_.id, kReseedBytes, added->reseeds());
+            p_.id, kReseedBytes, done->randomness().reseeds());
   return Status::Ok();
 }
 
 Status Sandbox::AttachNetwork() {
   if (p_.netns_path.empty()) return Status::Ok();
-  auto net = PodNetwork::Attach(p_.netns_path, vm_->vmm(), *agent_, vm_->boot_nic());
+  auto net = PodNetwork::Attach(p_.netns_path, vm_->vmm(), vm_->boot_nic());
   if (!net.ok()) return std::move(net).status().WithContext("sandbox " + p_.id);
   network_ = std::move(net).value();
   return Status::Ok();
@@ -227,21 +237,6 @@ void Sandbox::StartPortForward() {
     return;
   }
   port_forward_ = std::move(listener).value();
-}
-
-Status Sandbox::CreateInAgent() {
-  v1::CreateSandboxRequest req;
-  req.set_sandbox_id(p_.id);
-  req.set_hostname(p_.hostname);
-  *req.add_storages() = vm_->SharedFsStorage();
-  v1::Storage* shm = req.add_storages();
-  shm->set_driver("tmpfs");
-  shm->set_source("shm");
-  shm->set_fstype("tmpfs");
-  for (const char* o : {"nosuid", "nodev", "noexec", "mode=1777", kPodShmSize}) shm->add_options(o);
-  shm->set_mount_point(std::string(kPodShmGuestPath));
-  return FromAgent(agent_->Call<Status>([&](AgentClient& a) { return a.CreateSandbox(req); }),
-                   "create sandbox " + p_.id);
 }
 
 void Sandbox::AddContainer(const std::string& id) {

@@ -75,15 +75,16 @@ struct SandboxParams {
 };
 
 // Where the time of a sandbox's start went (milliseconds).
+// After the VM: the host's network half, then the one guest call with
+// the cgroup move and the port-forward listener beside it.
 struct SandboxStartTimings {
-  bool claimed = false;  // from the warm pool
-  double vm_ms = 0;      // claim + adopt, or the cold boot
-  double fresh_ms = 0;   // clock + RNG reseed
-  double create_ms = 0;  // the agent's CreateSandbox
-  double network_ms = 0; // taps, boot NIC or hot-plug, guest addresses and routes
-  // The network runs beside clock+RNG then CreateSandbox (all finish before
-  // any container runs): from their start until the last one ended.
-  double setup_ms = 0;
+  bool claimed = false;      // from the warm pool
+  double vm_ms = 0;          // claim + adopt, or the cold boot
+  double network_ms = 0;     // host: netns read, taps, boot NIC take-over or hot-plug
+  double guest_ms = 0;       // guest: SetupSandbox (clock, RNG, sandbox, NICs, routes)
+  uint64_t guest_calls = 0;  // guest round trips from the VM's hand-over to ready
+  double beside_ms = 0;      // host, beside the guest call: cgroup move, port-forward listener
+  double setup_ms = 0;       // all of the above after the VM, until ready
 };
 
 class Sandbox {
@@ -142,14 +143,16 @@ class Sandbox {
   Sandbox(SandboxParams params, vm::SandboxVmPtr vm);
   // Claims from the pool or cold-boots; says which in the log.
   static Result<vm::SandboxVmPtr> ObtainVm(const SandboxParams& p, VmProvider& provider, bool* claimed);
-  // Clock and RNG of a VM that may have idled (paused) in the pool.
-  Status Refresh();
   void WritePodRecord() const;
   Status AttachNetwork();
+  // The one guest call at start: a fresh clock and RNG (the VM may have
+  // idled, paused, in the pool), the pod, its NICs and routes.
+  Status SetupInGuest();
+  // Not fatal: the pod runs, but its VM is not accounted to it (loudly).
+  void JoinCgroup();
   // `kubectl port-forward` into the VM (runtime/network/port_forward_listener.h).
   // Not fatal: a pod whose host lacks nftables NAT runs without it (logged).
   void StartPortForward();
-  Status CreateInAgent();
   void OomLoop();
   // The agent missed a deadline: revoke it and stop the VMM on fail_thread_
   // (the caller holds the agent handle's lock). Once per Sandbox.

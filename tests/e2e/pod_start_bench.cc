@@ -391,23 +391,18 @@ class PodStartBench : public ::testing::Test {
     SetKsm("pages_to_scan", to_scan);
     SetKsm("sleep_millisecs", sleep_ms);
   }
-  // The shim's "sandbox X ready in VM Y: claimed from the pool in A ms,
-  // clock+RNG B ms, CreateSandbox C ms, network D ms" lines of warm pods,
-  // next to the client's view of the three CRI calls.
-  // The pod NIC lines: host part (tap moved or made, tc mirror, hot-plug)
-  // and guest part (UpdateInterface), per kind of NIC.
+  // The pod NIC lines: host part (tap moved or made, tc mirror, hot-plug),
+  // per kind of NIC; the guest part is in the sandbox's SetupSandbox.
   void PrintNicBreakdown() {
     const std::string log = ctrd_->LogTail(64 << 20);
     for (const char* kind : {"boot NIC", "hot-plugged"}) {
-      std::regex line(std::string(kind) + R"(.*; tap [a-z ]+ in ([0-9.]+) ms, guest configured in ([0-9.]+) ms)");
-      std::vector<double> host, guest;
-      for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it) {
+      std::regex line(std::string(kind) + R"(.*; tap [a-z ]+ in ([0-9.]+) ms)");
+      std::vector<double> host;
+      for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it)
         host.push_back(std::stod((*it)[1]));
-        guest.push_back(std::stod((*it)[2]));
-      }
       if (host.empty()) continue;
-      std::cout << fmt::format("pod NICs, {}: host side {}\n", kind, Summary(host))
-                << fmt::format("pod NICs, {}: guest side {}\n", kind, Summary(guest));
+      std::cout << fmt::format("pod NICs, {}: host side {} (the guest side is in SetupSandbox)\n", kind,
+                               Summary(host));
     }
   }
   // Why pods cold-booted: the shim's "cold-booting VM X (...): <reason>"
@@ -425,23 +420,25 @@ class PodStartBench : public ::testing::Test {
   // another (the concurrent ones queue behind each other in the guest CPUs).
   void PrintWarmBreakdown(size_t sequential) {
     const std::string log = ctrd_->LogTail(64 << 20);
-    std::regex line(R"(claimed from the pool in ([0-9.]+) ms, then side by side ([0-9.]+) ms: clock\+RNG ([0-9.]+) ms, CreateSandbox ([0-9.]+) ms, network ([0-9.]+) ms)");
-    std::vector<double> claim, setup, fresh, create, net;
+    std::regex line(R"(claimed from the pool in ([0-9.]+) ms, then ([0-9.]+) ms: host network ([0-9.]+) ms \([^)]*\), guest set-up ([0-9.]+) ms in ([0-9]+) guest round trip\(s\), cgroup and port-forward ([0-9.]+) ms beside it)");
+    std::vector<double> claim, setup, net, guest, calls, beside;
     for (auto it = std::sregex_iterator(log.begin(), log.end(), line);
          it != std::sregex_iterator() && claim.size() < sequential; ++it) {
       claim.push_back(std::stod((*it)[1]));
       setup.push_back(std::stod((*it)[2]));
-      fresh.push_back(std::stod((*it)[3]));
-      create.push_back(std::stod((*it)[4]));
-      net.push_back(std::stod((*it)[5]));
+      net.push_back(std::stod((*it)[3]));
+      guest.push_back(std::stod((*it)[4]));
+      calls.push_back(std::stod((*it)[5]));
+      beside.push_back(std::stod((*it)[6]));
     }
     std::cout << "warm path in the shim, sequential pods (RunPodSandbox's share; the rest is containerd, CNI and the "
                  "two container calls):\n"
-              << "  claim + adopt (pool hand-over, vm.lock, agent Check): " << Summary(claim) << "\n"
-              << "  then side by side, until all three are done:         " << Summary(setup) << "\n"
-              << "    clock + RNG reseed:                                  " << Summary(fresh) << "\n"
-              << "    CreateSandbox in the agent:                          " << Summary(create) << "\n"
-              << "    network (tap, tc, boot NIC or hot-plug, guest addrs):" << Summary(net) << "\n";
+              << "  [host+guest] claim + adopt (pool hand-over, vm.lock, agent Check): " << Summary(claim) << "\n"
+              << "  then, until ready:                                             " << Summary(setup) << "\n"
+              << "    [host]  network (netns read, tap, tc, boot NIC or hot-plug):   " << Summary(net) << "\n"
+              << "    [guest] SetupSandbox (clock, RNG, sandbox, NICs, routes):      " << Summary(guest) << "\n"
+              << "    [host]  cgroup move + port-forward, beside the guest call:     " << Summary(beside) << "\n"
+              << "  guest round trips at RunPodSandbox after the hand-over:          " << Summary(calls) << "\n";
     const double run_pod = Percentile(Of("capsule-warm", "sequential", &Sample::run_pod_ms), 0.5);
     const double shim = Percentile(claim, 0.5) + Percentile(setup, 0.5);
     std::cout << fmt::format("  RunPodSandbox p50 {:.1f} ms, of which the shim's sandbox start {:.1f} ms: containerd, "

@@ -712,6 +712,12 @@ TEST_F(TaskServiceTest, APodClaimsAPooledVmRecordsItAndRefreshesItsClockAndRng) 
   const auto fresh = std::find(calls.begin(), calls.end(), "AddRandomness");
   const auto sandbox = std::find(calls.begin(), calls.end(), "CreateSandbox");
   EXPECT_LT(fresh, sandbox) << "freshness comes before the pod exists in the guest";
+  // One guest call at claim: the fake records SetupSandbox, then the steps
+  // it applies; a step called on its own would be recorded again.
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "SetupSandbox"), 1);
+  EXPECT_LT(std::find(calls.begin(), calls.end(), "SetupSandbox"), std::find(calls.begin(), calls.end(), "SetGuestTime"));
+  for (const char* step : {"SetGuestTime", "AddRandomness", "CreateSandbox"})
+    EXPECT_EQ(std::count(calls.begin(), calls.end(), step), 1) << step << " outside SetupSandbox";
 
   ASSERT_TRUE(service_->Create(CreateReq("app", BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}}))).ok());
   auto app_record = shim::task::ReadBundleRecord(tmp_->Join("app"));

@@ -201,6 +201,38 @@ TEST_F(AgentServiceTest, BindStorageIsReadOnlyWhenAsked) {
       << mounts.substr(line, 200);
 }
 
+// SetupSandbox checks the whole request first, then applies its steps in
+// order and stops at the first failure, naming it: here the clock, which an
+// agent on a host (--no-init) refuses to set, so the sandbox after it is
+// never made. The steps that do apply are covered in a real VM by the
+// pooled-VM clock and reseed e2e tests.
+TEST_F(AgentServiceTest, SetupSandboxNamesTheStepThatFailedAndAppliesNoneAfterIt) {
+  const std::string mp = agent_->dir().Join("setup");
+  v1::SetupSandboxRequest req;
+  req.mutable_time()->set_seconds(1700000000);
+  req.mutable_randomness()->set_data(std::string(512, 'r'));
+  *req.mutable_sandbox() = TmpfsSandbox(mp);
+  v1::SetupSandboxResponse resp;
+  auto call = [&](const v1::SetupSandboxRequest& r) { return stub().SetupSandbox(Ctx().get(), r, &resp); };
+
+  v1::SetupSandboxRequest bad = req;
+  bad.clear_time();
+  ExpectCode(call(bad), grpc::StatusCode::INVALID_ARGUMENT, "time is required");
+  bad = req;
+  bad.mutable_randomness()->set_data(std::string(31, 'r'));
+  ExpectCode(call(bad), grpc::StatusCode::INVALID_ARGUMENT, "randomness: at least 32 bytes");
+  bad = req;
+  bad.clear_sandbox();
+  ExpectCode(call(bad), grpc::StatusCode::INVALID_ARGUMENT, "sandbox is required");
+  bad = req;
+  bad.mutable_time()->set_nanos(2000000000);
+  ExpectCode(call(bad), grpc::StatusCode::INVALID_ARGUMENT, "time: ");
+
+  ExpectCode(call(req), grpc::StatusCode::FAILED_PRECONDITION, "time: the agent runs as a host process");
+  EXPECT_EQ(AgentMounts().find(mp), std::string::npos) << "a step after the failed one was applied";
+  EXPECT_TRUE(CreateSandbox(TmpfsSandbox(mp)).ok()) << "no sandbox was left by the failed set-up";
+}
+
 TEST_F(AgentServiceTest, BadSandboxRequestsNameTheField) {
   auto req = TmpfsSandbox(agent_->dir().Join("x"));
   req.set_sandbox_id("");

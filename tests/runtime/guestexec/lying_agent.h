@@ -136,6 +136,7 @@ class LyingAgent : public agentclient::AgentClient {
   Status SetGuestTime(const v1::SetGuestTimeRequest&) override { return No(); }
   Result<v1::AddRandomnessResponse> AddRandomness(const v1::AddRandomnessRequest&) override { return No(); }
   Status CreateSandbox(const v1::CreateSandboxRequest&) override { return No(); }
+  Result<v1::SetupSandboxResponse> SetupSandbox(const v1::SetupSandboxRequest&) override { return No(); }
   Status DestroySandbox(const v1::DestroySandboxRequest&) override { return No(); }
   Status CreateContainer(const v1::CreateContainerRequest&) override { return No(); }
   Result<v1::StartContainerResponse> StartContainer(const v1::StartContainerRequest&) override { return No(); }

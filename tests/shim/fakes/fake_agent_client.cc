@@ -180,6 +180,29 @@ Status FakeAgentClient::CreateSandbox(const av1::CreateSandboxRequest& req) {
   return Status::Ok();
 }
 
+Result<av1::SetupSandboxResponse> FakeAgentClient::SetupSandbox(const av1::SetupSandboxRequest& req) {
+  RETURN_IF_ERROR(Gate("SetupSandbox"));
+  {
+    std::lock_guard lock(mu_);
+    RETURN_IF_ERROR(Enter("SetupSandbox"));
+  }
+  av1::SetupSandboxResponse resp;
+  RETURN_IF_ERROR(SetGuestTime(req.time()));
+  ASSIGN_OR_RETURN(*resp.mutable_randomness(), AddRandomness(req.randomness()));
+  RETURN_IF_ERROR(CreateSandbox(req.sandbox()));
+  for (const auto& iface : req.interfaces()) {
+    av1::UpdateInterfaceRequest one;
+    *one.mutable_interface() = iface;
+    ASSIGN_OR_RETURN(*resp.add_interfaces(), UpdateInterface(one));
+  }
+  if (req.has_routes()) {
+    av1::UpdateRoutesRequest routes;
+    *routes.mutable_routes() = req.routes();
+    ASSIGN_OR_RETURN(*resp.mutable_routes(), UpdateRoutes(routes));
+  }
+  return resp;
+}
+
 Status FakeAgentClient::DestroySandbox(const av1::DestroySandboxRequest&) {
   std::lock_guard lock(mu_);
   return Enter("DestroySandbox");

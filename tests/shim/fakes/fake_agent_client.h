@@ -81,6 +81,9 @@ class FakeAgentClient : public agentclient::AgentClient {
   Status SetGuestTime(const av1::SetGuestTimeRequest& req) override;
   Result<av1::AddRandomnessResponse> AddRandomness(const av1::AddRandomnessRequest& req) override;
   Status CreateSandbox(const av1::CreateSandboxRequest& req) override;
+  // Runs the steps as the agent does, through the fake's own methods above
+  // (each recorded, and held or failed as they are), after "SetupSandbox".
+  Result<av1::SetupSandboxResponse> SetupSandbox(const av1::SetupSandboxRequest& req) override;
   Status DestroySandbox(const av1::DestroySandboxRequest& req) override;
   Status CreateContainer(const av1::CreateContainerRequest& req) override;
   Result<av1::StartContainerResponse> StartContainer(const av1::StartContainerRequest& req) override;

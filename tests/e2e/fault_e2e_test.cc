@@ -7,7 +7,7 @@
 //     and the pod; the pod's VM is stopped (the sandbox goes NOTREADY), and
 //     Stop/RemovePodSandbox leave nothing.
 //   - RunPodSandbox with a client deadline shorter than the agent's delayed
-//     CreateSandbox: containerd gives up, and within a bound no QEMU,
+//     SetupSandbox: containerd gives up, and within a bound no QEMU,
 //     virtiofsd, capsule-vsockd, shim, mount or socket of the pod is left.
 //   - A task whose StartContainer the agent answers late (ctr run -d):
 //     containerd's State (ctr task ls) and Kill answer at once meanwhile.
@@ -220,25 +220,25 @@ TEST_F(FaultE2eTest, AHungCreateContainerFailsNamingItAndThePodIsTornDown) {
 }
 
 // Item 2: RunPodSandbox's client deadline passes while the agent delays
-// CreateSandbox (or, on a slow host, while the VM still boots): containerd
+// SetupSandbox (or, on a slow host, while the VM still boots): containerd
 // gives up on the task's Create and forgets the pod, and the shim undoes
 // the pod and exits: no QEMU, virtiofsd, capsule-vsockd, shim, mount, VM
 // dir or socket is left within the bound.
 TEST_F(FaultE2eTest, ARunPodSandboxContainerdGaveUpOnLeavesNoVmAndNoShim) {
   constexpr milliseconds kClientDeadline{15000};
-  Arm("capsule.fault=CreateSandbox:delay=60000", 30000);
+  Arm("capsule.fault=SetupSandbox:delay=60000", 30000);
   cri_->set_call_timeout(kClientDeadline);
   const auto t0 = Clock::now();
   auto pod_id = RunPod(Pod("given-up"));
   const auto gave_up = Clock::now();
   cri_->set_call_timeout(kCriTimeout);
-  ASSERT_FALSE(pod_id.ok()) << "the pod started although CreateSandbox was held for 60 s";
+  ASSERT_FALSE(pod_id.ok()) << "the pod started although SetupSandbox was held for 60 s";
   EXPECT_EQ(pod_id.status().code(), Code::kDeadlineExceeded) << pod_id.status().ToString();
   EXPECT_GE(Since(t0), kClientDeadline);
   const std::string log = ctrd_->LogTail(8 << 20);
   std::cout << "containerd gave up on the Create "
             << (log.find("connect to the agent: cancelled") != std::string::npos ? "while the VM booted"
-                                                                                   : "during CreateSandbox")
+                                                                                   : "during SetupSandbox")
             << "\n";
 
   const auto leaks = LeaksAfterExit(seconds(30));

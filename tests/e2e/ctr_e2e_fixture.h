@@ -5,6 +5,8 @@
 // shim socket of ours left).
 #pragma once
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -59,7 +61,15 @@ class CtrE2eTest : public ::testing::Test {
   }
   void TearDown() override {
     if (ctrd_ == nullptr) return;
+    // `ctr run --rm` returns once containerd deleted the task; the shim then
+    // exits on its own after containerd's Shutdown. Give that a bounded
+    // while (as the CRI fixture does), so that a shim that outlives its task
+    // is a leak and not a race.
     auto leaks = env_->Leaks(ctrd_->grpc_address(), {ctrd_->dir()}, kNs, ids_);
+    for (int i = 0; i < 150 && !leaks.empty(); ++i) {
+      ::usleep(100 * 1000);
+      leaks = env_->Leaks(ctrd_->grpc_address(), {ctrd_->dir()}, kNs, ids_);
+    }
     EXPECT_TRUE(leaks.empty()) << leaks.size() << " leaks, first: " << leaks.front();
     if (!leaks.empty()) env_->Reap(ctrd_->grpc_address(), {ctrd_->dir()});
     if (HasFailure()) ADD_FAILURE() << "containerd log tail:\n" << ctrd_->LogTail(8192);

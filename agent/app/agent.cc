@@ -71,6 +71,10 @@ engine::EngineOptions EngineOptionsFrom(const AgentOptions& options) {
   engine::EngineOptions out;
   out.cgroup_root = options.cgroup_root.empty() ? DefaultCgroupRoot(options.init) : options.cgroup_root;
   out.cgroup_parent = options.cgroup_parent;
+  // Every pod's holder runs this binary (engine/pod_holder.h). The holder
+  // is forked from the agent, so its /proc/self/exe is ours (and /proc is
+  // not mounted yet when PID 1 gets here, so no readlink now).
+  out.pod_holder_exe = "/proc/self/exe";
   return out;
 }
 
@@ -247,6 +251,12 @@ int AgentProcess::Run() {
   if (!signal_fd_ || !power_off_fd_) Fatal(ErrnoStatus("signalfd/eventfd for the main loop"));
   if (Status st = Prepare(); !st.ok()) Fatal(st);
   if (Status st = Reaper::Instance().Start(); !st.ok()) Fatal(st);
+  // Before the agent answers: a pooled VM's template is snapshotted once
+  // it does, so every clone carries what this makes.
+  if (containers_) {
+    if (Status st = containers_->Prepare(); !st.ok())
+      kLog.Warn("not prepared ahead of the sandbox ({}); it is made at CreateSandbox instead", st.ToString());
+  }
   if (Status st = Serve(); !st.ok()) Fatal(st);
   std::string reason = WaitForStop();
   Stop(reason);
@@ -268,8 +278,8 @@ int RunAgent(int argc, char** argv, AgentExtensions extensions) {
   kLog.Info("capsule-agent {} starting (pid {}, {})", kVersion, ::getpid(), init ? "init" : "--no-init");
   const engine::EngineOptions engine_options = EngineOptionsFrom(args.options);
   AgentProcess agent(std::move(args.options));
-  // The engine itself starts with the first sandbox (CreateSandbox), when
-  // the reaper it needs is running.
+  // The engine itself starts in Run (ContainerOps::Prepare), once the
+  // reaper it needs is running.
   agent.SetContainerOps(
       std::make_unique<containers::EngineOps>(containers::EngineOps::LinuxEngine(engine_options)));
   agent.SetExtensions(std::move(extensions));

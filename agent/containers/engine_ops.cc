@@ -19,15 +19,38 @@ EngineOps::EngineFactory EngineOps::LinuxEngine(engine::EngineOptions options) {
 
 EngineOps::~EngineOps() {
   PodPtr pod;
+  engine::ContainerManagerPtr prepared;
   {
     std::lock_guard lock(mu_);
     pod.swap(pod_);
+    prepared.swap(prepared_);
   }
   if (pod) (void)pod->engine->RemoveAll(kDefaultRemoveTimeout);
+  if (prepared) (void)prepared->RemoveAll(kDefaultRemoveTimeout);
+}
+
+Status EngineOps::Prepare() {
+  {
+    std::lock_guard lock(mu_);
+    if (prepared_ || pod_) return Status::Ok();
+  }
+  ASSIGN_OR_RETURN(engine::ContainerManagerPtr engine, factory_());
+  Status holder = engine->PreparePodHolder();
+  std::lock_guard lock(mu_);
+  if (!pod_ && !prepared_) prepared_ = std::move(engine);
+  return holder.WithContext("pod holder");
 }
 
 Status EngineOps::SandboxCreated(const sandbox::SandboxInfo& info) {
-  ASSIGN_OR_RETURN(engine::ContainerManagerPtr engine, factory_());
+  engine::ContainerManagerPtr engine;
+  {
+    std::lock_guard lock(mu_);
+    if (pod_) return FailedPrecondition("sandbox " + pod_->id + " still has a container engine");
+    engine = std::move(prepared_);
+  }
+  if (!engine) {
+    ASSIGN_OR_RETURN(engine, factory_());
+  }
   std::lock_guard lock(mu_);
   if (pod_) return FailedPrecondition("sandbox " + pod_->id + " still has a container engine");
   pod_ = std::make_shared<Pod>(info.id, info.sandbox_pidns, std::move(engine));

@@ -40,9 +40,12 @@ class EngineOps final : public server::ContainerOps {
   explicit EngineOps(EngineFactory factory) : factory_(std::move(factory)) {}
   ~EngineOps() override;
 
+  // Makes the engine and its pod holder ahead of the sandbox.
+  Status Prepare() override;
   Status SandboxCreated(const sandbox::SandboxInfo& info) override;
   Status SandboxDestroying(const sandbox::SandboxInfo& info) override;
 
+  Result<uint32_t> AdoptPodHolder(const std::string& container_id, const std::string& hostname) override;
   Status CreateContainer(const v1::CreateContainerRequest& req) override;
   Result<v1::StartContainerResponse> StartContainer(const v1::StartContainerRequest& req) override;
   Status RemoveContainer(const v1::RemoveContainerRequest& req) override;
@@ -112,6 +115,7 @@ class EngineOps final : public server::ContainerOps {
   const EngineFactory factory_;
   mutable std::mutex mu_;
   PodPtr pod_;  // guarded by mu_; null without a sandbox
+  engine::ContainerManagerPtr prepared_;  // guarded by mu_; Prepare's, until a sandbox takes it
 };
 
 }  // namespace capsule::agent::containers

@@ -8,6 +8,7 @@
 #include "agent/containers/engine_ops.h"
 #include "agent/containers/validate.h"
 #include "agent/engine/metrics_proto.h"
+#include "agent/engine/pod_holder.h"
 #include "agent/modules/modprobe_helper.h"
 #include "agent/net/link_stats.h"
 #include "agent/server/convert.h"
@@ -84,6 +85,29 @@ Status EngineOps::CreateInPod(Pod& pod, const std::string& id, oci::Spec spec, c
   std::lock_guard storages(pod.storages_mu);
   pod.storages[id] = std::move(mounts);
   return Status::Ok();
+}
+
+Result<uint32_t> EngineOps::AdoptPodHolder(const std::string& container_id, const std::string& hostname) {
+  RETURN_IF_ERROR(CheckContainerId("holder_container_id", container_id));
+  ASSIGN_OR_RETURN(PodPtr pod, CurrentPod());
+  std::lock_guard lock(pod->create_mu);
+  oci::Spec no_spec;
+  ASSIGN_OR_RETURN(NamespaceJoinPlan plan,
+                   pod->namespaces.Plan(container_id, ContainerRole{ContainerKind::kSandbox, ""}, false, &no_spec));
+  ASSIGN_OR_RETURN(engine::ContainerPtr holder, pod->engine->AdoptPodHolder(container_id));
+  if (!hostname.empty()) {
+    auto uts = holder->ShareNamespaces({oci::NamespaceType::kUts});
+    Status st = uts.ok() ? engine::SetHostnameIn(uts->at(oci::NamespaceType::kUts).get(), hostname) : uts.status();
+    if (!st.ok()) {
+      (void)pod->engine->Remove(container_id, kDefaultRemoveTimeout);
+      return st.WithContext("hostname of the pod holder");
+    }
+  }
+  pod->namespaces.Created(container_id, plan);
+  const pid_t pid = holder->init_pid();
+  kLog.Info("container {} is the pod holder of sandbox {} (pid {}): no process created for it", container_id, pod->id,
+            pid);
+  return static_cast<uint32_t>(pid);
 }
 
 Result<v1::StartContainerResponse> EngineOps::StartContainer(const v1::StartContainerRequest& req) {

@@ -24,6 +24,9 @@ struct EngineOptions {
   // Bound on one container process's setup, from fork to ready.
   std::chrono::milliseconds setup_timeout{60000};
   std::chrono::milliseconds freeze_timeout{5000};
+  // The agent binary, run with --pod-holder as the pod holder
+  // (pod_holder.h); empty: this engine makes no holders.
+  std::string pod_holder_exe;
 };
 
 struct CreateOptions {
@@ -34,6 +37,8 @@ struct CreateOptions {
   // CRI's pod pid mode).
   std::string share_namespaces_from;
   std::vector<oci::NamespaceType> share_types;
+  // The pod holder (pod_holder.h): no root filesystem, no execs.
+  bool pod_holder = false;
 };
 
 class ContainerManager {
@@ -54,6 +59,14 @@ class ContainerManager {
   // Processes in the guest outside every container (guest_processes.h);
   // nullptr when this engine cannot start them.
   virtual GuestProcesses* Guest() { return nullptr; }
+  // Makes the pod holder (pod_holder.h) ahead of any sandbox container, and
+  // starts it. A no-op while one is ready.
+  virtual Status PreparePodHolder() { return Unimplemented("this engine makes no pod holder"); }
+  // The sandbox container `id` becomes the ready holder (made now when none
+  // is), running. ALREADY_EXISTS for a known id.
+  virtual Result<ContainerPtr> AdoptPodHolder(const std::string&) {
+    return Unimplemented("this engine makes no pod holder");
+  }
 };
 
 using ContainerManagerPtr = std::unique_ptr<ContainerManager>;

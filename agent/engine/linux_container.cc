@@ -57,17 +57,25 @@ Result<std::shared_ptr<LinuxContainer>> LinuxContainer::Create(const std::string
                                                                const CreateOptions& options, NamespaceFds shared,
                                                                ContainerDeps deps) {
   LogIgnoredFeatures(id, spec);
-  ASSIGN_OR_RETURN(std::string rootfs, AbsoluteRootfs(spec.root.path, options.bundle_dir));
+  // The pod holder has no root filesystem of its own: it confines itself.
+  std::string rootfs;
+  if (!options.pod_holder) {
+    ASSIGN_OR_RETURN(rootfs, AbsoluteRootfs(spec.root.path, options.bundle_dir));
+  }
   ASSIGN_OR_RETURN(NamespacePlan ns, PlanContainerNamespaces(spec.linux.namespaces, std::move(shared)));
-  ASSIGN_OR_RETURN(RootfsPlan rootfs_plan, PlanRootfs(spec, rootfs, ns, /*cgroup2=*/true));
+  std::optional<RootfsPlan> rootfs_plan;
+  if (!options.pod_holder) {
+    ASSIGN_OR_RETURN(rootfs_plan, PlanRootfs(spec, rootfs, ns, /*cgroup2=*/true));
+  }
   ASSIGN_OR_RETURN(ProcessPlan plan, PlanProcess(spec.process, spec.linux.seccomp));
   ASSIGN_OR_RETURN(std::string cg_path, ResolveCgroupPath(spec.linux.cgroups_path, deps.options.cgroup_parent, id));
   ASSIGN_OR_RETURN(CgroupPtr cgroup, deps.cgroups.Create(cg_path));
   Confinement confinement{spec.process.user,       spec.process.capabilities, spec.process.no_new_privileges,
                           spec.linux.seccomp,       spec.linux.masked_paths,   spec.linux.readonly_paths};
   std::shared_ptr<LinuxContainer> c(
-      new LinuxContainer(id, rootfs, deps, std::move(cgroup), spec.linux.seccomp, std::move(confinement)));
-  Status st = c->LaunchInit(std::move(ns), rootfs_plan, plan, spec.linux.resources);
+      new LinuxContainer(id, rootfs, options.pod_holder, deps, std::move(cgroup), spec.linux.seccomp,
+                         std::move(confinement)));
+  Status st = c->LaunchInit(std::move(ns), rootfs_plan ? &*rootfs_plan : nullptr, plan, spec.linux.resources);
   if (!st.ok()) {
     Status cleanup = c->Destroy(deps.options.setup_timeout);
     if (!cleanup.ok()) kLog.Error("container {}: cleanup after failed create: {}", id, cleanup.ToString());
@@ -77,7 +85,7 @@ Result<std::shared_ptr<LinuxContainer>> LinuxContainer::Create(const std::string
   return c;
 }
 
-Status LinuxContainer::LaunchInit(NamespacePlan ns, const RootfsPlan& rootfs, const ProcessPlan& plan,
+Status LinuxContainer::LaunchInit(NamespacePlan ns, const RootfsPlan* rootfs, const ProcessPlan& plan,
                                   const std::optional<oci::LinuxResources>& resources) {
   if (resources) RETURN_IF_ERROR_CTX(cgroup_->Apply(*resources), "linux.resources");
   oom_kills_at_create_ = cgroup_->OomKillCount();
@@ -96,7 +104,7 @@ Status LinuxContainer::LaunchInit(NamespacePlan ns, const RootfsPlan& rootfs, co
   LaunchRequest req;
   req.namespaces = std::move(ns);
   ASSIGN_OR_RETURN(req.cgroup_procs, cgroup_->OpenProcs());
-  req.rootfs = &rootfs;
+  req.rootfs = rootfs;
   req.process = &plan;
   req.stdio = std::move(child);
   req.timeout = deps_.options.setup_timeout;
@@ -112,7 +120,9 @@ Status LinuxContainer::LaunchInit(NamespacePlan ns, const RootfsPlan& rootfs, co
     ns_fds_ = std::move(fds);
     root_dir_ = std::move(root_dir);
   }
-  const std::string events = cgroup_->MemoryEventsPath();
+  // The holder's OOM kill, if ever, shows in its exit status; its id
+  // changes at adoption, which a watch keyed by id would not follow.
+  const std::string events = holder_ ? std::string() : cgroup_->MemoryEventsPath();
   if (!events.empty()) {
     RETURN_IF_ERROR(deps_.oom.Watch(id_, events));
     watching_oom_ = true;
@@ -195,8 +205,21 @@ Result<LaunchRequest> LinuxContainer::ExecRequest() {
   return req;
 }
 
+Result<std::string> LinuxContainer::RootfsPath() const {
+  if (holder_) return FailedPrecondition("container " + id_ + " is the pod's holder: it has no root filesystem");
+  return rootfs_;
+}
+
+void LinuxContainer::Rename(const std::string& id) {
+  std::lock_guard lock(mu_);
+  kLog.Info("container {} (pid {}) is now container {}", id_, init_ ? init_->pid() : -1, id);
+  id_ = id;
+}
+
 Result<pid_t> LinuxContainer::Exec(const std::string& exec_id, const oci::Process& process) {
   if (exec_id.empty()) return InvalidArgument("exec id must not be empty");
+  // Its root is the guest's until it confines itself: nothing to exec in.
+  if (holder_) return FailedPrecondition("container " + id_ + " is the pod's holder: it has no filesystem to exec in");
   ASSIGN_OR_RETURN(ProcessPlan plan, PlanProcess(process, seccomp_));
   ASSIGN_OR_RETURN(LaunchRequest req, ExecRequest());
   ChildStdio child;

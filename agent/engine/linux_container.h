@@ -52,10 +52,14 @@ class LinuxContainer : public Container, public std::enable_shared_from_this<Lin
   Result<CgroupMetrics> Stats() override;
   Status Pause() override;
   Status Resume() override;
-  Result<std::string> RootfsPath() const override { return rootfs_; }
+  Result<std::string> RootfsPath() const override;
   Result<Confinement> InitConfinement() const override { return confinement_; }
   Result<std::string> NamespacePath(oci::NamespaceType type) const override;
   Result<NamespaceFds> ShareNamespaces(const std::vector<oci::NamespaceType>& types) const override;
+
+  // The pod holder (pod_holder.h) takes the id of the sandbox container that
+  // adopts it; called before the container is published under that id.
+  void Rename(const std::string& id);
 
   // Kills every process, waits for them, releases stdio, namespaces and the
   // cgroup. Idempotent.
@@ -65,11 +69,12 @@ class LinuxContainer : public Container, public std::enable_shared_from_this<Lin
   // Exited execs whose stdio was released, kept so a late Wait still answers.
   static constexpr size_t kMaxExecTombstones = 1024;
 
-  LinuxContainer(std::string id, std::string rootfs, ContainerDeps deps, CgroupPtr cgroup,
+  LinuxContainer(std::string id, std::string rootfs, bool holder, ContainerDeps deps, CgroupPtr cgroup,
                  std::optional<oci::Seccomp> seccomp, Confinement confinement)
-      : id_(std::move(id)), rootfs_(std::move(rootfs)), deps_(deps), cgroup_(std::move(cgroup)),
+      : id_(std::move(id)), rootfs_(std::move(rootfs)), holder_(holder), deps_(deps), cgroup_(std::move(cgroup)),
         seccomp_(std::move(seccomp)), confinement_(std::move(confinement)) {}
-  Status LaunchInit(NamespacePlan ns, const RootfsPlan& rootfs, const ProcessPlan& plan,
+  // `rootfs` null: the pod holder, which has none.
+  Status LaunchInit(NamespacePlan ns, const RootfsPlan* rootfs, const ProcessPlan& plan,
                     const std::optional<oci::LinuxResources>& resources);
   void OnInitExit(ExitInfo& info);
   Result<ProcessPtr> Find(const std::string& exec_id) const;
@@ -78,8 +83,9 @@ class LinuxContainer : public Container, public std::enable_shared_from_this<Lin
   void ForgetExec(const std::string& exec_id);  // needs mu_
   Status WaitAllExited(std::chrono::steady_clock::time_point deadline);
 
-  const std::string id_;
+  std::string id_;  // changes once, by Rename, before anyone else can see the container
   const std::string rootfs_;
+  const bool holder_;  // the pod holder: no root filesystem, no execs
   const ContainerDeps deps_;
   const CgroupPtr cgroup_;
   const std::optional<oci::Seccomp> seccomp_;  // applies to execs too

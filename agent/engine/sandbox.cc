@@ -4,6 +4,7 @@
 #include "agent/engine/sandbox.h"
 
 #include "agent/engine/cgroup2.h"
+#include "agent/engine/pod_holder.h"
 #include "runtime/common/logging.h"
 
 namespace capsule::engine {
@@ -53,6 +54,54 @@ Result<ContainerPtr> Sandbox::Create(const std::string& id, const oci::Spec& spe
   return ContainerPtr(*created);
 }
 
+Status Sandbox::PreparePodHolder() {
+  std::lock_guard holder(holder_mu_);
+  return PrepareHolderLocked();
+}
+
+Status Sandbox::PrepareHolderLocked() {
+  if (options_.pod_holder_exe.empty()) return FailedPrecondition("no agent binary to run as the pod holder");
+  if (holder_ && holder_->state() == ContainerState::kRunning) return Status::Ok();
+  if (holder_) {
+    (void)holder_->Destroy(options_.setup_timeout);  // it died: a new one replaces it
+    holder_.reset();
+  }
+  CreateOptions options;
+  options.pod_holder = true;
+  const auto start = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(std::shared_ptr<LinuxContainer> c,
+                   LinuxContainer::Create(kPodHolderId, PodHolderSpec(options_.pod_holder_exe), options, {},
+                                          {*cgroups_, *exits_, *oom_, options_}));
+  if (auto pid = c->Start(); !pid.ok()) {
+    (void)c->Destroy(options_.setup_timeout);
+    return std::move(pid).status().WithContext("start the pod holder");
+  }
+  kLog.Info("pod holder ready in {} ms, pid {}",
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count(),
+            c->init_pid());
+  holder_ = std::move(c);
+  return Status::Ok();
+}
+
+Result<ContainerPtr> Sandbox::AdoptPodHolder(const std::string& id) {
+  if (id.empty() || id.find('/') != std::string::npos || id == "." || id == "..")
+    return InvalidArgument("invalid container id \"" + id + "\"");
+  std::lock_guard holder(holder_mu_);
+  {
+    std::lock_guard lock(mu_);
+    if (containers_.count(id) || creating_.count(id)) return AlreadyExists("container " + id + " already exists");
+  }
+  if (!holder_ || holder_->state() != ContainerState::kRunning) {
+    kLog.Info("no pod holder was ready for container {}: making one now", id);
+    RETURN_IF_ERROR(PrepareHolderLocked());
+  }
+  std::shared_ptr<LinuxContainer> c = std::move(holder_);
+  c->Rename(id);
+  std::lock_guard lock(mu_);
+  containers_[id] = c;
+  return ContainerPtr(c);
+}
+
 Result<ContainerPtr> Sandbox::Get(const std::string& id) const {
   std::lock_guard lock(mu_);
   auto it = containers_.find(id);
@@ -84,6 +133,14 @@ Status Sandbox::Remove(const std::string& id, std::chrono::milliseconds timeout)
 
 Status Sandbox::RemoveAll(std::chrono::milliseconds timeout) {
   Status first = guest_->RemoveAll(timeout);
+  {
+    std::lock_guard holder(holder_mu_);
+    if (holder_) {
+      Status st = holder_->Destroy(timeout);
+      if (!st.ok() && first.ok()) first = st.WithContext("remove the pod holder");
+      holder_.reset();
+    }
+  }
   for (const auto& c : List()) {
     Status st = Remove(c->id(), timeout);
     if (!st.ok() && first.ok()) first = st;

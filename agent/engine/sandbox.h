@@ -33,6 +33,8 @@ class Sandbox : public ContainerManager {
   Status RemoveAll(std::chrono::milliseconds timeout) override;
   std::optional<std::string> WaitOomEvent(std::chrono::milliseconds timeout) override;
   GuestProcesses* Guest() override { return guest_.get(); }
+  Status PreparePodHolder() override;
+  Result<ContainerPtr> AdoptPodHolder(const std::string& id) override;
 
  private:
   Sandbox(EngineOptions options, CgroupManagerPtr cgroups, std::unique_ptr<ExitMonitor> exits,
@@ -43,6 +45,7 @@ class Sandbox : public ContainerManager {
         oom_(std::move(oom)),
         guest_(std::make_unique<GuestProcesses>(*cgroups_, *exits_, options_)) {}
   Result<NamespaceFds> SharedNamespaces(const CreateOptions& options) const;
+  Status PrepareHolderLocked();  // needs holder_mu_
 
   const EngineOptions options_;
   const CgroupManagerPtr cgroups_;
@@ -52,6 +55,8 @@ class Sandbox : public ContainerManager {
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<LinuxContainer>> containers_;  // guarded by mu_
   std::set<std::string> creating_;                                     // guarded by mu_
+  std::mutex holder_mu_;                    // serialises making and adopting the holder
+  std::shared_ptr<LinuxContainer> holder_;  // guarded by holder_mu_; ready, not yet adopted
 };
 
 }  // namespace capsule::engine

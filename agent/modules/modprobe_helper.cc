@@ -67,12 +67,12 @@ bool IsModprobeHelper(std::string_view argv0) {
 }
 
 Status InstallModprobeHelper() {
-  char self[PATH_MAX] = {};
-  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return ErrnoStatus("modprobe helper: readlink /proc/self/exe");
+  auto exe = SelfExePath();
+  if (!exe.ok()) return std::move(exe).status().WithContext("modprobe helper");
+  const std::string& self = *exe;
   if (::mkdir("/sbin", 0755) != 0 && errno != EEXIST) return ErrnoStatus("modprobe helper: mkdir /sbin");
   ::unlink(kModprobeHelperPath);
-  if (::symlink(self, kModprobeHelperPath) != 0)
+  if (::symlink(self.c_str(), kModprobeHelperPath) != 0)
     return ErrnoStatus(fmt::format("modprobe helper: symlink {} -> {}", kModprobeHelperPath, self));
   return WriteFile("/proc/sys/kernel/modprobe", std::string(kModprobeHelperPath) + "\n")
       .WithContext("modprobe helper: /proc/sys/kernel/modprobe");

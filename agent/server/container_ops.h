@@ -39,6 +39,17 @@ class ContainerOps : public sandbox::SandboxObserver {
   Status SandboxCreated(const sandbox::SandboxInfo&) override { return Status::Ok(); }
   Status SandboxDestroying(const sandbox::SandboxInfo&) override { return Status::Ok(); }
 
+  // Pod-independent work done before any sandbox exists (in a pooled VM,
+  // before its claim): the engine and the pod holder. Not fatal: what is
+  // not ready then is made when the sandbox needs it.
+  virtual Status Prepare() { return Status::Ok(); }
+  // SetupSandbox's holder_container_id: that CRI sandbox container becomes
+  // the pod holder (agent/engine/pod_holder.h), running, with `hostname`
+  // (empty: the boot one) in its uts namespace. Returns its pid.
+  virtual Result<uint32_t> AdoptPodHolder(const std::string& /*container_id*/, const std::string& /*hostname*/) {
+    return Missing("SetupSandbox with holder_container_id");
+  }
+
   virtual Status CreateContainer(const v1::CreateContainerRequest&) { return Missing("CreateContainer"); }
   virtual Result<v1::StartContainerResponse> StartContainer(const v1::StartContainerRequest&) {
     return Missing("StartContainer");

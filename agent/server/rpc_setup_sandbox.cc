@@ -1,6 +1,7 @@
 // SetupSandbox: a claimed VM's whole pod set-up in one round trip. Under
 // TCG every guest round trip costs tens of milliseconds of a single vCPU;
-// the five steps here used to be five calls.
+// the five steps here used to be five calls, and the pod holder's
+// adoption replaces a pause container's create and start.
 #include <fmt/format.h>
 
 #include "agent/server/agent_service.h"
@@ -27,6 +28,13 @@ grpc::Status AgentService::SetupSandbox(Ctx*, const v1::SetupSandboxRequest* req
     if (!rng.ok()) return std::move(rng).status().WithContext("randomness");
     *resp->mutable_randomness() = std::move(rng).value();
     RETURN_IF_ERROR_CTX(sandboxes_->Create(SandboxSpecFromProto(req->sandbox())), "sandbox");
+    if (!req->holder_container_id().empty()) {
+      ContainerOps* ops = containers_.load();
+      if (ops == nullptr) return Unimplemented("holder_container_id: this agent runs no containers");
+      auto pid = ops->AdoptPodHolder(req->holder_container_id(), req->sandbox().hostname());
+      if (!pid.ok()) return std::move(pid).status().WithContext("holder");
+      resp->set_holder_pid(*pid);
+    }
     for (int i = 0; i < req->interfaces_size(); ++i) {
       auto iface = ApplyInterface(req->interfaces(i));
       if (!iface.ok()) return std::move(iface).status().WithContext(fmt::format("interfaces[{}]", i));

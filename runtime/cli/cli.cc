@@ -10,6 +10,7 @@
 #include <string>
 
 #include "runtime/cli/command.h"
+#include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/version.h"
 
@@ -42,10 +43,9 @@ namespace {
 // the vsock library finds it next to us anyway.
 void FindVsockdInBuildTree() {
   if (std::getenv("CAPSULE_VSOCKD") != nullptr) return;
-  char self[4096];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return;
-  std::string dir(self, static_cast<size_t>(n));
+  auto self = SelfExePath();
+  if (!self.ok()) return;
+  std::string dir = *self;
   dir.resize(dir.rfind('/'));
   char real[PATH_MAX];
   std::string candidate = dir + "/../vsock/capsule-vsockd";

@@ -13,6 +13,15 @@
 
 namespace capsule {
 
+Result<std::string> SelfExePath() {
+  std::string path(4096, '\0');
+  const ssize_t n = ::readlink("/proc/self/exe", path.data(), path.size());
+  if (n <= 0) return ErrnoStatus("readlink /proc/self/exe");
+  if (static_cast<size_t>(n) == path.size()) return InvalidArgument("readlink /proc/self/exe: path too long");
+  path.resize(static_cast<size_t>(n));
+  return path;
+}
+
 Result<std::string> ReadFile(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return ErrnoStatus("open " + path);

@@ -14,6 +14,8 @@
 namespace capsule {
 
 Result<std::string> ReadFile(const std::string& path);
+// The running program's own binary (readlink /proc/self/exe).
+Result<std::string> SelfExePath();
 // Writes via a temp file in the same directory and rename(2), so readers see
 // the old or the new content, never a torn one.
 Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode = 0644);

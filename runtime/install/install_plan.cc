@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <string_view>
 
+#include "runtime/common/file_util.h"
+
 namespace capsule::install {
 namespace {
 
@@ -80,10 +82,7 @@ Result<std::vector<PlannedFile>> PlanFiles(const std::string& from, const Instal
 }
 
 Result<std::string> DefaultFromDir() {
-  char self[4096];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return ErrnoStatus("readlink /proc/self/exe");
-  std::string dir(self, static_cast<size_t>(n));
+  ASSIGN_OR_RETURN(std::string dir, SelfExePath());
   dir.resize(dir.rfind('/'));  // .../bin
   size_t slash = dir.rfind('/');
   if (slash == std::string::npos || slash == 0) return std::string("/");

@@ -95,9 +95,7 @@ Result<std::string> VhostUserVsock::VsockdPath() const {
   }
   std::vector<std::string> tried;
   if (const char* env = std::getenv("CAPSULE_VSOCKD")) tried.emplace_back(env);
-  char self[4096];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n > 0) tried.push_back(Dirname(std::string(self, static_cast<size_t>(n))) + "/" + kVsockdName);
+  if (auto self = SelfExePath(); self.ok()) tried.push_back(Dirname(*self) + "/" + kVsockdName);
   if (const char* build = std::getenv("CAPSULE_BUILD_DIR"))
     tried.push_back(std::string(build) + "/runtime/vsock/" + kVsockdName);
   tried.push_back(std::string(CAPSULE_INSTALL_BINDIR) + "/" + kVsockdName);

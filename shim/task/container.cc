@@ -49,7 +49,18 @@ Result<std::unique_ptr<Container>> Container::Create(ContainerParams params, San
   pp.agent = sb->agent();
   pp.vm_gone = sb->GoneProbe();  // never a raw Sandbox*: the Process may outlive it
   pp.on_exit = c->p_.on_exit;
+  // CRI's sandbox (pause) container is the pod holder the agent adopted at
+  // set-up: its image is not mounted and nothing is created in the guest.
+  const bool held = c->p_.sandbox_container && sb->holder_pid() != 0;
+  if (held) pp.running_guest_pid = sb->holder_pid();
   ASSIGN_OR_RETURN(c->init_, Process::Create(std::move(pp)));
+  if (held) {
+    c->in_agent_ = true;  // RemoveContainer ends the holder
+    sb->AddContainer(c->p_.id);
+    kLog.Info("container {} is the pod holder in the guest (pid {}): no image mounted, no process created",
+              c->p_.id, sb->holder_pid());
+    return c;
+  }
 
   GuestSpecInput in{c->p_.id, c->Rel("rootfs"), [sb](std::string_view rel) { return sb->GuestSharedPath(rel); }};
   ASSIGN_OR_RETURN(GuestSpec guest, MakeGuestSpec(c->p_.host_spec, in));

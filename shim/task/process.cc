@@ -51,6 +51,7 @@ Status Process::AttachStdio() {
 }
 
 Result<uint32_t> Process::StartInAgent() {
+  if (p_.running_guest_pid != 0) return p_.running_guest_pid;
   if (is_init()) {
     v1::StartContainerRequest req;
     req.set_container_id(p_.container_id);

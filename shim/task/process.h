@@ -46,6 +46,9 @@ struct ProcessParams {
   uint32_t host_pid = 0;     // reported to containerd: the VMM's pid
   io::StdioSpec stdio;
   AgentHandlePtr agent;
+  // An init already running in the guest (the pod holder the agent made
+  // before the claim): Start asks the agent nothing and reports this pid.
+  uint32_t running_guest_pid = 0;
   // True once the VM is gone: a failed wait then means "killed with it".
   std::function<bool()> vm_gone;
   ExitObserver on_exit;

@@ -206,9 +206,13 @@ Status Sandbox::SetupInGuest() {
   for (const char* o : {"nosuid", "nodev", "noexec", "mode=1777", kPodShmSize}) shm->add_options(o);
   shm->set_mount_point(std::string(kPodShmGuestPath));
   if (network_) network_->AddToSetup(req);
+  req.set_holder_container_id(p_.holder_container_id);
   auto done = agent_->Call<Result<v1::SetupSandboxResponse>>([&](AgentClient& a) { return a.SetupSandbox(req); });
   if (!done.ok()) return FromAgent(done.status(), "set up sandbox " + p_.id + " in VM " + vm_id_);
   if (network_) RETURN_IF_ERROR_CTX(network_->CheckGuest(*done), "sandbox " + p_.id);
+  if (!p_.holder_container_id.empty() && done->holder_pid() == 0)
+    return Internal("set up sandbox " + p_.id + " in VM " + vm_id_ + ": the agent named no pid for the pod holder");
+  holder_pid_ = done->holder_pid();
   kLog.Info("sandbox {}: guest clock set, guest RNG reseeded with {} bytes from the host (reseed {} since its boot)",
             p_.id, kReseedBytes, done->randomness().reseeds());
   return Status::Ok();

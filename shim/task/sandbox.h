@@ -60,6 +60,10 @@ struct SandboxParams {
   // Try the warm pool first (else: cold boot only).
   bool use_pool = true;
   PoolClaimant claimant;
+  // The CRI sandbox container's id: the agent's pod holder becomes that
+  // container at set-up (holder_pid()). Empty outside CRI: the first
+  // container is created in the guest and anchors the pod.
+  std::string holder_container_id;
   // CRI's pod name and namespace (annotations), for pod.json; "" outside CRI.
   std::string pod_name;
   std::string pod_namespace;
@@ -102,6 +106,9 @@ class Sandbox {
   const std::string& vm_state_dir() const { return vm_->state_dir(); }
   const SandboxStartTimings& start_timings() const { return timings_; }
   pid_t vmm_pid() const { return vmm_pid_; }
+  // The guest pid of the pod holder that became the sandbox container
+  // (SandboxParams::holder_container_id); 0 without one.
+  uint32_t holder_pid() const { return holder_pid_; }
   const AgentHandlePtr& agent() const { return agent_; }
   // True once the VMM exited (stopped or crashed).
   bool vm_gone() const { return watch_->gone.load(); }
@@ -174,6 +181,7 @@ class Sandbox {
   std::string vm_id_;
   SandboxStartTimings timings_;
   pid_t vmm_pid_ = 0;
+  uint32_t holder_pid_ = 0;  // set by SetupInGuest
   AgentHandlePtr agent_;
   std::shared_ptr<VmWatch> watch_ = std::make_shared<VmWatch>();
   std::thread oom_thread_;

@@ -238,6 +238,9 @@ Result<SandboxPtr> TaskManager::NewSandbox(const std::string& sandbox_id, const 
   sp.size = SizeVm(limits, d_.config.guest);
   for (const auto& note : sp.size.notes) kLog.Info("sandbox {}: {}", sandbox_id, note);
   sp.hostname = spec.value("hostname", "");
+  // CRI's sandbox container is the pause container: the guest has its own
+  // holder for what pause holds, so no image and no process are needed.
+  if (cri_sandbox) sp.holder_container_id = sandbox_id;
   sp.netns_path = PodNetnsPath(spec);
   if (auto linux = spec.find("linux"); linux != spec.end() && linux->is_object())
     sp.cgroups_path = linux->value("cgroupsPath", "");

@@ -72,7 +72,13 @@ TEST_F(CriE2eTest, PodOnACniNetworkWithTwoContainersExecLogsStatsAndStop) {
 
   // The pod's IP is the VM's: the host reaches a server in the guest
   // through the bridge, the veth, the tc mirror and the VM's NIC.
-  EXPECT_NE(ctrd_->LogTail(8 << 20).find("(boot NIC)"), std::string::npos) << "the boot NIC was not used";
+  const std::string shim_log = ctrd_->LogTail(8 << 20);
+  EXPECT_NE(shim_log.find("(boot NIC)"), std::string::npos) << "the boot NIC was not used";
+  // One guest call sets the pod up, and the sandbox container is the
+  // guest's pod holder: no pause image, no process made for it.
+  EXPECT_NE(shim_log.find("in 1 guest round trip(s)"), std::string::npos) << "the pod's set-up took more than one guest call";
+  EXPECT_NE(shim_log.find("container " + *pod_id + " is the pod holder in the guest"), std::string::npos)
+      << "the sandbox container was not the pod holder";
   auto page = HttpGetOnceListening(pod_ip);
   ASSERT_TRUE(page.ok()) << page.status().ToString();
   EXPECT_NE(page->find("hello-from-pod"), std::string::npos) << *page;

@@ -46,10 +46,12 @@ TEST_F(CriGuestExecE2eTest, ExecRunsOutsideTheContainersWithStdinTtySignalsAndEx
   ASSERT_EQ(ps->exit_code, 0) << ps->out << ps->err;
   EXPECT_EQ(ps->out.substr(0, ps->out.find('\n')), "init") << ps->out;
   EXPECT_NE(ps->out.find("sleep 3600"), std::string::npos) << ps->out;
-  // From inside the container, PID 1 is the pod's (the pause process).
-  auto inside = cri_->ExecSync(*tools, {"cat", "/proc/1/comm"}, 30);
+  // From inside the container, PID 1 is the pod's: the guest's pod holder,
+  // named pause as the process it stands for.
+  auto inside = cri_->ExecSync(*tools, {"cat", "/proc/1/comm", "/proc/1/cmdline"}, 30);
   ASSERT_TRUE(inside.ok()) << inside.status().ToString();
-  EXPECT_EQ(inside->out, "pause\n");
+  EXPECT_EQ(inside->out.substr(0, inside->out.find('\n') + 1), "pause\n") << inside->out;
+  EXPECT_NE(inside->out.find("--pod-holder"), std::string::npos) << inside->out;
 
   // The pod and the tools' container by the names kubectl shows, the
   // command's exit status, stderr apart.

@@ -691,6 +691,35 @@ TEST_F(TaskServiceTest, IdleTimeIsCountedFromTheLastTask) {
   EXPECT_LT(idle->duration, std::chrono::seconds(5));
 }
 
+// CRI's sandbox (pause) container is the pod holder the agent adopted in
+// SetupSandbox: its image is not mounted, nothing is created or started in
+// the guest for it, yet it is a task like any other: a pid at start,
+// running, killed and reaped, removed from the guest at delete.
+TEST_F(TaskServiceTest, ACriSandboxContainerIsTheGuestsPodHolder) {
+  ASSERT_TRUE(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))).ok());
+  auto agent = Agent("pod1");
+  ASSERT_NE(agent, nullptr);
+  EXPECT_TRUE(mounter_.live().empty()) << "the pause image is not mounted";
+  const auto started = MustStart("pod1");
+  EXPECT_GT(started.pid(), 0u);
+  EXPECT_EQ(State("pod1")->status(), containerd::v1::types::RUNNING);
+  auto calls = agent->calls();
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "SetupSandbox"), 1);
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "CreateContainer"), 0) << "the holder is not created";
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "StartContainer"), 0) << "nor started";
+
+  // Its pod's containers are created as before, and join it in the guest.
+  ASSERT_TRUE(service_->Create(CreateReq("app", BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}}))).ok());
+  MustStart("app");
+  StopAndDelete("app");
+  ASSERT_TRUE(Kill("pod1", SIGKILL).ok());
+  EXPECT_EQ(Wait("pod1")->exit_status(), 137u);
+  ASSERT_TRUE(Delete("pod1").ok());
+  calls = agent->calls();
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "RemoveContainer"), 2) << "app's and the holder's";
+  EXPECT_EQ(vms_->live_vms(), 0);
+}
+
 // A pod takes a pooled VM when one is ready: no boot, the bundle record
 // names the pooled VM (so `shim delete` finds it), its containers join it,
 // and before anything runs its clock is set and its RNG reseeded.

@@ -40,6 +40,9 @@ class AgentEndpoint {
   // memory, pids and cpu controllers available to containers (pure cgroup2
   // in a VM; a hybrid v1/v2 host has none of them on its v2 hierarchy).
   virtual bool has_resource_controllers() const = 0;
+  // The agent may set the clock (PID 1 of a VM): SetupSandbox works. A
+  // --no-init agent on the host refuses to set the host's.
+  virtual bool sets_clock() const = 0;
 };
 
 using AgentEndpointPtr = std::unique_ptr<AgentEndpoint>;

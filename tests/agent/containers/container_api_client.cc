@@ -2,6 +2,9 @@
 // the test instead of hanging it.
 #include "tests/agent/containers/container_api_client.h"
 
+#include <sys/random.h>
+#include <time.h>
+
 #include <algorithm>
 #include <sstream>
 
@@ -39,6 +42,26 @@ Status ApiClient::CreateSandbox(const std::string& id, bool sandbox_pidns) {
   for (const auto& s : ep_.sandbox_storages()) *req.add_storages() = s;
   return Invoke<v1::CreateSandboxRequest, google::protobuf::Empty>(stub_, &v1::Agent::Stub::CreateSandbox, req)
       .status();
+}
+
+Result<uint32_t> ApiClient::SetupSandboxWithHolder(const std::string& id, const std::string& hostname) {
+  v1::SetupSandboxRequest req;
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  req.mutable_time()->set_seconds(now.tv_sec);
+  req.mutable_time()->set_nanos(static_cast<int32_t>(now.tv_nsec));
+  std::string seed(64, '\0');
+  if (::getrandom(seed.data(), seed.size(), 0) != static_cast<ssize_t>(seed.size())) return ErrnoStatus("getrandom");
+  req.mutable_randomness()->set_data(seed);
+  v1::CreateSandboxRequest& sb = *req.mutable_sandbox();
+  sb.set_sandbox_id(id);
+  sb.set_hostname(hostname);
+  for (const auto& s : ep_.sandbox_storages()) *sb.add_storages() = s;
+  req.set_holder_container_id(id);
+  ASSIGN_OR_RETURN(v1::SetupSandboxResponse resp,
+                   (Invoke<v1::SetupSandboxRequest, v1::SetupSandboxResponse>(stub_, &v1::Agent::Stub::SetupSandbox,
+                                                                                req)));
+  return resp.holder_pid();
 }
 
 Status ApiClient::DestroySandbox() {

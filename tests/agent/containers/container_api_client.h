@@ -30,6 +30,9 @@ class ApiClient {
 
   Status CreateSandbox(const std::string& id, bool sandbox_pidns = false);
   Status DestroySandbox();
+  // SetupSandbox (fresh clock and RNG) whose sandbox container `id` is the
+  // agent's pod holder; returns the holder's pid.
+  Result<uint32_t> SetupSandboxWithHolder(const std::string& id, const std::string& hostname);
   Status Create(const std::string& id, const nlohmann::json& spec, bool sandbox_pidns = false,
                 const std::vector<v1::Storage>& storages = {});
   Status CreateRaw(const std::string& id, const std::string& spec_json);

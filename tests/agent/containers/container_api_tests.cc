@@ -126,6 +126,31 @@ TEST_P(ContainerApiTest, CriAnnotationsChooseTheSandboxContainer) {
   EXPECT_ERROR(api().Create("pause2", pause), Code::kFailedPrecondition, "already is");
 }
 
+// The pod holder made before the sandbox becomes the CRI sandbox container
+// at SetupSandbox: running at once, PID 1 of the pod's pid namespace, with
+// the pod's hostname; nothing is created or started for it.
+TEST_P(ContainerApiTest, SetupSandboxAdoptsThePodHolderAsTheSandboxContainer) {
+  if (!endpoint().sets_clock())
+    GTEST_SKIP() << "SetupSandbox sets the clock, which a --no-init agent refuses (engine_test covers the holder)";
+  ASSERT_OK(api().DestroySandbox());
+  auto pid = api().SetupSandboxWithHolder("held", "held-host");
+  ASSERT_OK(pid);
+  EXPECT_GT(*pid, 0u);
+  EXPECT_ERROR(api().Start("held"), Code::kFailedPrecondition, "running");
+  json app = api().Spec({"sh", "-c", "cat /proc/1/comm; hostname"});
+  app["annotations"] = {{"io.kubernetes.cri.container-type", "container"}, {"io.kubernetes.cri.sandbox-id", "held"}};
+  app["linux"]["namespaces"][0] = {{"type", "pid"}, {"path", "/proc/4242/ns/pid"}};
+  app["hostname"] = "";  // the pod's, from the holder's uts namespace
+  EXPECT_EQ(RunToEnd(api(), "app", app).out, "pause\nheld-host\n");
+  json pause = api().Spec({"sleep", "1000"});
+  pause["annotations"] = {{"io.kubernetes.cri.container-type", "sandbox"}, {"io.kubernetes.cri.sandbox-id", "pause"}};
+  EXPECT_ERROR(api().Create("pause", pause), Code::kFailedPrecondition, "already is");
+  auto list = api().List("held");
+  ASSERT_OK(list);
+  ASSERT_EQ(list->processes_size(), 1);
+  EXPECT_EQ(list->processes(0).command(), "pause");
+}
+
 TEST_P(ContainerApiTest, SeccompProfileDeniesMkdirWithEperm) {
   json spec = api().Spec({"sh", "-c", "mkdir /tmp/d; echo rc=$?"});
   spec["linux"]["seccomp"] = {

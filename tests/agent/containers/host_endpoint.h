@@ -27,6 +27,7 @@ class HostEndpoint final : public AgentEndpoint {
   std::string scratch_dir() const override { return scratch_->path(); }
   std::string cgroup_parent_dir() const override { return cgroup_root_ + "/" + cgroup_parent_; }
   bool has_resource_controllers() const override { return resource_controllers_; }
+  bool sets_clock() const override { return false; }
   bool WatchesMount(const std::string& mount_point) const override;
 
   AgentUnderTest& agent() { return *agent_; }

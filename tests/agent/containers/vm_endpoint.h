@@ -30,6 +30,7 @@ class VmEndpoint final : public AgentEndpoint {
   std::string scratch_dir() const override { return "/tmp"; }
   std::string cgroup_parent_dir() const override { return "/sys/fs/cgroup/capsule"; }
   bool has_resource_controllers() const override { return true; }
+  bool sets_clock() const override { return true; }
 
   // Host milliseconds from QEMU's start to the agent's ready line.
   double boot_ms() const { return boot_ms_; }

@@ -8,6 +8,7 @@
 
 #include <linux/magic.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -165,6 +166,8 @@ void EngineTest::SetUp() {
   options.cgroup_root = cgroup_root_;
   options.cgroup_parent = cgroup_parent_;
   options.setup_timeout = 30s;
+  const char* build = std::getenv("CAPSULE_BUILD_DIR");
+  options.pod_holder_exe = std::string(build ? build : ".") + "/agent/capsule-agent";
   auto sb = Sandbox::Create(options, Reaper::Instance());
   ASSERT_TRUE(sb.ok()) << sb.status().ToString();
   sandbox_ = std::move(*sb);

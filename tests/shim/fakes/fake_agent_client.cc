@@ -200,6 +200,16 @@ Result<av1::SetupSandboxResponse> FakeAgentClient::SetupSandbox(const av1::Setup
     *routes.mutable_routes() = req.routes();
     ASSIGN_OR_RETURN(*resp.mutable_routes(), UpdateRoutes(routes));
   }
+  if (!req.holder_container_id().empty()) {
+    // As the agent: the pod holder becomes that container, already running.
+    std::lock_guard lock(mu_);
+    auto& c = containers_[req.holder_container_id()];
+    if (!c.procs.empty() && !c.removed) return AlreadyExists("fake agent: container " + req.holder_container_id());
+    c = Ctr{};
+    c.create.set_container_id(req.holder_container_id());
+    StartProc(req.holder_container_id(), "", c.procs[""]);
+    resp.set_holder_pid(c.procs[""].pid);
+  }
   return resp;
 }
 

@@ -1,0 +1,95 @@
+// The pod holder on a real kernel: made ahead, adopted by a sandbox
+// container, confined, PID 1 of the pod's pid namespace, and gone with the
+// engine when never adopted.
+#include "agent/engine/pod_holder.h"
+
+#include <signal.h>
+
+#include <thread>
+
+#include "runtime/common/file_util.h"
+#include "tests/agent/engine/engine_fixture.h"
+
+namespace capsule::engine::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string ProcStatusLine(pid_t pid, const std::string& key) {
+  auto status = ReadFile("/proc/" + std::to_string(pid) + "/status");
+  if (!status.ok()) return "";
+  const size_t at = status->find("\n" + key + ":");
+  if (at == std::string::npos) return "";
+  const size_t end = status->find('\n', at + 1);
+  std::string line = status->substr(at + key.size() + 2, end - at - key.size() - 2);
+  line.erase(0, line.find_first_not_of(" \t"));
+  return line;
+}
+
+TEST_F(EngineTest, TheAdoptedPodHolderIsConfinedAndIsPid1OfThePod) {
+  ASSERT_TRUE(sandbox_->PreparePodHolder().ok());
+  auto holder = sandbox_->AdoptPodHolder("pod");
+  ASSERT_TRUE(holder.ok()) << holder.status().ToString();
+  EXPECT_EQ((*holder)->id(), "pod");
+  EXPECT_EQ((*holder)->state(), ContainerState::kRunning);
+  const pid_t pid = (*holder)->init_pid();
+  ASSERT_GT(pid, 0);
+  auto same = sandbox_->Get("pod");
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->get(), holder->get());
+
+  // Confined: an empty root, uid 65535, no capabilities, no new privileges.
+  // It waits for signals, so by now (it was started) it has confined itself
+  // or exited.
+  for (int i = 0; i < 100 && ProcStatusLine(pid, "Uid").rfind("65535", 0) != 0; ++i)
+    std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(*ReadFile("/proc/" + std::to_string(pid) + "/comm"), "pause\n");
+  EXPECT_EQ(ProcStatusLine(pid, "Uid"), "65535\t65535\t65535\t65535");
+  EXPECT_EQ(ProcStatusLine(pid, "CapEff"), "0000000000000000");
+  EXPECT_EQ(ProcStatusLine(pid, "NoNewPrivs"), "1");
+  EXPECT_TRUE(ListDir("/proc/" + std::to_string(pid) + "/root").empty());
+
+  // Nothing to exec in, no root filesystem to lend.
+  EXPECT_EQ((*holder)->Exec("e1", oci::Process{}).status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ((*holder)->RootfsPath().status().code(), Code::kFailedPrecondition);
+
+  // The pod's hostname goes into the holder's uts namespace only.
+  auto uts = (*holder)->ShareNamespaces({oci::NamespaceType::kUts});
+  ASSERT_TRUE(uts.ok());
+  ASSERT_TRUE(SetHostnameIn(uts->at(oci::NamespaceType::kUts).get(), "held-pod").ok());
+
+  // A container of a shareProcessNamespace pod sees the holder as PID 1.
+  CreateOptions join;
+  join.share_namespaces_from = "pod";
+  join.share_types = {oci::NamespaceType::kPid, oci::NamespaceType::kIpc, oci::NamespaceType::kUts};
+  auto spec = DefaultSpec({"sh", "-c", "cat /proc/1/comm; hostname"});
+  spec["hostname"] = "";
+  ContainerPtr app = StartContainer("app", spec, join);
+  ASSERT_TRUE(app);
+  EXPECT_EQ(Drain(*app->Io("")).first, "pause\nheld-pod\n");
+  EXPECT_EQ(app->Wait("")->status, 0);
+
+  // SIGTERM ends it with status 0, as it ends pause.
+  ASSERT_TRUE((*holder)->Signal("", SIGTERM, false).ok());
+  auto exit = (*holder)->Wait("");
+  ASSERT_TRUE(exit.ok());
+  EXPECT_EQ(exit->status, 0);
+}
+
+TEST_F(EngineTest, AdoptionWithoutAReadyHolderMakesOneAndAnIdInUseIsRefused) {
+  auto holder = sandbox_->AdoptPodHolder("pod");
+  ASSERT_TRUE(holder.ok()) << holder.status().ToString();
+  EXPECT_EQ((*holder)->state(), ContainerState::kRunning);
+  EXPECT_EQ(sandbox_->AdoptPodHolder("pod").status().code(), Code::kAlreadyExists);
+  EXPECT_EQ(sandbox_->AdoptPodHolder("../x").status().code(), Code::kInvalidArgument);
+}
+
+// TearDown's checks (no cgroup, mount or fd left) cover the holder too.
+TEST_F(EngineTest, AHolderNeverAdoptedGoesWithTheEngine) {
+  ASSERT_TRUE(sandbox_->PreparePodHolder().ok());
+  ASSERT_TRUE(sandbox_->PreparePodHolder().ok());  // a no-op while it is ready
+  EXPECT_TRUE(PathExists(cgroup_root_ + "/" + cgroup_parent_ + "/" + kPodHolderId));
+}
+
+}  // namespace
+}  // namespace capsule::engine::testing

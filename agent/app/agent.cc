@@ -18,11 +18,14 @@
 #include <linux/magic.h>
 
 #include <exception>
+#include <string_view>
 
 #include "agent/containers/engine_ops.h"
+#include "agent/engine/pod_holder.h"
 #include "agent/init/boot.h"
 #include "agent/net/netlink_network.h"
 #include "agent/init/power.h"
+#include "agent/modules/modprobe_helper.h"
 #include "agent/system/fw_cfg.h"
 #include "agent/system/guest_system.h"
 #include "runtime/common/file_util.h"
@@ -266,6 +269,10 @@ int AgentProcess::Run() {
 }
 
 int RunAgent(int argc, char** argv, AgentExtensions extensions) {
+  // The guest kernel runs us as /sbin/capsule-modprobe to load a module.
+  if (argc > 0 && modules::IsModprobeHelper(argv[0])) return modules::RunModprobeHelper(argc, argv);
+  // The engine runs our own binary as each pod's holder (pod_holder.h).
+  if (argc == 2 && std::string_view(argv[1]) == engine::kPodHolderArg) return engine::RunPodHolder();
   const bool is_pid1 = ::getpid() == 1;
   ParsedArgs args = ParseArgs(argc, argv, is_pid1);
   if (args.exit_code) return *args.exit_code;

@@ -31,7 +31,9 @@ struct AgentExtensions {
   std::function<server::InterceptorFactories()> interceptors;
 };
 
-// Entry point for main(): parses argv and runs the agent.
+// Entry point for main(): the modprobe helper when run as
+// /sbin/capsule-modprobe, the pod holder with --pod-holder, else parses
+// argv and runs the agent.
 int RunAgent(int argc, char** argv, AgentExtensions extensions = {});
 
 class AgentProcess final : public server::AgentLifecycle {

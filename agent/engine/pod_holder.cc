@@ -57,9 +57,14 @@ int RunPodHolder() {
   for (int sig : {SIGCHLD, SIGTERM, SIGINT}) sigaddset(&wanted, sig);
   ::sigprocmask(SIG_BLOCK, &wanted, nullptr);
   if (Status st = Confine(); !st.ok()) {
-    std::fprintf(stderr, "capsule pod holder: %s\n", st.ToString().c_str());
+    std::fprintf(stderr, "%s\n", st.ToString().c_str());
     return 1;
   }
+  if (::write(STDOUT_FILENO, kPodHolderReady.data(), kPodHolderReady.size()) !=
+      static_cast<ssize_t>(kPodHolderReady.size()))
+    return 1;
+  // Nothing more is said: the agent's ends of these pipes stay unread.
+  for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) ::close(fd);
   for (;;) {
     const int sig = ::sigwaitinfo(&wanted, nullptr);
     if (sig < 0) {

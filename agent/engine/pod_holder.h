@@ -29,6 +29,8 @@ inline constexpr std::string_view kPodHolderArg = "--pod-holder";
 inline constexpr const char* kPodHolderId = "capsule-pod-holder";
 // Who the holder runs as once confined (the pause image's user).
 inline constexpr uint32_t kPodHolderUid = 65535;
+// What the holder writes to its stdout once confined and named.
+inline constexpr std::string_view kPodHolderReady = "ready\n";
 
 // The spec the engine launches the holder with: `exe` (the agent binary)
 // with kPodHolderArg, root's credentials (the holder drops them itself),

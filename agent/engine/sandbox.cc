@@ -54,6 +54,27 @@ Result<ContainerPtr> Sandbox::Create(const std::string& id, const oci::Spec& spe
   return ContainerPtr(*created);
 }
 
+// The holder says "ready" on its stdout once it is confined and named, so
+// no container joins it half set up; one that could not confine itself
+// exits with the reason on its stderr.
+Status Sandbox::AwaitHolderReady(LinuxContainer& holder) {
+  ASSIGN_OR_RETURN(ProcessIoPtr io, holder.Io(""));
+  const auto deadline = std::chrono::steady_clock::now() + options_.setup_timeout;
+  const CancelCheck late([deadline] { return std::chrono::steady_clock::now() > deadline; });
+  std::string said;
+  while (said.size() < kPodHolderReady.size()) {
+    auto r = io->Read(Stream::kStdout, kPodHolderReady.size() - said.size(), late);
+    if (!r.ok()) return std::move(r).status().WithContext("the pod holder did not report ready");
+    if (r->eof) break;
+    said += r->data;
+  }
+  if (said == kPodHolderReady) return Status::Ok();
+  std::string why;
+  if (auto err = io->Read(Stream::kStderr, 1024, late); err.ok()) why = err->data;
+  while (!why.empty() && why.back() == '\n') why.pop_back();
+  return Internal("the pod holder exited before it was ready" + (why.empty() ? std::string() : ": " + why));
+}
+
 Status Sandbox::PreparePodHolder() {
   std::lock_guard holder(holder_mu_);
   return PrepareHolderLocked();
@@ -75,6 +96,10 @@ Status Sandbox::PrepareHolderLocked() {
   if (auto pid = c->Start(); !pid.ok()) {
     (void)c->Destroy(options_.setup_timeout);
     return std::move(pid).status().WithContext("start the pod holder");
+  }
+  if (Status st = AwaitHolderReady(*c); !st.ok()) {
+    (void)c->Destroy(options_.setup_timeout);
+    return st;
   }
   kLog.Info("pod holder ready in {} ms, pid {}",
             std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count(),

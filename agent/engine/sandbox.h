@@ -46,6 +46,7 @@ class Sandbox : public ContainerManager {
         guest_(std::make_unique<GuestProcesses>(*cgroups_, *exits_, options_)) {}
   Result<NamespaceFds> SharedNamespaces(const CreateOptions& options) const;
   Status PrepareHolderLocked();  // needs holder_mu_
+  Status AwaitHolderReady(LinuxContainer& holder);
 
   const EngineOptions options_;
   const CgroupManagerPtr cgroups_;

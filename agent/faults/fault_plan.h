@@ -8,9 +8,8 @@
 // past its deadline, or at the server's shutdown), so the host sees an
 // agent that never answers; a call without a deadline is held for good.
 // delay=MS: the handler runs MS milliseconds late. skip=N: the first N
-// calls of that RPC run normally (a pod's own sandbox container goes
-// through CreateContainer before its first app container does). once: only
-// the first call after those; else every one.
+// calls of that RPC run normally (a pod's second app container, say).
+// once: only the first call after those; else every one.
 #pragma once
 
 #include <chrono>

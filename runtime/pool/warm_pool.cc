@@ -12,6 +12,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/process_priority.h"
 #include "runtime/common/process_usage.h"
 #include "runtime/pool/pool_record.h"
 
@@ -164,8 +165,16 @@ void WarmPool::StartBootsLocked() {
   }
 }
 
+// A refill thread: what it spawns (QEMU, virtiofsd, the vsock back end)
+// inherits its nice value, so a refill never slows a pod that starts.
+void WarmPool::YieldToClaims() {
+  if (Status st = SetThreadNice(kRefillNice); !st.ok())
+    kLog.Warn("refills run at the pods' CPU priority: {}", st.ToString());
+}
+
 void WarmPool::BootOne(uint64_t seq, std::string key, Shape shape, std::string vm_id,
                        std::optional<vm::VmTemplate> tpl) {
+  YieldToClaims();
   vm::SandboxVmSpec spec;
   spec.id = vm_id;
   spec.vcpus = shape.vcpus;
@@ -218,6 +227,7 @@ void WarmPool::CloneFailedLocked(ShapeState& s, const Status& why) {
 }
 
 void WarmPool::BuildTemplateFor(uint64_t seq, std::string key, Shape shape) {
+  YieldToClaims();
   TemplateBuilt(key, vm::BuildTemplate(o_.config, TemplatesRoot(), vm::TemplateSpec{key, shape.vcpus, shape.memory_mib}));
   std::lock_guard lock(mu_);
   finished_boots_.push_back(seq);
@@ -555,6 +565,9 @@ Result<std::optional<Claimed>> WarmPool::Claim(const Shape& requested, const Cla
   // claimant, and a claimant that never adopts it is reaped after the grace.
   Status st = WritePoolRecord(dir, PoolRecord{key, r.ready_since_ms, true, who.sandbox_id, who.process, NowUnixMs()});
   if (st.ok() && o_.after_claim_recorded) o_.after_claim_recorded(id);
+  // Made at the refills' priority; the pod's VM runs at the normal one.
+  if (Status nice = SetProcessesNice(r.vm->HostPids(), 0); !nice.ok())
+    kLog.Warn("{} keeps the refills' CPU priority: {}", id, nice.ToString());
   if (st.ok()) st = r.vm->vmm().Resume().WithContext("resume " + id);
   if (st.ok()) st = r.vm->Detach();
   // The refill starts only now: its boot forks children, and a child forked

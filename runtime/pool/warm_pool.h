@@ -130,6 +130,8 @@ class WarmPool {
   void ExpireShapes();
   bool UseTemplates() const { return o_.config.pool.refill == "template"; }
   std::string TemplatesRoot() const { return o_.config.runtime.state_dir + "/templates"; }
+  // Lowers the calling refill thread's CPU priority (kRefillNice).
+  static void YieldToClaims();
   // A ready VM: a clone of `tpl` when there is one (a boot if it fails),
   // else a cold boot.
   void BootOne(uint64_t seq, std::string key, Shape shape, std::string vm_id, std::optional<vm::VmTemplate> tpl);

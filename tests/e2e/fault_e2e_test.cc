@@ -175,8 +175,9 @@ class FaultE2eTest : public ::testing::Test {
 // half-alive: its VM is stopped and the sandbox reported not ready; Stop
 // and RemovePodSandbox then leave nothing.
 TEST_F(FaultE2eTest, AHungCreateContainerFailsNamingItAndThePodIsTornDown) {
-  // skip=1: the pod's own (pause) container goes through CreateContainer first.
-  Arm("capsule.fault=CreateContainer:hang:skip=1");
+  // The pod's own container is the guest's pod holder: app's CreateContainer
+  // is the pod's first.
+  Arm("capsule.fault=CreateContainer:hang");
   const v1::PodSandboxConfig pod = Pod("hung-create");
   auto pod_id = RunPod(pod);
   ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();

@@ -166,8 +166,9 @@ void EngineTest::SetUp() {
   options.cgroup_root = cgroup_root_;
   options.cgroup_parent = cgroup_parent_;
   options.setup_timeout = 30s;
+  // In a guest (engine_vm_test) the agent sits at the initrd's root.
   const char* build = std::getenv("CAPSULE_BUILD_DIR");
-  options.pod_holder_exe = std::string(build ? build : ".") + "/agent/capsule-agent";
+  options.pod_holder_exe = build ? std::string(build) + "/agent/capsule-agent" : "/capsule-agent";
   auto sb = Sandbox::Create(options, Reaper::Instance());
   ASSERT_TRUE(sb.ok()) << sb.status().ToString();
   sandbox_ = std::move(*sb);

@@ -17,13 +17,17 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <set>
 #include <thread>
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "runtime/common/file_util.h"
+#include "runtime/common/process_priority.h"
 #include "runtime/hypervisor/vm_paths.h"
 #include "runtime/hypervisor/vm_record.h"
 #include "runtime/pool/pool_record.h"
@@ -114,6 +118,17 @@ bool WaitFor(Pred pred, std::chrono::milliseconds timeout) {
   return true;
 }
 
+// The nice values of every thread of `pid`.
+std::set<int> ThreadNices(pid_t pid) {
+  std::set<int> out;
+  for (const std::string& tid : ListDir("/proc/" + std::to_string(pid) + "/task")) {
+    errno = 0;
+    const int nice = ::getpriority(PRIO_PROCESS, static_cast<id_t>(std::stoul(tid)));
+    if (errno == 0) out.insert(nice);
+  }
+  return out;
+}
+
 TEST_F(WarmPoolVmTest, FillsClaimsRefillsReapsUnadoptedClaimsAndDrainsToNothing) {
   WarmPoolOptions o;
   o.config = cfg_;
@@ -146,6 +161,8 @@ TEST_F(WarmPoolVmTest, FillsClaimsRefillsReapsUnadoptedClaimsAndDrainsToNothing)
     EXPECT_TRUE(cg->find(":memory:" + cfg_.pool.cgroup + "\n") != std::string::npos ||
                 cg->find("0::" + cfg_.pool.cgroup + "\n") != std::string::npos)
         << "pid " << pid << " not in " << cfg_.pool.cgroup << ":\n" << *cg;
+    // Made below the pods' CPU priority, every thread of it.
+    EXPECT_EQ(ThreadNices(pid), std::set<int>{kRefillNice}) << "pid " << pid;
   }
 
   std::string miss;
@@ -160,6 +177,8 @@ TEST_F(WarmPoolVmTest, FillsClaimsRefillsReapsUnadoptedClaimsAndDrainsToNothing)
   EXPECT_EQ(record->claimant.pid, ::getpid());
   vm::SandboxVmPtr mine = AdoptClaimed(cfg_, c);
   ASSERT_NE(mine, nullptr);
+  // A claimed VM runs at the normal priority.
+  for (pid_t pid : mine->HostPids()) EXPECT_EQ(ThreadNices(pid), std::set<int>{0}) << "pid " << pid;
 
   ASSERT_TRUE(ready(1)) << "the pool did not refill after the claim";
   st = pool->GetStatus();

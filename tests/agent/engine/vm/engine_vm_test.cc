@@ -59,7 +59,9 @@ TEST(EngineVmTest, WholeSuitePassesAsGuestPid1WithCgroup2Controllers) {
       Env("CAPSULE_GUEST_KERNEL").empty() ? build + "/deploy/vmlinuz" : Env("CAPSULE_GUEST_KERNEL");
   ASSERT_TRUE(PathExists(kernel)) << kernel << " missing: run `make deps`, then build capsule-initrd";
   const std::string initrd = tmp->Join("initrd.cpio");
-  auto made = RunScript({vm + "make_initrd.sh", build + "/tests/agent/engine/engine_test", initrd}, tmp->Join("i.txt"));
+  auto made = RunScript({vm + "make_initrd.sh", build + "/tests/agent/engine/engine_test", initrd,
+                         build + "/agent/capsule-agent"},
+                        tmp->Join("i.txt"));
   ASSERT_TRUE(made.ok()) << made.status().ToString();
 
   const std::string log = tmp->Join("serial.log");

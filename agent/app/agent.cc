@@ -258,7 +258,7 @@ int AgentProcess::Run() {
   // it does, so every clone carries what this makes.
   if (containers_) {
     if (Status st = containers_->Prepare(); !st.ok())
-      kLog.Warn("not prepared ahead of the sandbox ({}); it is made at CreateSandbox instead", st.ToString());
+      kLog.Warn("not prepared ahead of the sandbox ({}); made when the sandbox is set up instead", st.ToString());
   }
   if (Status st = Serve(); !st.ok()) Fatal(st);
   std::string reason = WaitForStop();

@@ -10,6 +10,14 @@
 namespace capsule::engine {
 namespace {
 const log::Logger kLog("engine.sandbox");
+
+// A container id names its cgroup directory: one path component.
+Status CheckId(const std::string& id) {
+  if (id.empty() || id.find('/') != std::string::npos || id == "." || id == "..")
+    return InvalidArgument("invalid container id \"" + id + "\"");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Sandbox>> Sandbox::Create(EngineOptions options, Reaper& reaper, CgroupManagerPtr cgroups) {
@@ -36,8 +44,7 @@ Result<NamespaceFds> Sandbox::SharedNamespaces(const CreateOptions& options) con
 }
 
 Result<ContainerPtr> Sandbox::Create(const std::string& id, const oci::Spec& spec, const CreateOptions& options) {
-  if (id.empty() || id.find('/') != std::string::npos || id == "." || id == "..")
-    return InvalidArgument("invalid container id \"" + id + "\"");
+  RETURN_IF_ERROR(CheckId(id));
   {
     std::lock_guard lock(mu_);
     if (containers_.count(id) || creating_.count(id)) return AlreadyExists("container " + id + " already exists");
@@ -109,8 +116,7 @@ Status Sandbox::PrepareHolderLocked() {
 }
 
 Result<ContainerPtr> Sandbox::AdoptPodHolder(const std::string& id) {
-  if (id.empty() || id.find('/') != std::string::npos || id == "." || id == "..")
-    return InvalidArgument("invalid container id \"" + id + "\"");
+  RETURN_IF_ERROR(CheckId(id));
   std::lock_guard holder(holder_mu_);
   {
     std::lock_guard lock(mu_);

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <sstream>
@@ -16,15 +17,27 @@ namespace {
 // The four uids of the status file's "Uid:" line; none when it has none.
 std::vector<uid_t> StatusUids(const std::string& status) {
   std::vector<uid_t> uids;
-  const size_t at = status.find("\nUid:");
-  if (at == std::string::npos) return uids;
-  std::istringstream line(status.substr(at + 5, status.find('\n', at + 1) - at - 5));
+  std::istringstream line(StatusField(status, "Uid"));
   unsigned long v = 0;
   while (uids.size() < 4 && line >> v) uids.push_back(static_cast<uid_t>(v));
   return uids;
 }
 
 }  // namespace
+
+std::string StatusField(std::string_view status, std::string_view key) {
+  for (size_t line = 0; line < status.size();) {
+    const size_t end = std::min(status.find('\n', line), status.size());
+    std::string_view l = status.substr(line, end - line);
+    if (l.size() > key.size() && l.substr(0, key.size()) == key && l[key.size()] == ':') {
+      l.remove_prefix(key.size() + 1);
+      while (!l.empty() && (l.front() == ' ' || l.front() == '\t')) l.remove_prefix(1);
+      return std::string(l);
+    }
+    line = end + 1;
+  }
+  return "";
+}
 
 Result<std::vector<pid_t>> ProcessesRunningAs(uid_t uid) {
   std::unique_ptr<DIR, int (*)(DIR*)> proc(::opendir("/proc"), ::closedir);

@@ -6,11 +6,17 @@
 
 #include <sys/types.h>
 
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/common/status.h"
 
 namespace capsule {
+
+// One field of a /proc/<pid>/status text ("Uid", "CapEff"): what follows
+// the colon, leading blanks dropped; empty when the field is absent.
+std::string StatusField(std::string_view status, std::string_view key);
 
 // Pids of the processes with `uid` as any of their four uids. Processes that
 // end while /proc is read are skipped.

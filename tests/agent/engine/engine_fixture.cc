@@ -218,6 +218,16 @@ ContainerPtr EngineTest::StartContainer(const std::string& id, const nlohmann::j
   return *c;
 }
 
+ContainerPtr EngineTest::StartInPodOf(const std::string& anchor, const std::string& id,
+                                      const std::vector<std::string>& args) {
+  CreateOptions join;
+  join.share_namespaces_from = anchor;
+  join.share_types = {oci::NamespaceType::kPid, oci::NamespaceType::kIpc, oci::NamespaceType::kUts};
+  auto spec = DefaultSpec(args);
+  spec["hostname"] = "";
+  return StartContainer(id, spec, join);
+}
+
 RunResult EngineTest::Run(const std::string& id, const nlohmann::json& spec) {
   RunResult r;
   ContainerPtr c = StartContainer(id, spec);

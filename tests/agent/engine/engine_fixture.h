@@ -48,6 +48,9 @@ class EngineTest : public ::testing::Test {
   RunResult Run(const std::string& id, const nlohmann::json& spec);
   // Create + start; the container stays.
   ContainerPtr StartContainer(const std::string& id, const nlohmann::json& spec, CreateOptions options = {});
+  // Create + start of `args` as a container of `anchor`'s pod: its pid, ipc
+  // and uts namespaces, and no hostname of its own.
+  ContainerPtr StartInPodOf(const std::string& anchor, const std::string& id, const std::vector<std::string>& args);
   // The cgroup directory the test spec's cgroupsPath resolves to.
   std::string CgroupDir(const std::string& id) const;
   // Spec with cgroupsPath under this test's private cgroup parent.

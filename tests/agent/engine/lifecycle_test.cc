@@ -151,12 +151,7 @@ TEST_F(EngineTest, SecondContainerJoinsFirstPidNamespace) {
   auto path = sandbox->NamespacePath(oci::NamespaceType::kPid);
   ASSERT_TRUE(path.ok());
   EXPECT_EQ(*path, "/proc/" + std::to_string(sandbox->init_pid()) + "/ns/pid");
-  CreateOptions join;
-  join.share_namespaces_from = "pause";
-  join.share_types = {oci::NamespaceType::kPid, oci::NamespaceType::kIpc, oci::NamespaceType::kUts};
-  auto spec = DefaultSpec({"sh", "-c", "cat /proc/1/comm; hostname"});
-  spec["hostname"] = "";
-  ContainerPtr app = StartContainer("app", spec, join);
+  ContainerPtr app = StartInPodOf("pause", "app", {"sh", "-c", "cat /proc/1/comm; hostname"});
   ASSERT_TRUE(app);
   auto out = Drain(*app->Io(""));
   EXPECT_EQ(out.first, "sleep\ncapsule-test\n");
@@ -171,12 +166,7 @@ TEST_F(EngineTest, AnInitInThePodsPidNamespaceTakesWhatItStartedWithIt) {
   ContainerPtr sandbox = StartContainer("pod", DefaultSpec({"sh", "-c", "echo up; exec sleep 1000"}));
   ASSERT_TRUE(sandbox);
   EXPECT_EQ(ReadUntil(*sandbox->Io(""), Stream::kStdout, "up\n"), "up\n");
-  CreateOptions join;
-  join.share_namespaces_from = "pod";
-  join.share_types = {oci::NamespaceType::kPid, oci::NamespaceType::kIpc, oci::NamespaceType::kUts};
-  auto spec = DefaultSpec({"sh", "-c", "sleep 7201 & echo started; exec sleep 7202"});
-  spec["hostname"] = "";
-  ContainerPtr app = StartContainer("app", spec, join);
+  ContainerPtr app = StartInPodOf("pod", "app", {"sh", "-c", "sleep 7201 & echo started; exec sleep 7202"});
   ASSERT_TRUE(app);
   auto io = *app->Io("");
   EXPECT_EQ(ReadUntil(io, Stream::kStdout, "started\n"), "started\n");

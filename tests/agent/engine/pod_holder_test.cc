@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include "runtime/common/file_util.h"
+#include "runtime/common/process_uids.h"
 #include "tests/agent/engine/engine_fixture.h"
 
 namespace capsule::engine::testing {
@@ -13,13 +14,7 @@ namespace {
 
 std::string ProcStatusLine(pid_t pid, const std::string& key) {
   auto status = ReadFile("/proc/" + std::to_string(pid) + "/status");
-  if (!status.ok()) return "";
-  const size_t at = status->find("\n" + key + ":");
-  if (at == std::string::npos) return "";
-  const size_t end = status->find('\n', at + 1);
-  std::string line = status->substr(at + key.size() + 2, end - at - key.size() - 2);
-  line.erase(0, line.find_first_not_of(" \t"));
-  return line;
+  return status.ok() ? StatusField(*status, key) : "";
 }
 
 TEST_F(EngineTest, TheAdoptedPodHolderIsConfinedAndIsPid1OfThePod) {
@@ -52,12 +47,7 @@ TEST_F(EngineTest, TheAdoptedPodHolderIsConfinedAndIsPid1OfThePod) {
   ASSERT_TRUE(SetHostnameIn(uts->at(oci::NamespaceType::kUts).get(), "held-pod").ok());
 
   // A container of a shareProcessNamespace pod sees the holder as PID 1.
-  CreateOptions join;
-  join.share_namespaces_from = "pod";
-  join.share_types = {oci::NamespaceType::kPid, oci::NamespaceType::kIpc, oci::NamespaceType::kUts};
-  auto spec = DefaultSpec({"sh", "-c", "cat /proc/1/comm; hostname"});
-  spec["hostname"] = "";
-  ContainerPtr app = StartContainer("app", spec, join);
+  ContainerPtr app = StartInPodOf("pod", "app", {"sh", "-c", "cat /proc/1/comm; hostname"});
   ASSERT_TRUE(app);
   EXPECT_EQ(Drain(*app->Io("")).first, "pause\nheld-pod\n");
   EXPECT_EQ(app->Wait("")->status, 0);

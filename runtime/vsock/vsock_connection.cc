@@ -78,8 +78,8 @@ uint32_t Connection::PeerFree() const {
 
 PacketHeader Connection::Header(Op op) const {
   PacketHeader h;
-  h.src_cid = kHostCid;
-  h.dst_cid = p_.guest_cid;
+  h.src_cid = p_.local_cid;
+  h.dst_cid = p_.peer_cid;
   h.src_port = p_.key.local_port;
   h.dst_port = p_.key.peer_port;
   h.type = kTypeStream;

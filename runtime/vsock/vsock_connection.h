@@ -55,7 +55,8 @@ class Connection {
   static std::string_view StateName(State s);
 
   struct Params {
-    uint64_t guest_cid = 0;
+    uint64_t local_cid = kHostCid;
+    uint64_t peer_cid = 0;
     ConnKey key;
     uint32_t buf_alloc = 0;  // our receive buffer, advertised to the guest
     std::chrono::milliseconds connect_timeout{0};

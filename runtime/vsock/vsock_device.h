@@ -34,7 +34,7 @@ class VsockDevice : public VhostUserBackend {
   ~VsockDevice() override;
 
   VsockMuxer& muxer() { return muxer_; }
-  uint64_t guest_cid() const { return muxer_.options().guest_cid; }
+  uint64_t guest_cid() const { return muxer_.options().peer_cid; }
 
   // VhostUserBackend
   uint64_t Features() const override;

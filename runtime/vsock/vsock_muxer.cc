@@ -53,8 +53,8 @@ void VsockMuxer::Remove(std::unordered_map<ConnKey, Entry, ConnKeyHash>::iterato
   if (it->second.timer != 0) loop_.CancelTimer(it->second.timer);
   if (c.rst_on_close()) {
     PacketHeader to;  // shaped like a packet from the guest, so QueueRst can answer it
-    to.src_cid = opts_.guest_cid;
-    to.dst_cid = kHostCid;
+    to.src_cid = opts_.peer_cid;
+    to.dst_cid = opts_.local_cid;
     to.src_port = key.peer_port;
     to.dst_port = key.local_port;
     QueueRst(to);
@@ -102,7 +102,7 @@ void VsockMuxer::OnTimer(const ConnKey& key) {
 
 void VsockMuxer::QueueRst(const PacketHeader& to) {
   PacketHeader rst;
-  rst.src_cid = kHostCid;
+  rst.src_cid = opts_.local_cid;
   rst.dst_cid = to.src_cid;
   rst.src_port = to.dst_port;
   rst.dst_port = to.src_port;
@@ -113,9 +113,9 @@ void VsockMuxer::QueueRst(const PacketHeader& to) {
 
 void VsockMuxer::OnGuestPacket(const TxPacket& pkt) {
   const PacketHeader& h = pkt.hdr;
-  if (h.src_cid != opts_.guest_cid || h.dst_cid != kHostCid) {
-    // Only this guest talks to the host here; anything else is spoofed or misrouted.
-    log_.Debug("dropping {}: not from guest {} to the host", h.ToString(), opts_.guest_cid);
+  if (h.src_cid != opts_.peer_cid || h.dst_cid != opts_.local_cid) {
+    // Only the one peer talks to us here; anything else is spoofed or misrouted.
+    log_.Debug("dropping {}: not from cid {} to cid {}", h.ToString(), opts_.peer_cid, opts_.local_cid);
     return;
   }
   ConnKey key{h.dst_port, h.src_port};

@@ -36,8 +36,12 @@ inline constexpr size_t kMaxPendingReplies = 256;
 
 class VsockMuxer {
  public:
+  // The muxer is written from the host's side ("guest" is the far end),
+  // but runs on either: the guest's agent runs one over a virtio-serial
+  // link with the roles swapped (local_cid = the guest's CID, peer_cid = 2).
   struct Options {
-    uint64_t guest_cid = 3;
+    uint64_t peer_cid = 3;
+    uint64_t local_cid = kHostCid;
     std::string uds_path;  // hybrid socket; guest->host port P dials uds_path + "_P"
     uint32_t buf_alloc = kDefaultBufAlloc;
     std::chrono::milliseconds connect_timeout = kConnectTimeout;
@@ -90,7 +94,7 @@ class VsockMuxer {
   void QueueRst(const PacketHeader& to);
   std::optional<uint32_t> AllocatePort(uint32_t guest_port);
   Connection::Params ParamsFor(const ConnKey& key) const {
-    return {opts_.guest_cid, key, opts_.buf_alloc, opts_.connect_timeout, opts_.close_timeout};
+    return {opts_.local_cid, opts_.peer_cid, key, opts_.buf_alloc, opts_.connect_timeout, opts_.close_timeout};
   }
 
   EventLoop& loop_;

@@ -1,6 +1,7 @@
-// VsockService: everything one VM's vhost-user vsock needs, wired on one
-// event loop: the device, the vhost-user socket QEMU connects to, and the
-// hybrid unix socket host programs dial. capsule-vsockd runs one; tests run
+// VsockService: everything one VM's vsock back end needs, wired on one
+// event loop: the VM's end (a vhost-user-vsock device with the socket QEMU
+// connects to, or a virtio-serial port's socket), and the hybrid unix socket
+// host programs dial. capsule-vsockd runs one; tests run
 // one in-process against a fake driver.
 #pragma once
 
@@ -11,6 +12,7 @@
 #include "runtime/common/status.h"
 #include "runtime/vsock/event_loop.h"
 #include "runtime/vsock/hybrid_listener.h"
+#include "runtime/vsock/serial_frontend.h"
 #include "runtime/vsock/vhost_user_server.h"
 #include "runtime/vsock/vsock_device.h"
 
@@ -22,7 +24,9 @@ inline constexpr uint64_t kMinGuestCid = 3;
 inline constexpr uint64_t kMaxGuestCid = 0xfffffffeu;
 
 struct VsockServiceOptions {
-  std::string vhost_user_socket;  // QEMU's -chardev socket,path=...
+  // Exactly one: QEMU's vhost-user-vsock chardev, or its virtserialport's.
+  std::string vhost_user_socket;
+  std::string serial_socket;
   std::string uds_path;           // hybrid socket; guest->host port P uses uds_path + "_P"
   uint64_t guest_cid = kMinGuestCid;
   uint32_t buf_alloc = kDefaultBufAlloc;
@@ -45,8 +49,13 @@ class VsockService {
   VsockService(const VsockService&) = delete;
   VsockService& operator=(const VsockService&) = delete;
 
+  // vhost-user only.
   VsockDevice& device() { return *device_; }
   VhostUserServer& server() { return *server_; }
+  // serial only.
+  SerialFrontend& serial() { return *serial_; }
+  // Streams open now, either way.
+  size_t connection_count() const;
   const VsockServiceOptions& options() const { return options_; }
 
  private:
@@ -57,6 +66,7 @@ class VsockService {
   // so they are destroyed first.
   std::unique_ptr<VsockDevice> device_;
   VhostUserServerPtr server_;
+  SerialFrontendPtr serial_;
   HybridListenerPtr listener_;
 };
 

@@ -57,8 +57,12 @@ Status RunVsockd(const VsockdOptions& options) {
   }));
   if (!options.pid_file.empty())
     RETURN_IF_ERROR(WriteFileAtomic(options.pid_file, std::to_string(::getpid()) + "\n"));
-  log.Info("serving guest cid {}: vhost-user socket {}, hybrid socket {}", options.service.guest_cid,
-           options.service.vhost_user_socket, options.service.uds_path);
+  if (options.service.serial_socket.empty())
+    log.Info("serving guest cid {}: vhost-user socket {}, hybrid socket {}", options.service.guest_cid,
+             options.service.vhost_user_socket, options.service.uds_path);
+  else
+    log.Info("serving guest cid {}: virtio-serial port socket {}, hybrid socket {}", options.service.guest_cid,
+             options.service.serial_socket, options.service.uds_path);
   if (options.ready_fd >= 0) RETURN_IF_ERROR(SignalReady(options.ready_fd));
   Status run = loop->Run();
   loop->Remove(sigfd.get());
@@ -71,14 +75,18 @@ Status RunVsockd(const VsockdOptions& options) {
 }
 
 int VsockdMain(int argc, char** argv) {
-  CLI::App app{"capsule-vsockd: vhost-user-vsock back end for one Capsule VM (QEMU vhost-user-vsock-pci), "
-               "exposing the guest's vsock as a hybrid unix socket (\"CONNECT <port>\\n\" -> \"OK <hostport>\\n\")"};
+  CLI::App app{"capsule-vsockd: the vsock back end for one Capsule VM (QEMU vhost-user-vsock-pci, or a "
+               "virtio-serial port carrying vsock packets), exposing the guest's vsock as a hybrid unix socket "
+               "(\"CONNECT <port>\\n\" -> \"OK <hostport>\\n\")"};
   app.set_version_flag("--version", std::string("capsule-vsockd ") + kVersion);
   VsockdOptions o;
   std::string level = "info";
-  app.add_option("--vhost-user-socket", o.service.vhost_user_socket,
-                 "unix socket QEMU connects to (-chardev socket,path=...)")
-      ->required();
+  auto* vhost = app.add_option("--vhost-user-socket", o.service.vhost_user_socket,
+                               "unix socket QEMU's vhost-user-vsock-pci connects to (-chardev socket,path=...)");
+  auto* serial = app.add_option("--serial-socket", o.service.serial_socket,
+                                "unix socket QEMU's virtserialport connects to, instead of vhost-user");
+  vhost->excludes(serial);
+  serial->excludes(vhost);
   app.add_option("--uds-path", o.service.uds_path,
                  "hybrid vsock socket for host programs; guest->host port P connects to <uds-path>_P")
       ->required();
@@ -91,6 +99,10 @@ int VsockdMain(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  }
+  if (o.service.vhost_user_socket.empty() && o.service.serial_socket.empty()) {
+    std::fprintf(stderr, "capsule-vsockd: give --vhost-user-socket or --serial-socket\n");
+    return 2;
   }
   std::optional<log::Level> lv = log::ParseLevel(level);
   if (!lv) {

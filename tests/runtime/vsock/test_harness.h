@@ -31,7 +31,7 @@ class InProcessBackend {
     std::unique_ptr<InProcessBackend> b(new InProcessBackend());
     ASSIGN_OR_RETURN(TempDir dir, TempDir::Create("vsock-test"));
     b->dir_ = std::make_unique<TempDir>(std::move(dir));
-    if (o.vhost_user_socket.empty()) o.vhost_user_socket = b->dir_->Join("vhost-vsock.sock");
+    if (o.vhost_user_socket.empty() && o.serial_socket.empty()) o.vhost_user_socket = b->dir_->Join("vhost-vsock.sock");
     if (o.uds_path.empty()) o.uds_path = b->dir_->Join("vsock.sock");
     o.guest_cid = kGuestCid;
     ASSIGN_OR_RETURN(b->loop_, EventLoop::Create());
@@ -60,7 +60,7 @@ class InProcessBackend {
   }
 
   size_t connections() {
-    return OnLoop([this] { return svc_->device().muxer().connection_count(); });
+    return OnLoop([this] { return svc_->connection_count(); });
   }
   uint64_t malformed() {
     return OnLoop([this] { return svc_->device().malformed_packets(); });
@@ -71,6 +71,7 @@ class InProcessBackend {
   }
 
   const std::string& vhost_socket() const { return svc_->options().vhost_user_socket; }
+  const std::string& serial_socket() const { return svc_->options().serial_socket; }
   const std::string& uds() const { return svc_->options().uds_path; }
   std::string Join(const std::string& name) const { return dir_->Join(name); }
 

@@ -19,6 +19,7 @@
 
 #include <exception>
 #include <string_view>
+#include <thread>
 
 #include "agent/containers/engine_ops.h"
 #include "agent/engine/pod_holder.h"
@@ -42,6 +43,11 @@ const log::Logger kLog("agent");
 // How long calls in flight may finish once the agent stops; long polls
 // (WaitProcess, ReadStdout) are cancelled after it.
 constexpr std::chrono::milliseconds kShutdownGrace(1000);
+// capsule.vsock=serial: where the host's streams arrive (the agent's own
+// root, which no container sees), and how long the port may take to appear.
+constexpr std::string_view kSerialSocketDir = "/run/capsule-agent";
+constexpr std::string_view kSerialSocketPrefix = "/run/capsule-agent/vsock";
+constexpr std::chrono::milliseconds kSerialPortWait(10000);
 
 sigset_t StopSignals() {
   sigset_t set;
@@ -106,6 +112,7 @@ Status AgentProcess::Prepare() {
       kLog.Warn("capsule.fault={} ignored: this agent has no fault switch (only the test build capsule-agent-faults "
                 "has one)", report.settings.fault);
     MaybeStartDebugShell(report.settings.debug_shell);
+    serial_vsock_wanted_ = report.settings.serial_vsock;
     return Status::Ok();
   }
   if (options_.private_namespaces) RETURN_IF_ERROR(EnterPrivateNamespaces());
@@ -132,6 +139,18 @@ Status AgentProcess::Serve() {
   } else {
     kLog.Warn("guest network RPCs disabled: {}", network.status().message());
   }
+  std::string serial_port;
+  if (serial_vsock_wanted_) {
+    ASSIGN_OR_RETURN(serial_port, AwaitSerialPort());
+    // The host's streams arrive as unix connections from the serial link.
+    auto route = [](server::Endpoint& ep) {
+      if (ep.kind != server::Endpoint::Kind::kVsock) return;
+      ep = server::Endpoint{server::Endpoint::Kind::kUnix, 0, channel::SerialVsock::ListenPath(std::string(kSerialSocketPrefix), ep.port)};
+    };
+    RETURN_IF_ERROR(MkdirAll(std::string(kSerialSocketDir), 0700));
+    for (auto& ep : options_.listen) route(ep);
+    if (options_.forward_listen) route(*options_.forward_listen);
+  }
   server::ServerLimits limits;
   limits.max_blocking_calls = options_.max_blocking_calls;
   server::InterceptorFactories interceptors;
@@ -146,6 +165,10 @@ Status AgentProcess::Serve() {
     } else {
       kLog.Error("port-forward disabled: {}", forwarder.status().message());
     }
+  }
+  if (!serial_port.empty()) {
+    // Last: requests the host queued on the port meet listening servers.
+    ASSIGN_OR_RETURN(serial_vsock_, channel::SerialVsock::Start(serial_port, std::string(kSerialSocketPrefix)));
   }
   ready_us_ = system::BootTimeMicros();
   std::string where;
@@ -170,6 +193,22 @@ server::TokenSource AgentProcess::AgentTokenSource() const {
     while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
     return std::optional<std::string>(std::move(token));
   };
+}
+
+// The port shows up once its driver has heard from the device, a moment after
+// the module loads.
+Result<std::string> AgentProcess::AwaitSerialPort() {
+  RETURN_IF_ERROR_CTX(loader_->Load({"virtio_console"}), "capsule.vsock=serial");
+  const auto deadline = std::chrono::steady_clock::now() + kSerialPortWait;
+  for (;;) {
+    Result<std::string> port = channel::FindVirtioPort(guest_abi::kVsockSerialPortName);
+    if (port.ok() && ::access(port->c_str(), R_OK | W_OK) == 0) return port;
+    if (std::chrono::steady_clock::now() > deadline)
+      return DeadlineExceeded(fmt::format("capsule.vsock=serial: {} within {} ms",
+                                          port.ok() ? "no device node " + *port : port.status().message(),
+                                          kSerialPortWait.count()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 }
 
 void AgentProcess::SignalReady() {

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "agent/app/options.h"
+#include "agent/channel/serial_vsock.h"
 #include "agent/forward/port_forwarder.h"
 #include "agent/modules/loader.h"
 #include "agent/net/network.h"
@@ -63,6 +64,7 @@ class AgentProcess final : public server::AgentLifecycle {
   void MaybeStartDebugShell(bool wanted);
   void SignalReady();
   server::TokenSource AgentTokenSource() const;
+  Result<std::string> AwaitSerialPort();
 
   AgentOptions options_;
   AgentExtensions extensions_;
@@ -75,6 +77,9 @@ class AgentProcess final : public server::AgentLifecycle {
   std::unique_ptr<server::AgentService> service_;
   std::unique_ptr<server::AgentServer> server_;
   std::unique_ptr<forward::PortForwarder> forwarder_;
+  // Declared after the servers it feeds, so it stops first.
+  bool serial_vsock_wanted_ = false;  // capsule.vsock=serial
+  channel::SerialVsockPtr serial_vsock_;
   std::optional<ChildProcess> debug_shell_;
   std::atomic<bool> shutting_down_{false};
   std::atomic<uint64_t> ready_us_{0};

@@ -81,6 +81,11 @@ const std::map<std::string, Setter, std::less<>>& Setters() {
          if (b) s.cgroups = *b;
          return b.has_value();
        }},
+      {"vsock",
+       [](BootSettings& s, std::string_view v) {
+         s.serial_vsock = v == "serial";
+         return v == "serial" || v == "device";
+       }},
       {"fault",
        [](BootSettings& s, std::string_view v) {
          s.fault = std::string(v);

@@ -9,6 +9,9 @@
 //                                             (agent/modules/module_policy.h)
 //   capsule.debug_shell=0|1                   spawn /bin/sh on the console (debug image)
 //   capsule.cgroups=0|1                       mount cgroup2 and enable controllers (1)
+//   capsule.vsock=serial                      the host's channel is the virtio-serial port
+//                                             guest_abi::kVsockSerialPortName, not a vsock
+//                                             device (agent/channel/serial_vsock.h)
 //   capsule.fault=SPEC                        test builds only (agent/faults): make named
 //                                             RPCs hang or answer late; the production
 //                                             agent logs that it ignores it
@@ -31,6 +34,7 @@ struct BootSettings {
   std::vector<std::string> allowed_modules;  // patterns, beyond the built-in allowlist
   bool debug_shell = false;
   bool cgroups = true;
+  bool serial_vsock = false;  // capsule.vsock=serial
   // capsule.fault as given (agent/faults parses it); "" when absent.
   std::string fault;
   // Problems found while parsing (unknown key, bad value), reported once

@@ -38,9 +38,10 @@ Result<std::vector<std::string>> ParseLddOutput(std::string_view output);
 
 // Shipped but loaded only on request (CreateSandbox.kernel_modules or
 // capsule.modules=): entropy and memory balloon devices the host may add,
-// and 9p as a fallback shared filesystem.
+// 9p as a fallback shared filesystem, and virtio_console for the serial
+// vsock (capsule.vsock=serial; the agent loads it).
 inline const std::vector<std::string> kDefaultOptionalModules = {"virtio_rng", "virtio_balloon", "9pnet_virtio",
-                                                                  "9p"};
+                                                                  "9p", "virtio_console"};
 
 struct ImageInputs {
   std::string agent;  // capsule-agent binary

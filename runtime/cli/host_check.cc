@@ -15,7 +15,7 @@
 #include "runtime/common/unique_fd.h"
 #include "runtime/hypervisor/accel_probe.h"
 #include "runtime/hypervisor/qemu_probe.h"
-#include "runtime/vsock/vhost_user_vsock.h"
+#include "runtime/vsock/vsockd_vsock.h"
 #include "runtime/vsock/vsock_backend.h"
 
 namespace capsule::cli {
@@ -106,7 +106,7 @@ void CheckVsock(const config::Config& config, HostReport& r) {
       fmt::format("{} (vsock.backend: {}; {})", config::VsockBackendName(kind),
                   config::VsockBackendName(config.vsock.backend), why));
   if (kind != config::VsockBackendKind::kVhostUser) return;
-  auto path = vsock::VhostUserVsock(vsock::VsockBackendOptions{}).VsockdPath();
+  auto path = vsock::VsockdVsock(vsock::VsockBackendOptions{}).VsockdPath();
   Add(r, "capsule-vsockd", path.ok() ? Verdict::kOk : Verdict::kFail, path.ok() ? *path : path.status().message());
 }
 

@@ -17,6 +17,17 @@ inline constexpr uint32_t kAgentVsockPort = 1024;
 // through it. Same agent token handshake as the gRPC port.
 inline constexpr uint32_t kPortForwardVsockPort = 1025;
 
+// The virtio-serial port (virtserialport name=) that carries the guest's
+// vsock packets when the VM has no vsock device (vsock.backend serial, the
+// dense device set); the agent finds it under /sys/class/virtio-ports/.
+// Both ends of that link use kSerialVsockGuestCid: a point-to-point link's
+// CID names nothing.
+inline constexpr std::string_view kVsockSerialPortName = "capsule.vsock";
+// Kernel command line switch telling the agent to serve on that port; the
+// port appears a little after its driver loads, so the agent waits for it.
+inline constexpr std::string_view kSerialVsockParam = "capsule.vsock=serial";
+inline constexpr uint64_t kSerialVsockGuestCid = 3;
+
 // capsule.agent.v1 API revision reported by Agent.Version.
 inline constexpr uint32_t kAgentApiVersion = 1;
 

@@ -16,7 +16,9 @@ namespace capsule::config {
 inline constexpr const char* kDefaultPath = "/etc/capsule/config.yaml";
 
 enum class Accelerator { kAuto, kKvm, kTcg };
-enum class VsockBackendKind { kAuto, kVhost, kVhostUser };
+// kSerial: capsule-vsockd behind a virtio-serial port (QEMU-internal, so it
+// needs no shared guest RAM and migrates: the dense device set).
+enum class VsockBackendKind { kAuto, kVhost, kVhostUser, kSerial };
 
 struct HypervisorConfig {
   std::string path = "/usr/bin/qemu-system-x86_64";

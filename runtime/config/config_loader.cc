@@ -173,7 +173,8 @@ class Loader {
              {"backend", [&](auto& n, auto& k) {
                 return Enum<VsockBackendKind>(n, k, {{"auto", VsockBackendKind::kAuto},
                                                      {"vhost", VsockBackendKind::kVhost},
-                                                     {"vhost-user", VsockBackendKind::kVhostUser}},
+                                                     {"vhost-user", VsockBackendKind::kVhostUser},
+                                                     {"serial", VsockBackendKind::kSerial}},
                                               &c->vsock.backend);
               }},
          })},
@@ -272,6 +273,7 @@ std::string_view VsockBackendName(VsockBackendKind v) {
     case VsockBackendKind::kAuto: return "auto";
     case VsockBackendKind::kVhost: return "vhost";
     case VsockBackendKind::kVhostUser: return "vhost-user";
+    case VsockBackendKind::kSerial: return "serial";
   }
   return "auto";
 }

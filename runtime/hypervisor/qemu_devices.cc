@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "runtime/common/guest_abi.h"
+
 namespace capsule::hypervisor {
 namespace {
 
@@ -19,7 +21,12 @@ std::string VhostUserDriver(const Device& d) {
   return std::holds_alternative<FsShare>(d) ? "vhost-user-fs-pci" : "vhost-user-vsock-pci";
 }
 
-bool UsesChardev(const Device& d) { return IsVhostUser(d); }
+bool IsSerialVsock(const Device& d) {
+  auto* v = std::get_if<VsockDevice>(&d);
+  return v != nullptr && v->backend == VsockDevice::Backend::kSerial;
+}
+
+bool UsesChardev(const Device& d) { return ConnectsSocket(d); }
 
 bool PassesVhostFd(const Device& d) {
   auto* v = std::get_if<VsockDevice>(&d);
@@ -49,6 +56,11 @@ std::vector<std::pair<std::string, json>> DeviceProps(const Device& d, const std
     if (!vhostfd.empty()) p.emplace_back("vhostfd", vhostfd);
   } else if (auto* f = std::get_if<FsShare>(&d)) {
     p = {{"driver", VhostUserDriver(d)}, {"chardev", BackendId(d)}, {"tag", f->tag}, {"queue-size", f->queue_size}};
+  } else if (IsSerialVsock(d)) {
+    p = {{"driver", "virtserialport"},
+         {"bus", SerialBusId(d) + ".0"},
+         {"chardev", BackendId(d)},
+         {"name", std::string(guest_abi::kVsockSerialPortName)}};
   } else {
     p = {{"driver", VhostUserDriver(d)}, {"chardev", BackendId(d)}};
   }
@@ -78,6 +90,10 @@ bool IsVhostUser(const Device& d) {
   return v != nullptr && v->backend == VsockDevice::Backend::kVhostUser;
 }
 
+bool ConnectsSocket(const Device& d) { return IsVhostUser(d) || IsSerialVsock(d); }
+
+std::string SerialBusId(const Device& d) { return DeviceId(d) + "-bus"; }
+
 std::string PassedFdName(const Device& d) { return DeviceId(d) + "-fd"; }
 
 std::vector<std::string> DeviceBootArgs(const Device& d, int fd) {
@@ -88,6 +104,10 @@ std::vector<std::string> DeviceBootArgs(const Device& d, int fd) {
   } else if (UsesChardev(d)) {
     const std::string source = fd >= 0 ? fmt::format("fd={}", fd) : "path=" + SocketPath(d);
     args = {"-chardev", fmt::format("socket,id={},{}", BackendId(d), source)};
+  }
+  if (IsSerialVsock(d)) {
+    args.push_back("-device");
+    args.push_back("virtio-serial-pci,id=" + SerialBusId(d));
   }
   args.push_back("-device");
   args.push_back(OptString(DeviceProps(d, PassesVhostFd(d) && fd >= 0 ? std::to_string(fd) : "")));

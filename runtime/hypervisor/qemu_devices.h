@@ -28,6 +28,11 @@ std::string BackendId(const Device& d);
 
 // Whether the device's back end is a vhost-user socket (a chardev).
 bool IsVhostUser(const Device& d);
+// Whether the VMM reaches the back end through a unix socket we connect for
+// it (a chardev): vhost-user devices and the serial vsock.
+bool ConnectsSocket(const Device& d);
+// The serial vsock's virtio-serial-pci controller, added at boot before it.
+std::string SerialBusId(const Device& d);
 // The getfd name a hot-plug passes the device's fd under: the connected
 // vhost-user socket, or a kernel vsock device's vhost fd.
 std::string PassedFdName(const Device& d);

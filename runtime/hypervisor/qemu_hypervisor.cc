@@ -130,7 +130,7 @@ class LaunchFds {
   std::vector<UniqueFd> held_;
 };
 
-const std::string& VhostUserSocket(const Device& d) {
+const std::string& BackendSocket(const Device& d) {
   if (const auto* f = std::get_if<FsShare>(&d)) return f->socket_path;
   return std::get<VsockDevice>(d).socket_path;
 }
@@ -168,8 +168,8 @@ Result<UniqueFd> AgentTokenFile(const std::string& token, const std::optional<Vm
 Status PassBootDevices(const VmSpec& spec, DaemonOptions& d, LaunchFds& fds, QemuCommandInput& in) {
   for (const Device& dev : spec.devices) {
     const std::string& id = DeviceId(dev);
-    if (IsVhostUser(dev)) {
-      ASSIGN_OR_RETURN(UniqueFd sock, ConnectUnix(VhostUserSocket(dev), kVhostUserListenWait));
+    if (ConnectsSocket(dev)) {
+      ASSIGN_OR_RETURN(UniqueFd sock, ConnectUnix(BackendSocket(dev), kVhostUserListenWait));
       in.device_fds[id] = fds.Keep(std::move(sock));
     } else if (const auto* v = std::get_if<VsockDevice>(&dev); v != nullptr && v->vhost_fd >= 0) {
       d.keep_fds.push_back(v->vhost_fd);

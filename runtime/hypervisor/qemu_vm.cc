@@ -310,7 +310,7 @@ Status QemuVm::RunSteps(const std::vector<QmpStep>& steps) {
 // vhost-user device's socket is connected here, a kernel vsock's vhost fd
 // comes from the caller, and each goes over with getfd.
 Status QemuVm::PassDeviceFd(const Device& device) {
-  if (IsVhostUser(device)) {
+  if (ConnectsSocket(device)) {
     const auto* fs = std::get_if<FsShare>(&device);
     const std::string& path = fs != nullptr ? fs->socket_path : std::get<VsockDevice>(device).socket_path;
     ASSIGN_OR_RETURN(UniqueFd sock, ConnectUnix(path, kVhostUserListenWait));
@@ -333,6 +333,9 @@ Status QemuVm::HotplugDevice(const Device& device) {
         std::holds_alternative<FsShare>(device) || (vsock != nullptr && vsock->backend == VsockDevice::Backend::kVhostUser);
     if (record_.spec.memory_private && vhost_user)
       return FailedPrecondition(what + ": a vhost-user back end cannot see a copy-on-write guest's RAM");
+    if (vsock != nullptr && vsock->backend == VsockDevice::Backend::kSerial)
+      return FailedPrecondition(what + ": a serial vsock is part of the VM from boot (it migrates with it); it is "
+                                "not hot-pluggable");
     auto* nic = std::get_if<NetDevice>(&device);
     if (nic != nullptr && nic->fd_name.empty() && record_.vmm_uid >= 0)
       return FailedPrecondition(fmt::format("{}: QEMU runs as uid {} and cannot make a tap; pass one (PassFd, "

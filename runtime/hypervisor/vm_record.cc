@@ -86,7 +86,9 @@ json DeviceToJson(const Device& d) {
     j["mac"] = n->mac;
     j["fd_name"] = n->fd_name;
   } else if (auto* v = std::get_if<VsockDevice>(&d)) {
-    j["backend"] = v->backend == VsockDevice::Backend::kVhostKernel ? "vhost" : "vhost-user";
+    j["backend"] = v->backend == VsockDevice::Backend::kVhostKernel ? "vhost"
+                   : v->backend == VsockDevice::Backend::kSerial    ? "serial"
+                                                                    : "vhost-user";
     j["guest_cid"] = v->guest_cid;
     j["socket_path"] = v->socket_path;
   } else if (auto* f = std::get_if<FsShare>(&d)) {
@@ -113,8 +115,11 @@ Result<Device> DeviceFromJson(const Reader& r) {
     v.id = id;
     std::string backend;
     RETURN_IF_ERROR(r.Str("backend", backend));
-    if (backend != "vhost" && backend != "vhost-user") return r.Error("backend", "expected 'vhost' or 'vhost-user'");
-    v.backend = backend == "vhost" ? VsockDevice::Backend::kVhostKernel : VsockDevice::Backend::kVhostUser;
+    if (backend != "vhost" && backend != "vhost-user" && backend != "serial")
+      return r.Error("backend", "expected 'vhost', 'vhost-user' or 'serial'");
+    v.backend = backend == "vhost"    ? VsockDevice::Backend::kVhostKernel
+                : backend == "serial" ? VsockDevice::Backend::kSerial
+                                      : VsockDevice::Backend::kVhostUser;
     RETURN_IF_ERROR(r.Uint("guest_cid", v.guest_cid, false));
     RETURN_IF_ERROR(r.Str("socket_path", v.socket_path, false));
     return Device(v);

@@ -36,8 +36,11 @@ struct NetDevice {
 
 // The guest's vsock. kVhostKernel: /dev/vhost-vsock with guest_cid.
 // kVhostUser: a vhost-user-vsock back end at socket_path (it owns the CID).
+// kSerial: a virtio-serial port named capsule.vsock whose chardev is the
+// back end at socket_path (capsule-vsockd --serial-socket); QEMU emulates
+// it, so it works with private RAM and migrates, but is not hot-pluggable.
 struct VsockDevice {
-  enum class Backend { kVhostKernel, kVhostUser };
+  enum class Backend { kVhostKernel, kVhostUser, kSerial };
   std::string id;
   Backend backend = Backend::kVhostUser;
   uint32_t guest_cid = 0;

@@ -101,6 +101,8 @@ Result<hypervisor::VmSpec> BaseVmmSpec(const config::Config& config, const BootP
   s.kernel_cmdline = std::string(guest_abi::kBaseKernelCmdline);  // + hypervisor.kernel_params (the driver adds it)
   if (!config.guest.modules_allow.empty())
     s.kernel_cmdline += fmt::format(" {}={}", guest_abi::kModulesAllowParam, fmt::join(config.guest.modules_allow, ","));
+  if (config.vsock.backend == config::VsockBackendKind::kSerial)
+    s.kernel_cmdline += fmt::format(" {}", guest_abi::kSerialVsockParam);
   s.extra_kernel_params = spec.extra_kernel_params;
   ASSIGN_OR_RETURN(s.agent_token, agent_auth::NewToken());
   return s;
@@ -116,7 +118,8 @@ hypervisor::Device VsockDeviceFor(vsock::VmVsock& v) {
     const auto& inherit = v.qemu_device().inherit_fds;
     if (!inherit.empty()) d.vhost_fd = inherit.front();
   } else {
-    d.backend = hypervisor::VsockDevice::Backend::kVhostUser;
+    d.backend = v.kind() == config::VsockBackendKind::kSerial ? hypervisor::VsockDevice::Backend::kSerial
+                                                              : hypervisor::VsockDevice::Backend::kVhostUser;
     d.socket_path = v.qemu_device().chardev_path;
   }
   return d;

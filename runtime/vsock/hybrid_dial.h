@@ -1,6 +1,6 @@
 // The client side of Firecracker's hybrid vsock: connect to the VM's unix
 // socket, send "CONNECT <port>\n", read "OK <hostport>\n", then the socket
-// is a byte stream to the guest port. Used by VhostUserVsock::Dial and by
+// is a byte stream to the guest port. Used by VsockdVsock::Dial and by
 // anything that wants a raw stream (capsule-runtime, tests).
 #pragma once
 

@@ -18,10 +18,6 @@
 
 namespace capsule::vsock {
 
-// The virtserialport name both ends agree on; the guest finds its port
-// under /sys/class/virtio-ports/*/name.
-inline constexpr const char* kSerialPortName = "capsule.vsock";
-
 class SerialFrontend;
 using SerialFrontendPtr = std::unique_ptr<SerialFrontend>;
 

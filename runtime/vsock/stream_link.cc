@@ -71,6 +71,7 @@ void VsockStreamLink::OnEvents(uint32_t events) {
       in_.resize(old + (kMaxBufferedInput - pending));
       ssize_t n = ::read(fd_.get(), in_.data() + old, in_.size() - old);
       in_.resize(old + (n > 0 ? static_cast<size_t>(n) : 0));
+      if (n > 0) bytes_in_ += static_cast<uint64_t>(n);
       if (n == 0) return Lose(Unavailable("the peer closed the vsock link"));
       if (n < 0) {
         if (errno == EINTR) continue;

@@ -43,6 +43,8 @@ class VsockStreamLink {
 
   VsockMuxer& muxer() { return muxer_; }
   bool lost() const { return lost_; }
+  // Bytes read from the stream so far.
+  uint64_t bytes_in() const { return bytes_in_; }
 
  private:
   VsockStreamLink(EventLoop& loop, UniqueFd stream, VsockMuxer::Options options, LostFn on_lost);
@@ -68,6 +70,7 @@ class VsockStreamLink {
   bool pump_scheduled_ = false;
   EventLoop::TimerId pump_timer_ = 0;
   bool lost_ = false;
+  uint64_t bytes_in_ = 0;
   log::Logger log_{"vsock-link"};
 };
 

@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "runtime/vsock/kernel_vhost_vsock.h"
-#include "runtime/vsock/vhost_user_vsock.h"
+#include "runtime/vsock/vsockd_vsock.h"
 #include "runtime/vsock/vsock_state.h"
 
 namespace capsule::vsock {
@@ -44,6 +44,10 @@ std::vector<std::string> QemuVsockDevice::Args() const {
     args.push_back("-chardev");
     args.push_back("socket,id=" + QemuEscape(chardev_id) + ",path=" + QemuEscape(chardev_path));
   }
+  if (!bus_driver.empty()) {
+    args.push_back("-device");
+    args.push_back(bus_driver + ",id=" + QemuEscape(properties.front().second) + "-bus");
+  }
   std::string dev = driver;
   for (const auto& [k, v] : properties) dev += "," + k + "=" + QemuEscape(v);
   args.push_back("-device");
@@ -67,16 +71,17 @@ Result<VsockBackendPtr> MakeVsockBackend(config::VsockBackendKind wanted, const 
                                 "); load the vhost_vsock module, or set vsock.backend to 'vhost-user' or 'auto'");
     return VsockBackendPtr(new KernelVhostVsock(options));
   }
-  auto backend = std::make_unique<VhostUserVsock>(options);
+  auto backend = std::make_unique<VsockdVsock>(options, kind);
   // Fail at start-up, not at the first VM, when the daemon is missing.
-  RETURN_IF_ERROR_CTX(backend->VsockdPath().status(), "vsock backend 'vhost-user'");
+  RETURN_IF_ERROR_CTX(backend->VsockdPath().status(),
+                      "vsock backend '" + std::string(config::VsockBackendName(kind)) + "'");
   return VsockBackendPtr(std::move(backend));
 }
 
 Result<VmVsockPtr> AdoptVmVsock(const std::string& vm_dir, const VsockBackendOptions& options) {
   ASSIGN_OR_RETURN(VsockState s, ReadVsockState(vm_dir));
   if (s.backend == config::VsockBackendKind::kVhost) return KernelVhostVsock(options).Adopt(vm_dir);
-  return VhostUserVsock(options).Adopt(vm_dir);
+  return VsockdVsock(options, s.backend).Adopt(vm_dir);
 }
 
 }  // namespace capsule::vsock

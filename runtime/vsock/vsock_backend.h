@@ -5,6 +5,10 @@
 //  - vhost-user: Capsule's capsule-vsockd per VM; QEMU gets
 //                vhost-user-vsock-pci (guest RAM must be shared); the host
 //                dials the hybrid unix socket ("CONNECT <port>\n").
+//  - serial:     capsule-vsockd behind a virtio-serial port that carries
+//                vsock packets (stream_link.h); QEMU emulates the port, so
+//                guest RAM may be private and the device migrates. The
+//                guest's agent runs the other end. Never chosen by auto.
 // Per VM the backend hands out a VmVsock: the QEMU device to add and a
 // Dial(port) that returns a connected stream to that guest port. A VM's
 // vsock can be adopted by another process (warm pool) from <vm_dir>/vsock.json.
@@ -32,7 +36,10 @@ struct VmVsockSpec {
 
 // What QEMU needs for the VM's vsock device.
 struct QemuVsockDevice {
-  std::string driver;  // "vhost-user-vsock-pci" or "vhost-vsock-pci"
+  std::string driver;  // "vhost-user-vsock-pci", "vhost-vsock-pci" or "virtserialport"
+  // serial: the virtio-serial-pci controller the port sits on, added before
+  // it with id "<id>-bus" (the port then names bus=<id>-bus.0).
+  std::string bus_driver;
   std::vector<std::pair<std::string, std::string>> properties;  // in -device order, id first
   std::string chardev_id;    // vhost-user: the socket chardev QEMU connects with
   std::string chardev_path;
@@ -95,6 +102,7 @@ struct VsockBackendOptions {
 // Files a backend keeps in the VM directory.
 inline constexpr const char* kStateFile = "vsock.json";
 inline constexpr const char* kVhostUserSocketName = "vhost-vsock.sock";
+inline constexpr const char* kSerialSocketName = "vsock-serial.sock";
 inline constexpr const char* kHybridSocketName = "vsock.sock";
 inline constexpr const char* kVsockdPidName = "vsockd.pid";
 inline constexpr const char* kVsockdLogName = "vsockd.log";

@@ -41,11 +41,11 @@ class VsockMuxer {
   // link with the roles swapped (local_cid = the guest's CID, peer_cid = 2).
   struct Options {
     uint64_t peer_cid = 3;
-    uint64_t local_cid = kHostCid;
     std::string uds_path;  // hybrid socket; guest->host port P dials uds_path + "_P"
     uint32_t buf_alloc = kDefaultBufAlloc;
     std::chrono::milliseconds connect_timeout = kConnectTimeout;
     std::chrono::milliseconds close_timeout = kCloseTimeout;
+    uint64_t local_cid = kHostCid;
   };
 
   // `wants_rx` runs (on the loop) when host activity gave the guest

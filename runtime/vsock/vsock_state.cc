@@ -14,9 +14,12 @@ Status WriteVsockState(const std::string& vm_dir, const VsockState& s) {
   j["backend"] = std::string(config::VsockBackendName(s.backend));
   j["guest_cid"] = s.guest_cid;
   j["device_id"] = s.device_id;
-  if (s.backend == config::VsockBackendKind::kVhostUser) {
+  if (s.backend != config::VsockBackendKind::kVhost) {
     j["vsockd_pid"] = s.vsockd_pid;
-    j["vhost_user_socket"] = s.vhost_user_socket;
+    if (s.backend == config::VsockBackendKind::kSerial)
+      j["serial_socket"] = s.serial_socket;
+    else
+      j["vhost_user_socket"] = s.vhost_user_socket;
     j["hybrid_socket"] = s.hybrid_socket;
   }
   return WriteFileAtomic(vm_dir + "/" + kStateFile, j.dump(2) + "\n", 0600);
@@ -42,15 +45,21 @@ Result<VsockState> ReadVsockState(const std::string& vm_dir) {
     s.backend = config::VsockBackendKind::kVhost;
   } else if (backend == config::VsockBackendName(config::VsockBackendKind::kVhostUser)) {
     s.backend = config::VsockBackendKind::kVhostUser;
+  } else if (backend == config::VsockBackendName(config::VsockBackendKind::kSerial)) {
+    s.backend = config::VsockBackendKind::kSerial;
   } else {
-    return InvalidArgument(path + ": backend '" + backend + "' is not vhost or vhost-user");
+    return InvalidArgument(path + ": backend '" + backend + "' is not vhost, vhost-user or serial");
   }
   ASSIGN_OR_RETURN(s.guest_cid, num("guest_cid"));
   ASSIGN_OR_RETURN(s.device_id, str("device_id"));
-  if (s.backend == config::VsockBackendKind::kVhostUser) {
+  if (s.backend != config::VsockBackendKind::kVhost) {
     ASSIGN_OR_RETURN(uint64_t pid, num("vsockd_pid"));
     s.vsockd_pid = static_cast<pid_t>(pid);
-    ASSIGN_OR_RETURN(s.vhost_user_socket, str("vhost_user_socket"));
+    if (s.backend == config::VsockBackendKind::kSerial) {
+      ASSIGN_OR_RETURN(s.serial_socket, str("serial_socket"));
+    } else {
+      ASSIGN_OR_RETURN(s.vhost_user_socket, str("vhost_user_socket"));
+    }
     ASSIGN_OR_RETURN(s.hybrid_socket, str("hybrid_socket"));
   }
   return s;

@@ -20,25 +20,29 @@ TEST(BootSettings, DefaultsWithoutCapsuleKeys) {
 
 TEST(BootSettings, ReadsEveryKey) {
   auto s = FromLine("capsule.log=debug capsule.hostname=vm-1 capsule.modules=9p,virtio_rng "
-                    "capsule.modules_allow=sctp,can-* capsule.debug_shell capsule.cgroups=0");
+                    "capsule.modules_allow=sctp,can-* capsule.debug_shell capsule.cgroups=0 capsule.vsock=serial");
   EXPECT_EQ(s.log_level, log::Level::kDebug);
   EXPECT_EQ(s.hostname, "vm-1");
   EXPECT_EQ(s.extra_modules, (std::vector<std::string>{"9p", "virtio_rng"}));
   EXPECT_EQ(s.allowed_modules, (std::vector<std::string>{"sctp", "can-*"}));
   EXPECT_TRUE(s.debug_shell);
   EXPECT_FALSE(s.cgroups);
+  EXPECT_TRUE(s.serial_vsock);
   EXPECT_TRUE(s.warnings.empty());
+  EXPECT_FALSE(FromLine("capsule.vsock=device").serial_vsock);
+  EXPECT_TRUE(FromLine("capsule.vsock=device").warnings.empty());
 }
 
 TEST(BootSettings, BadValuesWarnAndKeepDefaults) {
   auto s = FromLine("capsule.log=loud capsule.hostname=-bad- capsule.modules=ok,no/slash capsule.cgroups=maybe "
-                    "capsule.modules_allow=ok,[abc]");
+                    "capsule.modules_allow=ok,[abc] capsule.vsock=pigeon");
   EXPECT_EQ(s.log_level, log::Level::kInfo);
   EXPECT_EQ(s.hostname, kDefaultHostname);
   EXPECT_TRUE(s.extra_modules.empty());
   EXPECT_TRUE(s.allowed_modules.empty()) << "one bad pattern drops the key";
   EXPECT_TRUE(s.cgroups);
-  ASSERT_EQ(s.warnings.size(), 5u);
+  EXPECT_FALSE(s.serial_vsock);
+  ASSERT_EQ(s.warnings.size(), 6u);
   EXPECT_NE(s.warnings[0].find("capsule.log"), std::string::npos);
   EXPECT_NE(s.warnings[0].find("loud"), std::string::npos);
 }

@@ -1,6 +1,6 @@
 // SandboxVm with every real part: QEMU (TCG here), capsule-vsockd's
 // vhost-user vsock, virtiofsd, the built guest image with capsule-agent as
-// PID 1. One VM is booted for the whole suite (a TCG cold boot costs
+// PID 1. One VM is booted per vsock back end (a TCG cold boot costs
 // 10-20 s); the cases run in order on it: agent over vsock, the virtio-fs
 // share (a file and a late bind mount), a dial to a dead port, detach and
 // adopt, a flooded console log, stop with nothing left. The failure cases
@@ -50,17 +50,40 @@ Result<std::string> ReadInGuest(SandboxVm& vm, const std::string& path) {
   return resp.data();
 }
 
-// ---- one booted VM, shared by the cases below, in order ----
+// ---- one booted VM per vsock back end, shared by the cases below, in order ----
 
+// The two capsule-vsockd back ends: vhost-user-vsock, and vsock packets on a
+// virtio-serial port (the dense device set's channel, served in the guest
+// by the agent's own muxer). Every case runs on each.
+struct VhostUserVsock {
+  static constexpr config::VsockBackendKind kBackend = config::VsockBackendKind::kVhostUser;
+  static constexpr const char* kSocket = vsock::kVhostUserSocketName;
+  static constexpr const char* kQemuDevice = "vhost-user-vsock-pci";
+};
+struct SerialVsock {
+  static constexpr config::VsockBackendKind kBackend = config::VsockBackendKind::kSerial;
+  static constexpr const char* kSocket = vsock::kSerialSocketName;
+  static constexpr const char* kQemuDevice = "virtserialport";
+};
+struct BackendName {
+  template <typename T>
+  static std::string GetName(int) {
+    return std::string(config::VsockBackendName(T::kBackend)) == "serial" ? "Serial" : "VhostUser";
+  }
+};
+
+template <typename Backend>
 class BootedVmTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     auto env = TestEnv::Create();
     ASSERT_TRUE(env.ok()) << env.status().ToString();
     env_ = std::move(*env);
+    config_ = env_->config();
+    config_.vsock.backend = Backend::kBackend;
     SandboxVmSpec spec;
     spec.id = "it-shared";
-    auto vm = SandboxVm::Boot(env_->config(), spec);
+    auto vm = SandboxVm::Boot(config_, spec);
     ASSERT_TRUE(vm.ok()) << vm.status().ToString();
     vm_ = std::move(*vm);
   }
@@ -74,15 +97,21 @@ class BootedVmTest : public ::testing::Test {
   }
 
   static inline std::unique_ptr<TestEnv> env_;
+  static inline config::Config config_;
   static inline SandboxVmPtr vm_;
 };
+using Backends = ::testing::Types<VhostUserVsock, SerialVsock>;
+TYPED_TEST_SUITE(BootedVmTest, Backends, BackendName);
 
-TEST_F(BootedVmTest, AgentAnswersCheckAndVersionOverVhostUserVsock) {
-  EXPECT_EQ(vm_->state_dir(), env_->state_dir() + "/vm/it-shared");
-  // The vhost-user back end carries it: capsule-vsockd's sockets are there.
-  EXPECT_TRUE(PathExists(vm_->state_dir() + "/" + vsock::kVhostUserSocketName));
-  EXPECT_TRUE(PathExists(vm_->state_dir() + "/" + vsock::kHybridSocketName));
-  auto agent = vm_->agent();
+TYPED_TEST(BootedVmTest, AgentAnswersCheckAndVersionThroughCapsuleVsockd) {
+  EXPECT_EQ(TestFixture::vm_->state_dir(), TestFixture::env_->state_dir() + "/vm/it-shared");
+  // capsule-vsockd carries it: its sockets are there, and QEMU has the device.
+  EXPECT_TRUE(PathExists(TestFixture::vm_->state_dir() + "/" + TypeParam::kSocket));
+  EXPECT_TRUE(PathExists(TestFixture::vm_->state_dir() + "/" + vsock::kHybridSocketName));
+  auto qemu_cmdline = ReadFile("/proc/" + std::to_string(TestFixture::vm_->vmm_pid()) + "/cmdline");
+  ASSERT_TRUE(qemu_cmdline.ok());
+  EXPECT_NE(qemu_cmdline->find(TypeParam::kQemuDevice), std::string::npos);
+  auto agent = TestFixture::vm_->agent();
   ASSERT_TRUE(agent.ok()) << agent.status().ToString();
   auto check = (*agent)->Check(milliseconds(10000));
   ASSERT_TRUE(check.ok()) << check.status().ToString();
@@ -93,50 +122,50 @@ TEST_F(BootedVmTest, AgentAnswersCheckAndVersionOverVhostUserVsock) {
   EXPECT_FALSE(version->kernel_release().empty());
   EXPECT_GT(version->ready_monotonic_us(), 0u);
 
-  const BootTimings& t = vm_->timings();
+  const BootTimings& t = TestFixture::vm_->timings();
   EXPECT_GT(t.prepare_ms, 0);
   EXPECT_GT(t.vmm_start_ms, 0);
   EXPECT_GT(t.agent_ready_ms, 0);
   EXPECT_GE(t.total_ms, t.prepare_ms + t.vmm_start_ms + t.agent_ready_ms - 1);
-  EXPECT_GT(vm_->vmm_pid(), 0);
+  EXPECT_GT(TestFixture::vm_->vmm_pid(), 0);
 }
 
-TEST_F(BootedVmTest, FilesAndLateBindMountsUnderTheShareReachTheGuest) {
-  auto agent = vm_->agent();
+TYPED_TEST(BootedVmTest, FilesAndLateBindMountsUnderTheShareReachTheGuest) {
+  auto agent = TestFixture::vm_->agent();
   ASSERT_TRUE(agent.ok()) << agent.status().ToString();
   agent::v1::CreateSandboxRequest req;
   req.set_sandbox_id("pod-it");
-  *req.add_storages() = vm_->SharedFsStorage();
+  *req.add_storages() = TestFixture::vm_->SharedFsStorage();
   Status created = (*agent)->CreateSandbox(req);
   ASSERT_TRUE(created.ok()) << created.ToString();
 
   // A file written on the host after the guest mounted the share.
-  ASSERT_TRUE(WriteFile(vm_->HostSharedPath("hello.txt"), "hello from the host\n").ok());
-  auto hello = ReadInGuest(*vm_, vm_->GuestSharedPath("hello.txt"));
+  ASSERT_TRUE(WriteFile(TestFixture::vm_->HostSharedPath("hello.txt"), "hello from the host\n").ok());
+  auto hello = ReadInGuest(*TestFixture::vm_, TestFixture::vm_->GuestSharedPath("hello.txt"));
   ASSERT_TRUE(hello.ok()) << hello.status().ToString();
   EXPECT_EQ(*hello, "hello from the host\n");
 
   // A directory bind-mounted there afterwards, as container rootfs arrive.
-  std::string src = env_->root() + "/rootfs-src";
+  std::string src = TestFixture::env_->root() + "/rootfs-src";
   ASSERT_TRUE(MkdirAll(src + "/etc").ok());
   ASSERT_TRUE(WriteFile(src + "/etc/marker", "rootfs via bind mount\n").ok());
-  std::string target = vm_->HostSharedPath("c1/rootfs");
+  std::string target = TestFixture::vm_->HostSharedPath("c1/rootfs");
   ASSERT_TRUE(MkdirAll(target).ok());
   ASSERT_EQ(::mount(src.c_str(), target.c_str(), nullptr, MS_BIND, nullptr), 0) << std::strerror(errno);
-  auto marker = ReadInGuest(*vm_, vm_->GuestSharedPath("c1/rootfs/etc/marker"));
+  auto marker = ReadInGuest(*TestFixture::vm_, TestFixture::vm_->GuestSharedPath("c1/rootfs/etc/marker"));
   EXPECT_EQ(::umount2(target.c_str(), MNT_DETACH), 0);
   ASSERT_TRUE(marker.ok()) << marker.status().ToString();
   EXPECT_EQ(*marker, "rootfs via bind mount\n");
 }
 
-TEST_F(BootedVmTest, DialToAGuestPortNobodyListensOnIsUnavailableAndHarmless) {
+TYPED_TEST(BootedVmTest, DialToAGuestPortNobodyListensOnIsUnavailableAndHarmless) {
   auto t0 = Clock::now();
-  auto fd = vm_->DialGuest(4242, milliseconds(5000));
+  auto fd = TestFixture::vm_->DialGuest(4242, milliseconds(5000));
   ASSERT_FALSE(fd.ok());
   EXPECT_EQ(fd.status().code(), Code::kUnavailable) << fd.status().ToString();
   EXPECT_NE(fd.status().message().find("4242"), std::string::npos) << fd.status().message();
   EXPECT_LT(Clock::now() - t0, milliseconds(5000)) << "a refused port must not wait for the timeout";
-  auto agent = vm_->agent();
+  auto agent = TestFixture::vm_->agent();
   ASSERT_TRUE(agent.ok());
   EXPECT_TRUE((*agent)->Check(milliseconds(10000)).ok());
 }
@@ -145,27 +174,27 @@ TEST_F(BootedVmTest, DialToAGuestPortNobodyListensOnIsUnavailableAndHarmless) {
 // serves only a stream that proves the VM's token first. The token reached
 // the guest by fw_cfg and is nowhere on QEMU's command line (any user reads
 // that); it is in vm.json, in the VM's root-only dir, for adoption.
-TEST_F(BootedVmTest, TheAgentServesOnlyAStreamThatProvesTheVmsToken) {
-  auto record_text = ReadFile(vm_->state_dir() + "/vm.json");
+TYPED_TEST(BootedVmTest, TheAgentServesOnlyAStreamThatProvesTheVmsToken) {
+  auto record_text = ReadFile(TestFixture::vm_->state_dir() + "/vm.json");
   ASSERT_TRUE(record_text.ok()) << record_text.status().ToString();
   auto record = hypervisor::VmRecordFromJson(*record_text, "vm.json");
   ASSERT_TRUE(record.ok()) << record.status().ToString();
   const std::string token = record->spec.agent_token;
   ASSERT_TRUE(agent_auth::IsWellFormedToken(token)) << "'" << token << "'";
-  auto cmdline = ReadFile("/proc/" + std::to_string(vm_->vmm_pid()) + "/cmdline");
+  auto cmdline = ReadFile("/proc/" + std::to_string(TestFixture::vm_->vmm_pid()) + "/cmdline");
   ASSERT_TRUE(cmdline.ok());
   EXPECT_EQ(cmdline->find(token), std::string::npos) << "the token is on QEMU's command line";
   EXPECT_NE(cmdline->find(std::string(guest_abi::kAgentTokenFwCfgName)), std::string::npos);
   struct stat st{};
-  ASSERT_EQ(::stat(vm_->state_dir().c_str(), &st), 0);
+  ASSERT_EQ(::stat(TestFixture::vm_->state_dir().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 077, 0u) << "the VM dir holding vm.json is open to others";
 
-  auto wrong = vm_->DialGuest(guest_abi::kAgentVsockPort, milliseconds(5000));
+  auto wrong = TestFixture::vm_->DialGuest(guest_abi::kAgentVsockPort, milliseconds(5000));
   ASSERT_TRUE(wrong.ok()) << wrong.status().ToString();
   Status denied = agent_auth::Prove(wrong->get(), *agent_auth::NewToken(), milliseconds(10000));
   EXPECT_EQ(denied.code(), Code::kPermissionDenied) << denied.ToString();
 
-  auto right = vm_->DialGuest(guest_abi::kAgentVsockPort, milliseconds(5000));
+  auto right = TestFixture::vm_->DialGuest(guest_abi::kAgentVsockPort, milliseconds(5000));
   ASSERT_TRUE(right.ok()) << right.status().ToString();
   Status proved = agent_auth::Prove(right->get(), token, milliseconds(10000));
   EXPECT_TRUE(proved.ok()) << proved.ToString();
@@ -176,24 +205,24 @@ TEST_F(BootedVmTest, TheAgentServesOnlyAStreamThatProvesTheVmsToken) {
   client->Close();
 }
 
-TEST_F(BootedVmTest, DetachThenAdoptFromANewObject) {
-  pid_t qemu = vm_->vmm_pid();
-  std::string dir = vm_->state_dir();
-  ASSERT_TRUE(vm_->Detach().ok());
-  EXPECT_EQ(vm_->agent().status().code(), Code::kFailedPrecondition);
-  vm_.reset();  // a detached VM survives its object
+TYPED_TEST(BootedVmTest, DetachThenAdoptFromANewObject) {
+  pid_t qemu = TestFixture::vm_->vmm_pid();
+  std::string dir = TestFixture::vm_->state_dir();
+  ASSERT_TRUE(TestFixture::vm_->Detach().ok());
+  EXPECT_EQ(TestFixture::vm_->agent().status().code(), Code::kFailedPrecondition);
+  TestFixture::vm_.reset();  // a detached VM survives its object
   EXPECT_FALSE(testing::ProcessesMentioning(dir).empty());
 
-  auto adopted = SandboxVm::Adopt(env_->config(), dir);
+  auto adopted = SandboxVm::Adopt(TestFixture::config_, dir);
   ASSERT_TRUE(adopted.ok()) << adopted.status().ToString();
-  vm_ = std::move(*adopted);
-  EXPECT_EQ(vm_->id(), "it-shared");
-  EXPECT_EQ(vm_->vmm_pid(), qemu);
-  auto agent = vm_->agent();
+  TestFixture::vm_ = std::move(*adopted);
+  EXPECT_EQ(TestFixture::vm_->id(), "it-shared");
+  EXPECT_EQ(TestFixture::vm_->vmm_pid(), qemu);
+  auto agent = TestFixture::vm_->agent();
   ASSERT_TRUE(agent.ok()) << agent.status().ToString();
   EXPECT_TRUE((*agent)->Check(milliseconds(10000)).ok());
   // Same guest: the file written before the hand-over is still served.
-  auto hello = ReadInGuest(*vm_, vm_->GuestSharedPath("hello.txt"));
+  auto hello = ReadInGuest(*TestFixture::vm_, TestFixture::vm_->GuestSharedPath("hello.txt"));
   ASSERT_TRUE(hello.ok()) << hello.status().ToString();
   EXPECT_EQ(*hello, "hello from the host\n");
 }
@@ -201,8 +230,8 @@ TEST_F(BootedVmTest, DetachThenAdoptFromANewObject) {
 // What a guest that floods its serial console leaves on the host's tmpfs:
 // console.log is cut back to its bound within about a second, and QEMU
 // (chardev append=on) goes on writing at the new end, not its old offset.
-TEST_F(BootedVmTest, AFloodedConsoleLogIsCutToItsBoundAndQemuGoesOnAppending) {
-  const std::string console = hypervisor::VmPaths(vm_->state_dir()).console_log();
+TYPED_TEST(BootedVmTest, AFloodedConsoleLogIsCutToItsBoundAndQemuGoesOnAppending) {
+  const std::string console = hypervisor::VmPaths(TestFixture::vm_->state_dir()).console_log();
   {
     UniqueFd fd(::open(console.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
     ASSERT_TRUE(fd) << console;
@@ -215,7 +244,7 @@ TEST_F(BootedVmTest, AFloodedConsoleLogIsCutToItsBoundAndQemuGoesOnAppending) {
   ASSERT_LE(FileSize(console).value_or(0), bound.max_bytes) << "console.log was not trimmed";
   // A failing RPC makes the agent log a warning on its console.
   const std::string probe = "/capsule-console-probe-" + std::to_string(::getpid());
-  EXPECT_FALSE(ReadInGuest(*vm_, probe).ok());
+  EXPECT_FALSE(ReadInGuest(*TestFixture::vm_, probe).ok());
   std::string text;
   deadline = Clock::now() + milliseconds(10000);
   while (Clock::now() < deadline) {
@@ -229,22 +258,23 @@ TEST_F(BootedVmTest, AFloodedConsoleLogIsCutToItsBoundAndQemuGoesOnAppending) {
   EXPECT_LE(text.size(), bound.keep_bytes + 64 * 1024);
 }
 
-TEST_F(BootedVmTest, StopPowersOffAndLeavesNothing) {
+TYPED_TEST(BootedVmTest, StopPowersOffAndLeavesNothing) {
   std::promise<hypervisor::VmExit> exited;
-  vm_->OnExit([&](const hypervisor::VmExit& e) { exited.set_value(e); });
-  std::string dir = vm_->state_dir();
-  Status st = vm_->Stop(kGraceful);
+  TestFixture::vm_->OnExit([&](const hypervisor::VmExit& e) { exited.set_value(e); });
+  std::string dir = TestFixture::vm_->state_dir();
+  Status st = TestFixture::vm_->Stop(kGraceful);
   ASSERT_TRUE(st.ok()) << st.ToString();
   auto exit = exited.get_future();
   ASSERT_EQ(exit.wait_for(milliseconds(5000)), std::future_status::ready);
   // The agent powered the guest off: QEMU saw the guest's own shutdown.
   EXPECT_NE(exit.get().reason.find("guest-shutdown"), std::string::npos);
-  EXPECT_TRUE(vm_->Stop(kGraceful).ok()) << "Stop is idempotent";
-  EXPECT_EQ(vm_->agent().status().code(), Code::kFailedPrecondition);
+  EXPECT_TRUE(TestFixture::vm_->Stop(kGraceful).ok()) << "Stop is idempotent";
+  EXPECT_EQ(TestFixture::vm_->agent().status().code(), Code::kFailedPrecondition);
   EXPECT_FALSE(PathExists(dir));
-  ExpectNothingLeft(*env_);
-  vm_.reset();
+  ExpectNothingLeft(*TestFixture::env_);
+  TestFixture::vm_.reset();
 }
+
 
 }  // namespace
 }  // namespace capsule::vm

@@ -54,6 +54,16 @@ runtime:
   EXPECT_EQ(cfg->guest.max_vcpus, GuestConfig{}.max_vcpus);
 }
 
+TEST(ConfigTest, TheSerialVsockBackendIsNamedSerial) {
+  auto cfg = LoadString("vsock:\n  backend: serial\n", "s.yaml");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  EXPECT_EQ(cfg->vsock.backend, VsockBackendKind::kSerial);
+  EXPECT_EQ(VsockBackendName(VsockBackendKind::kSerial), "serial");
+  auto bad = LoadString("vsock:\n  backend: virtio-serial\n", "s.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("serial"), std::string::npos) << bad.status().message();
+}
+
 TEST(ConfigTest, ModulesAllowTakesNamesAndGlobsAndRefusesAnythingElse) {
   auto cfg = LoadString("guest:\n  modules_allow: [sctp, \"can-*\", vcan]\n", "m.yaml");
   ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();

@@ -236,6 +236,22 @@ TEST(QemuDevicesTest, HotplugStepsForATapPassedAsAnFd) {
                                      "virtio-net-pci,netdev=eth0-be,mac=52:54:00:00:00:01,id=eth0"}));
 }
 
+// The serial vsock: its own virtio-serial controller, then the named port on
+// it whose chardev is the socket the launcher connected (an fd, as for
+// vhost-user); QEMU emulates it, so private RAM is fine, but it only exists
+// from boot.
+TEST(QemuDevicesTest, TheSerialVsockIsAControllerAndANamedPortOnAPassedSocket) {
+  Device serial = VsockDevice{"vsock0", VsockDevice::Backend::kSerial, 3, "/run/s.sock"};
+  EXPECT_FALSE(IsVhostUser(serial));
+  EXPECT_TRUE(ConnectsSocket(serial));
+  EXPECT_EQ(DeviceBootArgs(serial, 9),
+            (std::vector<std::string>{"-chardev", "socket,id=vsock0-be,fd=9", "-device", "virtio-serial-pci,id=vsock0-bus",
+                                      "-device",
+                                      "virtserialport,bus=vsock0-bus.0,chardev=vsock0-be,name=capsule.vsock,id=vsock0"}));
+  EXPECT_TRUE(ValidateDevice(serial).ok());
+  EXPECT_FALSE(ValidateDevice(VsockDevice{"vsock0", VsockDevice::Backend::kSerial, 3, "relative.sock"}).ok());
+}
+
 // A hot-plugged vhost-user device's chardev takes the socket the launcher
 // connected and passed (getfd); a kernel vsock device its vhost fd.
 TEST(QemuDevicesTest, HotplugStepsForVhostUserAndKernelVsock) {

@@ -26,7 +26,8 @@ VmRecord FullRecord() {
   r.spec.extra_kernel_params = "x=1";
   r.spec.accelerator = config::Accelerator::kTcg;
   r.spec.devices = {FsShare{"fs0", "/run/fs.sock", "tag", 512},
-                    VsockDevice{"vsock0", VsockDevice::Backend::kVhostKernel, 9, ""}};
+                    VsockDevice{"vsock0", VsockDevice::Backend::kVhostKernel, 9, ""},
+                    VsockDevice{"vsock2", VsockDevice::Backend::kSerial, 3, "/run/s.sock"}};
   r.spec.console_log = "/run/capsule/vm/pod-1/console.log";
   r.spec.start_paused = true;
   r.spec.hotplug_slots = 3;
@@ -59,6 +60,8 @@ TEST(VmSpecTest, CopyOnWriteRamWithOnlyMigratableDevicesPasses) {
   s.memory_private = true;
   s.devices = {VsockDevice{"v", VsockDevice::Backend::kVhostKernel, 9, ""}};
   EXPECT_TRUE(ValidateVmSpec(s).ok()) << ValidateVmSpec(s).ToString();
+  s.devices = {VsockDevice{"v", VsockDevice::Backend::kSerial, 3, "/run/s.sock"}};
+  EXPECT_TRUE(ValidateVmSpec(s).ok()) << "a serial vsock lives in QEMU: " << ValidateVmSpec(s).ToString();
 }
 
 TEST(VmRecordTest, RecordWithoutFdNameStillReads) {
@@ -89,7 +92,7 @@ TEST(VmRecordTest, ErrorsNameTheFieldAndFile) {
       {[](json& x) { x["vmm"].erase("pid"); }, "/s/vm.json: field 'vmm.pid': missing"},
       {[](json& x) { x["version"] = 99; }, "/s/vm.json: field 'version': format 99 is not supported (this build reads 1)"},
       {[](json& x) { x["spec"]["devices"][0]["kind"] = "gpu"; }, "field 'spec.devices[0].kind': unknown device kind 'gpu'"},
-      {[](json& x) { x["hotplugged"][1]["backend"] = "x"; }, "field 'hotplugged[1].backend': expected 'vhost' or 'vhost-user'"},
+      {[](json& x) { x["hotplugged"][1]["backend"] = "x"; }, "field 'hotplugged[1].backend': expected 'vhost', 'vhost-user' or 'serial'"},
       {[](json& x) { x["accelerator"] = "hvf"; }, "field 'accelerator': expected kvm or tcg"},
       {[](json& x) { x["spec"]["extra_args"] = {1}; }, "field 'spec.extra_args': expected an array of strings"},
       {[](json& x) { x["spec"]["agent_token"] = "ABC"; }, "field 'spec.agent_token': expected 64 lowercase hex digits"},

@@ -13,7 +13,7 @@
 #include "runtime/common/file_util.h"
 #include "runtime/common/subprocess.h"
 #include "runtime/vsock/kernel_vhost_vsock.h"
-#include "runtime/vsock/vhost_user_vsock.h"
+#include "runtime/vsock/vsockd_vsock.h"
 #include "runtime/vsock/vsock_backend.h"
 #include "runtime/vsock/vsock_state.h"
 #include "tests/runtime/vsock/fake_driver.h"
@@ -130,7 +130,7 @@ TEST_F(VsockBackendTest, BrokenStateFilesNameTheProblem) {
 }
 
 TEST_F(VsockBackendTest, VhostUserPrepareRejectsBadSpecs) {
-  VhostUserVsock b(options_);
+  VsockdVsock b(options_);
   EXPECT_FALSE(b.Prepare({dir_->Join("missing"), 0, "vsock0"}).ok());
   EXPECT_FALSE(b.Prepare({dir_->path(), 2, "vsock0"}).ok()) << "cid 2 is the host";
   EXPECT_FALSE(b.Prepare({dir_->path(), 0, "9bad"}).ok());
@@ -143,10 +143,10 @@ TEST_F(VsockBackendTest, VhostUserPrepareRejectsBadSpecs) {
 }
 
 TEST_F(VsockBackendTest, VhostUserPrepareStartsTheDaemonAndShutdownCleansUp) {
-  VhostUserVsock b(options_);
+  VsockdVsock b(options_);
   auto vm = b.Prepare({dir_->path(), 0, "vsock0"});
   ASSERT_TRUE(vm.ok()) << vm.status().ToString();
-  auto* v = static_cast<VhostUserVmVsock*>(vm->get());
+  auto* v = static_cast<VsockdVmVsock*>(vm->get());
   EXPECT_EQ(v->guest_cid(), 3u);
   EXPECT_TRUE(Exists(dir_->Join(kVhostUserSocketName)));
   EXPECT_TRUE(Exists(dir_->Join(kHybridSocketName)));
@@ -173,8 +173,45 @@ TEST_F(VsockBackendTest, VhostUserPrepareStartsTheDaemonAndShutdownCleansUp) {
   EXPECT_NE(log.find("stopped; sockets removed"), std::string::npos) << log;
 }
 
+// The serial back end: the same daemon on a virtio-serial port's socket,
+// QEMU's port device named for the agent, no shared RAM, and one CID for
+// every VM (the link is point to point). Adoption goes by vsock.json.
+TEST_F(VsockBackendTest, SerialPrepareStartsTheDaemonOnThePortSocketAndIsAdoptable) {
+  auto b = MakeVsockBackend(VsockBackendKind::kSerial, options_);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ((*b)->kind(), VsockBackendKind::kSerial);
+  auto vm = (*b)->Prepare({dir_->path(), 42, "vsock0"});
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  auto* v = static_cast<VsockdVmVsock*>(vm->get());
+  EXPECT_EQ(v->guest_cid(), 3u) << "a serial link's CID names nothing: always 3";
+  EXPECT_TRUE(Exists(dir_->Join(kSerialSocketName)));
+  EXPECT_FALSE(Exists(dir_->Join(kVhostUserSocketName)));
+  EXPECT_EQ(v->qemu_device().Args(),
+            (std::vector<std::string>{"-chardev", "socket,id=vsock0-chr,path=" + dir_->Join(kSerialSocketName),
+                                      "-device", "virtio-serial-pci,id=vsock0-bus", "-device",
+                                      "virtserialport,id=vsock0,bus=vsock0-bus.0,chardev=vsock0-chr,name=capsule.vsock"}));
+  EXPECT_FALSE(v->qemu_device().needs_shared_memory);
+  auto cmdline = ReadFile("/proc/" + std::to_string(v->vsockd_pid()) + "/cmdline");
+  ASSERT_TRUE(cmdline.ok());
+  EXPECT_NE(cmdline->find("--serial-socket"), std::string::npos);
+  // No VM port attached yet: a dial fails fast.
+  auto early = v->Dial(kAgentPort, std::chrono::seconds(5));
+  EXPECT_EQ(early.status().code(), Code::kUnavailable) << early.status().ToString();
+
+  (*vm)->Detach();
+  pid_t pid = v->vsockd_pid();
+  vm->reset();
+  auto adopted = AdoptVmVsock(dir_->path(), options_);
+  ASSERT_TRUE(adopted.ok()) << adopted.status().ToString();
+  EXPECT_EQ((*adopted)->kind(), VsockBackendKind::kSerial);
+  EXPECT_TRUE((*adopted)->Shutdown(std::chrono::seconds(2)).ok());
+  EXPECT_FALSE(Alive(pid));
+  for (const char* f : {kSerialSocketName, kHybridSocketName, kVsockdPidName, kStateFile})
+    EXPECT_FALSE(Exists(dir_->Join(f))) << f;
+}
+
 TEST_F(VsockBackendTest, DialReachesTheGuestThroughTheDaemon) {
-  VhostUserVsock b(options_);
+  VsockdVsock b(options_);
   auto vm = b.Prepare({dir_->path(), 7, "vsock0"});
   ASSERT_TRUE(vm.ok()) << vm.status().ToString();
   auto drv = FakeDriver::Connect(dir_->Join(kVhostUserSocketName));
@@ -206,10 +243,10 @@ TEST_F(VsockBackendTest, DialReachesTheGuestThroughTheDaemon) {
 TEST_F(VsockBackendTest, DetachedDaemonIsAdoptedAndStoppedByAnotherOwner) {
   pid_t pid;
   {
-    VhostUserVsock b(options_);
+    VsockdVsock b(options_);
     auto vm = b.Prepare({dir_->path(), 0, "vsock0"});
     ASSERT_TRUE(vm.ok()) << vm.status().ToString();
-    pid = static_cast<VhostUserVmVsock*>(vm->get())->vsockd_pid();
+    pid = static_cast<VsockdVmVsock*>(vm->get())->vsockd_pid();
     (*vm)->Detach();
   }
   EXPECT_TRUE(Alive(pid)) << "detaching leaves it running";
@@ -231,10 +268,10 @@ TEST_F(VsockBackendTest, DetachedDaemonIsAdoptedAndStoppedByAnotherOwner) {
 TEST_F(VsockBackendTest, AdoptRefusesADeadDaemon) {
   pid_t pid;
   {
-    VhostUserVsock b(options_);
+    VsockdVsock b(options_);
     auto vm = b.Prepare({dir_->path(), 0, "vsock0"});
     ASSERT_TRUE(vm.ok());
-    pid = static_cast<VhostUserVmVsock*>(vm->get())->vsockd_pid();
+    pid = static_cast<VsockdVmVsock*>(vm->get())->vsockd_pid();
     (*vm)->Detach();
   }
   auto pidfd = OpenPidfd(pid);
@@ -250,10 +287,10 @@ TEST_F(VsockBackendTest, AdoptRefusesADeadDaemon) {
 TEST_F(VsockBackendTest, DestroyingTheOwnerStopsTheDaemon) {
   pid_t pid;
   {
-    VhostUserVsock b(options_);
+    VsockdVsock b(options_);
     auto vm = b.Prepare({dir_->path(), 0, "vsock0"});
     ASSERT_TRUE(vm.ok());
-    pid = static_cast<VhostUserVmVsock*>(vm->get())->vsockd_pid();
+    pid = static_cast<VsockdVmVsock*>(vm->get())->vsockd_pid();
   }
   EXPECT_FALSE(Alive(pid));
   EXPECT_FALSE(Exists(dir_->Join(kVhostUserSocketName)));

@@ -12,7 +12,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/vsock/unix_socket.h"
-#include "runtime/vsock/vhost_user_vsock.h"
+#include "runtime/vsock/vsockd_vsock.h"
 #include "tests/runtime/vsock/qemu_harness.h"
 #include "tests/runtime/vsock/test_harness.h"
 
@@ -39,14 +39,14 @@ class VsockQemuTest : public ::testing::Test {
     ASSERT_TRUE(d.ok());
     dir_ = std::make_unique<TempDir>(std::move(*d));
     VsockBackendOptions o;
-    auto vm = VhostUserVsock(o).Prepare({dir_->path(), 0, "vsock0"});
+    auto vm = VsockdVsock(o).Prepare({dir_->path(), 0, "vsock0"});
     ASSERT_TRUE(vm.ok()) << vm.status().ToString();
     vsock_ = std::move(*vm);
   }
 
   // QMP quit; QEMU exits 0, then capsule-vsockd follows and removes its files.
   void QuitAndExpectCleanStop(Qmp& qmp, QemuVm& qemu) {
-    pid_t vsockd = static_cast<VhostUserVmVsock*>(vsock_.get())->vsockd_pid();
+    pid_t vsockd = static_cast<VsockdVmVsock*>(vsock_.get())->vsockd_pid();
     (void)qmp.Execute("quit");
     auto st = qemu.process.Wait(std::chrono::seconds(20));
     ASSERT_TRUE(st.ok()) << st.status().ToString();

@@ -1,7 +1,7 @@
 // Starting, adopting and stopping capsule-vsockd for a VM. The daemon says
 // READY on a pipe once both its sockets accept, so QEMU (a socket client)
 // can start right after Prepare returns.
-#include "runtime/vsock/vhost_user_vsock.h"
+#include "runtime/vsock/vsockd_vsock.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -16,6 +16,7 @@
 
 #include "runtime/common/daemon.h"
 #include "runtime/common/file_util.h"
+#include "runtime/common/guest_abi.h"
 #include "runtime/common/subprocess.h"
 #include "runtime/vsock/hybrid_dial.h"
 #include "runtime/vsock/vsock_service.h"
@@ -62,8 +63,18 @@ std::string LogTail(const std::string& path) {
 
 QemuVsockDevice DeviceFor(const VsockState& s) {
   QemuVsockDevice d;
-  d.driver = "vhost-user-vsock-pci";
   d.chardev_id = s.device_id + "-chr";
+  if (s.backend == config::VsockBackendKind::kSerial) {
+    d.driver = "virtserialport";
+    d.bus_driver = "virtio-serial-pci";
+    d.chardev_path = s.serial_socket;
+    d.properties = {{"id", s.device_id},
+                    {"bus", s.device_id + "-bus.0"},
+                    {"chardev", d.chardev_id},
+                    {"name", std::string(guest_abi::kVsockSerialPortName)}};
+    return d;
+  }
+  d.driver = "vhost-user-vsock-pci";
   d.chardev_path = s.vhost_user_socket;
   d.properties = {{"id", s.device_id}, {"chardev", d.chardev_id}};
   d.needs_shared_memory = true;
@@ -88,7 +99,7 @@ Status WaitReady(int ready, int pidfd, std::chrono::milliseconds timeout, const 
 
 }  // namespace
 
-Result<std::string> VhostUserVsock::VsockdPath() const {
+Result<std::string> VsockdVsock::VsockdPath() const {
   if (!options_.vsockd_path.empty()) {
     if (Executable(options_.vsockd_path)) return options_.vsockd_path;
     return NotFound("capsule-vsockd at " + options_.vsockd_path + " is missing or not executable");
@@ -107,20 +118,23 @@ Result<std::string> VhostUserVsock::VsockdPath() const {
   return NotFound("capsule-vsockd not found (tried " + list + "); set CAPSULE_VSOCKD");
 }
 
-Result<VmVsockPtr> VhostUserVsock::Prepare(const VmVsockSpec& spec) {
+Result<VmVsockPtr> VsockdVsock::Prepare(const VmVsockSpec& spec) {
   struct stat st{};
   if (::stat(spec.vm_dir.c_str(), &st) != 0) return ErrnoStatus("vsock: VM directory " + spec.vm_dir);
   if (!S_ISDIR(st.st_mode)) return InvalidArgument("vsock: " + spec.vm_dir + " is not a directory");
   RETURN_IF_ERROR(CheckDeviceId(spec.device_id));
   VsockState s;
-  s.backend = config::VsockBackendKind::kVhostUser;
-  s.guest_cid = spec.guest_cid == 0 ? kMinGuestCid : spec.guest_cid;
+  s.backend = kind_;
+  const bool serial = kind_ == config::VsockBackendKind::kSerial;
+  // A serial link joins one guest to one host: its CID names nothing.
+  s.guest_cid = serial ? guest_abi::kSerialVsockGuestCid : spec.guest_cid == 0 ? kMinGuestCid : spec.guest_cid;
   if (s.guest_cid < kMinGuestCid || s.guest_cid > kMaxGuestCid)
     return InvalidArgument(fmt::format("vsock: guest cid {} outside {}..{}", s.guest_cid, kMinGuestCid, kMaxGuestCid));
   s.device_id = spec.device_id;
-  s.vhost_user_socket = spec.vm_dir + "/" + kVhostUserSocketName;
+  (serial ? s.serial_socket : s.vhost_user_socket) =
+      spec.vm_dir + "/" + (serial ? kSerialSocketName : kVhostUserSocketName);
   s.hybrid_socket = spec.vm_dir + "/" + kHybridSocketName;
-  RETURN_IF_ERROR(CheckSocketPath(s.vhost_user_socket, 0));
+  RETURN_IF_ERROR(CheckSocketPath(serial ? s.serial_socket : s.vhost_user_socket, 0));
   RETURN_IF_ERROR(CheckSocketPath(s.hybrid_socket, kPortSuffixMax));
   ASSIGN_OR_RETURN(std::string bin, VsockdPath());
 
@@ -131,7 +145,8 @@ Result<VmVsockPtr> VhostUserVsock::Prepare(const VmVsockSpec& spec) {
   UniqueFd log_fd(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   if (!log_fd) return ErrnoStatus("open " + log_path);
   DaemonOptions d;
-  d.argv = {bin, "--vhost-user-socket", s.vhost_user_socket, "--uds-path", s.hybrid_socket, "--guest-cid",
+  d.argv = {bin, serial ? "--serial-socket" : "--vhost-user-socket", serial ? s.serial_socket : s.vhost_user_socket,
+            "--uds-path", s.hybrid_socket, "--guest-cid",
             std::to_string(s.guest_cid), "--ready-fd", std::to_string(ready_w.get()), "--pid-file",
             spec.vm_dir + "/" + kVsockdPidName, "--log-level", std::string(log::LevelName(options_.vsockd_log_level))};
   d.stdout_fd = log_fd.get();
@@ -141,18 +156,18 @@ Result<VmVsockPtr> VhostUserVsock::Prepare(const VmVsockSpec& spec) {
   ready_w.reset();
   s.vsockd_pid = daemon.pid;
   // From here on the object owns the daemon: its destructor stops it.
-  auto vsock = std::make_unique<VhostUserVmVsock>(s, spec.vm_dir, std::move(daemon.pidfd));
+  auto vsock = std::make_unique<VsockdVmVsock>(s, spec.vm_dir, std::move(daemon.pidfd));
   Status ready = WaitReady(ready_r.get(), vsock->vsockd_pidfd(), options_.start_timeout, log_path);
   if (!ready.ok()) return ready.WithContext("start capsule-vsockd for " + spec.vm_dir);
   RETURN_IF_ERROR(WriteVsockState(spec.vm_dir, s));
   return VmVsockPtr(std::move(vsock));
 }
 
-Result<VmVsockPtr> VhostUserVsock::Adopt(const std::string& vm_dir) {
+Result<VmVsockPtr> VsockdVsock::Adopt(const std::string& vm_dir) {
   ASSIGN_OR_RETURN(VsockState s, ReadVsockState(vm_dir));
-  if (s.backend != config::VsockBackendKind::kVhostUser)
+  if (s.backend != kind_)
     return FailedPrecondition(vm_dir + ": vsock backend is " + std::string(config::VsockBackendName(s.backend)) +
-                              ", not vhost-user");
+                              ", not " + std::string(config::VsockBackendName(kind_)));
   Result<UniqueFd> pidfd = OpenPidfd(s.vsockd_pid);
   if (!pidfd.ok())
     return Unavailable(fmt::format("capsule-vsockd (pid {}) of {} is not running", s.vsockd_pid, vm_dir));
@@ -160,31 +175,31 @@ Result<VmVsockPtr> VhostUserVsock::Adopt(const std::string& vm_dir) {
   Result<std::string> cmdline = ReadFile(fmt::format("/proc/{}/cmdline", s.vsockd_pid));
   if (!cmdline.ok() || cmdline->find(s.hybrid_socket) == std::string::npos)
     return FailedPrecondition(fmt::format("pid {} is not the capsule-vsockd of {}", s.vsockd_pid, vm_dir));
-  return VmVsockPtr(new VhostUserVmVsock(s, vm_dir, std::move(*pidfd)));
+  return VmVsockPtr(new VsockdVmVsock(s, vm_dir, std::move(*pidfd)));
 }
 
-VhostUserVmVsock::VhostUserVmVsock(VsockState state, std::string vm_dir, UniqueFd pidfd)
+VsockdVmVsock::VsockdVmVsock(VsockState state, std::string vm_dir, UniqueFd pidfd)
     : state_(std::move(state)), vm_dir_(std::move(vm_dir)), device_(DeviceFor(state_)), pidfd_(std::move(pidfd)) {}
 
-VhostUserVmVsock::~VhostUserVmVsock() {
+VsockdVmVsock::~VsockdVmVsock() {
   if (!detached_ && !stopped_) (void)Shutdown(kDefaultGrace);
 }
 
-Result<UniqueFd> VhostUserVmVsock::Dial(uint32_t port, std::chrono::milliseconds timeout) const {
+Result<UniqueFd> VsockdVmVsock::Dial(uint32_t port, std::chrono::milliseconds timeout) const {
   ASSIGN_OR_RETURN(HybridStream s, DialHybrid(state_.hybrid_socket, port, timeout));
   return std::move(s.fd);
 }
 
-std::string VhostUserVmVsock::HostListenPath(uint32_t port) const {
+std::string VsockdVmVsock::HostListenPath(uint32_t port) const {
   return state_.hybrid_socket + "_" + std::to_string(port);
 }
 
-bool VhostUserVmVsock::DaemonExited(std::chrono::milliseconds wait) {
+bool VsockdVmVsock::DaemonExited(std::chrono::milliseconds wait) {
   pollfd p{pidfd_.get(), POLLIN, 0};
   return ::poll(&p, 1, static_cast<int>(wait.count())) > 0;
 }
 
-Status VhostUserVmVsock::Shutdown(std::chrono::milliseconds grace) {
+Status VsockdVmVsock::Shutdown(std::chrono::milliseconds grace) {
   if (stopped_) return Status::Ok();
   stopped_ = true;
   auto signal = [&](int sig) { (void)::syscall(SYS_pidfd_send_signal, pidfd_.get(), sig, nullptr, 0); };
@@ -202,13 +217,14 @@ Status VhostUserVmVsock::Shutdown(std::chrono::milliseconds grace) {
   return result;
 }
 
-void VhostUserVmVsock::RemoveFiles() {
+void VsockdVmVsock::RemoveFiles() {
   // A clean exit removed the sockets and pid file already; a killed one did not.
-  for (const std::string& p : {state_.vhost_user_socket, state_.hybrid_socket, vm_dir_ + "/" + kVsockdPidName,
+  for (const std::string& p : {state_.vhost_user_socket, state_.serial_socket, state_.hybrid_socket,
+                               vm_dir_ + "/" + kVsockdPidName,
                                vm_dir_ + "/" + kStateFile})
-    ::unlink(p.c_str());
+    if (!p.empty()) ::unlink(p.c_str());
 }
 
-void VhostUserVmVsock::Detach() { detached_ = true; }
+void VsockdVmVsock::Detach() { detached_ = true; }
 
 }  // namespace capsule::vsock

@@ -1,9 +1,11 @@
-// VhostUserVsock: the VsockBackend for hosts without /dev/vhost-vsock. Each
-// VM gets its own capsule-vsockd (started here, in its own session so it
-// outlives the starter), QEMU connects its vhost-user-vsock-pci to the
+// VsockdVsock: the VsockBackends served by capsule-vsockd, for hosts
+// without /dev/vhost-vsock. Each VM gets its own capsule-vsockd (started
+// here, in its own session so it outlives the starter); QEMU connects its
+// vhost-user-vsock-pci (kVhostUser) or its virtserialport (kSerial) to the
 // daemon's socket, and host programs dial the VM's hybrid socket.
-// Files in the VM directory: vhost-vsock.sock (QEMU), vsock.sock (hybrid;
-// guest->host port P: vsock.sock_P), vsockd.pid, vsockd.log, vsock.json.
+// Files in the VM directory: vhost-vsock.sock or vsock-serial.sock (QEMU),
+// vsock.sock (hybrid; guest->host port P: vsock.sock_P), vsockd.pid,
+// vsockd.log, vsock.json.
 #pragma once
 
 #include <optional>
@@ -15,11 +17,13 @@
 
 namespace capsule::vsock {
 
-class VhostUserVsock : public VsockBackend {
+class VsockdVsock : public VsockBackend {
  public:
-  explicit VhostUserVsock(VsockBackendOptions options) : options_(std::move(options)) {}
+  // `kind`: kVhostUser or kSerial.
+  explicit VsockdVsock(VsockBackendOptions options, config::VsockBackendKind kind = config::VsockBackendKind::kVhostUser)
+      : options_(std::move(options)), kind_(kind) {}
 
-  config::VsockBackendKind kind() const override { return config::VsockBackendKind::kVhostUser; }
+  config::VsockBackendKind kind() const override { return kind_; }
   Result<VmVsockPtr> Prepare(const VmVsockSpec& spec) override;
   Result<VmVsockPtr> Adopt(const std::string& vm_dir) override;
 
@@ -28,17 +32,18 @@ class VhostUserVsock : public VsockBackend {
 
  private:
   VsockBackendOptions options_;
+  config::VsockBackendKind kind_;
 };
 
 // One VM's vhost-user vsock: the daemon (double-forked by SpawnDaemon, or
 // adopted; either way held by a pidfd, never our child, so a process that
 // detaches VMs keeps no zombies) and its sockets.
-class VhostUserVmVsock : public VmVsock {
+class VsockdVmVsock : public VmVsock {
  public:
-  VhostUserVmVsock(VsockState state, std::string vm_dir, UniqueFd pidfd);
-  ~VhostUserVmVsock() override;
+  VsockdVmVsock(VsockState state, std::string vm_dir, UniqueFd pidfd);
+  ~VsockdVmVsock() override;
 
-  config::VsockBackendKind kind() const override { return config::VsockBackendKind::kVhostUser; }
+  config::VsockBackendKind kind() const override { return state_.backend; }
   uint64_t guest_cid() const override { return state_.guest_cid; }
   const QemuVsockDevice& qemu_device() const override { return device_; }
   Result<UniqueFd> Dial(uint32_t port, std::chrono::milliseconds timeout) const override;

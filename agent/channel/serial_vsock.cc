@@ -1,0 +1,93 @@
+// The port stays ours for the VM's life. A lost link (the host end closed
+// or sent garbage) closes every stream; the port is opened again after a
+// pause, as the host may come back (a restored clone's QEMU connects its
+// own back end before the guest runs, so a clone never sees that gap).
+#include "agent/channel/serial_vsock.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+
+#include <fmt/format.h>
+
+#include "runtime/common/file_util.h"
+#include "runtime/common/guest_abi.h"
+#include "runtime/vsock/vsock_packet.h"
+
+namespace capsule::agent::channel {
+namespace {
+
+constexpr std::chrono::milliseconds kReattachPause{100};
+
+}  // namespace
+
+Result<std::string> FindVirtioPort(std::string_view name, const std::string& sys_dir, const std::string& dev_dir) {
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(sys_dir.c_str()), ::closedir);
+  if (!dir) return NotFound(fmt::format("no virtio-serial port named {}: {} cannot be read", name, sys_dir));
+  while (dirent* e = ::readdir(dir.get())) {
+    std::string_view port = e->d_name;
+    if (port.empty() || port[0] == '.') continue;
+    Result<std::string> text = ReadFile(fmt::format("{}/{}/name", sys_dir, port));
+    if (!text.ok()) continue;
+    std::string_view got = *text;
+    while (!got.empty() && (got.back() == '\n' || got.back() == '\0')) got.remove_suffix(1);
+    if (got == name) return fmt::format("{}/{}", dev_dir, port);
+  }
+  return NotFound(fmt::format("no virtio-serial port named {} under {}", name, sys_dir));
+}
+
+std::string SerialVsock::ListenPath(const std::string& socket_prefix, uint32_t port) {
+  return fmt::format("{}_{}", socket_prefix, port);
+}
+
+Result<SerialVsockPtr> SerialVsock::Start(std::string port, std::string socket_prefix) {
+  ASSIGN_OR_RETURN(vsock::EventLoopPtr loop, vsock::EventLoop::Create());
+  SerialVsockPtr sv(new SerialVsock(std::move(port), std::move(socket_prefix), std::move(loop)));
+  RETURN_IF_ERROR(sv->Attach());
+  SerialVsock* self = sv.get();
+  sv->thread_ = std::thread([self] {
+    Status s = self->loop_->Run();
+    if (!s.ok()) self->log_.Error("event loop: {}", s.ToString());
+  });
+  return sv;
+}
+
+SerialVsock::~SerialVsock() {
+  if (thread_.joinable()) {
+    loop_->Stop();
+    thread_.join();
+  }
+  link_.reset();
+}
+
+Status SerialVsock::Attach() {
+  UniqueFd fd(::open(port_.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY));
+  if (!fd) return ErrnoStatus("open the vsock port " + port_);
+  vsock::VsockMuxer::Options o;
+  o.local_cid = guest_abi::kSerialVsockGuestCid;
+  o.peer_cid = vsock::kHostCid;
+  o.uds_path = prefix_;
+  ASSIGN_OR_RETURN(link_, vsock::VsockStreamLink::Start(*loop_, std::move(fd), o, [this](const Status& why) {
+                     // While no host end is connected every open ends at once:
+                     // say so once, not every pause.
+                     if (link_ && link_->bytes_in() > 0)
+                       log_.Warn("host link on {} lost: {}; opening it again", port_, why.message());
+                     else
+                       log_.Debug("host link on {}: {}", port_, why.message());
+                     Reattach();
+                   }));
+  log_.Info("host streams on {} go to {}_<port>", port_, prefix_);
+  return Status::Ok();
+}
+
+void SerialVsock::Reattach() {
+  link_.reset();
+  loop_->AddTimer(vsock::EventLoop::Clock::now() + kReattachPause, [this] {
+    Status s = Attach();
+    if (!s.ok()) {
+      log_.Error("{}", s.ToString());
+      Reattach();
+    }
+  });
+}
+
+}  // namespace capsule::agent::channel

@@ -1,0 +1,51 @@
+// Finding the serial vsock's port by name, as the agent does at boot, on a
+// sysfs-shaped tree (the real one is exercised by sandbox_vm_test's serial
+// VM, where the agent serves through it; the link itself by the vsock
+// tests, with both ends real).
+#include "agent/channel/serial_vsock.h"
+
+#include <gtest/gtest.h>
+
+#include "runtime/common/file_util.h"
+
+namespace capsule::agent::channel {
+namespace {
+
+TEST(FindVirtioPortTest, FindsThePortByItsNameAmongOthers) {
+  auto dir = TempDir::Create("virtio-ports");
+  ASSERT_TRUE(dir.ok());
+  ASSERT_TRUE(MkdirAll(dir->Join("vport0p0")).ok());
+  ASSERT_TRUE(WriteFile(dir->Join("vport0p0/name"), "org.qemu.guest_agent.0\n").ok());
+  ASSERT_TRUE(MkdirAll(dir->Join("vport1p1")).ok());
+  ASSERT_TRUE(WriteFile(dir->Join("vport1p1/name"), "capsule.vsock\n").ok());
+  ASSERT_TRUE(MkdirAll(dir->Join("vport1p2")).ok());  // a port without a name file
+  auto port = FindVirtioPort("capsule.vsock", dir->path(), "/dev");
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  EXPECT_EQ(*port, "/dev/vport1p1");
+}
+
+TEST(FindVirtioPortTest, APrefixOrAMissingTreeIsNotFoundAndSaysWhatWasLookedFor) {
+  auto dir = TempDir::Create("virtio-ports");
+  ASSERT_TRUE(dir.ok());
+  ASSERT_TRUE(MkdirAll(dir->Join("vport0p1")).ok());
+  ASSERT_TRUE(WriteFile(dir->Join("vport0p1/name"), "capsule.vsock.old\n").ok());
+  auto port = FindVirtioPort("capsule.vsock", dir->path());
+  ASSERT_FALSE(port.ok());
+  EXPECT_EQ(port.status().code(), Code::kNotFound);
+  EXPECT_NE(port.status().message().find("capsule.vsock"), std::string::npos);
+  auto none = FindVirtioPort("capsule.vsock", dir->Join("absent"));
+  EXPECT_EQ(none.status().code(), Code::kNotFound);
+}
+
+TEST(SerialVsockTest, ListenPathsFollowTheMuxersPortConvention) {
+  EXPECT_EQ(SerialVsock::ListenPath("/run/capsule-agent/vsock", 1024), "/run/capsule-agent/vsock_1024");
+}
+
+TEST(SerialVsockTest, APortThatCannotBeOpenedIsAnErrorNamingIt) {
+  auto sv = SerialVsock::Start("/nonexistent/vport9p9", "/tmp/x");
+  ASSERT_FALSE(sv.ok());
+  EXPECT_NE(sv.status().message().find("/nonexistent/vport9p9"), std::string::npos) << sv.status().message();
+}
+
+}  // namespace
+}  // namespace capsule::agent::channel

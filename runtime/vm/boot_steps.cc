@@ -29,8 +29,7 @@ const log::Logger kLog("vm");
 constexpr size_t kConsoleTailBytes = 3000;
 // How long a VMM whose exit fd fired may take to report its exit (QMP's last events).
 constexpr milliseconds kExitReportWait{3000};
-// The VM's device ids.
-constexpr const char* kVsockDeviceId = "vsock0";
+// The VM's device ids (kVsockDeviceId: boot_steps.h).
 constexpr const char* kFsDeviceId = "fs0";
 
 Status CheckFile(const std::string& path, std::string_view key) {

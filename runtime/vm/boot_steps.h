@@ -42,6 +42,15 @@ Result<hypervisor::NetDevice> BootNicDevice();
 // adds devices and the RAM backing.
 Result<hypervisor::VmSpec> BaseVmmSpec(const config::Config& config, const BootPlan& plan, const SandboxVmSpec& spec);
 
+// The QEMU id of every VM's vsock device (template and clone agree on it).
+inline constexpr const char* kVsockDeviceId = "vsock0";
+// Whether the vsock device is in a template from its boot and migrates into
+// each clone (serial), or is hot-plugged into each clone after the restore
+// (vhost-user and kernel vhost-vsock, which QEMU 7.2 cannot migrate).
+inline bool VsockIsPartOfTheTemplate(const config::Config& config) {
+  return config.vsock.backend == config::VsockBackendKind::kSerial;
+}
+
 // capsule-vsockd (or a reserved CID) and virtiofsd, set into `vm`.
 Status PrepareHostEnds(SandboxVmImpl& vm, const config::Config& config, uint64_t guest_cid = 0);
 hypervisor::Device VsockDeviceFor(vsock::VmVsock& v);

@@ -7,8 +7,9 @@
 //   4. QEMU launched as the template was (same machine, size, root ports,
 //      vmgenid, boot NIC MAC) but `-incoming defer`, RAM from that memfd;
 //      the device state loaded (x-ignore-shared: RAM is already there)
-//   5. vsock and virtio-fs hot-plugged into reserved root ports while the
-//      guest is still paused; resume. vmgenid: QEMU drew a new id at start
+//   5. vsock (unless it is a serial one, which came with the state) and
+//      virtio-fs hot-plugged into reserved root ports while the guest is
+//      still paused; resume. vmgenid: QEMU drew a new id at start
 //      and writes it into the guest after the load, so the guest kernel
 //      reseeds its RNG at resume, before anything else can use it
 //   6. the agent checked over vsock (its listener was made before the
@@ -39,9 +40,10 @@ constexpr uint64_t kFirstCid = 3;
 constexpr uint64_t kCidCount = 0xfffffffeull - kFirstCid + 1;
 
 // vhost-user: each clone's CID is its own (random, so no two clones of a
-// template share it); the kernel back end allocates a free one itself.
+// template share it); the kernel back end allocates a free one itself, and
+// a serial link has one CID for every VM.
 uint64_t CloneCid(const config::Config& config) {
-  if (config.vsock.backend == config::VsockBackendKind::kVhost) return 0;
+  if (config.vsock.backend == config::VsockBackendKind::kVhost || VsockIsPartOfTheTemplate(config)) return 0;
   uint32_t r = 0;
   if (::getrandom(&r, sizeof r, 0) != sizeof r) return 0;
   return kFirstCid + r % kCidCount;
@@ -64,6 +66,8 @@ Status LaunchClone(SandboxVmImpl& vm, const config::Config& config, const BootPl
     nic.mac = tpl.boot_nic_mac;
     s.devices.push_back(std::move(nic));
   }
+  // A serial vsock comes with the state; its chardev is this clone's daemon.
+  if (VsockIsPartOfTheTemplate(config)) s.devices.push_back(VsockDeviceFor(*vm.vsock()));
   step = BootClock::now();
   ASSIGN_OR_RETURN(hypervisor::VmPtr vmm, hypervisor::NewQemuHypervisor(config)->Launch(s));
   vm.SetVmm(std::move(vmm));
@@ -73,7 +77,7 @@ Status LaunchClone(SandboxVmImpl& vm, const config::Config& config, const BootPl
   return Status::Ok();
 }
 
-Status LoadAndPlug(SandboxVmImpl& vm, const VmTemplate& tpl, BootTimings& t) {
+Status LoadAndPlug(SandboxVmImpl& vm, const config::Config& config, const VmTemplate& tpl, BootTimings& t) {
   auto step = BootClock::now();
   UniqueFd state(::open(tpl.state_path().c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!state) return ErrnoStatus("open template state " + tpl.state_path());
@@ -81,7 +85,7 @@ Status LoadAndPlug(SandboxVmImpl& vm, const VmTemplate& tpl, BootTimings& t) {
   t.state_load_ms = MsSince(step);
   step = BootClock::now();
   vsock::VmVsock& v = *vm.vsock();
-  RETURN_IF_ERROR(vm.vmm().HotplugDevice(VsockDeviceFor(v)));
+  if (!VsockIsPartOfTheTemplate(config)) RETURN_IF_ERROR(vm.vmm().HotplugDevice(VsockDeviceFor(v)));
   v.OnQemuStarted();  // QEMU holds its own copy of a kernel vhost fd now
   RETURN_IF_ERROR(vm.vmm().HotplugDevice(FsDeviceFor(vm)));
   t.hotplug_ms = MsSince(step);
@@ -95,7 +99,7 @@ Status RestoreInto(SandboxVmImpl& vm, const config::Config& config, const BootPl
   RETURN_IF_ERROR(PrepareHostEnds(vm, config, CloneCid(config)));
   t.prepare_ms = MsSince(start);
   RETURN_IF_ERROR(LaunchClone(vm, config, plan, tpl, t));
-  RETURN_IF_ERROR(LoadAndPlug(vm, tpl, t));
+  RETURN_IF_ERROR(LoadAndPlug(vm, config, tpl, t));
   auto guest = BootClock::now();
   RETURN_IF_ERROR(WaitForAgent(vm, config, start, cancel_fd));
   t.agent_ready_ms = MsSince(guest);

@@ -81,8 +81,12 @@ Status WaitForReadyLine(hypervisor::Vm& vmm, const std::string& console, millise
   }
 }
 
+// vsock.backend serial: the port is part of the template (it migrates), so
+// the template VM boots with it, on a capsule-vsockd of its own that lives
+// as long as `vsock`; each clone's QEMU joins its port to its own daemon.
 Result<hypervisor::VmPtr> LaunchTemplateVm(const config::Config& config, const BootPlan& plan,
-                                           const std::string& ram_path, std::string* boot_nic_mac) {
+                                           const std::string& ram_path, std::string* boot_nic_mac,
+                                           vsock::VmVsockPtr* vsock) {
   // The template's token is never used (no one connects to a template), but
   // its fw_cfg file must be there for the clones' to take its place.
   ASSIGN_OR_RETURN(hypervisor::VmSpec s, BaseVmmSpec(config, plan, SandboxVmSpec{plan.id, plan.vcpus, plan.memory_mib, ""}));
@@ -93,6 +97,11 @@ Result<hypervisor::VmPtr> LaunchTemplateVm(const config::Config& config, const B
     ASSIGN_OR_RETURN(hypervisor::NetDevice nic, BootNicDevice());
     *boot_nic_mac = nic.mac;
     s.devices.push_back(std::move(nic));
+  }
+  if (VsockIsPartOfTheTemplate(config)) {
+    ASSIGN_OR_RETURN(vsock::VsockBackendPtr backend, vsock::MakeVsockBackend(config.vsock.backend));
+    ASSIGN_OR_RETURN(*vsock, backend->Prepare(vsock::VmVsockSpec{plan.state_dir, 0, kVsockDeviceId}));
+    s.devices.push_back(VsockDeviceFor(**vsock));
   }
   return hypervisor::NewQemuHypervisor(config)->Launch(s);
 }
@@ -117,13 +126,15 @@ Result<VmTemplate> BuildIn(const config::Config& config, const std::string& dir,
   t.vcpus = plan.vcpus;
   t.memory_mib = plan.memory_mib;
   RETURN_IF_ERROR(CreateVmDir(vm_dir));
-  ASSIGN_OR_RETURN(vmm, LaunchTemplateVm(config, plan, t.ram_path(), &t.boot_nic_mac));
+  vsock::VmVsockPtr vsock;  // serial only; stopped when the build ends either way
+  ASSIGN_OR_RETURN(vmm, LaunchTemplateVm(config, plan, t.ram_path(), &t.boot_nic_mac, &vsock));
   RETURN_IF_ERROR(WaitForReadyLine(*vmm, hypervisor::VmPaths(vm_dir).console_log(),
                                    milliseconds(config.runtime.boot_timeout_ms)));
   const double booted_ms = MsSince(start);
   RETURN_IF_ERROR(SaveTo(*vmm, t.state_path()));
   RETURN_IF_ERROR(vmm->Stop(milliseconds(0)));
   vmm.reset();
+  if (vsock) RETURN_IF_ERROR(vsock->Shutdown(milliseconds(2000)));
   // The template VM's uid owned the image while it ran; only we read it now.
   if (::chown(t.ram_path().c_str(), ::geteuid(), ::getegid()) != 0) return ErrnoStatus("chown " + t.ram_path());
   ASSIGN_OR_RETURN(uint64_t punched, PunchZeroPages(t.ram_path()));

@@ -60,18 +60,21 @@ int64_t HostUnixNs() {
 
 class VmTemplateTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
+  static void SetUpTestSuite() { BuildSuiteTemplate(config::VsockBackendKind::kAuto); }
+  static void BuildSuiteTemplate(config::VsockBackendKind vsock) {
     auto env = TestEnv::Create();
     ASSERT_TRUE(env.ok()) << env.status().ToString();
     env_ = std::move(*env);
+    config_ = env_->config();
+    if (vsock != config::VsockBackendKind::kAuto) config_.vsock.backend = vsock;
     root_ = env_->state_dir() + "/templates";
-    auto t = BuildTemplate(env_->config(), root_, TemplateSpec{"00c0ffee00c0ffee", 1, 256});
+    auto t = BuildTemplate(config_, root_, TemplateSpec{"00c0ffee00c0ffee", 1, 256});
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     tpl_ = std::move(*t);
   }
   static void TearDownTestSuite() {
     if (env_) {
-      EXPECT_TRUE(RemoveTemplate(env_->config(), tpl_.dir).ok());
+      EXPECT_TRUE(RemoveTemplate(config_, tpl_.dir).ok());
     }
     env_.reset();
   }
@@ -79,13 +82,11 @@ class VmTemplateTest : public ::testing::Test {
     if (!env_ || tpl_.dir.empty()) GTEST_SKIP() << "the suite's template was not built";
   }
 
-  static std::unique_ptr<TestEnv> env_;
-  static std::string root_;
-  static VmTemplate tpl_;
+  static inline std::unique_ptr<TestEnv> env_;
+  static inline config::Config config_;
+  static inline std::string root_;
+  static inline VmTemplate tpl_;
 };
-std::unique_ptr<TestEnv> VmTemplateTest::env_;
-std::string VmTemplateTest::root_;
-VmTemplate VmTemplateTest::tpl_;
 
 TEST_F(VmTemplateTest, ATemplateIsItsRamImageAndASmallDeviceStateWithNothingRunning) {
   EXPECT_EQ(tpl_.dir, root_ + "/00c0ffee00c0ffee");
@@ -114,7 +115,7 @@ TEST_F(VmTemplateTest, ThreeClonesAnswerWithTheirOwnRandomnessBootIdCidAndTheHos
   for (int i = 0; i < 3; ++i) {
     SandboxVmSpec spec;
     spec.id = "clone-" + std::to_string(i);
-    auto c = SandboxVm::Restore(env_->config(), spec, tpl_);
+    auto c = SandboxVm::Restore(config_, spec, tpl_);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     const BootTimings& t = (*c)->timings();
     EXPECT_TRUE(t.restored);
@@ -178,7 +179,7 @@ TEST_F(VmTemplateTest, AKilledQemuDuringTheRestoreFailsItAndLeavesNothing) {
   SandboxVmSpec spec;
   spec.id = "clone-killed";
   testing::LogTap tap;
-  auto restore = std::async(std::launch::async, [&] { return SandboxVm::Restore(env_->config(), spec, tpl_); });
+  auto restore = std::async(std::launch::async, [&] { return SandboxVm::Restore(config_, spec, tpl_); });
   ASSERT_TRUE(tap.WaitFor("waits for the state", milliseconds(60000)));
   auto record = ReadFile(hypervisor::VmPaths(SandboxVm::StateDirFor(env_->config(), spec.id)).record());
   ASSERT_TRUE(record.ok()) << record.status().ToString();
@@ -199,7 +200,7 @@ TEST_F(VmTemplateTest, ACorruptStateFailsWithQemusWordsAndLeavesNothing) {
   ASSERT_TRUE(WriteFile(bad.state_path(), std::string(4096, 'x')).ok());
   SandboxVmSpec spec;
   spec.id = "clone-corrupt";
-  auto vm = SandboxVm::Restore(env_->config(), spec, bad);
+  auto vm = SandboxVm::Restore(config_, spec, bad);
   ASSERT_FALSE(vm.ok());
   EXPECT_NE(vm.status().message().find("load the state"), std::string::npos) << vm.status().ToString();
   ExpectNothingLeft(*env_);
@@ -210,10 +211,74 @@ TEST_F(VmTemplateTest, ACloneOfAnotherSizeIsRefusedBeforeAnythingStarts) {
   SandboxVmSpec spec;
   spec.id = "clone-big";
   spec.memory_mib = 512;
-  auto vm = SandboxVm::Restore(env_->config(), spec, tpl_);
+  auto vm = SandboxVm::Restore(config_, spec, tpl_);
   ASSERT_FALSE(vm.ok());
   EXPECT_EQ(vm.status().code(), Code::kFailedPrecondition) << vm.status().ToString();
   EXPECT_NE(vm.status().message().find("256 MiB"), std::string::npos) << vm.status().ToString();
+  ExpectNothingLeft(*env_);
+}
+
+// vsock.backend serial: the port is in the template VM from its boot and
+// comes back in every clone with the device state, each clone's QEMU joined
+// to a capsule-vsockd of its own; nothing is hot-plugged for it.
+class SerialVmTemplateTest : public VmTemplateTest {
+ protected:
+  static void SetUpTestSuite() { BuildSuiteTemplate(config::VsockBackendKind::kSerial); }
+};
+
+TEST_F(SerialVmTemplateTest, ClonesAnswerOverTheSerialPortThatCameWithTheirStateEachWithItsOwnIdentity) {
+  EXPECT_TRUE(testing::ProcessesMentioning(root_).empty()) << "the template's QEMU and capsule-vsockd stopped";
+  std::vector<SandboxVmPtr> clones;
+  std::set<std::string> uuids, boot_ids, tokens;
+  for (int i = 0; i < 2; ++i) {
+    SandboxVmSpec spec;
+    spec.id = "serial-clone-" + std::to_string(i);
+    auto c = SandboxVm::Restore(config_, spec, tpl_);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    const BootTimings& t = (*c)->timings();
+    std::printf("serial clone %d restored in %.0f ms (prepare %.0f, RAM copy %.0f, VMM start %.0f, state %.0f, "
+                "hot-plug %.0f, agent %.0f)\n", i, t.total_ms, t.prepare_ms, t.ram_copy_ms, t.vmm_start_ms,
+                t.state_load_ms, t.hotplug_ms, t.agent_ready_ms);
+    auto qemu = ReadFile("/proc/" + std::to_string((*c)->vmm_pid()) + "/cmdline");
+    ASSERT_TRUE(qemu.ok());
+    EXPECT_NE(qemu->find("virtserialport"), std::string::npos);
+    EXPECT_EQ(qemu->find("vhost-user-vsock"), std::string::npos);
+    auto agent = (*c)->agent();
+    ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+    ASSERT_TRUE((*agent)->Check(milliseconds(5000)).ok());
+    auto uuid = ReadInGuest(**c, "/proc/sys/kernel/random/uuid");
+    ASSERT_TRUE(uuid.ok()) << uuid.status().ToString();
+    uuids.insert(*uuid);
+    auto boot_id = ReadInGuest(**c, "/proc/sys/kernel/random/boot_id");
+    ASSERT_TRUE(boot_id.ok()) << boot_id.status().ToString();
+    boot_ids.insert(*boot_id);
+    agent::v1::CreateSandboxRequest req;
+    req.set_sandbox_id("pod-" + std::to_string(i));
+    *req.add_storages() = (*c)->SharedFsStorage();
+    ASSERT_TRUE((*agent)->CreateSandbox(req).ok());
+    ASSERT_TRUE(WriteFile((*c)->HostSharedPath("who"), spec.id).ok());
+    auto who = ReadInGuest(**c, (*c)->GuestSharedPath("who"));
+    ASSERT_TRUE(who.ok()) << who.status().ToString();
+    EXPECT_EQ(*who, spec.id);
+    auto record = ReadFile((*c)->state_dir() + "/vm.json");
+    ASSERT_TRUE(record.ok());
+    auto parsed = hypervisor::VmRecordFromJson(*record, "vm.json");
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    tokens.insert(parsed->spec.agent_token);
+    clones.push_back(std::move(*c));
+  }
+  EXPECT_EQ(uuids.size(), 2u) << "each clone's kernel RNG differs before the host reseeds it";
+  EXPECT_EQ(boot_ids.size(), 2u);
+  EXPECT_EQ(tokens.size(), 2u);
+  // One clone's daemon reaches that clone only: its token is refused by the other.
+  auto stream = clones[0]->DialGuest(guest_abi::kAgentVsockPort, milliseconds(5000));
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  auto record = hypervisor::VmRecordFromJson(ReadFile(clones[1]->state_dir() + "/vm.json").value_or(""), "vm.json");
+  ASSERT_TRUE(record.ok());
+  Status sibling = agent_auth::Prove(stream->get(), record->spec.agent_token, milliseconds(10000));
+  EXPECT_EQ(sibling.code(), Code::kPermissionDenied) << sibling.ToString();
+  for (auto& c : clones) EXPECT_TRUE(c->Stop(milliseconds(5000)).ok());
+  clones.clear();
   ExpectNothingLeft(*env_);
 }
 

@@ -102,10 +102,16 @@ void CheckVsock(const config::Config& config, HostReport& r) {
     Add(r, "vsock back end", Verdict::kFail, backend.status().message());
     return;
   }
+  // What each back end asks of guest RAM and of templates (issue: dense clones).
+  std::string_view gives = kind == config::VsockBackendKind::kSerial
+                               ? "a virtio-serial port: private guest RAM possible, part of a template"
+                           : kind == config::VsockBackendKind::kVhostUser
+                               ? "vhost-user: guest RAM shared, hot-plugged into clones"
+                               : "kernel vhost-vsock: private guest RAM possible, hot-plugged into clones";
   Add(r, "vsock back end", Verdict::kOk,
-      fmt::format("{} (vsock.backend: {}; {})", config::VsockBackendName(kind),
-                  config::VsockBackendName(config.vsock.backend), why));
-  if (kind != config::VsockBackendKind::kVhostUser) return;
+      fmt::format("{} (vsock.backend: {}; {}); {}", config::VsockBackendName(kind),
+                  config::VsockBackendName(config.vsock.backend), why, gives));
+  if (kind == config::VsockBackendKind::kVhost) return;
   auto path = vsock::VsockdVsock(vsock::VsockBackendOptions{}).VsockdPath();
   Add(r, "capsule-vsockd", path.ok() ? Verdict::kOk : Verdict::kFail, path.ok() ? *path : path.status().message());
 }

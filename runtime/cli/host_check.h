@@ -27,9 +27,10 @@ struct HostReport {
   std::string Summary() const;
 };
 
-// QEMU devices a Capsule VM is built from (QEMU's -device names).
+// QEMU devices a Capsule VM is built from (QEMU's -device names; the
+// virtio-serial pair carries the serial vsock).
 inline constexpr const char* kRequiredQemuDevices[] = {"vhost-user-vsock-pci", "vhost-user-fs-pci", "virtio-net-pci",
-                                                       "pcie-root-port"};
+                                                       "pcie-root-port", "virtio-serial-pci", "virtserialport"};
 
 HostReport CheckHost(const config::Config& config);
 

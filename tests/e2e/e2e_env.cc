@@ -72,7 +72,12 @@ std::string E2eEnv::ConfigYaml(bool boot_nic, const std::string& initrd, const s
                                uint32_t agent_timeout_ms) const {
   // The pool socket is the test's own: a pool daemon another test (or the
   // host) runs must never hand this test's shims a VM.
-  return fmt::format(
+  // CAPSULE_E2E_VSOCK_BACKEND runs a suite on another agent channel (serial:
+  // the dense device set's), as a test may also set it for itself.
+  const char* vsock = std::getenv("CAPSULE_E2E_VSOCK_BACKEND");
+  const std::string vsock_yaml =
+      vsock != nullptr && *vsock != '\0' ? fmt::format("vsock:\n  backend: {}\n", vsock) : std::string();
+  return vsock_yaml + fmt::format(
       "hypervisor:\n  kernel_params: \"{}\"\n"
       "guest:\n  kernel: {}\n  initrd: {}\n  default_memory_mib: 256\n  boot_nic: {}\n  modules: {}\n"
       "pool:\n  size: 1\n  socket: {}\n  cgroup: /capsule-pool-{}\n"

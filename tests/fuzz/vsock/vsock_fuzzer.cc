@@ -10,7 +10,10 @@
 //  3  vhost-user messages built from the input with the fds QEMU passes
 //     (eventfds for SET_VRING_KICK/CALL/ERR, a memfd as guest RAM for
 //     SET_MEM_TABLE), kicks on those eventfds and writes into that RAM: the
-//     way from a front end's memory table to the device touching memory.
+//     way from a front end's memory table to the device touching memory;
+//  4  the serial vsock: a guest's bytes on a VsockStreamLink, cut at fuzzed
+//     points, with two host streams open; every frame the link sends back
+//     must be a whole packet from the host to the guest.
 // In modes 0 and 3 every reply the back end sends is checked: version 1
 // with the reply flag, and the payload its request allows.
 // Without CAPSULE_FUZZ the file builds with a main() that replays seed files.
@@ -37,6 +40,7 @@
 #include "runtime/vsock/vsock_device.h"
 #include "runtime/vsock/vsock_muxer.h"
 #include "runtime/vsock/vsock_packet.h"
+#include "runtime/vsock/stream_link.h"
 
 namespace capsule::vsock {
 namespace {
@@ -361,6 +365,61 @@ void FuzzConnections(Input in) {
 }  // namespace
 }  // namespace capsule::vsock
 
+namespace capsule::vsock {
+namespace {
+
+// Checks each whole frame the link wrote for the guest.
+void CheckFrames(std::string& pending) {
+  while (pending.size() >= kPacketHeaderSize) {
+    PacketHeader h = DecodeHeader(reinterpret_cast<const uint8_t*>(pending.data()));
+    Check(h.len <= kMaxPacketPayload, "a frame to the guest longer than a packet");
+    Check(h.src_cid == kHostCid && h.dst_cid == 3, "a frame to the guest with other CIDs");
+    Check(h.type == kTypeStream || h.op == static_cast<uint16_t>(Op::kRst), "a non-stream frame that is not an RST");
+    if (pending.size() < kPacketHeaderSize + h.len) return;
+    pending.erase(0, kPacketHeaderSize + h.len);
+  }
+}
+
+void FuzzStreamLink(Input in) {
+  auto loop = EventLoop::Create();
+  if (!loop.ok()) return;
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) != 0) return;
+  UniqueFd guest(sv[1]);
+  VsockMuxer::Options o;
+  o.peer_cid = 3;
+  o.uds_path = kNowhere;
+  bool lost = false;
+  auto link = VsockStreamLink::Start(**loop, UniqueFd(sv[0]), o, [&lost](const Status&) { lost = true; });
+  if (!link.ok()) return;
+  std::vector<UniqueFd> hosts;
+  for (uint32_t port : {1024u, 1025u}) {
+    int hp[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, hp) != 0) return;
+    (*link)->muxer().ConnectToGuest(UniqueFd(hp[0]), port);
+    hosts.emplace_back(hp[1]);
+  }
+  std::string from_link;
+  while (!in.empty() && !lost) {
+    std::string chunk = in.Bytes(1 + in.Take<uint8_t>() % 200);
+    if (!chunk.empty() && chunk[0] == '\xff' && !hosts.empty()) {
+      // Now and then a host writes, so rx work competes with the input.
+      (void)::send(hosts.front().get(), chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    } else {
+      (void)::send(guest.get(), chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    (void)(*loop)->RunOnce(std::chrono::milliseconds(0));
+    char buf[65536];
+    ssize_t n;
+    while ((n = ::recv(guest.get(), buf, sizeof buf, MSG_DONTWAIT)) > 0) from_link.append(buf, static_cast<size_t>(n));
+    CheckFrames(from_link);
+  }
+  (void)(*loop)->RunOnce(std::chrono::milliseconds(0));
+}
+
+}  // namespace
+}  // namespace capsule::vsock
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static bool quiet = [] {
     capsule::log::SetLevel(capsule::log::Level::kError);
@@ -369,10 +428,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)quiet;
   if (size == 0) return 0;
   capsule::vsock::Input in(data + 1, size - 1);
-  switch (data[0] % 4) {
+  switch (data[0] % 5) {
     case 0: capsule::vsock::FuzzVhostUser(in); break;
     case 1: capsule::vsock::FuzzVirtqueue(in); break;
     case 2: capsule::vsock::FuzzConnections(in); break;
+    case 4: capsule::vsock::FuzzStreamLink(in); break;
     default: capsule::vsock::FuzzVhostUserWithFds(in); break;
   }
   return 0;

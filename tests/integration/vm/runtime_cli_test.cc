@@ -53,7 +53,7 @@ TEST(RuntimeCli, CheckReportsTheAcceleratorAndWhyAndPasses) {
   auto c = RunCli(*env, {"check"});
   EXPECT_EQ(c.exit_code, 0) << c.output;
   EXPECT_TRUE(Has(c, "verdict: this host can run Capsule pods")) << c.output;
-  EXPECT_TRUE(Has(c, "vhost-user-vsock-pci, vhost-user-fs-pci, virtio-net-pci, pcie-root-port")) << c.output;
+  EXPECT_TRUE(Has(c, "vhost-user-vsock-pci, vhost-user-fs-pci, virtio-net-pci, pcie-root-port, virtio-serial-pci, virtserialport")) << c.output;
   EXPECT_TRUE(Has(c, "capsule-vsockd")) << c.output;
   EXPECT_TRUE(Has(c, vm::testing::GuestKernel())) << c.output;
   EXPECT_TRUE(Has(c, "virtiofsd version")) << c.output;

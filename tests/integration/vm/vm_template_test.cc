@@ -28,9 +28,7 @@
 #include "runtime/hypervisor/vm_record.h"
 #include "runtime/vm/sandbox_vm.h"
 #include "runtime/vm/vm_template.h"
-#include "runtime/agentclient/grpc_agent_client.h"
-#include "runtime/hypervisor/qemu_hypervisor.h"
-#include "runtime/vsock/vsock_backend.h"
+#include "tests/integration/vm/cow_clone.h"
 #include "tests/integration/vm/vm_test_env.h"
 
 namespace capsule::vm {
@@ -297,67 +295,24 @@ uint64_t Fnv1a(const std::string& path) {
   return h;
 }
 
-// The dense device set's channel on a copy-on-write clone: the template's
-// RAM file mapped private (share=off), so the clone's writes stay its own,
-// and the agent reached over the serial vsock that came with the state.
-// No virtio-fs here (vhost-user cannot see private RAM; the dense rootfs is
-// still to come). QEMU 7.2 opens a share=off file read-write, which the
-// product never grants an unprivileged VMM, so this QEMU runs as root.
+// The dense device set's channel on a copy-on-write clone (cow_clone.h):
+// the template's RAM file mapped private, so the clone's writes stay its
+// own, and the agent reached over the serial vsock that came with the state.
 TEST_F(SerialVmTemplateTest, ACopyOnWriteCloneAnswersOverTheSerialVsockAndNeverWritesTheTemplate) {
   config::Config cfg = config_;
   cfg.hypervisor.vmm_uid_base = 0;
   const uint64_t before = Fnv1a(tpl_.ram_path());
   std::set<std::string> uuids;
   for (int i = 0; i < 2; ++i) {
-    const std::string id = "cow-" + std::to_string(i);
-    const std::string dir = env_->state_dir() + "/vm/" + id;
-    ASSERT_TRUE(MkdirAll(dir, 0700).ok());
-    auto backend = vsock::MakeVsockBackend(config::VsockBackendKind::kSerial);
-    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
-    auto port = (*backend)->Prepare(vsock::VmVsockSpec{dir, 0, "vsock0"});
-    ASSERT_TRUE(port.ok()) << port.status().ToString();
-    hypervisor::VmSpec s;
-    s.id = id;
-    s.state_dir = dir;
-    s.vcpus = tpl_.vcpus;
-    s.memory_mib = tpl_.memory_mib;
-    s.kernel = cfg.guest.kernel;
-    s.initrd = cfg.guest.initrd;
-    s.kernel_cmdline = std::string(guest_abi::kBaseKernelCmdline) + " " + std::string(guest_abi::kSerialVsockParam);
-    s.memory_file = tpl_.ram_path();
-    s.memory_private = true;
-    s.incoming = true;
-    s.vmgenid = true;
-    s.hotplug_slots = tpl_.hotplug_slots;
-    auto token = agent_auth::NewToken();
-    ASSERT_TRUE(token.ok());
-    s.agent_token = *token;
-    if (!tpl_.boot_nic_mac.empty())
-      s.devices.push_back(hypervisor::NetDevice{"netboot", "tap_cow" + std::to_string(i), tpl_.boot_nic_mac, ""});
-    s.devices.push_back(hypervisor::VsockDevice{"vsock0", hypervisor::VsockDevice::Backend::kSerial, 3,
-                                                (*port)->qemu_device().chardev_path});
-    auto vm = hypervisor::NewQemuHypervisor(cfg)->Launch(s);
-    ASSERT_TRUE(vm.ok()) << vm.status().ToString();
-    UniqueFd state(::open(tpl_.state_path().c_str(), O_RDONLY | O_CLOEXEC));
-    ASSERT_TRUE(state);
-    ASSERT_TRUE((*vm)->LoadState(state.get(), milliseconds(30000)).ok());
-    ASSERT_TRUE((*vm)->Resume().ok());
-    auto stream = (*port)->Dial(guest_abi::kAgentVsockPort, milliseconds(10000));
-    ASSERT_TRUE(stream.ok()) << stream.status().ToString();
-    ASSERT_TRUE(agent_auth::Prove(stream->get(), *token, milliseconds(10000)).ok());
-    auto agent = agentclient::NewGrpcAgentClient(std::move(*stream), {});
-    auto check = agent->Check(milliseconds(10000));
-    ASSERT_TRUE(check.ok()) << check.status().ToString();
+    auto c = testing::LaunchCowClone(cfg, tpl_, env_->state_dir(), "cow-" + std::to_string(i));
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
     agent::v1::ReadGuestFileRequest req;
     req.set_path("/proc/sys/kernel/random/uuid");
     req.set_max_bytes(64);
-    auto uuid = agent->ReadGuestFile(req);
+    auto uuid = c->agent->ReadGuestFile(req);
     ASSERT_TRUE(uuid.ok()) << uuid.status().ToString();
     uuids.insert(uuid->data());
-    agent->Close();
-    EXPECT_TRUE((*vm)->Stop(milliseconds(0)).ok());
-    EXPECT_TRUE((*port)->Shutdown(milliseconds(2000)).ok());
-    ASSERT_TRUE(RemoveAll(dir).ok());
+    EXPECT_TRUE(c->Stop().ok());
   }
   EXPECT_EQ(uuids.size(), 2u);
   EXPECT_EQ(Fnv1a(tpl_.ram_path()), before) << "a clone's writes reached the template's RAM file";

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <fmt/format.h>
 
 namespace capsule::vsock {
@@ -28,7 +29,8 @@ VsockStreamLink::VsockStreamLink(EventLoop& loop, UniqueFd stream, VsockMuxer::O
       fd_(std::move(stream)),
       muxer_(loop, std::move(options), [this] { SchedulePump(); }),
       on_lost_(std::move(on_lost)),
-      scratch_(std::make_unique_for_overwrite<uint8_t[]>(kMaxFrame)) {}
+      scratch_(std::make_unique_for_overwrite<uint8_t[]>(kMaxFrame)),
+      in_(std::make_unique_for_overwrite<uint8_t[]>(kMaxBufferedInput)) {}
 
 Result<VsockStreamLinkPtr> VsockStreamLink::Start(EventLoop& loop, UniqueFd stream, VsockMuxer::Options options,
                                                   LostFn on_lost) {
@@ -61,17 +63,17 @@ void VsockStreamLink::OnEvents(uint32_t events) {
   }
   if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
     for (int i = 0; i < kReadsPerEvent && !muxer_.replies_full(); ++i) {
-      size_t pending = in_.size() - in_head_;
-      if (pending >= kMaxBufferedInput) break;
-      if (in_head_ > 0 && in_head_ == in_.size()) {
-        in_.clear();
-        in_head_ = 0;
+      if (in_end_ == kMaxBufferedInput && in_begin_ > 0) {
+        std::memmove(in_.get(), in_.get() + in_begin_, in_end_ - in_begin_);
+        in_end_ -= in_begin_;
+        in_begin_ = 0;
       }
-      size_t old = in_.size();
-      in_.resize(old + (kMaxBufferedInput - pending));
-      ssize_t n = ::read(fd_.get(), in_.data() + old, in_.size() - old);
-      in_.resize(old + (n > 0 ? static_cast<size_t>(n) : 0));
-      if (n > 0) bytes_in_ += static_cast<uint64_t>(n);
+      if (in_end_ == kMaxBufferedInput) break;  // a whole frame is waiting for the muxer
+      ssize_t n = ::read(fd_.get(), in_.get() + in_end_, kMaxBufferedInput - in_end_);
+      if (n > 0) {
+        in_end_ += static_cast<size_t>(n);
+        bytes_in_ += static_cast<uint64_t>(n);
+      }
       if (n == 0) return Lose(Unavailable("the peer closed the vsock link"));
       if (n < 0) {
         if (errno == EINTR) continue;
@@ -86,9 +88,9 @@ void VsockStreamLink::OnEvents(uint32_t events) {
 
 bool VsockStreamLink::DrainInput() {
   while (!muxer_.replies_full()) {
-    size_t avail = in_.size() - in_head_;
+    size_t avail = in_end_ - in_begin_;
     if (avail < kPacketHeaderSize) break;
-    const uint8_t* p = in_.data() + in_head_;
+    const uint8_t* p = in_.get() + in_begin_;
     PacketHeader h = DecodeHeader(p);
     if (h.len > kMaxPacketPayload) {
       Lose(InvalidArgument(fmt::format("vsock link: a packet of {} payload bytes (at most {}): the stream is not "
@@ -107,15 +109,9 @@ bool VsockStreamLink::DrainInput() {
     } else {
       log_.Warn("dropping a malformed packet: {}", pkt.status().message());
     }
-    in_head_ += frame;
+    in_begin_ += frame;
   }
-  if (in_head_ == in_.size()) {
-    in_.clear();
-    in_head_ = 0;
-  } else if (in_head_ >= kMaxFrame) {
-    in_.erase(in_.begin(), in_.begin() + static_cast<std::ptrdiff_t>(in_head_));
-    in_head_ = 0;
-  }
+  if (in_begin_ == in_end_) in_begin_ = in_end_ = 0;
   return true;
 }
 
@@ -140,7 +136,7 @@ void VsockStreamLink::Pump() {
   }
   if (!Flush()) return;
   // Sending drained the replies that paused input: take what is buffered.
-  if (!muxer_.replies_full() && in_.size() - in_head_ >= kPacketHeaderSize) {
+  if (!muxer_.replies_full() && in_end_ - in_begin_ >= kPacketHeaderSize) {
     if (!DrainInput()) return;
     if (muxer_.WantsRx()) SchedulePump();
   }

@@ -49,7 +49,7 @@ class VsockStreamLink {
  private:
   VsockStreamLink(EventLoop& loop, UniqueFd stream, VsockMuxer::Options options, LostFn on_lost);
   void OnEvents(uint32_t events);
-  // Frames every whole packet in `in_`; false when the stream broke.
+  // Frames every whole packet of the input; false when the stream broke.
   bool DrainInput();
   void Pump();
   void SchedulePump();
@@ -62,8 +62,9 @@ class VsockStreamLink {
   VsockMuxer muxer_;
   LostFn on_lost_;
   std::unique_ptr<uint8_t[]> scratch_;  // one frame, filled by the muxer
-  std::vector<uint8_t> in_;
-  size_t in_head_ = 0;
+  std::unique_ptr<uint8_t[]> in_;       // unparsed input: [in_begin_, in_end_)
+  size_t in_begin_ = 0;
+  size_t in_end_ = 0;
   std::vector<uint8_t> out_;
   size_t out_head_ = 0;
   uint32_t interest_ = 0;

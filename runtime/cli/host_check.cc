@@ -82,6 +82,19 @@ void CheckQemu(const config::Config& config, HostReport& r) {
   } else {
     Add(r, "qemu devices", Verdict::kOk, fmt::format("{}", fmt::join(kRequiredQemuDevices, ", ")));
   }
+  // Copy-on-write clones want the template's RAM file read-only to every
+  // VMM: QEMU 8.2's memory-backend-file rom=off maps a read-only file
+  // private and writable; before it, share=off opens the file read-write.
+  auto backend_help = RunAndCapture({qemu, "-object", "memory-backend-file,help"}, kProbeTimeout);
+  if (backend_help.ok() && backend_help->output.find("rom=") != std::string::npos) {
+    Add(r, "template RAM", Verdict::kOk,
+        "memory-backend-file rom=off: a clone maps a read-only template private");
+  } else {
+    Add(r, "template RAM", Verdict::kOk,
+        fmt::format("QEMU {} has no memory-backend-file rom=: a private mapping of a template needs it opened "
+                    "read-write, which no jailed VMM is given, so clones copy the template (QEMU 8.2+ avoids that)",
+                    caps->version));
+  }
   if (caps->sandbox) {
     Add(r, "qemu -sandbox", Verdict::kOk,
         config.hypervisor.seccomp_sandbox ? "supported, used (seccomp)" : "supported, off (hypervisor.seccomp_sandbox)");

@@ -55,6 +55,9 @@ TEST(RuntimeCli, CheckReportsTheAcceleratorAndWhyAndPasses) {
   EXPECT_TRUE(Has(c, "verdict: this host can run Capsule pods")) << c.output;
   EXPECT_TRUE(Has(c, "vhost-user-vsock-pci, vhost-user-fs-pci, virtio-net-pci, pcie-root-port, virtio-serial-pci, virtserialport")) << c.output;
   EXPECT_TRUE(Has(c, "capsule-vsockd")) << c.output;
+  // What the vsock back end and this QEMU mean for copy-on-write clones.
+  EXPECT_TRUE(Has(c, "hot-plugged into clones")) << c.output;  // auto: vhost-user or kernel
+  EXPECT_TRUE(Has(c, "[ok]   template RAM")) << c.output;
   EXPECT_TRUE(Has(c, vm::testing::GuestKernel())) << c.output;
   EXPECT_TRUE(Has(c, "virtiofsd version")) << c.output;
   // What this host really is decides what must be reported.

@@ -15,7 +15,7 @@ DEPS_PKGS := build-essential cmake pkg-config ccache git \
   nlohmann-json3-dev libyaml-cpp-dev libseccomp-dev libcap-dev libnl-3-dev libnl-route-3-dev \
   libssl-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev googletest libcpp-httplib-dev libnftables-dev \
   clang libclang-rt-14-dev llvm \
-  qemu-system-x86 qemu-utils containerd runc containernetworking-plugins \
+  qemu-system-x86 qemu-utils containerd runc containernetworking-plugins erofs-utils \
   busybox-static iptables cpio gzip zstd kmod iproute2 procps psmisc \
   python3 python3-grpcio python3-protobuf gnuplot-nox lld
 

@@ -10,7 +10,7 @@
 
 #include <cstring>
 
-#include "runtime/cli/run_capture.h"
+#include "runtime/common/run_capture.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/unique_fd.h"
 #include "runtime/hypervisor/accel_probe.h"

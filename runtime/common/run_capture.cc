@@ -1,6 +1,6 @@
 // RunAndCapture: ChildProcess with one pipe for stdout+stderr, drained with
 // poll until EOF or the deadline; the child is always reaped.
-#include "runtime/cli/run_capture.h"
+#include "runtime/common/run_capture.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -10,7 +10,7 @@
 #include "runtime/common/subprocess.h"
 #include "runtime/common/unique_fd.h"
 
-namespace capsule::cli {
+namespace capsule {
 
 Result<Captured> RunAndCapture(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
   using Clock = std::chrono::steady_clock;
@@ -44,4 +44,4 @@ Result<Captured> RunAndCapture(const std::vector<std::string>& argv, std::chrono
   return c;
 }
 
-}  // namespace capsule::cli
+}  // namespace capsule

@@ -8,7 +8,7 @@
 
 #include "runtime/common/status.h"
 
-namespace capsule::cli {
+namespace capsule {
 
 struct Captured {
   int exit_code = -1;  // as a shell reports it (128+signal when killed)
@@ -18,4 +18,4 @@ struct Captured {
 // DEADLINE_EXCEEDED (the program killed) when it runs past `timeout`.
 Result<Captured> RunAndCapture(const std::vector<std::string>& argv, std::chrono::milliseconds timeout);
 
-}  // namespace capsule::cli
+}  // namespace capsule

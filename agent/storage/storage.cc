@@ -10,6 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
+
+#include "agent/storage/block_device.h"
 #include "agent/storage/guest_path.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
@@ -21,6 +24,7 @@ namespace {
 const log::Logger kLog("storage");
 
 constexpr size_t kVirtioFsTagMax = 36;  // VIRTIO_FS tag field size, from linux/virtio_fs.h
+constexpr size_t kBlockSerialMax = 20;  // VIRTIO_BLK_ID_BYTES, from linux/virtio_blk.h
 
 // Flags a bind remount may change; the rest belong to the first mount.
 constexpr unsigned long kBindRemountFlags =
@@ -47,7 +51,16 @@ Status ValidateSource(const StorageSpec& s, std::string_view field) {
     RETURN_IF_ERROR(CheckAbsolutePath(source_field, s.source));
     return CheckFstype(s, field, {"bind", "none"});
   }
-  return InvalidArgument(fmt::format("{}.driver '{}' is not supported (virtiofs, tmpfs, bind)", field, s.driver));
+  if (s.driver == kDriverBlock) {
+    bool ok = !s.source.empty() && s.source.size() <= kBlockSerialMax;
+    for (char c : s.source) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-');
+    if (!ok)
+      return InvalidArgument(fmt::format("{} must be a disk serial of 1..{} chars of [A-Za-z0-9_.-]", source_field,
+                                         kBlockSerialMax));
+    if (s.fstype != "erofs") return InvalidArgument(fmt::format("{}.fstype must be erofs for driver blk", field));
+    return Status::Ok();
+  }
+  return InvalidArgument(fmt::format("{}.driver '{}' is not supported (virtiofs, tmpfs, bind, blk)", field, s.driver));
 }
 
 Status CreateMountPoint(const StorageSpec& s) {
@@ -75,6 +88,10 @@ Status MountFilesystem(const StorageSpec& s, const MountOptions& o) {
   } else if (s.driver == kDriverTmpfs) {
     type = "tmpfs";
     if (source.empty()) source = "tmpfs";
+  } else if (s.driver == kDriverBlock) {
+    ASSIGN_OR_RETURN(source, BlockDeviceBySerial(s.source, kBlockDeviceWait));
+    type = "erofs";  // read-only by nature: never mounted writable
+    flags |= MS_RDONLY;
   } else {
     flags = MS_BIND | (o.flags & MS_REC);
   }

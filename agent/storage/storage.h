@@ -1,9 +1,12 @@
 // A filesystem the agent mounts for the sandbox (and later for containers):
-// the virtio-fs share, a tmpfs, or a bind mount of a guest path. A mounted
+// the virtio-fs share, a tmpfs, a bind mount of a guest path, or a
+// read-only erofs image on a hot-plugged virtio-blk disk (the dense device
+// set's rootfs, which needs no shared RAM). A mounted
 // storage is an RAII object: destroying it unmounts, so a failure half way
 // through a request leaves nothing mounted.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -16,10 +19,13 @@ namespace capsule::agent::storage {
 inline constexpr std::string_view kDriverVirtioFs = "virtiofs";
 inline constexpr std::string_view kDriverTmpfs = "tmpfs";
 inline constexpr std::string_view kDriverBind = "bind";
+inline constexpr std::string_view kDriverBlock = "blk";
+// How long a blk storage waits for its disk to show up after the hot-plug.
+inline constexpr std::chrono::milliseconds kBlockDeviceWait{10000};
 
 struct StorageSpec {
   std::string driver;
-  std::string source;       // virtiofs: the tag; bind: a guest path; tmpfs: a name
+  std::string source;       // virtiofs: the tag; bind: a guest path; tmpfs: a name; blk: the disk's serial
   std::string fstype;       // empty, or the driver's own type
   std::vector<std::string> options;
   std::string mount_point;  // absolute guest path, created when missing

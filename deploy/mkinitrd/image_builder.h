@@ -38,10 +38,12 @@ Result<std::vector<std::string>> ParseLddOutput(std::string_view output);
 
 // Shipped but loaded only on request (CreateSandbox.kernel_modules or
 // capsule.modules=): entropy and memory balloon devices the host may add,
-// 9p as a fallback shared filesystem, and virtio_console for the serial
-// vsock (capsule.vsock=serial; the agent loads it).
-inline const std::vector<std::string> kDefaultOptionalModules = {"virtio_rng", "virtio_balloon", "9pnet_virtio",
-                                                                  "9p", "virtio_console"};
+// 9p as a fallback shared filesystem, virtio_console for the serial vsock
+// (capsule.vsock=serial; the agent loads it), erofs for read-only images on
+// virtio-blk (the agent loads it for a blk storage, after crc32c_generic:
+// erofs needs libcrc32c, which needs a crc32c driver loaded first).
+inline const std::vector<std::string> kDefaultOptionalModules = {"virtio_rng",     "virtio_balloon", "9pnet_virtio", "9p",
+                                                                  "virtio_console", "crc32c_generic", "erofs"};
 
 struct ImageInputs {
   std::string agent;  // capsule-agent binary

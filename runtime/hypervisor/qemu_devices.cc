@@ -56,6 +56,8 @@ std::vector<std::pair<std::string, json>> DeviceProps(const Device& d, const std
     if (!vhostfd.empty()) p.emplace_back("vhostfd", vhostfd);
   } else if (auto* f = std::get_if<FsShare>(&d)) {
     p = {{"driver", VhostUserDriver(d)}, {"chardev", BackendId(d)}, {"tag", f->tag}, {"queue-size", f->queue_size}};
+  } else if (auto* b = std::get_if<BlockDevice>(&d)) {
+    p = {{"driver", "virtio-blk-pci"}, {"drive", BackendId(d)}, {"serial", b->serial}};
   } else if (IsSerialVsock(d)) {
     p = {{"driver", "virtserialport"},
          {"bus", SerialBusId(d) + ".0"},
@@ -114,7 +116,7 @@ std::vector<std::string> DeviceBootArgs(const Device& d, int fd) {
   return args;
 }
 
-std::vector<QmpStep> BackendAddSteps(const Device& d) {
+std::vector<QmpStep> BackendAddSteps(const Device& d, uint64_t fdset) {
   if (auto* n = std::get_if<NetDevice>(&d)) {
     json args = {{"type", "tap"}, {"id", BackendId(d)}, {"vhost", false}};
     if (n->fd_name.empty()) {
@@ -123,6 +125,14 @@ std::vector<QmpStep> BackendAddSteps(const Device& d) {
       args["fd"] = n->fd_name;  // QEMU takes the fd out of its getfd list
     }
     return {{"netdev_add", args}};
+  }
+  if (auto* b = std::get_if<BlockDevice>(&d)) {
+    // QEMU opens /dev/fdset/N by taking a dup of the set's fd whose access
+    // mode matches: the caller's fd decides what the disk may do.
+    return {{"blockdev-add", json{{"driver", "file"},
+                                  {"node-name", BackendId(d)},
+                                  {"filename", fmt::format("/dev/fdset/{}", fdset)},
+                                  {"read-only", !b->writable}}}};
   }
   if (!UsesChardev(d)) return {};
   json backend = {{"type", "socket"},
@@ -137,7 +147,9 @@ QmpStep DeviceAddStep(const Device& d, const std::string& bus) {
   return {"device_add", args};
 }
 
-std::vector<QmpStep> PassedFdReleaseSteps(const Device& d) {
+std::vector<QmpStep> PassedFdReleaseSteps(const Device& d, uint64_t fdset) {
+  // The blockdev holds its own dup; the set goes once nothing uses it.
+  if (std::holds_alternative<BlockDevice>(d)) return {{"remove-fd", json{{"fdset-id", fdset}}}};
   if (UsesChardev(d) || PassesVhostFd(d)) return {{"closefd", json{{"fdname", PassedFdName(d)}}}};
   auto* n = std::get_if<NetDevice>(&d);
   if (n == nullptr || n->fd_name.empty()) return {};
@@ -147,6 +159,7 @@ std::vector<QmpStep> PassedFdReleaseSteps(const Device& d) {
 std::vector<QmpStep> BackendRemoveSteps(const Device& d) {
   if (std::holds_alternative<NetDevice>(d)) return {{"netdev_del", json{{"id", BackendId(d)}}}};
   if (UsesChardev(d)) return {{"chardev-remove", json{{"id", BackendId(d)}}}};
+  if (std::holds_alternative<BlockDevice>(d)) return {{"blockdev-del", json{{"node-name", BackendId(d)}}}};
   return {};
 }
 

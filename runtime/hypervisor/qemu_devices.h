@@ -42,19 +42,21 @@ std::string PassedFdName(const Device& d);
 // socket of a vhost-user device, the vhost fd of a kernel vsock device.
 std::vector<std::string> DeviceBootArgs(const Device& d, int fd = -1);
 
-// Back end first (netdev_add / chardev-add, none for kernel vhost-vsock).
-// A vhost-user chardev takes its socket from the fd passed as
-// PassedFdName(d): the VMM never opens a path of the state dir.
-std::vector<QmpStep> BackendAddSteps(const Device& d);
+// Back end first (netdev_add / chardev-add / blockdev-add, none for kernel
+// vhost-vsock). A vhost-user chardev takes its socket from the fd passed as
+// PassedFdName(d), a block device its image from fdset `fdset` (add-fd's
+// answer): the VMM never opens a path of the state dir.
+std::vector<QmpStep> BackendAddSteps(const Device& d, uint64_t fdset = 0);
 // device_add onto `bus` (a hot-plug root port).
 QmpStep DeviceAddStep(const Device& d, const std::string& bus);
 // When the back end or device could not be added: closefd for an fd passed
 // with getfd (a tap, a vhost-user socket, a vhost fd) that was therefore
 // never taken (QEMU would keep it open). An fd already taken makes closefd
-// fail harmlessly.
-std::vector<QmpStep> PassedFdReleaseSteps(const Device& d);
-// After DEVICE_DELETED: netdev_del / chardev-remove (netdev_del also closes
-// a passed tap fd).
+// fail harmlessly. A block device's fdset is removed after its blockdev-add
+// either way (the blockdev keeps its own dup).
+std::vector<QmpStep> PassedFdReleaseSteps(const Device& d, uint64_t fdset = 0);
+// After DEVICE_DELETED: netdev_del / chardev-remove / blockdev-del
+// (netdev_del also closes a passed tap fd).
 std::vector<QmpStep> BackendRemoveSteps(const Device& d);
 
 }  // namespace capsule::hypervisor

@@ -309,16 +309,23 @@ Status QemuVm::RunSteps(const std::vector<QmpStep>& steps) {
 // The VMM opens no path of ours (it may run as a user that cannot): a
 // vhost-user device's socket is connected here, a kernel vsock's vhost fd
 // comes from the caller, and each goes over with getfd.
-Status QemuVm::PassDeviceFd(const Device& device) {
+Result<uint64_t> QemuVm::PassDeviceFd(const Device& device) {
+  if (const auto* b = std::get_if<BlockDevice>(&device)) {
+    ASSIGN_OR_RETURN(json added, qmp_->ExecuteWithFd("add-fd", json::object(), b->fd));
+    auto id = added.find("fdset-id");
+    if (id == added.end() || !id->is_number_unsigned()) return Internal("add-fd answered no fdset-id: " + added.dump());
+    return id->get<uint64_t>();
+  }
   if (ConnectsSocket(device)) {
     const auto* fs = std::get_if<FsShare>(&device);
     const std::string& path = fs != nullptr ? fs->socket_path : std::get<VsockDevice>(device).socket_path;
     ASSIGN_OR_RETURN(UniqueFd sock, ConnectUnix(path, kVhostUserListenWait));
-    return qmp_->ExecuteWithFd("getfd", json{{"fdname", PassedFdName(device)}}, sock.get()).status();
+    RETURN_IF_ERROR(qmp_->ExecuteWithFd("getfd", json{{"fdname", PassedFdName(device)}}, sock.get()).status());
+    return uint64_t{0};
   }
   if (const auto* v = std::get_if<VsockDevice>(&device); v != nullptr && v->vhost_fd >= 0)
-    return qmp_->ExecuteWithFd("getfd", json{{"fdname", PassedFdName(device)}}, v->vhost_fd).status();
-  return Status::Ok();
+    RETURN_IF_ERROR(qmp_->ExecuteWithFd("getfd", json{{"fdname", PassedFdName(device)}}, v->vhost_fd).status());
+  return uint64_t{0};
 }
 
 Status QemuVm::HotplugDevice(const Device& device) {
@@ -336,6 +343,8 @@ Status QemuVm::HotplugDevice(const Device& device) {
     if (vsock != nullptr && vsock->backend == VsockDevice::Backend::kSerial)
       return FailedPrecondition(what + ": a serial vsock is part of the VM from boot (it migrates with it); it is "
                                 "not hot-pluggable");
+    if (auto* b = std::get_if<BlockDevice>(&device); b != nullptr && b->fd < 0)
+      return InvalidArgument(what + ": no image fd (the VMM opens no path)");
     auto* nic = std::get_if<NetDevice>(&device);
     if (nic != nullptr && nic->fd_name.empty() && record_.vmm_uid >= 0)
       return FailedPrecondition(fmt::format("{}: QEMU runs as uid {} and cannot make a tap; pass one (PassFd, "
@@ -347,15 +356,18 @@ Status QemuVm::HotplugDevice(const Device& device) {
     if (taken) return AlreadyExists(what + ": the id is in use");
   }
   ASSIGN_OR_RETURN(std::string port, FreePort());
-  RETURN_IF_ERROR_CTX(PassDeviceFd(device), what);
-  if (Status st = RunSteps(BackendAddSteps(device)); !st.ok()) {
-    (void)RunSteps(PassedFdReleaseSteps(device));
+  Result<uint64_t> fdset = PassDeviceFd(device);
+  if (!fdset.ok()) return fdset.status().WithContext(what);
+  const bool block = std::holds_alternative<BlockDevice>(device);
+  if (Status st = RunSteps(BackendAddSteps(device, *fdset)); !st.ok()) {
+    (void)RunSteps(PassedFdReleaseSteps(device, *fdset));
     return std::move(st).WithContext(what);
   }
+  if (block) (void)RunSteps(PassedFdReleaseSteps(device, *fdset));  // the blockdev holds its own dup
   QmpStep add = DeviceAddStep(device, port);
   if (Status st = qmp_->Execute(add.command, add.arguments).status(); !st.ok()) {
     (void)RunSteps(BackendRemoveSteps(device));  // undo the back end
-    if (!IsVhostUser(device)) (void)RunSteps(PassedFdReleaseSteps(device));  // a vhost fd not taken
+    if (!IsVhostUser(device) && !block) (void)RunSteps(PassedFdReleaseSteps(device));  // a vhost fd not taken
     return std::move(st).WithContext(what);
   }
   {

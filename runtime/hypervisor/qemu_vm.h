@@ -76,7 +76,8 @@ class QemuVm final : public Vm {
   Status PersistRecord();
   Result<std::string> FreePort() const;
   Status RunSteps(const std::vector<QmpStep>& steps);
-  Status PassDeviceFd(const Device& device);
+  // The fdset a block device's fd went into (add-fd); 0 for the others.
+  Result<uint64_t> PassDeviceFd(const Device& device);
   // Polls query-migrate until the stream completed, failed or `timeout`.
   Status AwaitMigration(std::string_view what, std::chrono::milliseconds timeout);
   std::string Who() const { return "VM " + record_.spec.id; }

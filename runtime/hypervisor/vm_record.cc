@@ -95,6 +95,10 @@ json DeviceToJson(const Device& d) {
     j["socket_path"] = f->socket_path;
     j["tag"] = f->tag;
     j["queue_size"] = f->queue_size;
+  } else if (auto* b = std::get_if<BlockDevice>(&d)) {
+    j["image"] = b->image;
+    j["serial"] = b->serial;
+    j["writable"] = b->writable;
   }
   return j;
 }
@@ -131,6 +135,14 @@ Result<Device> DeviceFromJson(const Reader& r) {
     RETURN_IF_ERROR(r.Str("tag", f.tag));
     RETURN_IF_ERROR(r.Uint("queue_size", f.queue_size, false));
     return Device(f);
+  }
+  if (kind == "block") {
+    BlockDevice b;
+    b.id = id;
+    RETURN_IF_ERROR(r.Str("image", b.image));
+    RETURN_IF_ERROR(r.Str("serial", b.serial));
+    RETURN_IF_ERROR(r.Bool("writable", b.writable, false));
+    return Device(b);
   }
   return r.Error("kind", fmt::format("unknown device kind '{}'", kind));
 }

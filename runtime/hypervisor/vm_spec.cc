@@ -90,6 +90,16 @@ Status ValidateFs(const FsShare& d) {
   return Status::Ok();
 }
 
+Status ValidateBlock(const BlockDevice& d) {
+  std::string what = fmt::format("block device '{}'", d.id);
+  bool ok = !d.serial.empty() && d.serial.size() <= kMaxBlockSerialLen;
+  for (char c : d.serial) ok = ok && IsIdChar(c);
+  if (!ok)
+    return InvalidArgument(fmt::format("{}: serial must be 1..{} chars of [A-Za-z0-9_.-], got '{}'", what,
+                                       kMaxBlockSerialLen, d.serial));
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string_view AcceleratorName(Accelerator a) { return a == Accelerator::kKvm ? "kvm" : "tcg"; }
@@ -102,7 +112,8 @@ std::string_view DeviceKind(const Device& d) {
   switch (d.index()) {
     case 0: return "net";
     case 1: return "vsock";
-    default: return "fs";
+    case 2: return "fs";
+    default: return "block";
   }
 }
 
@@ -132,6 +143,7 @@ Status ValidateDevice(const Device& device) {
         if constexpr (std::is_same_v<T, NetDevice>) return ValidateNet(d);
         if constexpr (std::is_same_v<T, VsockDevice>) return ValidateVsock(d);
         if constexpr (std::is_same_v<T, FsShare>) return ValidateFs(d);
+        if constexpr (std::is_same_v<T, BlockDevice>) return ValidateBlock(d);
       },
       device);
 }
@@ -169,6 +181,8 @@ Status ValidateVmSpec(const VmSpec& s) {
     // Fds are passed over QMP, which exists only once the VMM runs.
     if (auto* n = std::get_if<NetDevice>(&d); n != nullptr && !n->fd_name.empty())
       return bad(fmt::format("net device '{}': fd_name works for hot-plug only, not at boot", n->id));
+    if (std::holds_alternative<BlockDevice>(d))
+      return bad(fmt::format("block device '{}' is hot-plugged, not attached at boot", DeviceId(d)));
     if (!ids.insert(DeviceId(d)).second) return bad(fmt::format("device id '{}' used twice", DeviceId(d)));
   }
   return Status::Ok();

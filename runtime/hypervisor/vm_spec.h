@@ -62,9 +62,24 @@ struct FsShare {
   bool operator==(const FsShare&) const = default;
 };
 
-using Device = std::variant<NetDevice, VsockDevice, FsShare>;
+// A virtio-blk disk on an image the caller opened (`fd`, kept open until the
+// hot-plug returns; the VMM opens no path): the fd goes into an fdset
+// (add-fd) that a blockdev on /dev/fdset/N opens. QEMU emulates the disk,
+// so it works with private (copy-on-write) RAM. Hot-plug only. The guest
+// finds it by `serial` (/sys/block/vdX/serial). Read-only unless `writable`.
+struct BlockDevice {
+  std::string id;
+  std::string image;   // what the fd is, for the record and logs
+  std::string serial;  // 1..20 chars of [A-Za-z0-9_.-] (virtio-blk's ID field)
+  bool writable = false;
+  int fd = -1;         // never recorded
+  bool operator==(const BlockDevice&) const = default;
+};
+inline constexpr size_t kMaxBlockSerialLen = 20;  // VIRTIO_BLK_ID_BYTES
+
+using Device = std::variant<NetDevice, VsockDevice, FsShare, BlockDevice>;
 const std::string& DeviceId(const Device& d);
-std::string_view DeviceKind(const Device& d);  // "net" | "vsock" | "fs"
+std::string_view DeviceKind(const Device& d);  // "net" | "vsock" | "fs" | "block"
 
 struct VmSpec {
   std::string id;         // [A-Za-z0-9][A-Za-z0-9_.-]*, at most 64 chars

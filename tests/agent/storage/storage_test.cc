@@ -5,7 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include "agent/storage/block_device.h"
 #include "agent/storage/guest_path.h"
+#include "runtime/common/file_util.h"
+
+#include <thread>
 
 namespace capsule::agent::storage {
 namespace {
@@ -29,6 +33,36 @@ TEST(Storage, UnknownDriver) { ExpectInvalid({"nfs", "x", "", {}, "/m"}, "storag
 TEST(Storage, VirtioFsTagRequiredAndBounded) {
   ExpectInvalid({"virtiofs", "", "", {}, "/m"}, "storages[2].source");
   ExpectInvalid({"virtiofs", std::string(37, 't'), "", {}, "/m"}, "storages[2].source");
+}
+
+TEST(Storage, ABlockStorageIsAnErofsImageOnADiskNamedByItsSerial) {
+  EXPECT_TRUE(ValidateStorage({"blk", "c1-rootfs", "erofs", {}, "/run/c1"}).ok());
+  ExpectInvalid({"blk", "", "erofs", {}, "/m"}, "storages[2].source");
+  ExpectInvalid({"blk", std::string(21, 's'), "erofs", {}, "/m"}, "storages[2].source");
+  ExpectInvalid({"blk", "../vda", "erofs", {}, "/m"}, "storages[2].source");
+  ExpectInvalid({"blk", "c1", "ext4", {}, "/m"}, "storages[2].fstype must be erofs");
+  ExpectInvalid({"blk", "c1", "", {}, "/m"}, "storages[2].fstype must be erofs");
+}
+
+// The disk shows up in sysfs a moment after the host's hot-plug.
+TEST(BlockDevice, FoundByItsSerialOnceItAppearsElseNotFoundNamingIt) {
+  auto dir = TempDir::Create("sys-block");
+  ASSERT_TRUE(dir.ok());
+  ASSERT_TRUE(MkdirAll(dir->Join("vda")).ok());
+  ASSERT_TRUE(WriteFile(dir->Join("vda/serial"), "other\n").ok());
+  ASSERT_TRUE(MkdirAll(dir->Join("loop0")).ok());  // no serial file
+  std::thread plug([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    (void)MkdirAll(dir->Join("vdb"));
+    (void)WriteFile(dir->Join("vdb/serial"), "c1-rootfs\n");
+  });
+  auto found = BlockDeviceBySerial("c1-rootfs", std::chrono::seconds(5), dir->path(), "/dev");
+  plug.join();
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  EXPECT_EQ(*found, "/dev/vdb");
+  auto missing = BlockDeviceBySerial("c2-rootfs", std::chrono::milliseconds(30), dir->path(), "/dev");
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+  EXPECT_NE(missing.status().message().find("c2-rootfs"), std::string::npos);
 }
 
 TEST(Storage, FstypeMustFitDriver) { ExpectInvalid({"tmpfs", "", "ext4", {}, "/m"}, "storages[2].fstype"); }

@@ -14,16 +14,20 @@ using std::chrono::milliseconds;
 
 Status CowClone::Stop() {
   if (agent) agent->Close();
+  agent.reset();
   Status s;
   if (vm) s = vm->Stop(milliseconds(0));
+  vm.reset();
   if (port) {
     Status p = port->Shutdown(milliseconds(2000));
     if (s.ok()) s = p;
   }
+  port.reset();
   if (!dir.empty()) {
     Status r = RemoveAll(dir);
     if (s.ok()) s = r;
   }
+  dir.clear();
   return s;
 }
 

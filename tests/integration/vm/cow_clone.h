@@ -24,7 +24,11 @@ struct CowClone {
   agentclient::AgentClientPtr agent;
   std::string dir;
   double to_agent_ms = 0;  // QEMU launched -> state loaded -> resumed -> Check answered
-  // Stops QEMU and the daemon and removes the dir.
+  CowClone() = default;
+  CowClone(CowClone&&) = default;
+  CowClone& operator=(CowClone&&) = default;
+  ~CowClone() { (void)Stop(); }  // a failed assertion still leaves nothing
+  // Stops QEMU and the daemon and removes the dir. Idempotent.
   Status Stop();
 };
 

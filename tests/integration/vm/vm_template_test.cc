@@ -28,6 +28,7 @@
 #include "runtime/hypervisor/vm_record.h"
 #include "runtime/vm/sandbox_vm.h"
 #include "runtime/vm/vm_template.h"
+#include "runtime/erofs/erofs_image.h"
 #include "tests/integration/vm/cow_clone.h"
 #include "tests/integration/vm/vm_test_env.h"
 
@@ -316,6 +317,52 @@ TEST_F(SerialVmTemplateTest, ACopyOnWriteCloneAnswersOverTheSerialVsockAndNeverW
   }
   EXPECT_EQ(uuids.size(), 2u);
   EXPECT_EQ(Fnv1a(tpl_.ram_path()), before) << "a clone's writes reached the template's RAM file";
+  ExpectNothingLeft(*env_);
+}
+
+// The dense device set's rootfs on the same clone: a read-only erofs image
+// of a host tree on a virtio-blk disk hot-plugged by fd (QEMU emulates the
+// disk, so private RAM is fine), mounted by the agent from the disk it
+// finds by serial.
+TEST_F(SerialVmTemplateTest, ACopyOnWriteCloneMountsAnErofsImageFromAHotpluggedDisk) {
+  config::Config cfg = config_;
+  cfg.hypervisor.vmm_uid_base = 0;
+  const std::string src = env_->root() + "/rootfs-src";
+  ASSERT_TRUE(MkdirAll(src + "/etc").ok());
+  ASSERT_TRUE(WriteFile(src + "/etc/os-release", "NAME=erofs-on-a-clone\n").ok());
+  ASSERT_TRUE(WriteFile(src + "/etc/big", std::string(200000, 'b')).ok());
+  const std::string image = env_->root() + "/rootfs.erofs";
+  Status made = erofs::MakeErofsImage(src, image);
+  ASSERT_TRUE(made.ok()) << made.ToString();
+  auto c = testing::LaunchCowClone(cfg, tpl_, env_->state_dir(), "cow-blk");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  {
+    UniqueFd fd(::open(image.c_str(), O_RDONLY | O_CLOEXEC));
+    ASSERT_TRUE(fd);
+    Status plugged = c->vm->HotplugDevice(hypervisor::BlockDevice{"rootfs0", image, "c0-rootfs", false, fd.get()});
+    ASSERT_TRUE(plugged.ok()) << plugged.ToString();
+  }  // QEMU holds its own dup now
+  agent::v1::CreateSandboxRequest req;
+  req.set_sandbox_id("pod-blk");
+  auto* st = req.add_storages();
+  st->set_driver("blk");
+  st->set_source("c0-rootfs");
+  st->set_fstype("erofs");
+  st->set_mount_point("/run/capsule/c0-rootfs");
+  Status created = c->agent->CreateSandbox(req);
+  ASSERT_TRUE(created.ok()) << created.ToString();
+  agent::v1::ReadGuestFileRequest read;
+  read.set_path("/run/capsule/c0-rootfs/etc/os-release");
+  read.set_max_bytes(4096);
+  auto os = c->agent->ReadGuestFile(read);
+  ASSERT_TRUE(os.ok()) << os.status().ToString();
+  EXPECT_EQ(os->data(), "NAME=erofs-on-a-clone\n");
+  read.set_path("/run/capsule/c0-rootfs/etc/big");
+  read.set_max_bytes(300000);
+  auto big = c->agent->ReadGuestFile(read);
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  EXPECT_EQ(big->data(), std::string(200000, 'b'));
+  EXPECT_TRUE(c->Stop().ok());
   ExpectNothingLeft(*env_);
 }
 

@@ -252,6 +252,30 @@ TEST(QemuDevicesTest, TheSerialVsockIsAControllerAndANamedPortOnAPassedSocket) {
   EXPECT_FALSE(ValidateDevice(VsockDevice{"vsock0", VsockDevice::Backend::kSerial, 3, "relative.sock"}).ok());
 }
 
+// A disk's image goes over as an fd into an fdset (add-fd), the blockdev
+// opens /dev/fdset/N (read-only unless writable), the set is released once
+// the blockdev holds its dup, and unplugging deletes the blockdev.
+TEST(QemuDevicesTest, ABlockDeviceReadsItsImageFromAPassedFdset) {
+  Device disk = BlockDevice{"rootfs1", "/var/lib/capsule/erofs/x.erofs", "c1-rootfs", false, 7};
+  EXPECT_FALSE(ConnectsSocket(disk));
+  auto add = BackendAddSteps(disk, 4);
+  ASSERT_EQ(add.size(), 1u);
+  EXPECT_EQ(add[0].command, "blockdev-add");
+  EXPECT_EQ(add[0].arguments, (json{{"driver", "file"}, {"node-name", "rootfs1-be"}, {"filename", "/dev/fdset/4"},
+                                    {"read-only", true}}));
+  QmpStep dev = DeviceAddStep(disk, "rp2");
+  EXPECT_EQ(dev.arguments, (json{{"driver", "virtio-blk-pci"}, {"drive", "rootfs1-be"}, {"serial", "c1-rootfs"},
+                                 {"id", "rootfs1"}, {"bus", "rp2"}}));
+  EXPECT_EQ(PassedFdReleaseSteps(disk, 4), (std::vector<QmpStep>{{"remove-fd", json{{"fdset-id", 4}}}}));
+  EXPECT_EQ(BackendRemoveSteps(disk), (std::vector<QmpStep>{{"blockdev-del", json{{"node-name", "rootfs1-be"}}}}));
+  Device writable = BlockDevice{"scratch", "/x.img", "scratch", true, 7};
+  EXPECT_EQ(BackendAddSteps(writable, 5)[0].arguments["read-only"], false);
+  EXPECT_TRUE(ValidateDevice(disk).ok());
+  EXPECT_FALSE(ValidateDevice(BlockDevice{"d", "/x", "", false, 7}).ok()) << "a serial is how the guest finds it";
+  EXPECT_FALSE(ValidateDevice(BlockDevice{"d", "/x", "twenty-one-chars-long", false, 7}).ok());
+  EXPECT_FALSE(ValidateDevice(BlockDevice{"d", "/x", "a,b", false, 7}).ok());
+}
+
 // A hot-plugged vhost-user device's chardev takes the socket the launcher
 // connected and passed (getfd); a kernel vsock device its vhost fd.
 TEST(QemuDevicesTest, HotplugStepsForVhostUserAndKernelVsock) {

@@ -44,7 +44,8 @@ VmRecord FullRecord() {
   r.vmm_log = "/run/capsule/vm/pod-1/qemu.log";
   r.hotplugged = {{NetDevice{"eth0", "tap0", "52:54:00:00:00:01", ""}, "rp0"},
                   {VsockDevice{"vsock1", VsockDevice::Backend::kVhostUser, 0, "/run/v.sock"}, "rp1"},
-                  {NetDevice{"eth1", "tap_cap1", "52:54:00:00:00:02", "tapfd1"}, "rp2"}};
+                  {NetDevice{"eth1", "tap_cap1", "52:54:00:00:00:02", "tapfd1"}, "rp2"},
+                  {BlockDevice{"rootfs1", "/var/lib/capsule/erofs/x.erofs", "c1-rootfs", false, -1}, "rp3"}};
   return r;
 }
 
@@ -53,6 +54,14 @@ TEST(VmRecordTest, RoundTripsEveryField) {
   auto back = VmRecordFromJson(VmRecordToJson(r), "vm.json");
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, r);
+}
+
+TEST(VmSpecTest, ABlockDeviceIsHotPluggedNotAttachedAtBoot) {
+  VmSpec s = FullRecord().spec;
+  s.devices = {BlockDevice{"rootfs1", "/x.erofs", "c1", false, 3}};
+  Status st = ValidateVmSpec(s);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("hot-plugged"), std::string::npos) << st.ToString();
 }
 
 TEST(VmSpecTest, CopyOnWriteRamWithOnlyMigratableDevicesPasses) {

@@ -323,7 +323,7 @@ TEST_F(SerialVmTemplateTest, ACopyOnWriteCloneAnswersOverTheSerialVsockAndNeverW
 // The dense device set's rootfs on the same clone: a read-only erofs image
 // of a host tree on a virtio-blk disk hot-plugged by fd (QEMU emulates the
 // disk, so private RAM is fine), mounted by the agent from the disk it
-// finds by serial.
+// finds by serial; unmounted with the pod, the disk unplugs.
 TEST_F(SerialVmTemplateTest, ACopyOnWriteCloneMountsAnErofsImageFromAHotpluggedDisk) {
   config::Config cfg = config_;
   cfg.hypervisor.vmm_uid_base = 0;
@@ -362,6 +362,12 @@ TEST_F(SerialVmTemplateTest, ACopyOnWriteCloneMountsAnErofsImageFromAHotpluggedD
   auto big = c->agent->ReadGuestFile(read);
   ASSERT_TRUE(big.ok()) << big.status().ToString();
   EXPECT_EQ(big->data(), std::string(200000, 'b'));
+  // The pod's end unmounts it; then the disk unplugs cleanly.
+  agent::v1::DestroySandboxRequest destroy;
+  Status destroyed = c->agent->DestroySandbox(destroy);
+  ASSERT_TRUE(destroyed.ok()) << destroyed.ToString();
+  Status unplugged = c->vm->UnplugDevice("rootfs0", milliseconds(20000));
+  EXPECT_TRUE(unplugged.ok()) << unplugged.ToString();
   EXPECT_TRUE(c->Stop().ok());
   ExpectNothingLeft(*env_);
 }

@@ -145,7 +145,8 @@ Status AgentProcess::Serve() {
     // The host's streams arrive as unix connections from the serial link.
     auto route = [](server::Endpoint& ep) {
       if (ep.kind != server::Endpoint::Kind::kVsock) return;
-      ep = server::Endpoint{server::Endpoint::Kind::kUnix, 0, channel::SerialVsock::ListenPath(std::string(kSerialSocketPrefix), ep.port)};
+      const std::string path = channel::SerialVsock::ListenPath(std::string(kSerialSocketPrefix), ep.port);
+      ep = server::Endpoint{server::Endpoint::Kind::kUnix, 0, path};
     };
     RETURN_IF_ERROR(MkdirAll(std::string(kSerialSocketDir), 0700));
     for (auto& ep : options_.listen) route(ep);

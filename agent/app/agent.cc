@@ -19,7 +19,6 @@
 
 #include <exception>
 #include <string_view>
-#include <thread>
 
 #include "agent/containers/engine_ops.h"
 #include "agent/engine/pod_holder.h"
@@ -200,16 +199,11 @@ server::TokenSource AgentProcess::AgentTokenSource() const {
 // the module loads.
 Result<std::string> AgentProcess::AwaitSerialPort() {
   RETURN_IF_ERROR_CTX(loader_->Load({"virtio_console"}), "capsule.vsock=serial");
-  const auto deadline = std::chrono::steady_clock::now() + kSerialPortWait;
-  for (;;) {
-    Result<std::string> port = channel::FindVirtioPort(guest_abi::kVsockSerialPortName);
-    if (port.ok() && ::access(port->c_str(), R_OK | W_OK) == 0) return port;
-    if (std::chrono::steady_clock::now() > deadline)
-      return DeadlineExceeded(fmt::format("capsule.vsock=serial: {} within {} ms",
-                                          port.ok() ? "no device node " + *port : port.status().message(),
-                                          kSerialPortWait.count()));
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  Result<std::string> port = channel::FindVirtioPort(guest_abi::kVsockSerialPortName, kSerialPortWait);
+  if (!port.ok()) return DeadlineExceeded("capsule.vsock=serial: " + port.status().message());
+  // The port is named once its device exists, so its node is there too.
+  if (::access(port->c_str(), R_OK | W_OK) != 0) return ErrnoStatus("capsule.vsock=serial: device node " + *port);
+  return port;
 }
 
 void AgentProcess::SignalReady() {

@@ -4,12 +4,11 @@
 // own back end before the guest runs, so a clone never sees that gap).
 #include "agent/channel/serial_vsock.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 
 #include <fmt/format.h>
 
-#include "runtime/common/file_util.h"
+#include "agent/system/sysfs_lookup.h"
 #include "runtime/common/guest_abi.h"
 #include "runtime/vsock/vsock_packet.h"
 
@@ -20,19 +19,10 @@ constexpr std::chrono::milliseconds kReattachPause{100};
 
 }  // namespace
 
-Result<std::string> FindVirtioPort(std::string_view name, const std::string& sys_dir, const std::string& dev_dir) {
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(sys_dir.c_str()), ::closedir);
-  if (!dir) return NotFound(fmt::format("no virtio-serial port named {}: {} cannot be read", name, sys_dir));
-  while (dirent* e = ::readdir(dir.get())) {
-    std::string_view port = e->d_name;
-    if (port.empty() || port[0] == '.') continue;
-    Result<std::string> text = ReadFile(fmt::format("{}/{}/name", sys_dir, port));
-    if (!text.ok()) continue;
-    std::string_view got = *text;
-    while (!got.empty() && (got.back() == '\n' || got.back() == '\0')) got.remove_suffix(1);
-    if (got == name) return fmt::format("{}/{}", dev_dir, port);
-  }
-  return NotFound(fmt::format("no virtio-serial port named {} under {}", name, sys_dir));
+Result<std::string> FindVirtioPort(std::string_view name, std::chrono::milliseconds wait, const std::string& sys_dir,
+                                   const std::string& dev_dir) {
+  ASSIGN_OR_RETURN(std::string port, system::FindSysfsEntry(sys_dir, "name", name, wait));
+  return fmt::format("{}/{}", dev_dir, port);
 }
 
 std::string SerialVsock::ListenPath(const std::string& socket_prefix, uint32_t port) {

@@ -7,6 +7,7 @@
 // listen. Nothing else in the agent knows which transport it is on.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -22,8 +23,9 @@ namespace capsule::agent::channel {
 
 // The device node of the virtio-serial port called `name` ("/dev/vport1p1"),
 // looked up by name in `sys_dir` (one directory per port, each with a
-// `name` file); NotFound when no port has it.
-Result<std::string> FindVirtioPort(std::string_view name, const std::string& sys_dir = "/sys/class/virtio-ports",
+// `name` file), waiting up to `wait` for it; NotFound when no port has it.
+Result<std::string> FindVirtioPort(std::string_view name, std::chrono::milliseconds wait = {},
+                                   const std::string& sys_dir = "/sys/class/virtio-ports",
                                    const std::string& dev_dir = "/dev");
 
 class SerialVsock;

@@ -19,7 +19,7 @@ TEST(FindVirtioPortTest, FindsThePortByItsNameAmongOthers) {
   ASSERT_TRUE(MkdirAll(dir->Join("vport1p1")).ok());
   ASSERT_TRUE(WriteFile(dir->Join("vport1p1/name"), "capsule.vsock\n").ok());
   ASSERT_TRUE(MkdirAll(dir->Join("vport1p2")).ok());  // a port without a name file
-  auto port = FindVirtioPort("capsule.vsock", dir->path(), "/dev");
+  auto port = FindVirtioPort("capsule.vsock", {}, dir->path(), "/dev");
   ASSERT_TRUE(port.ok()) << port.status().ToString();
   EXPECT_EQ(*port, "/dev/vport1p1");
 }
@@ -29,11 +29,11 @@ TEST(FindVirtioPortTest, APrefixOrAMissingTreeIsNotFoundAndSaysWhatWasLookedFor)
   ASSERT_TRUE(dir.ok());
   ASSERT_TRUE(MkdirAll(dir->Join("vport0p1")).ok());
   ASSERT_TRUE(WriteFile(dir->Join("vport0p1/name"), "capsule.vsock.old\n").ok());
-  auto port = FindVirtioPort("capsule.vsock", dir->path());
+  auto port = FindVirtioPort("capsule.vsock", {}, dir->path());
   ASSERT_FALSE(port.ok());
   EXPECT_EQ(port.status().code(), Code::kNotFound);
   EXPECT_NE(port.status().message().find("capsule.vsock"), std::string::npos);
-  auto none = FindVirtioPort("capsule.vsock", dir->Join("absent"));
+  auto none = FindVirtioPort("capsule.vsock", {}, dir->Join("absent"));
   EXPECT_EQ(none.status().code(), Code::kNotFound);
 }
 

@@ -1,0 +1,44 @@
+#include "agent/system/sysfs_lookup.h"
+
+#include <dirent.h>
+
+#include <fmt/format.h>
+#include <memory>
+#include <thread>
+
+#include "runtime/common/file_util.h"
+
+namespace capsule::agent::system {
+namespace {
+
+std::string ScanOnce(const std::string& dir, std::string_view attribute, std::string_view value) {
+  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
+  if (!d) return "";
+  while (dirent* e = ::readdir(d.get())) {
+    std::string_view name = e->d_name;
+    if (name.empty() || name[0] == '.') continue;
+    Result<std::string> text = ReadFile(fmt::format("{}/{}/{}", dir, name, attribute));
+    if (!text.ok()) continue;
+    std::string_view got = *text;
+    while (!got.empty() && (got.back() == '\n' || got.back() == '\0' || got.back() == ' ')) got.remove_suffix(1);
+    if (got == value) return std::string(name);
+  }
+  return "";
+}
+
+}  // namespace
+
+Result<std::string> FindSysfsEntry(const std::string& dir, std::string_view attribute, std::string_view value,
+                                   std::chrono::milliseconds wait) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    std::string name = ScanOnce(dir, attribute, value);
+    if (!name.empty()) return name;
+    if (std::chrono::steady_clock::now() >= deadline)
+      return NotFound(fmt::format("nothing under {} has {} '{}'{}", dir, attribute, value,
+                                  wait.count() > 0 ? fmt::format(" within {} ms", wait.count()) : ""));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+}  // namespace capsule::agent::system

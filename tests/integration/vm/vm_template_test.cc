@@ -61,6 +61,37 @@ int64_t HostUnixNs() {
       .count();
 }
 
+// What tells clones of one template apart, read before any host reseed:
+// the kernel's CRNG output (vmgenid's reseed) and its boot_id.
+void ReadIdentity(SandboxVm& c, std::set<std::string>& uuids, std::set<std::string>& boot_ids) {
+  auto uuid = ReadInGuest(c, "/proc/sys/kernel/random/uuid");
+  ASSERT_TRUE(uuid.ok()) << uuid.status().ToString();
+  uuids.insert(*uuid);
+  auto boot_id = ReadInGuest(c, "/proc/sys/kernel/random/boot_id");
+  ASSERT_TRUE(boot_id.ok()) << boot_id.status().ToString();
+  boot_ids.insert(*boot_id);
+}
+
+// The clone's pod mounts its hot-plugged virtio-fs share and serves a file
+// the host writes there after.
+void ServesItsShare(SandboxVm& c, agentclient::AgentClient& agent, const std::string& pod) {
+  agent::v1::CreateSandboxRequest req;
+  req.set_sandbox_id(pod);
+  *req.add_storages() = c.SharedFsStorage();
+  ASSERT_TRUE(agent.CreateSandbox(req).ok());
+  ASSERT_TRUE(WriteFile(c.HostSharedPath("who"), c.id()).ok());
+  auto who = ReadInGuest(c, c.GuestSharedPath("who"));
+  ASSERT_TRUE(who.ok()) << who.status().ToString();
+  EXPECT_EQ(*who, c.id());
+}
+
+// The agent token in the clone's vm.json.
+Result<std::string> TokenOf(const SandboxVm& c) {
+  ASSIGN_OR_RETURN(std::string text, ReadFile(c.state_dir() + "/vm.json"));
+  ASSIGN_OR_RETURN(auto record, hypervisor::VmRecordFromJson(text, "vm.json"));
+  return record.spec.agent_token;
+}
+
 class VmTemplateTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { BuildSuiteTemplate(config::VsockBackendKind::kAuto); }
@@ -128,13 +159,7 @@ TEST_F(VmTemplateTest, ThreeClonesAnswerWithTheirOwnRandomnessBootIdCidAndTheHos
     auto agent = (*c)->agent();
     ASSERT_TRUE(agent.ok()) << agent.status().ToString();
     ASSERT_TRUE((*agent)->Check(milliseconds(5000)).ok());
-    // Kernel CRNG output before any reseed from the host: vmgenid's.
-    auto uuid = ReadInGuest(**c, "/proc/sys/kernel/random/uuid");
-    ASSERT_TRUE(uuid.ok()) << uuid.status().ToString();
-    uuids.insert(*uuid);
-    auto boot_id = ReadInGuest(**c, "/proc/sys/kernel/random/boot_id");
-    ASSERT_TRUE(boot_id.ok()) << boot_id.status().ToString();
-    boot_ids.insert(*boot_id);
+    ASSERT_NO_FATAL_FAILURE(ReadIdentity(**c, uuids, boot_ids));
     // The claim's freshness: the host's clock.
     auto now = HostUnixNs();
     agent::v1::SetGuestTimeRequest time;
@@ -147,20 +172,10 @@ TEST_F(VmTemplateTest, ThreeClonesAnswerWithTheirOwnRandomnessBootIdCidAndTheHos
         << "clone " << i << "'s clock after SetGuestTime";
     cids.insert(version->local_cid());
     EXPECT_NE(version->local_cid(), 0u);
-    // The hot-plugged virtio-fs share mounts and serves the host's files.
-    agent::v1::CreateSandboxRequest req;
-    req.set_sandbox_id("pod-" + std::to_string(i));
-    *req.add_storages() = (*c)->SharedFsStorage();
-    ASSERT_TRUE((*agent)->CreateSandbox(req).ok());
-    ASSERT_TRUE(WriteFile((*c)->HostSharedPath("who"), spec.id).ok());
-    auto who = ReadInGuest(**c, (*c)->GuestSharedPath("who"));
-    ASSERT_TRUE(who.ok()) << who.status().ToString();
-    EXPECT_EQ(*who, spec.id);
-    auto record = ReadFile((*c)->state_dir() + "/vm.json");
-    ASSERT_TRUE(record.ok()) << record.status().ToString();
-    auto parsed = hypervisor::VmRecordFromJson(*record, "vm.json");
-    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
-    tokens.push_back(parsed->spec.agent_token);
+    ASSERT_NO_FATAL_FAILURE(ServesItsShare(**c, **agent, "pod-" + std::to_string(i)));
+    auto token = TokenOf(**c);
+    ASSERT_TRUE(token.ok()) << token.status().ToString();
+    tokens.push_back(*token);
     clones.push_back(std::move(*c));
   }
   EXPECT_EQ(uuids.size(), 3u) << "each clone's kernel RNG differs before the host reseeds it";
@@ -249,25 +264,11 @@ TEST_F(SerialVmTemplateTest, ClonesAnswerOverTheSerialPortThatCameWithTheirState
     auto agent = (*c)->agent();
     ASSERT_TRUE(agent.ok()) << agent.status().ToString();
     ASSERT_TRUE((*agent)->Check(milliseconds(5000)).ok());
-    auto uuid = ReadInGuest(**c, "/proc/sys/kernel/random/uuid");
-    ASSERT_TRUE(uuid.ok()) << uuid.status().ToString();
-    uuids.insert(*uuid);
-    auto boot_id = ReadInGuest(**c, "/proc/sys/kernel/random/boot_id");
-    ASSERT_TRUE(boot_id.ok()) << boot_id.status().ToString();
-    boot_ids.insert(*boot_id);
-    agent::v1::CreateSandboxRequest req;
-    req.set_sandbox_id("pod-" + std::to_string(i));
-    *req.add_storages() = (*c)->SharedFsStorage();
-    ASSERT_TRUE((*agent)->CreateSandbox(req).ok());
-    ASSERT_TRUE(WriteFile((*c)->HostSharedPath("who"), spec.id).ok());
-    auto who = ReadInGuest(**c, (*c)->GuestSharedPath("who"));
-    ASSERT_TRUE(who.ok()) << who.status().ToString();
-    EXPECT_EQ(*who, spec.id);
-    auto record = ReadFile((*c)->state_dir() + "/vm.json");
-    ASSERT_TRUE(record.ok());
-    auto parsed = hypervisor::VmRecordFromJson(*record, "vm.json");
-    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
-    tokens.insert(parsed->spec.agent_token);
+    ASSERT_NO_FATAL_FAILURE(ReadIdentity(**c, uuids, boot_ids));
+    ASSERT_NO_FATAL_FAILURE(ServesItsShare(**c, **agent, "pod-" + std::to_string(i)));
+    auto token = TokenOf(**c);
+    ASSERT_TRUE(token.ok()) << token.status().ToString();
+    tokens.insert(*token);
     clones.push_back(std::move(*c));
   }
   EXPECT_EQ(uuids.size(), 2u) << "each clone's kernel RNG differs before the host reseeds it";
@@ -276,9 +277,9 @@ TEST_F(SerialVmTemplateTest, ClonesAnswerOverTheSerialPortThatCameWithTheirState
   // One clone's daemon reaches that clone only: its token is refused by the other.
   auto stream = clones[0]->DialGuest(guest_abi::kAgentVsockPort, milliseconds(5000));
   ASSERT_TRUE(stream.ok()) << stream.status().ToString();
-  auto record = hypervisor::VmRecordFromJson(ReadFile(clones[1]->state_dir() + "/vm.json").value_or(""), "vm.json");
-  ASSERT_TRUE(record.ok());
-  Status sibling = agent_auth::Prove(stream->get(), record->spec.agent_token, milliseconds(10000));
+  auto other = TokenOf(*clones[1]);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  Status sibling = agent_auth::Prove(stream->get(), *other, milliseconds(10000));
   EXPECT_EQ(sibling.code(), Code::kPermissionDenied) << sibling.ToString();
   for (auto& c : clones) EXPECT_TRUE(c->Stop(milliseconds(5000)).ok());
   clones.clear();

@@ -14,7 +14,7 @@
 
 #include "deploy/node-image/tar_writer.h"
 #include "runtime/common/file_util.h"
-#include "runtime/install/sha256.h"
+#include "runtime/common/sha256.h"
 
 namespace capsule::oci {
 namespace {
@@ -25,7 +25,7 @@ using nlohmann::json;
 struct Blob {
   std::string media_type;
   std::string data;
-  std::string Digest() const { return "sha256:" + install::Sha256Hex(data); }
+  std::string Digest() const { return "sha256:" + Sha256Hex(data); }
   json Descriptor() const { return {{"mediaType", media_type}, {"digest", Digest()}, {"size", data.size()}}; }
 };
 

@@ -10,7 +10,7 @@
 #include "runtime/install/dropin.h"
 #include "runtime/install/manifest.h"
 #include "runtime/install/root_dir.h"
-#include "runtime/install/sha256.h"
+#include "runtime/common/sha256.h"
 
 namespace capsule::install {
 namespace {

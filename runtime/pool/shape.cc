@@ -1,11 +1,12 @@
 // See shape.h.
 #include "runtime/pool/shape.h"
 
-#include <openssl/sha.h>
 #include <sys/stat.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include "runtime/common/sha256.h"
 
 namespace capsule::pool {
 namespace {
@@ -35,16 +36,12 @@ Result<std::string> ShapeKey(const config::Config& c, const Shape& s) {
     text += id + ";";
   }
   text += fmt::format("accel={};kernel_params={};tb={};seccomp={};vsock={};cache={};boot_nic={};modules={};"
-                      "modules_allow={}",
+                      "modules_allow={};device_set={}",
                       config::AcceleratorName(c.hypervisor.accelerator), c.hypervisor.kernel_params,
                       c.hypervisor.tcg_tb_size_mib, c.hypervisor.seccomp_sandbox,
                       config::VsockBackendName(c.vsock.backend), c.virtiofs.cache, c.guest.boot_nic, c.guest.modules,
-                      fmt::join(c.guest.modules_allow, ","));
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  ::SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
-  std::string hex;
-  for (int i = 0; i < 8; ++i) hex += fmt::format("{:02x}", digest[i]);
-  return hex;
+                      fmt::join(c.guest.modules_allow, ","), config::DeviceSetName(c.guest.device_set));
+  return Sha256Hex(text).substr(0, 16);
 }
 
 std::string Describe(const Shape& s) {

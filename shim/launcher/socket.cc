@@ -1,8 +1,7 @@
-// Socket address derivation (sha256 via OpenSSL), probing and listening.
+// Socket address derivation (sha256), probing and listening.
 #include "shim/launcher/socket.h"
 
 #include <fcntl.h>
-#include <openssl/sha.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -16,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "runtime/common/file_util.h"
+#include "runtime/common/sha256.h"
 #include "runtime/common/unix_listen.h"
 
 namespace capsule::shim::launcher {
@@ -33,15 +33,6 @@ Result<sockaddr_un> UnixAddr(const std::string& path) {
                                        kSocketPathLimit));
   std::memcpy(addr.sun_path, path.data(), path.size());
   return addr;
-}
-
-std::string HexSha256(std::string_view data) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest);
-  std::string hex;
-  hex.reserve(2 * sizeof digest);
-  for (unsigned char b : digest) hex += fmt::format("{:02x}", b);
-  return hex;
 }
 
 }  // namespace
@@ -89,7 +80,7 @@ std::string SocketAddress(std::string_view containerd_address, std::string_view 
     if (!joined.empty()) joined += '/';
     joined += part;
   }
-  return fmt::format("unix://{}/{}", CleanPath(socket_dir), HexSha256(CleanPath(joined)));
+  return fmt::format("unix://{}/{}", CleanPath(socket_dir), Sha256Hex(CleanPath(joined)));
 }
 
 Result<std::string> SocketPathFromAddress(std::string_view address) {

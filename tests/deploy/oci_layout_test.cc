@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/file_util.h"
-#include "runtime/install/sha256.h"
+#include "runtime/common/sha256.h"
 
 namespace capsule::oci {
 namespace {
@@ -91,7 +91,7 @@ std::string Resolve(const std::map<std::string, TarEntry>& layout, const json& d
     ADD_FAILURE() << "no blob for " << digest;
     return "";
   }
-  EXPECT_EQ("sha256:" + install::Sha256Hex(it->second.data), digest);
+  EXPECT_EQ("sha256:" + Sha256Hex(it->second.data), digest);
   EXPECT_EQ(desc.at("size").get<size_t>(), it->second.data.size());
   return it->second.data;
 }

@@ -1,9 +1,9 @@
 // SHA-256 through OpenSSL's one-shot digest.
-#include "runtime/install/sha256.h"
+#include "runtime/common/sha256.h"
 
 #include <openssl/sha.h>
 
-namespace capsule::install {
+namespace capsule {
 
 std::string Sha256Hex(std::string_view data) {
   unsigned char digest[SHA256_DIGEST_LENGTH];
@@ -18,4 +18,4 @@ std::string Sha256Hex(std::string_view data) {
   return out;
 }
 
-}  // namespace capsule::install
+}  // namespace capsule

@@ -318,11 +318,13 @@ int RunAgent(int argc, char** argv, AgentExtensions extensions) {
   }
   kLog.Info("capsule-agent {} starting (pid {}, {})", kVersion, ::getpid(), init ? "init" : "--no-init");
   const engine::EngineOptions engine_options = EngineOptionsFrom(args.options);
+  const std::string modules_dir =
+      args.options.modules_dir.empty() ? modules::KernelModuleLoader::DefaultDir() : args.options.modules_dir;
   AgentProcess agent(std::move(args.options));
   // The engine itself starts in Run (ContainerOps::Prepare), once the
   // reaper it needs is running.
-  agent.SetContainerOps(
-      std::make_unique<containers::EngineOps>(containers::EngineOps::LinuxEngine(engine_options)));
+  agent.SetContainerOps(std::make_unique<containers::EngineOps>(
+      containers::EngineOps::LinuxEngine(engine_options), std::make_unique<modules::KernelModuleLoader>(modules_dir)));
   agent.SetExtensions(std::move(extensions));
   return agent.Run();
 }

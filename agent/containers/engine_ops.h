@@ -17,6 +17,7 @@
 #include "agent/containers/pod_namespaces.h"
 #include "agent/engine/container_manager.h"
 #include "agent/engine/guest_processes.h"
+#include "agent/modules/loader.h"
 #include "agent/server/container_ops.h"
 #include "agent/storage/storage.h"
 
@@ -37,7 +38,10 @@ class EngineOps final : public server::ContainerOps {
   // The real engine: engine::Sandbox over `options` and the process Reaper.
   static EngineFactory LinuxEngine(engine::EngineOptions options);
 
-  explicit EngineOps(EngineFactory factory) : factory_(std::move(factory)) {}
+  // `modules` loads what a container's storages need (storage::ModulesFor);
+  // null: such storages fail to mount unless their modules are loaded.
+  explicit EngineOps(EngineFactory factory, modules::ModuleLoaderPtr modules = nullptr)
+      : factory_(std::move(factory)), modules_(std::move(modules)) {}
   ~EngineOps() override;
 
   // Makes the engine and its pod holder ahead of the sandbox.
@@ -113,6 +117,7 @@ class EngineOps final : public server::ContainerOps {
   static Status UnmountStorages(Pod& pod, const std::string& id);
 
   const EngineFactory factory_;
+  const modules::ModuleLoaderPtr modules_;
   mutable std::mutex mu_;
   PodPtr pod_;  // guarded by mu_; null without a sandbox
   engine::ContainerManagerPtr prepared_;  // guarded by mu_; Prepare's, until a sandbox takes it

@@ -29,7 +29,7 @@ constexpr int kMaxStorages = 64;
 constexpr const char* kCriContainerName = "io.kubernetes.cri.container-name";
 
 Result<std::vector<storage::MountedStorage>> MountStorages(
-    const google::protobuf::RepeatedPtrField<v1::Storage>& storages) {
+    const google::protobuf::RepeatedPtrField<v1::Storage>& storages, modules::ModuleLoader* modules) {
   if (storages.size() > kMaxStorages)
     return InvalidArgument(fmt::format("storages: {} entries, at most {}", storages.size(), kMaxStorages));
   std::vector<storage::StorageSpec> specs;
@@ -37,6 +37,8 @@ Result<std::vector<storage::MountedStorage>> MountStorages(
     specs.push_back(server::StorageFromProto(storages[i]));
     RETURN_IF_ERROR(storage::ValidateStorage(specs.back(), fmt::format("storages[{}]", i)));
   }
+  if (auto needed = storage::ModulesFor(specs); !needed.empty() && modules != nullptr)
+    RETURN_IF_ERROR_CTX(modules->Load(needed), "storages' modules");
   std::vector<storage::MountedStorage> mounted;
   for (size_t i = 0; i < specs.size(); ++i) {
     auto m = storage::MountedStorage::Mount(specs[i]);
@@ -69,7 +71,7 @@ Status EngineOps::CreateInPod(Pod& pod, const std::string& id, oci::Spec spec, c
   std::lock_guard lock(pod.create_mu);
   if (pod.engine->Get(id).ok()) return AlreadyExists("container " + id + " already exists");
   ASSIGN_OR_RETURN(NamespaceJoinPlan plan, pod.namespaces.Plan(id, *role, req.sandbox_pidns(), &spec));
-  ASSIGN_OR_RETURN(std::vector<storage::MountedStorage> mounts, MountStorages(req.storages()));
+  ASSIGN_OR_RETURN(std::vector<storage::MountedStorage> mounts, MountStorages(req.storages(), modules_.get()));
   if (MayAdministerNetwork(spec)) modules::LoadNetAdminBaseline();
   engine::CreateOptions options;
   options.share_namespaces_from = plan.share_from;

@@ -48,12 +48,8 @@ Status SandboxManager::Setup(const SandboxSpec& spec, Active& active) {
     if (env_.modules == nullptr) return FailedPrecondition("kernel_modules: this agent has no module loader");
     RETURN_IF_ERROR_CTX(env_.modules->Load(spec.kernel_modules), "kernel_modules");
   }
-  // A blk storage is an erofs image; its module ships with the image, loaded
-  // on first use (a dense clone has no host module tree to ask), after the
-  // crc32c driver its libcrc32c dependency asks for (a softdep).
-  const bool blk = std::any_of(spec.storages.begin(), spec.storages.end(),
-                               [](const storage::StorageSpec& s) { return s.driver == storage::kDriverBlock; });
-  if (blk && env_.modules != nullptr) RETURN_IF_ERROR_CTX(env_.modules->Load({"crc32c_generic", "erofs"}), "storages: erofs");
+  if (auto needed = storage::ModulesFor(spec.storages); !needed.empty() && env_.modules != nullptr)
+    RETURN_IF_ERROR_CTX(env_.modules->Load(needed), "storages' modules");
   for (size_t i = 0; i < spec.storages.size(); ++i) {
     auto mounted = storage::MountedStorage::Mount(spec.storages[i]);
     if (!mounted.ok()) return std::move(mounted).status().WithContext(fmt::format("storages[{}]", i));

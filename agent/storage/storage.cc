@@ -38,6 +38,40 @@ Status CheckFstype(const StorageSpec& s, std::string_view field, std::initialize
   return InvalidArgument(fmt::format("{}.fstype '{}' does not fit driver {}", field, s.fstype, s.driver));
 }
 
+// Overlay's mount data separates directories by ',' and lowerdirs by ':'.
+Status CheckOverlayDir(const std::string& field, const std::string& path) {
+  RETURN_IF_ERROR(CheckAbsolutePath(field, path));
+  if (path.find_first_of(",:\\") != std::string::npos)
+    return InvalidArgument(fmt::format("{} '{}' must not hold ',', ':' or '\\' (overlay's separators)", field, path));
+  return Status::Ok();
+}
+
+struct OverlayDirs {
+  std::string upper, work;
+};
+
+// upperdir= and workdir=, each once; no other data (lowerdir is the source).
+Result<OverlayDirs> OverlayDirsOf(const StorageSpec& s, std::string_view field) {
+  ASSIGN_OR_RETURN(MountOptions o, ParseMountOptions(s.options));
+  OverlayDirs d;
+  std::string_view data = o.data;
+  while (!data.empty()) {
+    const size_t comma = data.find(',');
+    const std::string_view word = data.substr(0, comma);
+    data = comma == std::string_view::npos ? std::string_view() : data.substr(comma + 1);
+    std::string* out = nullptr;
+    if (word.starts_with("upperdir=")) out = &d.upper;
+    if (word.starts_with("workdir=")) out = &d.work;
+    if (out == nullptr || !out->empty())
+      return InvalidArgument(fmt::format("{}.options: '{}' is not an overlay's one upperdir= or workdir=", field, word));
+    *out = std::string(word.substr(word.find('=') + 1));
+    RETURN_IF_ERROR(CheckOverlayDir(fmt::format("{}.options {}", field, word.substr(0, word.find('='))), *out));
+  }
+  if (d.upper.empty() || d.work.empty())
+    return InvalidArgument(fmt::format("{}.options must name an upperdir= and a workdir=", field));
+  return d;
+}
+
 Status ValidateSource(const StorageSpec& s, std::string_view field) {
   std::string source_field = fmt::format("{}.source", field);
   if (s.driver == kDriverVirtioFs) {
@@ -60,7 +94,13 @@ Status ValidateSource(const StorageSpec& s, std::string_view field) {
     if (s.fstype != "erofs") return InvalidArgument(fmt::format("{}.fstype must be erofs for driver blk", field));
     return Status::Ok();
   }
-  return InvalidArgument(fmt::format("{}.driver '{}' is not supported (virtiofs, tmpfs, bind, blk)", field, s.driver));
+  if (s.driver == kDriverOverlay) {
+    RETURN_IF_ERROR(CheckOverlayDir(source_field, s.source));
+    RETURN_IF_ERROR(OverlayDirsOf(s, field).status());
+    return CheckFstype(s, field, {"overlay"});
+  }
+  return InvalidArgument(
+      fmt::format("{}.driver '{}' is not supported (virtiofs, tmpfs, bind, blk, overlay)", field, s.driver));
 }
 
 Status CreateMountPoint(const StorageSpec& s) {
@@ -83,6 +123,7 @@ Status MountFilesystem(const StorageSpec& s, const MountOptions& o) {
   std::string source = s.source;
   const char* type = nullptr;
   unsigned long flags = o.flags;
+  std::string data = o.data;
   if (s.driver == kDriverVirtioFs) {
     type = "virtiofs";
   } else if (s.driver == kDriverTmpfs) {
@@ -92,12 +133,18 @@ Status MountFilesystem(const StorageSpec& s, const MountOptions& o) {
     ASSIGN_OR_RETURN(source, BlockDeviceBySerial(s.source, kBlockDeviceWait));
     type = "erofs";  // read-only by nature: never mounted writable
     flags |= MS_RDONLY;
+  } else if (s.driver == kDriverOverlay) {
+    ASSIGN_OR_RETURN(OverlayDirs dirs, OverlayDirsOf(s, "storage"));
+    RETURN_IF_ERROR(MkdirAll(dirs.upper, 0755));
+    RETURN_IF_ERROR(MkdirAll(dirs.work, 0700));
+    type = "overlay";
+    data = fmt::format("lowerdir={},{}", s.source, o.data);
+    source = "overlay";
   } else {
     flags = MS_BIND | (o.flags & MS_REC);
   }
-  const char* data = o.data.empty() ? nullptr : o.data.c_str();
-  if (::mount(source.c_str(), s.mount_point.c_str(), type, flags, data) != 0) {
-    return ErrnoStatus(fmt::format("mount {} {} on {} (options '{}')", s.driver, source, s.mount_point, o.data));
+  if (::mount(source.c_str(), s.mount_point.c_str(), type, flags, data.empty() ? nullptr : data.c_str()) != 0) {
+    return ErrnoStatus(fmt::format("mount {} {} on {} (options '{}')", s.driver, source, s.mount_point, data));
   }
   return Status::Ok();
 }
@@ -115,6 +162,13 @@ Status ApplyAfterMount(const StorageSpec& s, const MountOptions& o) {
 }
 
 }  // namespace
+
+std::vector<std::string> ModulesFor(const std::vector<StorageSpec>& specs) {
+  for (const StorageSpec& s : specs) {
+    if (s.driver == kDriverBlock) return {"crc32c_generic", "erofs"};
+  }
+  return {};
+}
 
 Status ValidateStorage(const StorageSpec& spec, std::string_view field) {
   RETURN_IF_ERROR(ValidateSource(spec, field));

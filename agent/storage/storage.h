@@ -1,7 +1,8 @@
-// A filesystem the agent mounts for the sandbox (and later for containers):
-// the virtio-fs share, a tmpfs, a bind mount of a guest path, or a
-// read-only erofs image on a hot-plugged virtio-blk disk (the dense device
-// set's rootfs, which needs no shared RAM). A mounted
+// A filesystem the agent mounts for the sandbox or a container: the
+// virtio-fs share, a tmpfs, a bind mount of a guest path, a read-only erofs
+// image on a hot-plugged virtio-blk disk (the dense device set's rootfs and
+// mounts, which need no shared RAM), or an overlay that makes such an image
+// writable in the guest (its upper layer on a tmpfs storage). A mounted
 // storage is an RAII object: destroying it unmounts, so a failure half way
 // through a request leaves nothing mounted.
 #pragma once
@@ -20,16 +21,26 @@ inline constexpr std::string_view kDriverVirtioFs = "virtiofs";
 inline constexpr std::string_view kDriverTmpfs = "tmpfs";
 inline constexpr std::string_view kDriverBind = "bind";
 inline constexpr std::string_view kDriverBlock = "blk";
+inline constexpr std::string_view kDriverOverlay = "overlay";
 // How long a blk storage waits for its disk to show up after the hot-plug.
 inline constexpr std::chrono::milliseconds kBlockDeviceWait{10000};
 
 struct StorageSpec {
   std::string driver;
-  std::string source;       // virtiofs: the tag; bind: a guest path; tmpfs: a name; blk: the disk's serial
+  // virtiofs: the tag; bind: a guest path; tmpfs: a name; blk: the disk's
+  // serial; overlay: the lower directory (a guest path). An overlay's
+  // options name its upperdir= and workdir= (guest paths, made if missing).
+  std::string source;
   std::string fstype;       // empty, or the driver's own type
   std::vector<std::string> options;
   std::string mount_point;  // absolute guest path, created when missing
 };
+
+// Kernel modules the storages need loaded first: a blk storage's erofs
+// ships with the image and is loaded on first use (a dense clone has no host
+// module tree to ask), after the crc32c driver its libcrc32c dependency
+// asks for (a softdep). Empty when none is needed.
+std::vector<std::string> ModulesFor(const std::vector<StorageSpec>& specs);
 
 // Everything that can be checked without touching the system. The message
 // names the field ("storage[1].mount_point ...") when `field` is given.

@@ -22,6 +22,11 @@ Result<std::string> SelfExePath() {
   return path;
 }
 
+bool IsWriteSealed(int fd) {
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  return seals >= 0 && (seals & F_SEAL_WRITE) != 0;
+}
+
 Result<std::string> ReadFile(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return ErrnoStatus("open " + path);

@@ -22,6 +22,9 @@ Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mo
 Status WriteFile(const std::string& path, std::string_view data);
 // write(2) until all of `data` is out (EINTR retried); errors name `what`.
 Status WriteAll(int fd, std::string_view data, const std::string& what);
+// Whether `fd` is a memfd sealed against writes (F_SEAL_WRITE): no write(2),
+// shared writable mapping or punched hole can change it, whoever holds it.
+bool IsWriteSealed(int fd);
 // The size of the file at `path` (stat, follows symlinks); nullopt if absent.
 std::optional<uint64_t> FileSize(const std::string& path);
 // mkdir -p; existing directories are fine.

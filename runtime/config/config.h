@@ -19,6 +19,13 @@ enum class Accelerator { kAuto, kKvm, kTcg };
 // kSerial: capsule-vsockd behind a virtio-serial port (QEMU-internal, so it
 // needs no shared guest RAM and migrates: the dense device set).
 enum class VsockBackendKind { kAuto, kVhost, kVhostUser, kSerial };
+// What a pod VM is made of. kVirtioFs: guest RAM shared with vhost-user
+// back ends (virtiofsd carries the rootfs and volumes), so each pool clone
+// holds a full copy of its template's RAM. kDense: no vhost-user device, so
+// a clone maps its template's RAM private (copy-on-write) and owns only the
+// pages it writes; the vsock is the serial one (or the kernel's) and
+// nothing is shared by virtio-fs.
+enum class DeviceSet { kVirtioFs, kDense };
 
 struct HypervisorConfig {
   std::string path = "/usr/bin/qemu-system-x86_64";
@@ -65,6 +72,7 @@ struct GuestConfig {
   // agent/modules/module_policy.h). Rare protocol families (AF_ALG, CAN,
   // RxRPC...) stay out unless named here.
   std::vector<std::string> modules_allow;
+  DeviceSet device_set = DeviceSet::kVirtioFs;
 };
 
 struct VsockConfig {
@@ -117,6 +125,10 @@ struct RuntimeConfig {
   // OOM events). An agent that misses it is taken as hung: the call fails
   // naming the RPC and the pod, and the pod's VM is stopped.
   uint32_t agent_timeout_ms = 30000;
+  // The dense device set's erofs images of container rootfs, one per set of
+  // image layers, shared by every pod of the node that runs that image
+  // (on disk: a tmpfs would hold them in RAM).
+  std::string image_cache_dir = "/var/lib/capsule/images";
 };
 
 struct Config {
@@ -143,5 +155,6 @@ nlohmann::json ToJson(const Config& config);
 
 std::string_view AcceleratorName(Accelerator a);
 std::string_view VsockBackendName(VsockBackendKind v);
+std::string_view DeviceSetName(DeviceSet d);
 
 }  // namespace capsule::config

@@ -168,6 +168,10 @@ class Loader {
              {"boot_nic", [&](auto& n, auto& k) { return Bool(n, k, &g.boot_nic); }},
              {"modules", [&](auto& n, auto& k) { return OptionalPath(n, k, &g.modules); }},
              {"modules_allow", [&](auto& n, auto& k) { return ModulePatterns(n, k, &g.modules_allow); }},
+             {"device_set", [&](auto& n, auto& k) {
+                return Enum<DeviceSet>(n, k, {{"virtio-fs", DeviceSet::kVirtioFs}, {"dense", DeviceSet::kDense}},
+                                       &g.device_set);
+              }},
          })},
         {"vsock", section({
              {"backend", [&](auto& n, auto& k) {
@@ -207,6 +211,7 @@ class Loader {
               }},
              {"boot_timeout_ms", [&](auto& n, auto& k) { return Uint(n, k, 100, 3600000, &r.boot_timeout_ms); }},
              {"agent_timeout_ms", [&](auto& n, auto& k) { return Uint(n, k, 500, 3600000, &r.agent_timeout_ms); }},
+             {"image_cache_dir", [&](auto& n, auto& k) { return Path(n, k, &r.image_cache_dir); }},
          })},
     };
     RETURN_IF_ERROR(Section(root, "", top));
@@ -221,6 +226,14 @@ class Loader {
       return InvalidArgument(source_ + ": keys 'hypervisor.vmm_uid_base' (" + std::to_string(h.vmm_uid_base) +
                              ") and 'hypervisor.vmm_uid_count' (" + std::to_string(h.vmm_uid_count) +
                              ") must give a range of uids from 1000 up that ends below 2^31 (0 turns it off)");
+    if (g.device_set == DeviceSet::kDense) {
+      // Private guest RAM rules out vhost-user: its back end would map the
+      // template's pages and never see the guest's writes.
+      if (c->vsock.backend == VsockBackendKind::kVhostUser)
+        return InvalidArgument(source_ + ": key 'vsock.backend' (vhost-user) cannot serve 'guest.device_set: dense': "
+                               "a vhost-user back end needs the guest's RAM shared; use serial or vhost");
+      if (c->vsock.backend == VsockBackendKind::kAuto) c->vsock.backend = VsockBackendKind::kSerial;
+    }
     if (c->pool.claim_wait_ms >= c->pool.claim_timeout_ms)
       return InvalidArgument(source_ + ": key 'pool.claim_wait_ms' (" + std::to_string(c->pool.claim_wait_ms) +
                              ") must be below 'pool.claim_timeout_ms' (" + std::to_string(c->pool.claim_timeout_ms) +
@@ -278,6 +291,14 @@ std::string_view VsockBackendName(VsockBackendKind v) {
   return "auto";
 }
 
+std::string_view DeviceSetName(DeviceSet d) {
+  switch (d) {
+    case DeviceSet::kVirtioFs: return "virtio-fs";
+    case DeviceSet::kDense: return "dense";
+  }
+  return "virtio-fs";
+}
+
 std::string ToYaml(const Config& c) {
   YAML::Emitter out;
   out << YAML::BeginMap;
@@ -301,6 +322,7 @@ std::string ToYaml(const Config& c) {
       << YAML::Key << "boot_nic" << YAML::Value << c.guest.boot_nic
       << YAML::Key << "modules" << YAML::Value << c.guest.modules
       << YAML::Key << "modules_allow" << YAML::Value << YAML::Flow << c.guest.modules_allow
+      << YAML::Key << "device_set" << YAML::Value << std::string(DeviceSetName(c.guest.device_set))
       << YAML::EndMap;
   out << YAML::Key << "vsock" << YAML::Value << YAML::BeginMap
       << YAML::Key << "backend" << YAML::Value << std::string(VsockBackendName(c.vsock.backend))
@@ -325,6 +347,7 @@ std::string ToYaml(const Config& c) {
       << YAML::Key << "log_level" << YAML::Value << std::string(log::LevelName(c.runtime.log_level))
       << YAML::Key << "boot_timeout_ms" << YAML::Value << c.runtime.boot_timeout_ms
       << YAML::Key << "agent_timeout_ms" << YAML::Value << c.runtime.agent_timeout_ms
+      << YAML::Key << "image_cache_dir" << YAML::Value << c.runtime.image_cache_dir
       << YAML::EndMap;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

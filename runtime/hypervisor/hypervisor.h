@@ -66,6 +66,7 @@ class Vm {
   virtual Status HotplugDevice(const Device& device) = 0;
   // Removes a hot-plugged device, waiting up to `timeout` for the guest to
   // release it (a paused or not yet started guest releases it at once).
+  // Other operations, Stop included, do not wait for that; a Stop ends it.
   virtual Status UnplugDevice(const std::string& device_id, std::chrono::milliseconds timeout) = 0;
   // Hands the VMM a copy of `fd` under `fd_name` (IsValidFdName), for a
   // device added next that refers to it (NetDevice::fd_name: a tap in a pod

@@ -228,9 +228,10 @@ Result<Daemon> SpawnQemu(QemuCommandInput in, const VmPaths& paths, std::string_
     kLog.Warn("VM {}: no CAP_SYS_ADMIN, so QEMU shares this process's network and mount namespaces", spec.id);
   std::optional<VmmUser> user;
   if (VmmUsersEnabled(config)) {
-    if (spec.memory_private)
-      return FailedPrecondition("a copy-on-write RAM file (memory_private) under an unprivileged VMM: QEMU 7.2 "
-                                "opens the file read-write, so the VMM could change the shared image");
+    if (spec.memory_private && !(spec.memory_fd >= 0 && IsWriteSealed(spec.memory_fd)))
+      return FailedPrecondition("a copy-on-write RAM file (memory_private) under an unprivileged VMM that is not a "
+                                "write-sealed memfd: QEMU 7.2 opens the file read-write, so the VMM could change "
+                                "the shared image");
     ASSIGN_OR_RETURN(user, AcquireVmmUser(config, spec.id));
     d.uid = user->uid;
     d.gid = user->gid;

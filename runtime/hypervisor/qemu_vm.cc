@@ -379,27 +379,35 @@ Status QemuVm::HotplugDevice(const Device& device) {
 }
 
 Status QemuVm::UnplugDevice(const std::string& device_id, milliseconds timeout) {
-  std::lock_guard op(op_mu_);
   std::string what = fmt::format("unplug device '{}' from {}", device_id, Who());
-  RETURN_IF_ERROR(CheckOp("unplug from", {VmState::kRunning, VmState::kPaused}));
   std::optional<Device> device;
+  std::shared_ptr<QmpClient::EventWaiter> deleted;
   {
-    std::lock_guard lock(mu_);
-    for (const auto& h : record_.hotplugged) {
-      if (DeviceId(h.device) == device_id) device = h.device;
+    std::lock_guard op(op_mu_);
+    RETURN_IF_ERROR(CheckOp("unplug from", {VmState::kRunning, VmState::kPaused}));
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& h : record_.hotplugged) {
+        if (DeviceId(h.device) == device_id) device = h.device;
+      }
+      for (const auto& d : record_.spec.devices) {
+        if (DeviceId(d) == device_id) return FailedPrecondition(what + ": attached at boot, not hot-pluggable");
+      }
     }
-    for (const auto& d : record_.spec.devices) {
-      if (DeviceId(d) == device_id) return FailedPrecondition(what + ": attached at boot, not hot-pluggable");
-    }
+    if (!device) return NotFound(what + ": no such hot-plugged device");
+    deleted = qmp_->Expect("DEVICE_DELETED", [device_id](const json& data) {
+      auto it = data.find("device");
+      return it != data.end() && it->is_string() && it->get<std::string>() == device_id;
+    });
+    RETURN_IF_ERROR_CTX(qmp_->Execute("device_del", json{{"id", device_id}}).status(), what);
   }
-  if (!device) return NotFound(what + ": no such hot-plugged device");
-  auto deleted = qmp_->Expect("DEVICE_DELETED", [device_id](const json& data) {
-    auto it = data.find("device");
-    return it != data.end() && it->is_string() && it->get<std::string>() == device_id;
-  });
-  RETURN_IF_ERROR_CTX(qmp_->Execute("device_del", json{{"id", device_id}}).status(), what);
+  // The guest takes its time (a PCIe hot-unplug waits out pciehp's 5 s
+  // attention-button delay): other operations, Stop above all, go on
+  // meanwhile; a Stop ends this wait (the QMP connection closes).
   auto ev = deleted->Wait(timeout);
   if (!ev.ok()) return ev.status().WithContext(what + " (the guest did not release it)");
+  std::lock_guard op(op_mu_);
+  RETURN_IF_ERROR(CheckOp("unplug from", {VmState::kRunning, VmState::kPaused}));
   RETURN_IF_ERROR_CTX(RunSteps(BackendRemoveSteps(*device)), what);
   {
     std::lock_guard lock(mu_);

@@ -164,7 +164,8 @@ Status ValidateVmSpec(const VmSpec& s) {
   if (!s.memory_file.empty() && s.memory_file.front() != '/')
     return bad(fmt::format("memory_file must be absolute, got '{}'", s.memory_file));
   RETURN_IF_ERROR(CheckNoComma(fmt::format("vm spec '{}': memory_file", s.id), s.memory_file));
-  if (s.memory_private && s.memory_file.empty()) return bad("memory_private needs a memory_file");
+  if (s.memory_private && s.memory_file.empty() && s.memory_fd < 0)
+    return bad("memory_private needs a memory_file or a memory_fd");
   if (s.memory_private) {
     for (const Device& d : s.devices) {
       auto* v = std::get_if<VsockDevice>(&d);

@@ -106,11 +106,13 @@ struct VmSpec {
   // RAM), inherited by the VMM; launch-only, never recorded. At most one.
   std::string memory_file;
   int memory_fd = -1;
-  // memory_file mapped private (copy-on-write) instead of shared: the
-  // guest's writes go to pages of its own and the file stays untouched, so
-  // clones share the template's unwritten pages. Refused with any vhost-user
-  // device: the back end maps the file itself and would never see the
-  // guest's writes (silent corruption, POOL-NOTES.md).
+  // memory_file or memory_fd mapped private (copy-on-write) instead of
+  // shared: the guest's writes go to pages of its own and the file stays
+  // untouched, so clones share the template's unwritten pages. Refused with
+  // any vhost-user device: the back end maps the file itself and would never
+  // see the guest's writes (silent corruption, POOL-NOTES.md). Under an
+  // unprivileged VMM only a write-sealed memory_fd (ram_image.h's
+  // SealedRamImage): QEMU 7.2 opens the backing read-write.
   bool memory_private = false;
   // Wait for LoadState instead of starting the guest (implies start_paused).
   bool incoming = false;

@@ -374,6 +374,9 @@ void WarmPool::PruneTemplates(const std::string& default_key) {
       why = "pool.refill is boot";
     } else {
       auto t = vm::LoadTemplate(dir);
+      if (t.ok() && o_.config.guest.device_set == config::DeviceSet::kDense) {
+        if (Status st = vm::AttachSealedRam(*t); !st.ok()) t = std::move(st);
+      }
       if (t.ok()) {
         kLog.Info("template {} (built {} ms ago) serves shape {}", dir, NowUnixMs() - t->created_unix_ms, name);
         std::lock_guard lock(mu_);

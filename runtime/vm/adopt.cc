@@ -35,6 +35,8 @@ void AdoptHostEnds(SandboxVmImpl& vm) {
   } else {
     kLog.Warn("VM {}: vsock host end not adopted: {}", vm.id(), v.status().message());
   }
+  // The dense device set has no virtiofsd, so nothing to adopt.
+  if (!PathExists(virtiofs::VirtiofsPaths(vm.state_dir()).pidfile())) return;
   auto fs = virtiofs::VirtiofsDaemon::Attach(vm.state_dir());
   if (fs.ok()) {
     vm.SetVirtiofsd(std::move(*fs));

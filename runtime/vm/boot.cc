@@ -3,7 +3,8 @@
 //      and initrd present, socket paths fit -- before anything starts
 //   2. state dir <runtime.state_dir>/vm/<id>/ (0700)
 //   3. vsock host end (VsockBackend::Prepare: capsule-vsockd listening, or a
-//      reserved CID), then virtiofsd with the shared-propagation share
+//      reserved CID), then virtiofsd with the shared-propagation share (not
+//      in the dense device set)
 //   4. the VMM (Hypervisor::Launch with the vsock and virtio-fs devices and,
 //      with guest.boot_nic, a NIC on a tap in QEMU's own netns;
 //      returns once QMP answers and the guest runs), VmVsock::OnQemuStarted
@@ -28,7 +29,8 @@ const log::Logger kLog("vm");
 
 Status LaunchVmm(SandboxVmImpl& vm, const config::Config& config, const BootPlan& plan, const SandboxVmSpec& spec) {
   ASSIGN_OR_RETURN(hypervisor::VmSpec s, BaseVmmSpec(config, plan, spec));
-  s.devices = {FsDeviceFor(vm), VsockDeviceFor(*vm.vsock())};
+  s.devices = {VsockDeviceFor(*vm.vsock())};
+  if (!IsDense(config)) s.devices.push_back(FsDeviceFor(vm));
   if (config.guest.boot_nic) {
     ASSIGN_OR_RETURN(hypervisor::NetDevice nic, BootNicDevice());
     s.devices.push_back(std::move(nic));

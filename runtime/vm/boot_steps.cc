@@ -136,6 +136,11 @@ Status PrepareHostEnds(SandboxVmImpl& vm, const config::Config& config, uint64_t
   vs.guest_cid = guest_cid;
   ASSIGN_OR_RETURN(vsock::VmVsockPtr v, backend->Prepare(vs));
   vm.SetVsock(std::move(v));
+  if (IsDense(config)) {
+    kLog.Info("VM {}: vsock host end ({}, guest CID {}) ready; no virtiofsd (dense device set)", vm.id(),
+              config::VsockBackendName(vm.vsock()->kind()), vm.vsock()->guest_cid());
+    return Status::Ok();
+  }
   ASSIGN_OR_RETURN(auto fs, virtiofs::VirtiofsDaemon::Start(virtiofs::VirtiofsOptions::FromConfig(config, vm.state_dir())));
   kLog.Info("VM {}: vsock host end ({}, guest CID {}) and virtiofsd (pid {}) ready", vm.id(),
             config::VsockBackendName(vm.vsock()->kind()), vm.vsock()->guest_cid(), fs->pid());

@@ -51,7 +51,10 @@ inline bool VsockIsPartOfTheTemplate(const config::Config& config) {
   return config.vsock.backend == config::VsockBackendKind::kSerial;
 }
 
-// capsule-vsockd (or a reserved CID) and virtiofsd, set into `vm`.
+inline bool IsDense(const config::Config& config) { return config.guest.device_set == config::DeviceSet::kDense; }
+
+// capsule-vsockd (or a reserved CID) and, but for the dense device set,
+// virtiofsd, set into `vm`.
 Status PrepareHostEnds(SandboxVmImpl& vm, const config::Config& config, uint64_t guest_cid = 0);
 hypervisor::Device VsockDeviceFor(vsock::VmVsock& v);
 hypervisor::Device FsDeviceFor(SandboxVmImpl& vm);

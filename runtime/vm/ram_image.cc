@@ -39,9 +39,8 @@ bool AllZero(const char* p, size_t n) {
   return true;
 }
 
-}  // namespace
-
-Result<RamCopy> CopyRamImage(const std::string& image_path, uint64_t size_bytes, std::string_view memfd_name) {
+Result<RamCopy> CopyImage(const std::string& image_path, uint64_t size_bytes, std::string_view memfd_name,
+                          unsigned memfd_flags) {
   const std::string what = "RAM image " + image_path;
   UniqueFd src(::open(image_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!src) return ErrnoStatus("open " + what);
@@ -52,7 +51,7 @@ Result<RamCopy> CopyRamImage(const std::string& image_path, uint64_t size_bytes,
     return FailedPrecondition(fmt::format("{} holds {} bytes, the guest has {}", what, st.st_size, size_bytes));
 
   RamCopy out;
-  out.memfd = UniqueFd(::memfd_create(std::string(memfd_name).c_str(), MFD_CLOEXEC));
+  out.memfd = UniqueFd(::memfd_create(std::string(memfd_name).c_str(), MFD_CLOEXEC | memfd_flags));
   if (!out.memfd) return ErrnoStatus("memfd_create for a copy of " + what);
   if (::ftruncate(out.memfd.get(), static_cast<off_t>(size_bytes)) != 0) return ErrnoStatus("size the copy of " + what);
   off_t pos = 0;
@@ -67,6 +66,23 @@ Result<RamCopy> CopyRamImage(const std::string& image_path, uint64_t size_bytes,
     out.copied += static_cast<uint64_t>(hole - data);
     pos = hole;
   }
+  return out;
+}
+
+}  // namespace
+
+Result<RamCopy> CopyRamImage(const std::string& image_path, uint64_t size_bytes, std::string_view memfd_name) {
+  return CopyImage(image_path, size_bytes, memfd_name, 0);
+}
+
+Result<RamCopy> SealedRamImage(const std::string& image_path, uint64_t size_bytes, std::string_view memfd_name) {
+  ASSIGN_OR_RETURN(RamCopy out, CopyImage(image_path, size_bytes, memfd_name, MFD_ALLOW_SEALING));
+  constexpr int kSeals = F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+  if (::fcntl(out.memfd.get(), F_ADD_SEALS, kSeals) != 0) return ErrnoStatus("seal the copy of RAM image " + image_path);
+  // The memfd is the copy clones read from now; the file's page cache
+  // would be a second one until reclaimed.
+  UniqueFd src(::open(image_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (src) (void)::posix_fadvise(src.get(), 0, 0, POSIX_FADV_DONTNEED);
   return out;
 }
 

@@ -1,14 +1,15 @@
 // SandboxVm::Restore, a clone of a template (vm_template.h):
 //   1. plan as for a boot; the size must be the template's
 //   2. state dir, vsock host end with a random guest CID (vhost-user; the
-//      kernel back end picks a free one), virtiofsd
-//   3. the template's RAM copied into a memfd of the clone's own
-//      (ram_image.h: shared, because vhost-user back ends map guest RAM)
+//      kernel back end picks a free one), virtiofsd (virtio-fs device set)
+//   3. virtio-fs device set: the template's RAM copied into a memfd of the
+//      clone's own (ram_image.h: shared, because vhost-user back ends map
+//      guest RAM); dense: the template's sealed RAM mapped private
 //   4. QEMU launched as the template was (same machine, size, root ports,
 //      vmgenid, boot NIC MAC) but `-incoming defer`, RAM from that memfd;
 //      the device state loaded (x-ignore-shared: RAM is already there)
 //   5. vsock (unless it is a serial one, which came with the state) and
-//      virtio-fs hot-plugged into reserved root ports while the guest is
+//      virtio-fs (not in the dense set) hot-plugged into reserved root ports while the guest is
 //      still paused; resume. vmgenid: QEMU drew a new id at start
 //      and writes it into the guest after the load, so the guest kernel
 //      reseeds its RNG at resume, before anything else can use it
@@ -52,11 +53,17 @@ uint64_t CloneCid(const config::Config& config) {
 Status LaunchClone(SandboxVmImpl& vm, const config::Config& config, const BootPlan& plan, const VmTemplate& tpl,
                    BootTimings& t) {
   auto step = BootClock::now();
-  ASSIGN_OR_RETURN(RamCopy ram, CopyRamImage(tpl.ram_path(), static_cast<uint64_t>(tpl.memory_mib) << 20,
-                                             "capsule-ram-" + plan.id));
-  t.ram_copy_ms = MsSince(step);
   ASSIGN_OR_RETURN(hypervisor::VmSpec s, BaseVmmSpec(config, plan, SandboxVmSpec{plan.id, plan.vcpus, plan.memory_mib, ""}));
-  s.memory_fd = ram.memfd.get();
+  RamCopy ram;
+  if (IsDense(config)) {
+    s.memory_fd = tpl.sealed_ram->get();
+    s.memory_private = true;
+  } else {
+    ASSIGN_OR_RETURN(ram, CopyRamImage(tpl.ram_path(), static_cast<uint64_t>(tpl.memory_mib) << 20,
+                                       "capsule-ram-" + plan.id));
+    s.memory_fd = ram.memfd.get();
+  }
+  t.ram_copy_ms = MsSince(step);
   s.incoming = true;
   s.vmgenid = true;
   s.hotplug_slots = tpl.hotplug_slots;
@@ -72,8 +79,12 @@ Status LaunchClone(SandboxVmImpl& vm, const config::Config& config, const BootPl
   ASSIGN_OR_RETURN(hypervisor::VmPtr vmm, hypervisor::NewQemuHypervisor(config)->Launch(s));
   vm.SetVmm(std::move(vmm));
   t.vmm_start_ms = MsSince(step);  // QEMU holds the RAM now; our memfd closes here
-  kLog.Info("VM {}: {} MiB of template {} RAM copied in {:.0f} ms; QEMU pid {} waits for the state", plan.id,
-            ram.copied >> 20, tpl.key, t.ram_copy_ms, vm.vmm_pid());
+  if (IsDense(config))
+    kLog.Info("VM {}: template {} RAM mapped copy-on-write; QEMU pid {} waits for the state", plan.id, tpl.key,
+              vm.vmm_pid());
+  else
+    kLog.Info("VM {}: {} MiB of template {} RAM copied in {:.0f} ms; QEMU pid {} waits for the state", plan.id,
+              ram.copied >> 20, tpl.key, t.ram_copy_ms, vm.vmm_pid());
   return Status::Ok();
 }
 
@@ -87,7 +98,7 @@ Status LoadAndPlug(SandboxVmImpl& vm, const config::Config& config, const VmTemp
   vsock::VmVsock& v = *vm.vsock();
   if (!VsockIsPartOfTheTemplate(config)) RETURN_IF_ERROR(vm.vmm().HotplugDevice(VsockDeviceFor(v)));
   v.OnQemuStarted();  // QEMU holds its own copy of a kernel vhost fd now
-  RETURN_IF_ERROR(vm.vmm().HotplugDevice(FsDeviceFor(vm)));
+  if (!IsDense(config)) RETURN_IF_ERROR(vm.vmm().HotplugDevice(FsDeviceFor(vm)));
   t.hotplug_ms = MsSince(step);
   return vm.vmm().Resume();
 }
@@ -115,6 +126,8 @@ Result<std::unique_ptr<SandboxVm>> SandboxVm::Restore(const config::Config& conf
   std::string what = fmt::format("restore VM '{}' from template {}", spec.id, tpl.key);
   auto plan = Plan(config, spec);
   if (!plan.ok()) return plan.status().WithContext(what);
+  if (IsDense(config) && !tpl.sealed_ram)
+    return FailedPrecondition(fmt::format("{}: the template has no sealed RAM for copy-on-write clones", what));
   if (plan->vcpus != tpl.vcpus || plan->memory_mib != tpl.memory_mib)
     return FailedPrecondition(fmt::format("{}: the template is {} vCPU, {} MiB, the VM {} vCPU, {} MiB", what,
                                           tpl.vcpus, tpl.memory_mib, plan->vcpus, plan->memory_mib));

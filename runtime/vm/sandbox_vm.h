@@ -109,6 +109,9 @@ class SandboxVm {
   virtual std::string GuestSharedPath(std::string_view rel = "") const = 0;
   // The storage to pass in CreateSandbox so the agent mounts the share.
   virtual agent::v1::Storage SharedFsStorage() const = 0;
+  // Whether the VM has the share at all: false for the dense device set
+  // (guest.device_set), whose containers' files come on erofs disks.
+  virtual bool has_shared_fs() const = 0;
 
   // A connected byte stream to guest vsock port `port` (the agent's is
   // guest_abi::kAgentVsockPort). UNAVAILABLE when nothing listens there.

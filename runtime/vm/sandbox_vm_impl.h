@@ -46,6 +46,7 @@ class SandboxVmImpl final : public SandboxVm {
   std::string HostSharedPath(std::string_view rel) const override;
   std::string GuestSharedPath(std::string_view rel) const override;
   agent::v1::Storage SharedFsStorage() const override;
+  bool has_shared_fs() const override { return virtiofsd_ != nullptr; }
   Result<UniqueFd> DialGuest(uint32_t port, std::chrono::milliseconds timeout) override;
 
   void OnExit(ExitCallback callback) override;

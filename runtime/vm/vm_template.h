@@ -7,15 +7,19 @@
 //          guest wrote it while it ran, nothing copies it at save
 //   state  QEMU's device state (a migration stream with x-ignore-shared,
 //          a few hundred KB)
-// plus template.json. A clone (SandboxVm::Restore) copies `ram` into
-// memory of its own and loads `state`. The key identifies everything the
+// plus template.json. A clone (SandboxVm::Restore) loads `state` over RAM
+// made from `ram`: with guest.device_set virtio-fs a copy of its own
+// (vhost-user back ends map guest RAM), with dense the template's one sealed
+// copy mapped private (ram_image.h), so clones share its unwritten pages. The key identifies everything the
 // VM was booted from (pool::ShapeKey); a changed image makes a new key.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "runtime/common/status.h"
+#include "runtime/common/unique_fd.h"
 #include "runtime/config/config.h"
 
 namespace capsule::vm {
@@ -45,6 +49,10 @@ struct VmTemplate {
   std::string vmm_version;
   uint64_t ram_allocated_bytes = 0;  // of the RAM image (the rest are holes)
   uint64_t state_bytes = 0;
+  // The dense device set's clones map this private: `ram` copied once into
+  // a write-sealed memfd (AttachSealedRam); null until then. Shared by the
+  // copies of this struct that refill threads hold, closed with the last.
+  std::shared_ptr<const UniqueFd> sealed_ram;
 
   std::string ram_path() const { return dir + "/ram"; }
   std::string state_path() const { return dir + "/state"; }
@@ -61,6 +69,8 @@ Result<VmTemplate> BuildTemplate(const config::Config& config, const std::string
 // the field.
 Result<VmTemplate> LoadTemplate(const std::string& dir);
 std::string TemplateToJson(const VmTemplate& t);
+// Makes t.sealed_ram (SealedRamImage of t.ram_path()) unless it is there.
+Status AttachSealedRam(VmTemplate& t);
 Result<VmTemplate> TemplateFromJson(std::string_view text, std::string_view source);
 
 // Removes a template dir, or an unfinished build's (stopping a VMM still

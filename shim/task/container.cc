@@ -6,9 +6,12 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 #include "shim/task/agent_status.h"
+#include "shim/task/dense_files.h"
 #include "shim/task/process_limits.h"
 
 namespace capsule::shim::task {
@@ -62,13 +65,21 @@ Result<std::unique_ptr<Container>> Container::Create(ContainerParams params, San
     return c;
   }
 
-  GuestSpecInput in{c->p_.id, c->Rel("rootfs"), [sb](std::string_view rel) { return sb->GuestSharedPath(rel); }};
+  const bool dense = !sb->has_shared_fs();
+  GuestSpecInput in{c->p_.id, c->Rel("rootfs"), [sb, dense](std::string_view rel) {
+                      return dense ? DenseGuestPath(rel) : sb->GuestSharedPath(rel);
+                    }};
   ASSIGN_OR_RETURN(GuestSpec guest, MakeGuestSpec(c->p_.host_spec, in));
   for (const auto& note : guest.notes) kLog.Info("container {}: {}", c->p_.id, note);
   // From here on ~Container undoes whatever was done.
-  RETURN_IF_ERROR_CTX(c->MountRootfs(mounter), "rootfs of " + c->p_.id);
-  RETURN_IF_ERROR_CTX(c->MountShares(mounter, guest.binds), "mounts of " + c->p_.id);
-  RETURN_IF_ERROR(c->CreateInAgent(guest.spec.dump()));
+  std::vector<v1::Storage> storages;
+  if (dense) {
+    ASSIGN_OR_RETURN(storages, c->PlugDense(mounter, guest.binds));
+  } else {
+    RETURN_IF_ERROR_CTX(c->MountRootfs(mounter, sb->HostSharedPath(c->Rel("rootfs"))), "rootfs of " + c->p_.id);
+    RETURN_IF_ERROR_CTX(c->MountShares(mounter, guest.binds), "mounts of " + c->p_.id);
+  }
+  RETURN_IF_ERROR(c->CreateInAgent(guest.spec.dump(), std::move(storages)));
   RETURN_IF_ERROR_CTX(c->init_->AttachStdio(), "stdio of " + c->p_.id);
   return c;
 }
@@ -78,14 +89,15 @@ Container::~Container() {
   if (Status st = RemoveFromAgent(); !st.ok()) kLog.Error("{}", st.ToString());
   execs_.clear();
   init_.reset();
+  UnplugDisks();  // the guest unmounted them with the container
   if (Status st = UnmountAll(); !st.ok()) kLog.Error("{}", st.ToString());
 }
 
-Status Container::MountRootfs(mount::Mounter* mounter) {
-  const std::string target = sandbox_->HostSharedPath(Rel("rootfs"));
+Status Container::MountRootfs(mount::Mounter* mounter, const std::string& target) {
   RETURN_IF_ERROR(MkdirAll(target, 0755));
   std::vector<mount::MountSpec> specs = p_.rootfs;
   // No mounts from containerd: the bundle's rootfs dir is the rootfs.
+  if (specs.empty() && target == p_.bundle + "/rootfs") return Status::Ok();
   if (specs.empty()) specs.push_back({"bind", p_.bundle + "/rootfs", "", {"rbind"}});
   for (auto& m : specs) {
     m.target = target;
@@ -110,10 +122,49 @@ Status Container::MountShares(mount::Mounter* mounter, const std::vector<ShareBi
   return Status::Ok();
 }
 
-Status Container::CreateInAgent(const std::string& spec_json) {
+Result<std::vector<v1::Storage>> Container::PlugDense(mount::Mounter* mounter, const std::vector<ShareBind>& binds) {
+  const std::string what = "files of " + p_.id + " (dense device set)";
+  RETURN_IF_ERROR_CTX(RefuseSharedDirectories(binds), what);
+  const auto start = std::chrono::steady_clock::now();
+  // containerd's rootfs mounts go where runc's would; the image is made of them.
+  const std::string tree = p_.bundle + "/rootfs";
+  RETURN_IF_ERROR_CTX(MountRootfs(mounter, tree), "rootfs of " + p_.id);
+  ASSIGN_OR_RETURN(DiskImage rootfs, RootfsImage(p_.image_cache_dir, RootfsCacheKey(p_.rootfs), tree, p_.id));
+  RETURN_IF_ERROR_CTX(PlugImage(rootfs.path, rootfs.own), what);
+  const auto rootfs_done = std::chrono::steady_clock::now();
+  if (!binds.empty()) {
+    const std::string image = p_.bundle + "/mounts.erofs";
+    RETURN_IF_ERROR(MountsImage(mounter, binds, p_.bundle + "/dense-mounts", p_.id, image));
+    RETURN_IF_ERROR_CTX(PlugImage(image, true), what);
+  }
+  auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  kLog.Info("container {}: rootfs image {} ({}, {:.0f} ms){}; {:.0f} ms in all", p_.id, rootfs.path,
+            rootfs.built ? "built" : "cached", ms(start, rootfs_done),
+            binds.empty() ? "" : fmt::format(", {} host mounts in an image of their own", binds.size()),
+            ms(start, std::chrono::steady_clock::now()));
+  return DenseStorages(p_.id, disks_.front(), disks_.size() > 1 ? disks_[1] : "");
+}
+
+Status Container::PlugImage(const std::string& path, bool own) {
+  auto serial = sandbox_->PlugDisk(path);
+  // QEMU holds its own fd now (or failed): an image of the container's own
+  // needs no name any more, so nothing of it can be left behind.
+  if (own) ::unlink(path.c_str());
+  if (!serial.ok()) return serial.status();
+  disks_.push_back(*serial);
+  return Status::Ok();
+}
+
+void Container::UnplugDisks() {
+  for (const std::string& d : disks_) sandbox_->UnplugDiskLater(d);
+  disks_.clear();
+}
+
+Status Container::CreateInAgent(const std::string& spec_json, std::vector<v1::Storage> storages) {
   v1::CreateContainerRequest req;
   req.set_container_id(p_.id);
   req.set_oci_spec_json(spec_json);
+  for (auto& s : storages) *req.add_storages() = std::move(s);
   req.set_sandbox_pidns(JoinsPodPidNamespace(p_.host_spec));
   RETURN_IF_ERROR(FromAgent(sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.CreateContainer(req); }),
                             "create container " + p_.id));
@@ -208,6 +259,7 @@ Result<ExitInfo> Container::DeleteContainer() {
   // (containerd waits before it starts one) would otherwise block for ever.
   for (auto& [exec_id, p] : execs) p->Abandon(kKilledExitStatus);
   execs.clear();  // their watchers return now that the guest container is gone
+  UnplugDisks();
   if (Status st = UnmountAll(); !st.ok()) kLog.Error("container {}: {}", p_.id, st.ToString());
   return exit;
 }

@@ -1,7 +1,8 @@
 // Container: one containerd task in a pod's VM. Create exposes its rootfs
-// and host bind mounts under the VM's share, rewrites its spec for the
-// guest and has the agent create it; it owns its init Process and its execs.
-// Delete removes it from the guest and undoes every host mount. Resource
+// and host bind mounts under the VM's share (or, on the dense device set,
+// on erofs disks: dense_files.h), rewrites its spec for the guest and has
+// the agent create it; it owns its init Process and its execs. Delete
+// removes it from the guest and undoes every host mount and disk. Resource
 // calls (Pids, Stats, Update, Pause/Resume) go to the agent, except that the
 // pod's sandbox container pauses and resumes the whole VM.
 #pragma once
@@ -31,6 +32,7 @@ struct ContainerParams {
   std::string bundle;
   nlohmann::json host_spec;                 // the bundle's config.json
   std::vector<mount::MountSpec> rootfs;     // containerd's rootfs mounts (no target)
+  std::string image_cache_dir;              // runtime.image_cache_dir (dense device set)
   io::StdioSpec stdio;
   // The pod's sandbox container (or a pod of one): pause/resume is the VM's.
   bool sandbox_container = false;
@@ -76,9 +78,14 @@ class Container {
 
  private:
   Container(ContainerParams params, SandboxPtr sandbox) : p_(std::move(params)), sandbox_(std::move(sandbox)) {}
-  Status MountRootfs(mount::Mounter* mounter);
+  Status MountRootfs(mount::Mounter* mounter, const std::string& target);
   Status MountShares(mount::Mounter* mounter, const std::vector<ShareBind>& binds);
-  Status CreateInAgent(const std::string& spec_json);
+  // Dense device set: the rootfs and mounts images plugged, and the
+  // storages that make them the container's files in the guest.
+  Result<std::vector<agentclient::v1::Storage>> PlugDense(mount::Mounter* mounter, const std::vector<ShareBind>& binds);
+  Status PlugImage(const std::string& path, bool own);
+  void UnplugDisks();
+  Status CreateInAgent(const std::string& spec_json, std::vector<agentclient::v1::Storage> storages);
   Status RemoveFromAgent();
   Status UnmountAll();
   std::string Rel(std::string_view sub) const { return p_.id + "/" + std::string(sub); }
@@ -87,6 +94,7 @@ class Container {
   const SandboxPtr sandbox_;
   ProcessPtr init_;
   std::vector<mount::ScopedMount> mounts_;  // rootfs first; unmounted in reverse
+  std::vector<std::string> disks_;          // dense: serials of its plugged disks
   bool in_agent_ = false;
 
   mutable std::mutex mu_;

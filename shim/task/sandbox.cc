@@ -1,7 +1,7 @@
 // See sandbox.h.
 #include "shim/task/sandbox.h"
 
-#include <openssl/sha.h>
+#include <fcntl.h>
 #include <unistd.h>
 #include <sys/random.h>
 #include <time.h>
@@ -15,6 +15,8 @@
 #include "runtime/common/guest_abi.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/rate_limiter.h"
+#include "runtime/common/sha256.h"
+#include "runtime/common/unique_fd.h"
 #include "runtime/vm/pod_record.h"
 #include "shim/task/agent_status.h"
 #include "shim/task/guest_spec.h"
@@ -38,13 +40,12 @@ constexpr uint32_t kMaxOomEventsPerSecond = 10;
 
 std::string VmIdFor(std::string_view ns, std::string_view sandbox_id) {
   const std::string key = std::string(ns) + "/" + std::string(sandbox_id);
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  ::SHA256(reinterpret_cast<const unsigned char*>(key.data()), key.size(), digest);
+  const std::string digest = Sha256Hex(key);
   std::string prefix(sandbox_id.substr(0, kVmIdPrefix));
   for (char& c : prefix) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
   }
-  return fmt::format("{}-{:02x}{:02x}{:02x}{:02x}", prefix, digest[0], digest[1], digest[2], digest[3]);
+  return prefix + "-" + digest.substr(0, 8);
 }
 
 namespace {
@@ -198,7 +199,7 @@ Status Sandbox::SetupInGuest() {
   v1::CreateSandboxRequest& sb = *req.mutable_sandbox();
   sb.set_sandbox_id(p_.id);
   sb.set_hostname(p_.hostname);
-  *sb.add_storages() = vm_->SharedFsStorage();
+  if (vm_->has_shared_fs()) *sb.add_storages() = vm_->SharedFsStorage();
   v1::Storage* shm = sb.add_storages();
   shm->set_driver("tmpfs");
   shm->set_source("shm");
@@ -343,6 +344,11 @@ Status Sandbox::Stop() {
   // of waiting for an ACPI power-off, as a runc pod's stop kills its pause.
   Status st = vm_->Stop(std::chrono::milliseconds(0));
   if (!st.ok()) kLog.Error("stop VM {}: {}", vm_id_, st.ToString());
+  {
+    std::lock_guard unplug_lock(unplug_mu_);  // their waits ended with the VMM's QMP connection
+    for (auto& t : unplugs_) t.join();
+    unplugs_.clear();
+  }
   network_.reset();  // the taps go once the VMM no longer holds them
   cgroup_.reset();   // empty now
   return st;
@@ -360,6 +366,24 @@ void Sandbox::FailInBackground(const Status& why) {
     if (Status st = vm_->vmm().Stop(std::chrono::milliseconds(0)); !st.ok())
       kLog.Error("sandbox {}: stop the VMM of VM {}: {}", p_.id, vm_id_, st.ToString());
     watch_->gone.store(true);
+  });
+}
+
+Result<std::string> Sandbox::PlugDisk(const std::string& image) {
+  const std::string serial = fmt::format("disk{}", next_disk_.fetch_add(1));
+  UniqueFd fd(::open(image.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return ErrnoStatus(fmt::format("{}: open disk image {}", label_, image));
+  RETURN_IF_ERROR_CTX(vm_->vmm().HotplugDevice(hypervisor::BlockDevice{serial, image, serial, false, fd.get()}),
+                      label_);
+  return serial;
+}
+
+void Sandbox::UnplugDiskLater(const std::string& serial) {
+  if (watch_->stopping.load() || vm_gone()) return;  // goes with the VM
+  std::lock_guard lock(unplug_mu_);
+  unplugs_.emplace_back([this, serial] {
+    Status st = vm_->vmm().UnplugDevice(serial, kDiskUnplugTimeout);
+    if (!st.ok() && !watch_->stopping.load()) kLog.Warn("{}: {}", label_, st.ToString());
   });
 }
 

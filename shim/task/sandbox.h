@@ -41,6 +41,8 @@ namespace capsule::shim::task {
 
 // One GetOOMEvent long poll; the watcher polls again after it.
 inline constexpr std::chrono::milliseconds kOomPollTimeout{30000};
+// How long a disk unplug waits for the guest to let the device go.
+inline constexpr std::chrono::milliseconds kDiskUnplugTimeout{30000};
 // The pod's /dev/shm tmpfs (Docker's and CRI's default size).
 inline constexpr const char* kPodShmSize = "size=65536k";
 
@@ -121,6 +123,16 @@ class Sandbox {
 
   std::string HostSharedPath(std::string_view rel) const;
   std::string GuestSharedPath(std::string_view rel) const;
+  // False for the dense device set: containers' files come on disks.
+  bool has_shared_fs() const { return vm_->has_shared_fs(); }
+  // `image` as a read-only virtio-blk disk of the VM, handed to QEMU as an
+  // fd (its jail need not see the path). Returns the serial the guest finds
+  // it by, which is also its device id.
+  Result<std::string> PlugDisk(const std::string& image);
+  // Unplugs it on a thread of the Sandbox: the guest takes seconds to let
+  // a PCIe device go, and a container's delete need not wait for that.
+  // Stop() ends what is in flight.
+  void UnplugDiskLater(const std::string& serial);
 
   // "pod default/web (<id>)", or "pod <id>" without CRI's names: how
   // errors name the pod.
@@ -194,6 +206,10 @@ class Sandbox {
   // power-off grace (nothing in it to shut down, nobody to ask).
   std::atomic<bool> ready_{false};
   std::atomic<uint64_t> ignored_ooms_{0};  // OOM reports not believed or over the rate
+
+  std::atomic<uint32_t> next_disk_{0};
+  std::mutex unplug_mu_;
+  std::vector<std::thread> unplugs_;  // guarded by unplug_mu_; joined by Stop()
 
   mutable std::mutex containers_mu_;
   std::set<std::string> containers_;  // guarded by containers_mu_

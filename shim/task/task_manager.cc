@@ -196,6 +196,7 @@ Result<ContainerPtr> TaskManager::CreateReserved(const CreateParams& params, con
   cp.bundle = params.bundle;
   cp.host_spec = std::move(spec);
   cp.rootfs = params.rootfs;
+  cp.image_cache_dir = d_.config.runtime.image_cache_dir;
   cp.stdio = io::StdioSpec{params.stdin_path, params.stdout_path, params.stderr_path, params.terminal, params.id, d_.ns};
   cp.sandbox_container = !joins_pod;
   cp.on_exit = [this](const Process& p, const ExitInfo& e) { PublishExit(p, e); };

@@ -77,13 +77,19 @@ std::string E2eEnv::ConfigYaml(bool boot_nic, const std::string& initrd, const s
   const char* vsock = std::getenv("CAPSULE_E2E_VSOCK_BACKEND");
   const std::string vsock_yaml =
       vsock != nullptr && *vsock != '\0' ? fmt::format("vsock:\n  backend: {}\n", vsock) : std::string();
+  // CAPSULE_E2E_DEVICE_SET=dense runs a suite on copy-on-write clones with
+  // erofs disks instead of virtio-fs (guest.device_set).
+  const char* devices = std::getenv("CAPSULE_E2E_DEVICE_SET");
+  const std::string device_set = devices != nullptr && *devices != '\0' ? devices : "virtio-fs";
   return vsock_yaml + fmt::format(
       "hypervisor:\n  kernel_params: \"{}\"\n"
       "guest:\n  kernel: {}\n  initrd: {}\n  default_memory_mib: 256\n  boot_nic: {}\n  modules: {}\n"
+      "  device_set: {}\n"
       "pool:\n  size: 1\n  socket: {}\n  cgroup: /capsule-pool-{}\n"
-      "runtime:\n  state_dir: {}\n  boot_timeout_ms: 90000\n  agent_timeout_ms: {}\n  log_level: debug\n",
-      kernel_params, BuildDir() + "/deploy/vmlinux", initrd, boot_nic, BuildDir() + "/deploy/modules", pool_socket(), dir().substr(dir().rfind('/') + 1),
-      state_dir(), agent_timeout_ms);
+      "runtime:\n  state_dir: {}\n  boot_timeout_ms: 90000\n  agent_timeout_ms: {}\n  log_level: debug\n"
+      "  image_cache_dir: {}\n",
+      kernel_params, BuildDir() + "/deploy/vmlinux", initrd, boot_nic, BuildDir() + "/deploy/modules", device_set,
+      pool_socket(), dir().substr(dir().rfind('/') + 1), state_dir(), agent_timeout_ms, image_cache_dir());
 }
 
 Result<E2eEnv> E2eEnv::Create(bool boot_nic) {

@@ -35,6 +35,8 @@ class E2eEnv {
   std::string state_dir() const { return tmp_->Join("state"); }
   // pool.socket of the config: no daemon answers there unless a test starts one.
   std::string pool_socket() const { return tmp_->Join("pool.sock"); }
+  // runtime.image_cache_dir: the dense device set's rootfs images.
+  std::string image_cache_dir() const { return tmp_->Join("images"); }
   // The fault tests' guest image: capsule-initrd.img with capsule-agent-faults
   // as /init (the agent with its fault switch, agent/faults).
   static std::string FaultInitrd();

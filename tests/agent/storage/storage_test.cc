@@ -44,6 +44,28 @@ TEST(Storage, ABlockStorageIsAnErofsImageOnADiskNamedByItsSerial) {
   ExpectInvalid({"blk", "c1", "", {}, "/m"}, "storages[2].fstype must be erofs");
 }
 
+// The dense device set's writable rootfs: an overlay whose lower layer is a
+// mounted erofs image and whose upper layer lies on a tmpfs storage.
+TEST(Storage, AnOverlayNamesItsLowerUpperAndWorkDirsAndNothingElse) {
+  const StorageSpec ok{"overlay", "/run/d/c1/image", "overlay",
+                       {"upperdir=/run/d/c1/rw/upper", "workdir=/run/d/c1/rw/work"}, "/run/d/c1/rootfs"};
+  EXPECT_TRUE(ValidateStorage(ok).ok()) << ValidateStorage(ok).ToString();
+  EXPECT_TRUE(ValidateStorage({"overlay", "/l", "", {"upperdir=/u,workdir=/w", "ro"}, "/m"}).ok());
+  ExpectInvalid({"overlay", "l", "", {"upperdir=/u", "workdir=/w"}, "/m"}, "storages[2].source");
+  ExpectInvalid({"overlay", "/l:/evil", "", {"upperdir=/u", "workdir=/w"}, "/m"}, "storages[2].source");
+  ExpectInvalid({"overlay", "/l", "", {"upperdir=/u"}, "/m"}, "upperdir= and a workdir=");
+  ExpectInvalid({"overlay", "/l", "", {"upperdir=/u", "workdir=/w", "lowerdir=/x"}, "/m"}, "'lowerdir=/x'");
+  ExpectInvalid({"overlay", "/l", "", {"upperdir=/u", "upperdir=/v", "workdir=/w"}, "/m"}, "'upperdir=/v'");
+  ExpectInvalid({"overlay", "/l", "", {"upperdir=u", "workdir=/w"}, "/m"}, "upperdir");
+  ExpectInvalid({"overlay", "/l", "erofs", {"upperdir=/u", "workdir=/w"}, "/m"}, "storages[2].fstype");
+}
+
+TEST(Storage, OnlyABlockStorageNeedsModules) {
+  EXPECT_TRUE(ModulesFor({Tmpfs(), {"overlay", "/l", "", {"upperdir=/u", "workdir=/w"}, "/m"}}).empty());
+  EXPECT_EQ(ModulesFor({Tmpfs(), {"blk", "c1", "erofs", {}, "/m"}}),
+            (std::vector<std::string>{"crc32c_generic", "erofs"}));
+}
+
 // The disk shows up in sysfs a moment after the host's hot-plug.
 TEST(BlockDevice, FoundByItsSerialOnceItAppearsElseNotFoundNamingIt) {
   auto dir = TempDir::Create("sys-block");

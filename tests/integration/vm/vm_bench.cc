@@ -26,7 +26,6 @@
 #include "runtime/hypervisor/qemu_hypervisor.h"
 #include "runtime/vm/sandbox_vm.h"
 #include "runtime/vm/vm_template.h"
-#include "tests/integration/vm/cow_clone.h"
 #include "tests/integration/vm/vm_test_env.h"
 
 namespace capsule::vm {
@@ -243,24 +242,23 @@ TEST(VmBench, ARefillFromATemplateAgainstAColdBoot) {
   EXPECT_TRUE((*env)->Leftovers().empty());
 }
 
-// The dense device set as far as it goes today (cow_clone.h): copy-on-write
-// clones of a serial-vsock template, RAM mapped private, the agent checked
-// over the serial vsock, no virtio-fs yet (the dense rootfs is still to
-// come). In one run: kRuns restores to agent Check interleaved with cold
-// boots on the same channel (the ratio), then kIdleClones idle clones'
-// memory against one booted VM's: per clone what is its own (QEMU private
-// incl. TCG's translation cache, capsule-vsockd private), the template's
-// pages counted once for all. QEMU 7.2 must open a share=off file
-// read-write, which the product never grants an unprivileged VMM; QEMU runs
-// as root here.
+// The dense device set (guest.device_set: dense): copy-on-write clones of a
+// template made by SandboxVm::Restore as the pool makes them, RAM mapped
+// private from the template's sealed memfd, the agent checked over the
+// serial vsock, QEMU unprivileged and jailed where the bench runs as root.
+// In one run: kRuns restores to agent Check interleaved with cold boots of
+// the same device set (the ratio), then kIdleClones idle clones' memory
+// against one booted VM's: per clone what is its own (QEMU private incl.
+// TCG's translation cache, capsule-vsockd private), the template's pages
+// counted once for all.
 constexpr int kIdleClones = 10;
 
 TEST(VmBench, CopyOnWriteClonesOnTheSerialVsockAgainstColdBoots) {
   auto env = testing::TestEnv::Create();
   ASSERT_TRUE(env.ok()) << env.status().ToString();
   config::Config cfg = (*env)->config();
+  cfg.guest.device_set = config::DeviceSet::kDense;
   cfg.vsock.backend = config::VsockBackendKind::kSerial;
-  cfg.hypervisor.vmm_uid_base = 0;
   auto tpl = BuildTemplate(cfg, (*env)->state_dir() + "/templates",
                            TemplateSpec{"00000000c0c00000", cfg.guest.default_vcpus, cfg.guest.default_memory_mib});
   ASSERT_TRUE(tpl.ok()) << tpl.status().ToString();
@@ -272,13 +270,15 @@ TEST(VmBench, CopyOnWriteClonesOnTheSerialVsockAgainstColdBoots) {
     auto booted = SandboxVm::Boot(cfg, b);
     ASSERT_TRUE(booted.ok()) << booted.status().ToString();
     boot.push_back((*booted)->timings().total_ms);
-    auto c = testing::LaunchCowClone(cfg, *tpl, (*env)->state_dir(), "cow-run-" + std::to_string(i));
+    SandboxVmSpec cs;
+    cs.id = "cow-run-" + std::to_string(i);
+    auto c = SandboxVm::Restore(cfg, cs, *tpl);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
-    clone.push_back(c->to_agent_ms);
-    std::printf("run %d: cold boot (serial vsock) %6.0f ms | copy-on-write clone to agent Check %5.0f ms\n", i + 1,
+    clone.push_back((*c)->timings().total_ms);
+    std::printf("run %d: cold boot (dense) %6.0f ms | copy-on-write clone to agent Check %5.0f ms\n", i + 1,
                 boot.back(), clone.back());
     std::fflush(stdout);
-    ASSERT_TRUE(c->Stop().ok());
+    ASSERT_TRUE((*c)->Stop(milliseconds(10000)).ok());
     if (i + 1 < kRuns) {
       ASSERT_TRUE((*booted)->Stop(milliseconds(10000)).ok());
     } else {
@@ -289,36 +289,40 @@ TEST(VmBench, CopyOnWriteClonesOnTheSerialVsockAgainstColdBoots) {
               "boot/clone p50 = %.1fx\n", Median(clone), P90(clone), Median(boot), P90(boot),
               Median(clone) > 0 ? Median(boot) / Median(clone) : 0.0);
 
-  std::vector<testing::CowClone> idle;
+  std::vector<SandboxVmPtr> idle;
   for (int i = 0; i < kIdleClones; ++i) {
-    auto c = testing::LaunchCowClone(cfg, *tpl, (*env)->state_dir(), "cow-idle-" + std::to_string(i));
+    SandboxVmSpec cs;
+    cs.id = "cow-idle-" + std::to_string(i);
+    auto c = SandboxVm::Restore(cfg, cs, *tpl);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     idle.push_back(std::move(*c));
   }
+  struct stat sealed{};
+  ASSERT_EQ(::fstat(tpl->sealed_ram->get(), &sealed), 0);
+  const double sealed_mb = static_cast<double>(sealed.st_blocks) * 512 / 1e6;
   std::this_thread::sleep_for(kSettle);
-  std::printf("\nmemory of %d idle copy-on-write clones of a %u MiB template (RAM image %.1f MB allocated), %lld s "
-              "after the last was ready:\n", kIdleClones, tpl->memory_mib, tpl->ram_allocated_bytes / 1e6,
+  std::printf("\nmemory of %d idle copy-on-write clones of a %u MiB template (sealed RAM %.1f MB in shared memory), "
+              "%lld s after the last was ready:\n", kIdleClones, tpl->memory_mib, sealed_mb,
               static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(kSettle).count()));
   std::vector<double> own, own_without_tcg;
   long all_priv = 0;
   for (auto& c : idle) {
-    Mem q = MemOf(c.vm->vmm_pid());
-    Mem d = MemOf(PidFromFile(c.dir + "/vsockd.pid"));
+    Mem q = MemOf(c->vmm_pid());
+    Mem d = MemOf(PidFromFile(c->state_dir() + "/vsockd.pid"));
     own.push_back((q.priv + d.priv) / 1024.0);
-    own_without_tcg.push_back((q.priv + d.priv - TcgCacheKb(c.vm->vmm_pid())) / 1024.0);
+    own_without_tcg.push_back((q.priv + d.priv - TcgCacheKb(c->vmm_pid())) / 1024.0);
     all_priv += q.priv + d.priv;
   }
-  PrintMem("one clone's QEMU", MemOf(idle.front().vm->vmm_pid()));
-  PrintMem("one clone's vsockd", MemOf(PidFromFile(idle.front().dir + "/vsockd.pid")));
+  PrintMem("one clone's QEMU", MemOf(idle.front()->vmm_pid()));
+  PrintMem("one clone's vsockd", MemOf(PidFromFile(idle.front()->state_dir() + "/vsockd.pid")));
   std::printf("  per clone, its own (QEMU + capsule-vsockd private; QEMU's includes TCG's translation cache): "
               "p50 %.1f MB, max %.1f MB; without TCG's translation cache (absent under KVM) p50 %.1f MB\n",
               Median(own), *std::max_element(own.begin(), own.end()), Median(own_without_tcg));
-  std::printf("  %d clones: %.1f MB of their own + the template's RAM image once (%.1f MB allocated, page cache)"
-              " = %.1f MB\n", kIdleClones, all_priv / 1024.0, tpl->ram_allocated_bytes / 1e6,
-              all_priv / 1024.0 + tpl->ram_allocated_bytes / 1e6);
+  std::printf("  %d clones: %.1f MB of their own + the template's sealed RAM once (%.1f MB of shared memory)"
+              " = %.1f MB\n", kIdleClones, all_priv / 1024.0, sealed_mb, all_priv / 1024.0 + sealed_mb);
   std::fflush(stdout);
-  ReportMemory(*booted_last, "booted VM (serial vsock, same run)", cfg.guest.default_memory_mib);
-  for (auto& c : idle) EXPECT_TRUE(c.Stop().ok());
+  ReportMemory(*booted_last, "booted VM (dense, same run)", cfg.guest.default_memory_mib);
+  for (auto& c : idle) EXPECT_TRUE(c->Stop(milliseconds(10000)).ok());
   idle.clear();
   ASSERT_TRUE(booted_last->Stop(milliseconds(10000)).ok());
   EXPECT_TRUE(RemoveTemplate(cfg, tpl->dir).ok());

@@ -10,6 +10,10 @@
 //   - a clone whose QEMU is killed while it restores, one whose state file
 //     is corrupt and one of another size fail with the reason and leave
 //     nothing (process, memfd, socket, dir)
+//   - the dense device set: clones map the template's sealed RAM private
+//     under an unprivileged QEMU, answer over the serial vsock that came
+//     with the state, differ as above, never change the template, and
+//     mount an erofs rootfs from a hot-plugged disk
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -29,7 +33,6 @@
 #include "runtime/vm/sandbox_vm.h"
 #include "runtime/vm/vm_template.h"
 #include "runtime/erofs/erofs_image.h"
-#include "tests/integration/vm/cow_clone.h"
 #include "tests/integration/vm/vm_test_env.h"
 
 namespace capsule::vm {
@@ -44,7 +47,11 @@ void ExpectNothingLeft(const TestEnv& env) {
     // The template dir is the suite's, not a leftover.
     if (l.find("/templates/") == std::string::npos) ADD_FAILURE() << "left: " << l;
   }
-  EXPECT_EQ(testing::MemfdsHeldByUs(), "");
+  // The dense suite's template holds its sealed RAM for as long as it lives.
+  std::string memfds = testing::MemfdsHeldByUs();
+  const std::string sealed = "/memfd:capsule-template-00c0ffee00c0ffee (deleted); ";
+  if (size_t at = memfds.find(sealed); at != std::string::npos) memfds.erase(memfds.rfind("fd ", at), at + sealed.size() - memfds.rfind("fd ", at));
+  EXPECT_EQ(memfds, "");
 }
 
 Result<std::string> ReadInGuest(SandboxVm& vm, const std::string& path) {
@@ -94,13 +101,14 @@ Result<std::string> TokenOf(const SandboxVm& c) {
 
 class VmTemplateTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { BuildSuiteTemplate(config::VsockBackendKind::kAuto); }
-  static void BuildSuiteTemplate(config::VsockBackendKind vsock) {
+  static void SetUpTestSuite() { BuildSuiteTemplate(config::DeviceSet::kVirtioFs); }
+  static void BuildSuiteTemplate(config::DeviceSet device_set) {
     auto env = TestEnv::Create();
     ASSERT_TRUE(env.ok()) << env.status().ToString();
     env_ = std::move(*env);
     config_ = env_->config();
-    if (vsock != config::VsockBackendKind::kAuto) config_.vsock.backend = vsock;
+    config_.guest.device_set = device_set;
+    if (device_set == config::DeviceSet::kDense) config_.vsock.backend = config::VsockBackendKind::kSerial;
     root_ = env_->state_dir() + "/templates";
     auto t = BuildTemplate(config_, root_, TemplateSpec{"00c0ffee00c0ffee", 1, 256});
     ASSERT_TRUE(t.ok()) << t.status().ToString();
@@ -236,36 +244,76 @@ TEST_F(VmTemplateTest, ACloneOfAnotherSizeIsRefusedBeforeAnythingStarts) {
   ExpectNothingLeft(*env_);
 }
 
-// vsock.backend serial: the port is in the template VM from its boot and
-// comes back in every clone with the device state, each clone's QEMU joined
-// to a capsule-vsockd of its own; nothing is hot-plugged for it.
-class SerialVmTemplateTest : public VmTemplateTest {
+// guest.device_set dense: the serial vsock port is in the template VM from
+// its boot and comes back in every clone with the device state, each
+// clone's QEMU (an unprivileged, jailed one where the test runs as root)
+// joined to a capsule-vsockd of its own; the clone maps the template's
+// sealed RAM private; no virtiofsd.
+class DenseVmTemplateTest : public VmTemplateTest {
  protected:
-  static void SetUpTestSuite() { BuildSuiteTemplate(config::VsockBackendKind::kSerial); }
+  static void SetUpTestSuite() { BuildSuiteTemplate(config::DeviceSet::kDense); }
 };
 
-TEST_F(SerialVmTemplateTest, ClonesAnswerOverTheSerialPortThatCameWithTheirStateEachWithItsOwnIdentity) {
+uint64_t Fnv1a(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  uint64_t h = 1469598103934665603ull;
+  std::vector<char> buf(1 << 20);
+  ssize_t n;
+  while (fd && (n = ::read(fd.get(), buf.data(), buf.size())) > 0) {
+    for (ssize_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(buf[i])) * 1099511628211ull;
+  }
+  return h;
+}
+
+// The line of /proc/<pid>/maps that maps `name` ("" if none).
+std::string MappingOf(int pid, const std::string& name) {
+  auto maps = ReadFile("/proc/" + std::to_string(pid) + "/maps");
+  if (!maps.ok()) return "";
+  size_t at = maps->find(name);
+  if (at == std::string::npos) return "";
+  size_t b = maps->rfind('\n', at);
+  b = b == std::string::npos ? 0 : b + 1;
+  return maps->substr(b, maps->find('\n', at) - b);
+}
+
+TEST_F(DenseVmTemplateTest, ClonesMapTheSealedTemplatePrivateAndAnswerOverTheSerialPortEachWithItsOwnIdentity) {
   EXPECT_TRUE(testing::ProcessesMentioning(root_).empty()) << "the template's QEMU and capsule-vsockd stopped";
+  ASSERT_TRUE(tpl_.sealed_ram);
+  EXPECT_TRUE(IsWriteSealed(tpl_.sealed_ram->get()));
+  const std::string sealed = "/proc/self/fd/" + std::to_string(tpl_.sealed_ram->get());
+  const uint64_t file_before = Fnv1a(tpl_.ram_path());
+  const uint64_t sealed_before = Fnv1a(sealed);
+  EXPECT_EQ(sealed_before, file_before) << "the sealed copy is the template's RAM";
   std::vector<SandboxVmPtr> clones;
   std::set<std::string> uuids, boot_ids, tokens;
   for (int i = 0; i < 2; ++i) {
     SandboxVmSpec spec;
-    spec.id = "serial-clone-" + std::to_string(i);
+    spec.id = "dense-clone-" + std::to_string(i);
     auto c = SandboxVm::Restore(config_, spec, tpl_);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     const BootTimings& t = (*c)->timings();
-    std::printf("serial clone %d restored in %.0f ms (prepare %.0f, RAM copy %.0f, VMM start %.0f, state %.0f, "
+    std::printf("dense clone %d restored in %.0f ms (prepare %.0f, RAM %.0f, VMM start %.0f, state %.0f, "
                 "hot-plug %.0f, agent %.0f)\n", i, t.total_ms, t.prepare_ms, t.ram_copy_ms, t.vmm_start_ms,
                 t.state_load_ms, t.hotplug_ms, t.agent_ready_ms);
-    auto qemu = ReadFile("/proc/" + std::to_string((*c)->vmm_pid()) + "/cmdline");
+    const int pid = (*c)->vmm_pid();
+    auto qemu = ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
     ASSERT_TRUE(qemu.ok());
     EXPECT_NE(qemu->find("virtserialport"), std::string::npos);
-    EXPECT_EQ(qemu->find("vhost-user-vsock"), std::string::npos);
+    EXPECT_EQ(qemu->find("vhost-user"), std::string::npos) << "no vhost-user device in the dense set";
+    EXPECT_NE(qemu->find("share=off"), std::string::npos);
+    const std::string ram = MappingOf(pid, "memfd:capsule-template-" + tpl_.key);
+    ASSERT_FALSE(ram.empty()) << "QEMU maps the template's sealed memfd";
+    EXPECT_NE(ram.find(" rw-p "), std::string::npos) << "mapped private: " << ram;
+    EXPECT_TRUE(testing::ProcessesMentioning((*c)->state_dir() + "/virtiofsd").empty());
+    if (::geteuid() == 0 && config_.hypervisor.vmm_uid_base != 0) {
+      struct stat st{};
+      ASSERT_EQ(::stat(("/proc/" + std::to_string(pid)).c_str(), &st), 0);
+      EXPECT_GE(st.st_uid, config_.hypervisor.vmm_uid_base) << "the clone's QEMU runs unprivileged";
+    }
     auto agent = (*c)->agent();
     ASSERT_TRUE(agent.ok()) << agent.status().ToString();
     ASSERT_TRUE((*agent)->Check(milliseconds(5000)).ok());
     ASSERT_NO_FATAL_FAILURE(ReadIdentity(**c, uuids, boot_ids));
-    ASSERT_NO_FATAL_FAILURE(ServesItsShare(**c, **agent, "pod-" + std::to_string(i)));
     auto token = TokenOf(**c);
     ASSERT_TRUE(token.ok()) << token.status().ToString();
     tokens.insert(*token);
@@ -283,51 +331,16 @@ TEST_F(SerialVmTemplateTest, ClonesAnswerOverTheSerialPortThatCameWithTheirState
   EXPECT_EQ(sibling.code(), Code::kPermissionDenied) << sibling.ToString();
   for (auto& c : clones) EXPECT_TRUE(c->Stop(milliseconds(5000)).ok());
   clones.clear();
+  EXPECT_EQ(Fnv1a(sealed), sealed_before) << "a clone's writes reached the template's sealed RAM";
+  EXPECT_EQ(Fnv1a(tpl_.ram_path()), file_before) << "a clone's writes reached the template's RAM file";
   ExpectNothingLeft(*env_);
 }
 
-uint64_t Fnv1a(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  uint64_t h = 1469598103934665603ull;
-  std::vector<char> buf(1 << 20);
-  ssize_t n;
-  while (fd && (n = ::read(fd.get(), buf.data(), buf.size())) > 0) {
-    for (ssize_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(buf[i])) * 1099511628211ull;
-  }
-  return h;
-}
-
-// The dense device set's channel on a copy-on-write clone (cow_clone.h):
-// the template's RAM file mapped private, so the clone's writes stay its
-// own, and the agent reached over the serial vsock that came with the state.
-TEST_F(SerialVmTemplateTest, ACopyOnWriteCloneAnswersOverTheSerialVsockAndNeverWritesTheTemplate) {
-  config::Config cfg = config_;
-  cfg.hypervisor.vmm_uid_base = 0;
-  const uint64_t before = Fnv1a(tpl_.ram_path());
-  std::set<std::string> uuids;
-  for (int i = 0; i < 2; ++i) {
-    auto c = testing::LaunchCowClone(cfg, tpl_, env_->state_dir(), "cow-" + std::to_string(i));
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
-    agent::v1::ReadGuestFileRequest req;
-    req.set_path("/proc/sys/kernel/random/uuid");
-    req.set_max_bytes(64);
-    auto uuid = c->agent->ReadGuestFile(req);
-    ASSERT_TRUE(uuid.ok()) << uuid.status().ToString();
-    uuids.insert(uuid->data());
-    EXPECT_TRUE(c->Stop().ok());
-  }
-  EXPECT_EQ(uuids.size(), 2u);
-  EXPECT_EQ(Fnv1a(tpl_.ram_path()), before) << "a clone's writes reached the template's RAM file";
-  ExpectNothingLeft(*env_);
-}
-
-// The dense device set's rootfs on the same clone: a read-only erofs image
-// of a host tree on a virtio-blk disk hot-plugged by fd (QEMU emulates the
-// disk, so private RAM is fine), mounted by the agent from the disk it
-// finds by serial; unmounted with the pod, the disk unplugs.
-TEST_F(SerialVmTemplateTest, ACopyOnWriteCloneMountsAnErofsImageFromAHotpluggedDisk) {
-  config::Config cfg = config_;
-  cfg.hypervisor.vmm_uid_base = 0;
+// The dense device set's rootfs on a clone: a read-only erofs image of a
+// host tree on a virtio-blk disk hot-plugged by fd (QEMU emulates the disk,
+// so private RAM is fine), mounted by the agent from the disk it finds by
+// serial; unmounted with the pod, the disk unplugs.
+TEST_F(DenseVmTemplateTest, ACloneMountsAnErofsImageFromAHotpluggedDisk) {
   const std::string src = env_->root() + "/rootfs-src";
   ASSERT_TRUE(MkdirAll(src + "/etc").ok());
   ASSERT_TRUE(WriteFile(src + "/etc/os-release", "NAME=erofs-on-a-clone\n").ok());
@@ -335,14 +348,18 @@ TEST_F(SerialVmTemplateTest, ACopyOnWriteCloneMountsAnErofsImageFromAHotpluggedD
   const std::string image = env_->root() + "/rootfs.erofs";
   Status made = erofs::MakeErofsImage(src, image);
   ASSERT_TRUE(made.ok()) << made.ToString();
-  auto c = testing::LaunchCowClone(cfg, tpl_, env_->state_dir(), "cow-blk");
+  SandboxVmSpec spec;
+  spec.id = "dense-blk";
+  auto c = SandboxVm::Restore(config_, spec, tpl_);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   {
     UniqueFd fd(::open(image.c_str(), O_RDONLY | O_CLOEXEC));
     ASSERT_TRUE(fd);
-    Status plugged = c->vm->HotplugDevice(hypervisor::BlockDevice{"rootfs0", image, "c0-rootfs", false, fd.get()});
+    Status plugged = (*c)->vmm().HotplugDevice(hypervisor::BlockDevice{"rootfs0", image, "c0-rootfs", false, fd.get()});
     ASSERT_TRUE(plugged.ok()) << plugged.ToString();
   }  // QEMU holds its own dup now
+  auto agent = (*c)->agent();
+  ASSERT_TRUE(agent.ok()) << agent.status().ToString();
   agent::v1::CreateSandboxRequest req;
   req.set_sandbox_id("pod-blk");
   auto* st = req.add_storages();
@@ -350,26 +367,38 @@ TEST_F(SerialVmTemplateTest, ACopyOnWriteCloneMountsAnErofsImageFromAHotpluggedD
   st->set_source("c0-rootfs");
   st->set_fstype("erofs");
   st->set_mount_point("/run/capsule/c0-rootfs");
-  Status created = c->agent->CreateSandbox(req);
+  Status created = (*agent)->CreateSandbox(req);
   ASSERT_TRUE(created.ok()) << created.ToString();
-  agent::v1::ReadGuestFileRequest read;
-  read.set_path("/run/capsule/c0-rootfs/etc/os-release");
-  read.set_max_bytes(4096);
-  auto os = c->agent->ReadGuestFile(read);
+  auto os = ReadInGuest(**c, "/run/capsule/c0-rootfs/etc/os-release");
   ASSERT_TRUE(os.ok()) << os.status().ToString();
-  EXPECT_EQ(os->data(), "NAME=erofs-on-a-clone\n");
+  EXPECT_EQ(*os, "NAME=erofs-on-a-clone\n");
+  agent::v1::ReadGuestFileRequest read;
   read.set_path("/run/capsule/c0-rootfs/etc/big");
   read.set_max_bytes(300000);
-  auto big = c->agent->ReadGuestFile(read);
+  auto big = (*agent)->ReadGuestFile(read);
   ASSERT_TRUE(big.ok()) << big.status().ToString();
   EXPECT_EQ(big->data(), std::string(200000, 'b'));
   // The pod's end unmounts it; then the disk unplugs cleanly.
   agent::v1::DestroySandboxRequest destroy;
-  Status destroyed = c->agent->DestroySandbox(destroy);
+  Status destroyed = (*agent)->DestroySandbox(destroy);
   ASSERT_TRUE(destroyed.ok()) << destroyed.ToString();
-  Status unplugged = c->vm->UnplugDevice("rootfs0", milliseconds(20000));
+  Status unplugged = (*c)->vmm().UnplugDevice("rootfs0", milliseconds(20000));
   EXPECT_TRUE(unplugged.ok()) << unplugged.ToString();
-  EXPECT_TRUE(c->Stop().ok());
+  EXPECT_TRUE((*c)->Stop(milliseconds(5000)).ok());
+  ExpectNothingLeft(*env_);
+}
+
+// A template without its sealed RAM (one loaded from disk that nothing
+// attached it to) is refused before any process starts.
+TEST_F(DenseVmTemplateTest, ATemplateWithoutSealedRamIsRefusedBeforeAnythingStarts) {
+  VmTemplate bare = tpl_;
+  bare.sealed_ram.reset();
+  SandboxVmSpec spec;
+  spec.id = "dense-bare";
+  auto vm = SandboxVm::Restore(config_, spec, bare);
+  ASSERT_FALSE(vm.ok());
+  EXPECT_EQ(vm.status().code(), Code::kFailedPrecondition) << vm.status().ToString();
+  EXPECT_NE(vm.status().message().find("sealed RAM"), std::string::npos) << vm.status().ToString();
   ExpectNothingLeft(*env_);
 }
 

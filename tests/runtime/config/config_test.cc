@@ -64,6 +64,24 @@ TEST(ConfigTest, TheSerialVsockBackendIsNamedSerial) {
   EXPECT_NE(bad.status().message().find("serial"), std::string::npos) << bad.status().message();
 }
 
+TEST(ConfigTest, TheDenseDeviceSetTakesTheSerialVsockAndRefusesVhostUser) {
+  EXPECT_EQ(Config{}.guest.device_set, DeviceSet::kVirtioFs);
+  auto dense = LoadString("guest:\n  device_set: dense\n", "d.yaml");
+  ASSERT_TRUE(dense.ok()) << dense.status().ToString();
+  EXPECT_EQ(dense->guest.device_set, DeviceSet::kDense);
+  EXPECT_EQ(dense->vsock.backend, VsockBackendKind::kSerial);  // auto resolves to the one that needs no shared RAM
+  EXPECT_NE(ToYaml(*dense).find("device_set: dense"), std::string::npos);
+  auto kernel = LoadString("guest:\n  device_set: dense\nvsock:\n  backend: vhost\n", "d.yaml");
+  ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
+  EXPECT_EQ(kernel->vsock.backend, VsockBackendKind::kVhost);
+  auto user = LoadString("guest:\n  device_set: dense\nvsock:\n  backend: vhost-user\n", "d.yaml");
+  ASSERT_FALSE(user.ok());
+  EXPECT_NE(user.status().message().find("vsock.backend"), std::string::npos) << user.status().message();
+  auto typo = LoadString("guest:\n  device_set: cow\n", "d.yaml");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.status().message().find("virtio-fs|dense"), std::string::npos) << typo.status().message();
+}
+
 TEST(ConfigTest, ModulesAllowTakesNamesAndGlobsAndRefusesAnythingElse) {
   auto cfg = LoadString("guest:\n  modules_allow: [sctp, \"can-*\", vcan]\n", "m.yaml");
   ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();

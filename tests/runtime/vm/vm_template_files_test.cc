@@ -3,14 +3,18 @@
 // wrong size, a symlink or a non-file is refused by name; template.json
 // round-trips and a bad one names the field.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "runtime/common/file_util.h"
+#include "runtime/common/unique_fd.h"
 #include "runtime/vm/ram_image.h"
 #include "runtime/vm/vm_template.h"
 
@@ -70,6 +74,44 @@ TEST(RamImageTest, AWrongSizeASymlinkOrADirectoryIsRefusedByName) {
   EXPECT_NE(linked.status().message().find(link), std::string::npos) << linked.status().ToString();
   auto directory = CopyRamImage(dir->path(), kSize, "x");
   EXPECT_FALSE(directory.ok());
+}
+
+// What a dense clone's VMM gets: QEMU 7.2 reopens the memfd read-write
+// through /proc/self/fd and maps it private; nothing it can do through that
+// fd changes the template's pages.
+TEST(RamImageTest, ASealedImageMapsPrivateAndRefusesEveryWrite) {
+  auto dir = TempDir::Create("ram-image");
+  ASSERT_TRUE(dir.ok());
+  const std::string image = SparseImage(*dir);
+  auto sealed = SealedRamImage(image, kSize, "test-sealed");
+  ASSERT_TRUE(sealed.ok()) << sealed.status().ToString();
+  EXPECT_TRUE(IsWriteSealed(sealed->memfd.get()));
+  auto own = CopyRamImage(image, kSize, "test-own");
+  ASSERT_TRUE(own.ok());
+  EXPECT_FALSE(IsWriteSealed(own->memfd.get()));
+
+  UniqueFd rw(::open(fmt::format("/proc/self/fd/{}", sealed->memfd.get()).c_str(), O_RDWR | O_CLOEXEC));
+  ASSERT_TRUE(rw) << "QEMU opens its mem-path read-write: " << std::strerror(errno);
+  EXPECT_EQ(::pwrite(rw.get(), "z", 1, 0), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_EQ(::mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_SHARED, rw.get(), 0), MAP_FAILED);
+  EXPECT_NE(::fallocate(rw.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096), 0);
+  EXPECT_NE(::ftruncate(rw.get(), 0), 0);
+  EXPECT_EQ(::fcntl(rw.get(), F_ADD_SEALS, F_SEAL_GROW), -1) << "the seals are sealed";
+
+  void* p = ::mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE, rw.get(), 0);
+  ASSERT_NE(p, MAP_FAILED) << std::strerror(errno);
+  char* m = static_cast<char*>(p);
+  EXPECT_EQ(m[0], 'a');
+  m[0] = 'z';  // the clone's own page now
+  m[3 << 20] = 'z';
+  EXPECT_EQ(m[0], 'z');
+  ::munmap(p, kSize);
+  char back[2] = {};
+  ASSERT_EQ(::pread(sealed->memfd.get(), back, 1, 0), 1);
+  ASSERT_EQ(::pread(sealed->memfd.get(), back + 1, 1, 3 << 20), 1);
+  EXPECT_EQ(back[0], 'a') << "a private write never reaches the template";
+  EXPECT_EQ(back[1], '\0');
 }
 
 TEST(RamImageTest, ZeroPagesBecomeHolesAndTheDataStays) {

@@ -71,6 +71,7 @@ class FakeSandboxVm : public vm::SandboxVm {
   std::string HostSharedPath(std::string_view rel = "") const override;
   std::string GuestSharedPath(std::string_view rel = "") const override;
   agent::v1::Storage SharedFsStorage() const override;
+  bool has_shared_fs() const override { return true; }
   // The shim dials the agent through agent() only.
   Result<UniqueFd> DialGuest(uint32_t port, std::chrono::milliseconds) override {
     return Unimplemented("fake VM: no guest vsock (port " + std::to_string(port) + ")");

@@ -1,0 +1,156 @@
+// See dense_files.h.
+#include "shim/task/dense_files.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "runtime/common/file_util.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/sha256.h"
+#include "runtime/common/unique_fd.h"
+#include "runtime/erofs/erofs_image.h"
+
+namespace capsule::shim::task {
+namespace {
+
+const log::Logger kLog("shim.dense");
+
+std::string OptionValue(const std::vector<std::string>& options, std::string_view key) {
+  for (const std::string& o : options) {
+    if (o.size() > key.size() && o.compare(0, key.size(), key) == 0 && o[key.size()] == '=')
+      return o.substr(key.size() + 1);
+  }
+  return "";
+}
+
+// True when `dir` exists and holds no entry (an unreadable dir is not).
+bool EmptyDir(const std::string& dir) {
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return false;
+  DIR* d = ::fdopendir(fd.release());
+  if (d == nullptr) return false;
+  bool empty = true;
+  while (dirent* e = ::readdir(d)) {
+    const std::string_view name = e->d_name;
+    if (name != "." && name != "..") {
+      empty = false;
+      break;
+    }
+  }
+  ::closedir(d);
+  return empty;
+}
+
+std::string Parent(const std::string& path) { return path.substr(0, path.rfind('/')); }
+
+}  // namespace
+
+std::string DenseGuestPath(std::string_view rel) {
+  std::string out(kDenseGuestRoot);
+  if (!rel.empty()) out += "/" + std::string(rel);
+  return out;
+}
+
+std::string RootfsCacheKey(const std::vector<mount::MountSpec>& rootfs) {
+  if (rootfs.size() != 1 || rootfs.front().type != "overlay") return "";
+  const std::string lower = OptionValue(rootfs.front().options, "lowerdir");
+  const std::string upper = OptionValue(rootfs.front().options, "upperdir");
+  if (lower.empty() || (!upper.empty() && !EmptyDir(upper))) return "";
+  return Sha256Hex("overlay lowerdir=" + lower);
+}
+
+Result<DiskImage> RootfsImage(const std::string& cache_dir, const std::string& key, const std::string& tree,
+                              const std::string& container_id) {
+  RETURN_IF_ERROR_CTX(MkdirAll(cache_dir, 0700), "image cache");
+  DiskImage out;
+  if (key.empty()) {
+    out.path = fmt::format("{}/ctr-{}.erofs", cache_dir, container_id);
+    out.own = out.built = true;
+    RETURN_IF_ERROR(erofs::MakeErofsImage(tree, out.path));
+    return out;
+  }
+  out.path = fmt::format("{}/{}.erofs", cache_dir, key);
+  // One builder per key; the others wait and find it made.
+  const std::string lock_path = fmt::format("{}/{}.lock", cache_dir, key);
+  UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!lock) return ErrnoStatus("open " + lock_path);
+  while (::flock(lock.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) return ErrnoStatus("lock " + lock_path);
+  }
+  if (PathExists(out.path)) return out;
+  kLog.Info("container {}: building the rootfs image {} (first use of these layers)", container_id, out.path);
+  RETURN_IF_ERROR(erofs::MakeErofsImage(tree, out.path));
+  out.built = true;
+  return out;
+}
+
+Status RefuseSharedDirectories(const std::vector<ShareBind>& binds) {
+  for (const ShareBind& b : binds) {
+    if (!b.directory) continue;
+    bool ro = false;
+    for (const std::string& o : b.options) ro = ro || o == "ro";
+    if (!ro)
+      return FailedPrecondition(fmt::format(
+          "mount of host directory {} is read-write: guest.device_set dense has no shared filesystem, so the "
+          "guest's writes could never reach it (use a RuntimeClass of the virtio-fs device set, or mount it "
+          "read-only)", b.host_source));
+  }
+  return Status::Ok();
+}
+
+Status MountsImage(mount::Mounter* mounter, const std::vector<ShareBind>& binds, const std::string& staging,
+                   const std::string& container_id, const std::string& image) {
+  const std::string top = fmt::format("{}/{}/mounts", staging, container_id);
+  RETURN_IF_ERROR(MkdirAll(top, 0755));
+  std::vector<mount::ScopedMount> mounts;  // unmounted when this returns, whatever happens
+  for (const ShareBind& b : binds) {
+    const std::string target = staging + "/" + b.rel;
+    RETURN_IF_ERROR(MkdirAll(b.directory ? target : Parent(target), 0755));
+    if (!b.directory) {
+      UniqueFd fd(::open(target.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
+      if (!fd) return ErrnoStatus("create bind target " + target);
+    }
+    // Read-only and not recursive: the image holds what the bind shows.
+    ASSIGN_OR_RETURN(mount::ScopedMount m, mount::ScopedMount::Make(mounter, {"bind", b.host_source, target, {"bind", "ro"}}));
+    mounts.push_back(std::move(m));
+  }
+  Status made = erofs::MakeErofsImage(top, image);
+  for (auto it = mounts.rbegin(); it != mounts.rend(); ++it) {
+    if (Status st = it->Unmount(); !st.ok() && made.ok()) made = st;
+  }
+  mounts.clear();
+  if (Status st = RemoveAll(staging); !st.ok() && made.ok()) made = st;
+  return made.WithContext("host mounts of container " + container_id);
+}
+
+std::vector<agent::v1::Storage> DenseStorages(const std::string& container_id, const std::string& rootfs_serial,
+                                              const std::string& mounts_serial) {
+  const std::string base = DenseGuestPath(container_id);
+  std::vector<agent::v1::Storage> out;
+  auto add = [&](std::string driver, std::string source, std::string fstype, std::vector<std::string> options,
+                 std::string mount_point) {
+    agent::v1::Storage& s = out.emplace_back();
+    s.set_driver(std::move(driver));
+    s.set_source(std::move(source));
+    s.set_fstype(std::move(fstype));
+    for (auto& o : options) s.add_options(std::move(o));
+    s.set_mount_point(std::move(mount_point));
+  };
+  add("tmpfs", "dense-rw", "tmpfs", {"nosuid", "nodev", "mode=0700"}, base + "/.rw");
+  auto layer = [&](const std::string& serial, const std::string& name) {
+    add("blk", serial, "erofs", {}, fmt::format("{}/.{}-image", base, name));
+    add("overlay", fmt::format("{}/.{}-image", base, name), "overlay",
+        {fmt::format("upperdir={}/.rw/{}-upper", base, name), fmt::format("workdir={}/.rw/{}-work", base, name)},
+        fmt::format("{}/{}", base, name));
+  };
+  layer(rootfs_serial, "rootfs");
+  if (!mounts_serial.empty()) layer(mounts_serial, "mounts");
+  return out;
+}
+
+}  // namespace capsule::shim::task

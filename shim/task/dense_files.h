@@ -1,0 +1,69 @@
+// A container's files on the dense device set (guest.device_set dense),
+// whose VMs have no shared filesystem: the rootfs and the host files the
+// spec binds reach the guest as read-only erofs images on hot-plugged
+// virtio-blk disks, and the agent makes each writable with an overlay whose
+// upper layer is guest memory (a tmpfs of the container's own). The guest
+// paths mirror the share's ("<id>/rootfs", "<id>/mounts/<n>-<name>") under
+// kDenseGuestRoot, so the guest spec is made the same way for both.
+//   rootfs  one image per set of image layers, in runtime.image_cache_dir:
+//           keyed by the overlay's lowerdirs (committed snapshots, which
+//           never change) while its upperdir is still empty, and built
+//           under a lock, so pods that start together build it once. Any
+//           other rootfs (a bind, a used upper layer) gets an image of its
+//           own, unlinked as soon as QEMU holds it.
+//   mounts  the files and read-only directories the spec binds (CRI's
+//           /etc/hosts, resolv.conf, hostname, secrets, config maps),
+//           copied at create into one image of the container's own: bind
+//           mounted into a staging tree that mkfs.erofs reads, so links
+//           stay links and nothing under them is followed. Writes to them
+//           stay in the guest. A read-write directory (hostPath, emptyDir)
+//           cannot be shared this way and is refused, naming it.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "capsule/agent/v1/agent.pb.h"
+#include "runtime/common/status.h"
+#include "shim/mount/mounter.h"
+#include "shim/task/guest_spec.h"
+
+namespace capsule::shim::task {
+
+inline constexpr std::string_view kDenseGuestRoot = "/run/capsule/dense";
+std::string DenseGuestPath(std::string_view rel);
+
+// The image cache's key of a rootfs ("" when it cannot be cached): the
+// SHA-256 of its single overlay mount's lowerdir list when the upperdir
+// holds nothing yet.
+std::string RootfsCacheKey(const std::vector<mount::MountSpec>& rootfs);
+
+struct DiskImage {
+  std::string path;
+  // The container's own image: unlink it once QEMU holds an fd of it.
+  bool own = false;
+  bool built = false;  // made now, not found in the cache
+};
+
+// The erofs image of the rootfs mounted at `tree`: the cache's for `key`,
+// built there when missing, else one of the container's own in the cache
+// dir.
+Result<DiskImage> RootfsImage(const std::string& cache_dir, const std::string& key, const std::string& tree,
+                              const std::string& container_id);
+
+// FAILED_PRECONDITION naming the first read-write directory bind.
+Status RefuseSharedDirectories(const std::vector<ShareBind>& binds);
+
+// Binds every `binds` entry under <staging>/<rel>, makes `image` of
+// <staging>/<container_id>/mounts and unmounts them again.
+Status MountsImage(mount::Mounter* mounter, const std::vector<ShareBind>& binds, const std::string& staging,
+                   const std::string& container_id, const std::string& image);
+
+// The storages CreateContainer takes: the rootfs disk (by serial) as the
+// lower layer of <root>/<id>/rootfs, and, when `mounts_serial` is set, the
+// mounts disk as that of <root>/<id>/mounts; the upper layers on one tmpfs.
+std::vector<agent::v1::Storage> DenseStorages(const std::string& container_id, const std::string& rootfs_serial,
+                                              const std::string& mounts_serial);
+
+}  // namespace capsule::shim::task

@@ -1,0 +1,153 @@
+// The dense device set (guest.device_set: dense) through a real containerd
+// 1.6, real QEMU and capsule-poold: a CRI pod runs on a copy-on-write clone
+// of the pool's template (QEMU maps the template's sealed RAM private; no
+// virtiofsd, no vhost-user device), its container's rootfs is an erofs image
+// of the busybox layers on a virtio-blk disk with a writable overlay in the
+// guest, CRI's /etc/hosts and friends come in an image of their own and are
+// writable in the guest, a second pod of the same image reuses the cached
+// rootfs image, and a read-write host directory is refused by name. The
+// fixture's leak check runs after the pool daemon stopped: no shim, QEMU,
+// capsule-vsockd, mount, disk image of a container's own or VM dir is left.
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "tests/e2e/cri_e2e_fixture.h"
+#include "tests/support/pool_daemon.h"
+
+namespace capsule::testing {
+namespace {
+
+using std::chrono::seconds;
+constexpr seconds kBootBudget{120};
+
+class CriDenseE2eTest : public CriE2eTest {
+ protected:
+  void SetUp() override {
+    ::setenv("CAPSULE_E2E_DEVICE_SET", "dense", 1);
+    CriE2eTest::SetUp();
+  }
+  void TearDown() override {
+    if (pool_) pool_->Stop();
+    ::unsetenv("CAPSULE_E2E_DEVICE_SET");
+    if (!env_) return;
+    const std::string pool_cgroup = "/sys/fs/cgroup/memory/capsule-pool-" + env_->dir().substr(env_->dir().rfind('/') + 1);
+    ::rmdir(pool_cgroup.c_str());
+    CriE2eTest::TearDown();
+  }
+  void StartPool() {
+    auto d = PoolDaemonProcess::Start(env_->config_path(), env_->pool_socket());
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    pool_ = std::move(*d);
+  }
+  std::vector<std::string> Images() {
+    std::vector<std::string> out;
+    for (const auto& e : DirEntries(env_->image_cache_dir()))
+      if (e.size() > 6 && e.substr(e.size() - 6) == ".erofs") out.push_back(e);
+    return out;
+  }
+  Result<std::string> Exec(const std::string& id, const std::string& script) {
+    auto r = cri_->ExecSync(id, {"sh", "-c", script}, 60);
+    if (!r.ok()) return r.status();
+    if (r->exit_code != 0) return Internal(fmt::format("exit {}: {}{}", r->exit_code, r->out, r->err));
+    return r->out;
+  }
+  std::unique_ptr<PoolDaemonProcess> pool_;
+};
+
+TEST_F(CriDenseE2eTest, APodRunsOnACopyOnWriteCloneWithItsFilesOnErofsDisks) {
+  StartPool();
+  ASSERT_TRUE(pool_->WaitReady(1, kBootBudget).ok()) << pool_->log();
+  const v1::PodSandboxConfig pod = Pod("capsule-dense", v1::POD);
+  auto pod_id = RunPod(pod);
+  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  std::string log = ctrd_->LogTail(8 << 20);
+  EXPECT_NE(log.find("sandbox " + *pod_id + ": claimed pooled VM"), std::string::npos) << "the pod cold-booted";
+
+  // The VM: a clone mapping the template's sealed RAM private, no virtio-fs.
+  const pid_t vmm = VmmOf(*pod_id);
+  ASSERT_GT(vmm, 0);
+  auto cmdline = ReadFile("/proc/" + std::to_string(vmm) + "/cmdline");
+  ASSERT_TRUE(cmdline.ok());
+  EXPECT_NE(cmdline->find("share=off"), std::string::npos);
+  EXPECT_EQ(cmdline->find("vhost-user"), std::string::npos);
+  auto maps = ReadFile("/proc/" + std::to_string(vmm) + "/maps");
+  ASSERT_TRUE(maps.ok());
+  const size_t ram = maps->find("memfd:capsule-template-");
+  ASSERT_NE(ram, std::string::npos) << "QEMU does not map the template's sealed RAM";
+  const size_t line = maps->rfind('\n', ram) + 1;
+  const std::string mapping = maps->substr(line, maps->find('\n', ram) - line);
+  EXPECT_NE(mapping.find(" rw-p "), std::string::npos) << "the template's RAM is not mapped private: " << mapping;
+  for (const auto& [pid, cmd] : E2eEnv::Processes({"virtiofsd"}))
+    EXPECT_EQ(cmd.find(env_->state_dir()), std::string::npos) << "a dense VM has a virtiofsd: " << cmd;
+
+  auto c1 = StartContainer(*pod_id, pod, "one", {"sh", "-c", "echo from-the-rootfs > /written; exec sleep 3600"});
+  ASSERT_TRUE(c1.ok()) << c1.status().ToString();
+  EXPECT_EQ(Images().size(), 1u) << "one rootfs image for the busybox layers";
+  log = ctrd_->LogTail(8 << 20);
+  EXPECT_NE(log.find("rootfs image " + env_->image_cache_dir()), std::string::npos);
+  // The rootfs is an overlay (erofs below, guest memory above) and takes writes.
+  auto root = Exec(*c1, "for i in $(seq 100); do [ -e /written ] && break; sleep 0.1; done; cat /written; "
+                        "awk '$2==\"/\"{print $3}' /proc/mounts; ls /bin/busybox");
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  EXPECT_EQ(*root, "from-the-rootfs\noverlay\n/bin/busybox\n");
+  // CRI's host files came along, readable and writable in the guest.
+  auto hosts = Exec(*c1, "grep -c localhost /etc/hosts; cat /etc/hostname; echo 10.9.9.9 extra >> /etc/hosts && "
+                         "grep -c extra /etc/hosts");
+  ASSERT_TRUE(hosts.ok()) << hosts.status().ToString();
+  char host[256] = {};
+  ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+  // containerd names a pod without a hostname after the node.
+  EXPECT_EQ(*hosts, fmt::format("1\n{}\n1\n", host)) << "CRI's /etc/hosts and /etc/hostname in the guest";
+
+  // A second pod of the same image: the cached rootfs image serves it.
+  const v1::PodSandboxConfig pod2 = Pod("capsule-dense-2", v1::POD);
+  auto pod2_id = RunPod(pod2);
+  ASSERT_TRUE(pod2_id.ok()) << pod2_id.status().ToString();
+  auto c2 = StartContainer(*pod2_id, pod2, "two", {"sleep", "3600"});
+  ASSERT_TRUE(c2.ok()) << c2.status().ToString();
+  EXPECT_EQ(Images().size(), 1u) << ::testing::PrintToString(Images());
+  log = ctrd_->LogTail(8 << 20);
+  EXPECT_NE(log.find("(cached,"), std::string::npos) << "the second pod's rootfs image was built again";
+  auto other = Exec(*c2, "cat /written 2>/dev/null || echo none");
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_EQ(*other, "none\n") << "a pod's writes reached the shared image";
+
+  // A read-write host directory cannot be shared: refused by name.
+  const std::string data = env_->dir() + "/hostdata";
+  ASSERT_TRUE(MkdirAll(data).ok());
+  ASSERT_TRUE(WriteFile(data + "/f", "x").ok());
+  cri::ContainerOptions opts;
+  opts.name = "rw-volume";
+  opts.image = kBusyboxImage;
+  opts.command = {"sleep", "3600"};
+  opts.log_path = "rw-volume.log";
+  v1::ContainerConfig config = cri::MakeContainerConfig(opts);
+  *config.mutable_linux()->mutable_security_context()->mutable_namespace_options() =
+      pod2.linux().security_context().namespace_options();
+  auto* m = config.add_mounts();
+  m->set_host_path(data);
+  m->set_container_path("/data");
+  auto created = cri_->CreateContainer(*pod2_id, pod2, config);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();  // CRI makes the task at start
+  Status refused = cri_->StartContainer(*created);
+  EXPECT_FALSE(refused.ok()) << "a read-write host directory was accepted";
+  EXPECT_NE(refused.message().find(data + " is read-write"), std::string::npos) << refused.ToString();
+  EXPECT_TRUE(cri_->RemoveContainer(*created).ok());
+  // The refused container left the pod working.
+  auto still = Exec(*c2, "echo alive");
+  ASSERT_TRUE(still.ok()) << still.status().ToString();
+
+  for (const auto& id : {*pod_id, *pod2_id}) {
+    ASSERT_TRUE(cri_->StopPod(id).ok());
+    ASSERT_TRUE(cri_->RemovePod(id).ok());
+  }
+  // Only the cache's image stays: the mounts images were the containers' own.
+  EXPECT_EQ(Images().size(), 1u) << ::testing::PrintToString(Images());
+  for (const auto& e : DirEntries(env_->image_cache_dir()))
+    EXPECT_EQ(e.find("ctr-"), std::string::npos) << "left: " << e;
+}
+
+}  // namespace
+}  // namespace capsule::testing

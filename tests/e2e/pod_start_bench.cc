@@ -25,6 +25,7 @@
 // CAPSULE_BENCH_BOOT_NIC=0
 // hot-plugs every pod NIC instead of taking over the VM's boot NIC.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +35,7 @@
 #include <future>
 #include <iostream>
 #include <map>
+#include <numeric>
 #include <regex>
 #include <thread>
 #include <cmath>
@@ -48,6 +50,7 @@
 #include "tests/e2e/e2e_env.h"
 #include "tests/support/command.h"
 #include "tests/support/containerd_harness.h"
+#include "tests/support/containerd_leaks.h"
 #include "tests/support/cri/cri_client.h"
 #include "tests/support/images/test_images.h"
 #include "tests/support/pool_daemon.h"
@@ -153,8 +156,20 @@ double CpuSeconds(pid_t pid) {
 struct PodCost {
   std::map<std::string, double> pss_mib;  // by comm
   double total_pss_mib = 0;
+  double private_mib = 0;  // Private_Clean + Private_Dirty: pages no other process maps
   double millicores = 0;
 };
+
+double PrivateKb(pid_t pid) {
+  auto text = ReadFile(fmt::format("/proc/{}/smaps_rollup", pid));
+  if (!text.ok()) return 0;
+  double kb = 0;
+  for (const char* name : {"\nPrivate_Clean:", "\nPrivate_Dirty:"}) {
+    const size_t at = text->find(name);
+    if (at != std::string::npos) kb += std::strtod(text->c_str() + at + std::strlen(name), nullptr);
+  }
+  return kb;
+}
 PodCost Cost(const std::vector<pid_t>& pids, const std::map<pid_t, ProcInfo>& procs, std::chrono::seconds window) {
   PodCost c;
   std::map<pid_t, double> cpu0;
@@ -167,6 +182,7 @@ PodCost Cost(const std::vector<pid_t>& pids, const std::map<pid_t, ProcInfo>& pr
     auto it = procs.find(p);
     c.pss_mib[it == procs.end() ? "?" : it->second.comm] += pss;
     c.total_pss_mib += pss;
+    c.private_mib += PrivateKb(p) / 1024;
   }
   c.millicores = cpu * 1000 / static_cast<double>(window.count());
   return c;
@@ -188,12 +204,22 @@ class PodStartBench : public ::testing::Test {
     ASSERT_TRUE(yaml.ok());
     std::string cold = std::regex_replace(*yaml, std::regex("pool:\n  size: 1"), "pool:\n  size: 0");
     ASSERT_TRUE(WriteFile(cold_config_, cold).ok());
+    // capsule-dense: guest.device_set dense with a pool of its own (socket,
+    // cgroup, state dir: its templates are not the other pool's).
+    dense_config_ = env_->dir() + "/capsule-dense.yaml";
+    dense_socket_ = env_->dir() + "/pool-dense.sock";
+    std::string dense = std::regex_replace(*yaml, std::regex("device_set: virtio-fs"), "device_set: dense");
+    dense = std::regex_replace(dense, std::regex(env_->pool_socket()), dense_socket_);
+    dense = std::regex_replace(dense, std::regex("cgroup: /capsule-pool-"), "cgroup: /capsule-pool-dense-");
+    dense = std::regex_replace(dense, std::regex("state_dir: " + env_->state_dir()), "state_dir: " + env_->dir() + "/dense-state");
+    ASSERT_TRUE(WriteFile(dense_config_, dense).ok());
     ContainerdOptions o;
     o.path_prepend = {E2eEnv::ShimDir()};
     o.cri.emplace();
     o.cri->cni = true;
     o.cri->runtimes = {{"capsule", kCapsuleRuntimeType, {{"ConfigPath", env_->config_path()}}},
-                       {"capsule-cold", kCapsuleRuntimeType, {{"ConfigPath", cold_config_}}}};
+                       {"capsule-cold", kCapsuleRuntimeType, {{"ConfigPath", cold_config_}}},
+                       {"capsule-dense", kCapsuleRuntimeType, {{"ConfigPath", dense_config_}}}};
     if (GvisorUsable()) o.cri->runtimes.push_back({"runsc", "io.containerd.runc.v2", {{"BinaryName", "/usr/bin/runsc"}}});
     auto c = ContainerdHarness::Start(o);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -209,6 +235,7 @@ class PodStartBench : public ::testing::Test {
   }
   void TearDown() override {
     if (pool_) pool_->Stop();
+    if (dense_pool_) dense_pool_->Stop();
     cri_.reset();
     if (!ctrd_) return;
     auto leaks = env_->Leaks(ctrd_->grpc_address(), {ctrd_->dir()});
@@ -489,6 +516,8 @@ class PodStartBench : public ::testing::Test {
 
   std::optional<E2eEnv> env_;
   std::string cold_config_;
+  std::string dense_config_, dense_socket_;
+  std::unique_ptr<PoolDaemonProcess> dense_pool_;
   std::unique_ptr<ContainerdHarness> ctrd_;
   std::unique_ptr<cri::CriClient> cri_;
   std::unique_ptr<PoolDaemonProcess> pool_;
@@ -578,7 +607,24 @@ TEST_F(PodStartBench, RuncCapsuleColdCapsuleWarmAndGvisor) {
 TEST_F(PodStartBench, PerPodOverheadForTheRuntimeClass) {
   const int n = EnvInt("CAPSULE_BENCH_OVERHEAD_PODS", 3);
   const auto window = std::chrono::seconds(EnvInt("CAPSULE_BENCH_OVERHEAD_WINDOW_S", 10));
-  std::vector<std::string> runc_ids, capsule_ids;
+  // The dense handler's pods come from a pool of n copy-on-write clones of
+  // one template, as a node's would.
+  auto dense_yaml = ReadFile(dense_config_);
+  ASSERT_TRUE(dense_yaml.ok());
+  ASSERT_TRUE(WriteFile(dense_config_, std::regex_replace(*dense_yaml, std::regex("pool:\n  size: 1"),
+                                                          fmt::format("pool:\n  size: {}\n  max_idle: {}", n, n)))
+                  .ok());
+  auto dense_pool = PoolDaemonProcess::Start(dense_config_, dense_socket_);
+  ASSERT_TRUE(dense_pool.ok()) << dense_pool.status().ToString();
+  dense_pool_ = std::move(*dense_pool);
+  auto dense_ready = dense_pool_->WaitReady(static_cast<uint32_t>(n), milliseconds(900000), /*settled=*/true);
+  ASSERT_TRUE(dense_ready.ok()) << dense_ready.status().ToString() << dense_pool_->log();
+  std::vector<std::string> runc_ids, capsule_ids, dense_ids;
+  for (int i = 0; i < n; ++i) {
+    std::string dense_id;
+    ASSERT_GE(StartPod("capsule-dense", fmt::format("overhead-dense-{}", i), &dense_id).total, 0);
+    dense_ids.push_back(dense_id);
+  }
   for (int i = 0; i < n; ++i) {
     std::string id;
     ASSERT_GE(StartPod("runc", fmt::format("overhead-runc-{}", i), &id).total, 0);
@@ -607,23 +653,57 @@ TEST_F(PodStartBench, PerPodOverheadForTheRuntimeClass) {
     runc_pss.push_back(c.total_pss_mib);
     runc_cpu.push_back(c.millicores);
   }
-  auto ps = RunCommand({std::string(std::getenv("CAPSULE_BUILD_DIR")) + "/runtime/cli/capsule-runtime", "--config",
-                        cold_config_, "ps", "--json"},
-                       milliseconds(30000));
-  ASSERT_TRUE(ps.ok() && ps->ok()) << (ps.ok() ? ps->err : ps.status().ToString());
-  const auto listed = nlohmann::json::parse(ps->out, nullptr, false);
-  ASSERT_TRUE(listed.is_array()) << ps->out;
-  for (const auto& vm : listed) {
-    const std::string dir = vm["state_dir"].get<std::string>();
-    std::vector<pid_t> pids = {vm["pod"]["shim_pid"].get<pid_t>()};
-    for (const auto& [pid, p] : procs)
-      if (p.cmdline.find(dir + "/") != std::string::npos && pid != pids[0]) pids.push_back(pid);
-    PodCost c = Cost(pids, procs, window);
+  // A pod's host processes: its shim and whatever runs from its VM's dir.
+  auto vm_costs = [&](const std::string& config) -> std::vector<PodCost> {
+    auto ps = RunCommand({std::string(std::getenv("CAPSULE_BUILD_DIR")) + "/runtime/cli/capsule-runtime", "--config",
+                          config, "ps", "--json"},
+                         milliseconds(30000));
+    EXPECT_TRUE(ps.ok() && ps->ok()) << (ps.ok() ? ps->err : ps.status().ToString());
+    std::vector<PodCost> out;
+    if (!ps.ok() || !ps->ok()) return out;
+    const auto listed = nlohmann::json::parse(ps->out, nullptr, false);
+    EXPECT_TRUE(listed.is_array()) << ps->out;
+    if (!listed.is_array()) return out;
+    for (const auto& vm : listed) {
+      if (!vm.contains("pod") || !vm["pod"].is_object()) continue;  // an idle pool VM
+      const std::string dir = vm["state_dir"].get<std::string>();
+      std::vector<pid_t> pids = {vm["pod"]["shim_pid"].get<pid_t>()};
+      for (const auto& [pid, p] : procs)
+        if (p.cmdline.find(dir + "/") != std::string::npos && pid != pids[0]) pids.push_back(pid);
+      out.push_back(Cost(pids, procs, window));
+    }
+    return out;
+  };
+  for (const PodCost& c : vm_costs(cold_config_)) {
     capsule_pss.push_back(c.total_pss_mib);
     capsule_cpu.push_back(c.millicores);
     for (const auto& [kind, mib] : c.pss_mib) capsule_by_kind[kind].push_back(mib);
   }
-  ASSERT_EQ(capsule_pss.size(), static_cast<size_t>(n)) << ps->out;
+  ASSERT_EQ(capsule_pss.size(), static_cast<size_t>(n));
+  std::vector<double> dense_pss, dense_private, dense_cpu;
+  std::map<std::string, std::vector<double>> dense_by_kind;
+  for (const PodCost& c : vm_costs(dense_config_)) {
+    dense_pss.push_back(c.total_pss_mib);
+    dense_private.push_back(c.private_mib);
+    dense_cpu.push_back(c.millicores);
+    for (const auto& [kind, mib] : c.pss_mib) dense_by_kind[kind].push_back(mib);
+  }
+  ASSERT_EQ(dense_private.size(), static_cast<size_t>(n));
+  // The template's sealed RAM: shared memory the pool daemon holds, counted
+  // once per node whatever the number of pods.
+  double template_mib = 0;
+  for (const auto& [pid, p] : procs) {
+    if (p.cmdline.find("capsule-poold") == std::string::npos || p.cmdline.find(dense_config_) == std::string::npos)
+      continue;
+    for (const auto& fd : DirEntries(fmt::format("/proc/{}/fd", pid))) {
+      const std::string path = fmt::format("/proc/{}/fd/{}", pid, fd);
+      char target[256] = {};
+      if (::readlink(path.c_str(), target, sizeof target - 1) <= 0) continue;
+      if (std::string(target).find("memfd:capsule-template-") == std::string::npos) continue;
+      struct stat st{};
+      if (::stat(path.c_str(), &st) == 0) template_mib += static_cast<double>(st.st_blocks) * 512 / (1 << 20);
+    }
+  }
   auto line = [](const std::vector<double>& v, const char* unit) {
     return fmt::format("p50 {:.1f} {}, p90 {:.1f} {}, max {:.1f} {}", Percentile(v, 0.5), unit, Percentile(v, 0.9),
                        unit, Percentile(v, 1.0), unit);
@@ -639,6 +719,24 @@ TEST_F(PodStartBench, PerPodOverheadForTheRuntimeClass) {
   const double cpu = std::ceil(Percentile(capsule_cpu, 0.9) / 10) * 10;
   std::cout << fmt::format("RuntimeClass overhead.podFixed (p90, rounded up): memory: \"{:.0f}Mi\", cpu: \"{:.0f}m\"\n",
                            mem, cpu);
+  std::cout << "  dense    Pss  " << line(dense_pss, "MiB") << "\n  dense    own  " << line(dense_private, "MiB")
+            << " (private: no other process maps them)\n  dense    CPU  " << line(dense_cpu, "m") << "\n";
+  for (const auto& [kind, v] : dense_by_kind)
+    std::cout << fmt::format("    {:18} Pss p50 {:.1f} MiB\n", kind, Percentile(v, 0.5));
+  std::cout << fmt::format("  dense template's sealed RAM, once per node: {:.1f} MiB\n", template_mib);
+  double dense_all = template_mib;
+  for (double v : dense_private) dense_all += v;
+  std::cout << fmt::format("  {} dense pods in all (own + the template once): {:.1f} MiB; {} virtio-fs pods: {:.1f} MiB "
+                           "(Pss); 3 virtio-fs pods: {:.1f} MiB\n", n, dense_all, n,
+                           std::accumulate(capsule_pss.begin(), capsule_pss.end(), 0.0),
+                           3 * Percentile(capsule_pss, 0.5));
+  std::cout << fmt::format("  dense own/runc Pss p50 = {:.1f}x\n",
+                           Percentile(dense_private, 0.5) / std::max(0.1, Percentile(runc_pss, 0.5)));
+  const double dense_mem = std::ceil(Percentile(dense_private, 0.9) / 8) * 8;
+  const double dense_cpu_m = std::ceil(Percentile(dense_cpu, 0.9) / 10) * 10;
+  std::cout << fmt::format("RuntimeClass capsule-dense overhead.podFixed (own p90, rounded up): memory: \"{:.0f}Mi\", "
+                           "cpu: \"{:.0f}m\"\n", dense_mem, dense_cpu_m);
+  for (const auto& id : dense_ids) Remove(id);
   for (const auto& id : runc_ids) Remove(id);
   for (const auto& id : capsule_ids) Remove(id);
 }

@@ -280,6 +280,9 @@ TEST_F(DenseVmTemplateTest, ClonesMapTheSealedTemplatePrivateAndAnswerOverTheSer
   EXPECT_TRUE(testing::ProcessesMentioning(root_).empty()) << "the template's QEMU and capsule-vsockd stopped";
   ASSERT_TRUE(tpl_.sealed_ram);
   EXPECT_TRUE(IsWriteSealed(tpl_.sealed_ram->get()));
+  // Two disks per container come on top of the NICs.
+  EXPECT_EQ(tpl_.hotplug_slots, TemplateHotplugSlots(config_));
+  EXPECT_GT(tpl_.hotplug_slots, kTemplateHotplugSlots);
   const std::string sealed = "/proc/self/fd/" + std::to_string(tpl_.sealed_ram->get());
   const uint64_t file_before = Fnv1a(tpl_.ram_path());
   const uint64_t sealed_before = Fnv1a(sealed);

@@ -58,6 +58,9 @@ nlohmann::json ToJson(const pool::PoolStatus& s) {
                            {"boot_p50_ms", sh.boot_p50_ms},
                            {"boot_last_ms", sh.boot_last_ms},
                            {"idle_vm_rss_bytes", sh.idle_vm_rss_bytes},
+                           {"idle_vm_private_bytes", sh.idle_vm_private_bytes},
+                           {"device_set", sh.device_set},
+                           {"template_shared_bytes", sh.template_shared_bytes},
                            {"backoff_ms", sh.backoff_ms},
                            {"refill", sh.refill},
                            {"template", {{"key", sh.template_key},
@@ -86,6 +89,12 @@ void PrintStatus(const pool::PoolStatus& s) {
                 pool::Describe(sh.shape).c_str(), sh.target, sh.ready, sh.booting, sh.claimed, sh.boot_failures,
                 sh.boot_p50_ms, sh.boot_last_ms, static_cast<double>(sh.idle_vm_rss_bytes) / 1e6);
     PrintRefill(sh);
+    std::printf("  device set %s: an idle VM's own memory %.1f MB%s\n", sh.device_set.c_str(),
+                static_cast<double>(sh.idle_vm_private_bytes) / 1e6,
+                sh.template_shared_bytes == 0
+                    ? ""
+                    : fmt::format(", the template's RAM shared by its clones {:.1f} MB",
+                                  static_cast<double>(sh.template_shared_bytes) / 1e6).c_str());
     if (!sh.last_failure.empty())
       std::printf("  last boot failure (back-off %llu ms): %s\n", static_cast<unsigned long long>(sh.backoff_ms),
                   sh.last_failure.c_str());

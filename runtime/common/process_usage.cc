@@ -3,8 +3,10 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "runtime/common/file_util.h"
 
@@ -35,6 +37,37 @@ Result<ProcessUsageSample> ProcessUsage(pid_t pid) {
   }
   s.cpu_seconds = static_cast<double>(ticks) / static_cast<double>(::sysconf(_SC_CLK_TCK));
   return s;
+}
+
+Result<uint64_t> PrivateBytes(pid_t pid) {
+  auto rollup = ReadFile("/proc/" + std::to_string(pid) + "/smaps_rollup");
+  if (!rollup.ok()) return NotFound("process " + std::to_string(pid) + " is gone");
+  uint64_t kb = 0;
+  for (const std::string_view field : {"\nPrivate_Clean:", "\nPrivate_Dirty:"}) {
+    const size_t at = rollup->find(field);
+    if (at != std::string::npos) kb += std::strtoull(rollup->c_str() + at + field.size(), nullptr, 10);
+  }
+  return kb << 10;
+}
+
+Result<uint64_t> TcgCacheBytes(pid_t pid) {
+  auto smaps = ReadFile("/proc/" + std::to_string(pid) + "/smaps");
+  if (!smaps.ok()) return NotFound("process " + std::to_string(pid) + " is gone");
+  uint64_t kb = 0;
+  bool rwx = false;
+  size_t at = 0;
+  while (at < smaps->size()) {
+    size_t end = smaps->find('\n', at);
+    if (end == std::string::npos) end = smaps->size();
+    const std::string_view line(smaps->data() + at, end - at);
+    // A mapping's header starts with its address range; its fields follow.
+    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) && line.find('-') != std::string_view::npos)
+      rwx = line.find(" rwxp ") != std::string_view::npos;
+    else if (rwx && line.starts_with("Rss:"))
+      kb += std::strtoull(std::string(line.substr(4)).c_str(), nullptr, 10);
+    at = end + 1;
+  }
+  return kb << 10;
 }
 
 }  // namespace capsule

@@ -67,6 +67,9 @@ v1::StatusResponse ToProto(const PoolStatus& s) {
     p->set_boot_p50_ms(st.boot_p50_ms);
     p->set_boot_last_ms(st.boot_last_ms);
     p->set_idle_vm_rss_bytes(st.idle_vm_rss_bytes);
+    p->set_device_set(st.device_set);
+    p->set_template_shared_bytes(st.template_shared_bytes);
+    p->set_idle_vm_private_bytes(st.idle_vm_private_bytes);
     p->set_backoff_ms(st.backoff_ms);
     p->set_refill(st.refill);
     p->set_template_key(st.template_key);
@@ -105,6 +108,9 @@ PoolStatus FromProto(const v1::StatusResponse& r) {
     st.boot_p50_ms = p.boot_p50_ms();
     st.boot_last_ms = p.boot_last_ms();
     st.idle_vm_rss_bytes = p.idle_vm_rss_bytes();
+    st.device_set = p.device_set();
+    st.template_shared_bytes = p.template_shared_bytes();
+    st.idle_vm_private_bytes = p.idle_vm_private_bytes();
     st.backoff_ms = p.backoff_ms();
     st.refill = p.refill();
     st.template_key = p.template_key();

@@ -34,6 +34,12 @@ struct ShapeStatus {
   std::string last_failure;
   double boot_p50_ms = 0, boot_last_ms = 0;
   uint64_t idle_vm_rss_bytes = 0;
+  // guest.device_set ("virtio-fs" or "dense"); the template's RAM shared by
+  // every clone (a dense template's sealed copy, 0 otherwise); the mean
+  // memory of one ready VM's QEMU that no other process maps.
+  std::string device_set;
+  uint64_t template_shared_bytes = 0;
+  uint64_t idle_vm_private_bytes = 0;
   uint64_t backoff_ms = 0;
   // How the next VM is made: "template" (a clone) or "boot".
   std::string refill = "boot";

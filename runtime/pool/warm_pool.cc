@@ -2,6 +2,7 @@
 #include "runtime/pool/warm_pool.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <sys/random.h>
 
 #include <algorithm>
@@ -634,9 +635,17 @@ PoolStatus WarmPool::GetStatus() const {
     st.clone_failures = s.clone_failures;
     st.clone_p50_ms = Median(s.clone_ms);
     st.clone_last_ms = s.clone_ms.empty() ? 0 : s.clone_ms.back();
-    uint64_t rss = 0;
-    for (const auto& r : s.ready) rss += RssBytes(r.vm->vmm_pid());
+    uint64_t rss = 0, own = 0;
+    for (const auto& r : s.ready) {
+      rss += RssBytes(r.vm->vmm_pid());
+      own += PrivateBytes(r.vm->vmm_pid()).value_or(0);
+    }
     st.idle_vm_rss_bytes = s.ready.empty() ? 0 : rss / s.ready.size();
+    st.idle_vm_private_bytes = s.ready.empty() ? 0 : own / s.ready.size();
+    st.device_set = std::string(config::DeviceSetName(o_.config.guest.device_set));
+    struct stat sealed{};
+    if (s.tpl && s.tpl->sealed_ram && ::fstat(s.tpl->sealed_ram->get(), &sealed) == 0)
+      st.template_shared_bytes = static_cast<uint64_t>(sealed.st_blocks) * 512;
     out.shapes.push_back(std::move(st));
   }
   return out;

@@ -64,6 +64,15 @@ TEST_F(CriDenseE2eTest, APodRunsOnACopyOnWriteCloneWithItsFilesOnErofsDisks) {
   ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
   std::string log = ctrd_->LogTail(8 << 20);
   EXPECT_NE(log.find("sandbox " + *pod_id + ": claimed pooled VM"), std::string::npos) << "the pod cold-booted";
+  // The pool says what its VMs are made of and what they cost.
+  auto st = pool_->WaitReady(1, kBootBudget, /*settled=*/true);
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  ASSERT_FALSE(st->shapes.empty());
+  EXPECT_EQ(st->shapes[0].device_set, "dense");
+  EXPECT_GE(st->shapes[0].template_shared_bytes, 16ull << 20) << "the template's sealed RAM";
+  EXPECT_GT(st->shapes[0].idle_vm_private_bytes, 0u);
+  EXPECT_LT(st->shapes[0].idle_vm_private_bytes, st->shapes[0].idle_vm_rss_bytes)
+      << "a clone's QEMU maps template pages it does not own";
 
   // The VM: a clone mapping the template's sealed RAM private, no virtio-fs.
   const pid_t vmm = VmmOf(*pod_id);

@@ -23,6 +23,7 @@
 
 #include <fcntl.h>
 
+#include "runtime/common/process_usage.h"
 #include "runtime/hypervisor/qemu_hypervisor.h"
 #include "runtime/vm/sandbox_vm.h"
 #include "runtime/vm/vm_template.h"
@@ -88,27 +89,6 @@ Mem MemOf(pid_t pid) {
   auto sm = ProcKb("/proc/" + std::to_string(pid) + "/smaps_rollup");
   return Mem{st["VmRSS"], st["RssAnon"], st["RssFile"], st["RssShmem"], sm["Pss"],
              sm["Private_Clean"] + sm["Private_Dirty"]};
-}
-
-// Resident kB of a process's writable+executable private mappings: TCG's
-// translation cache (QEMU maps its code buffer rwx). Under KVM it does not
-// exist, so the per-clone figure is reported with and without it.
-long TcgCacheKb(pid_t pid) {
-  auto text = ReadFile("/proc/" + std::to_string(pid) + "/smaps");
-  if (!text.ok()) return 0;
-  std::istringstream in(*text);
-  std::string line;
-  bool rwx = false;
-  long kb = 0;
-  while (std::getline(in, line)) {
-    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) && line.find('-') != std::string::npos &&
-        line.find(' ') != std::string::npos) {
-      rwx = line.find(" rwxp ") != std::string::npos;
-    } else if (rwx && line.rfind("Rss:", 0) == 0) {
-      kb += std::atol(line.c_str() + 4);
-    }
-  }
-  return kb;
 }
 
 pid_t PidFromFile(const std::string& path) {
@@ -310,7 +290,7 @@ TEST(VmBench, CopyOnWriteClonesOnTheSerialVsockAgainstColdBoots) {
     Mem q = MemOf(c->vmm_pid());
     Mem d = MemOf(PidFromFile(c->state_dir() + "/vsockd.pid"));
     own.push_back((q.priv + d.priv) / 1024.0);
-    own_without_tcg.push_back((q.priv + d.priv - TcgCacheKb(c->vmm_pid())) / 1024.0);
+    own_without_tcg.push_back((q.priv + d.priv - static_cast<long>(TcgCacheBytes(c->vmm_pid()).value_or(0) >> 10)) / 1024.0);
     all_priv += q.priv + d.priv;
   }
   PrintMem("one clone's QEMU", MemOf(idle.front()->vmm_pid()));

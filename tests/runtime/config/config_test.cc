@@ -22,6 +22,21 @@ TEST(ConfigTest, ShippedDefaultFileLoadsAndMatchesBuiltInDefaults) {
   EXPECT_EQ(ToYaml(*cfg), ToYaml(defaults));
 }
 
+// The dense handler's file: the dense device set on the serial vsock, with
+// a pool, cgroup and state dir of its own so the two pools never meet.
+TEST(ConfigTest, ShippedDenseFileIsTheDenseDeviceSetWithAPoolOfItsOwn) {
+  auto dense = LoadFile(SourceDir() + "/deploy/dense.yaml");
+  ASSERT_TRUE(dense.ok()) << dense.status().ToString();
+  EXPECT_EQ(dense->guest.device_set, DeviceSet::kDense);
+  EXPECT_EQ(dense->vsock.backend, VsockBackendKind::kSerial);
+  const Config defaults;
+  EXPECT_NE(dense->pool.socket, defaults.pool.socket);
+  EXPECT_NE(dense->pool.cgroup, defaults.pool.cgroup);
+  EXPECT_NE(dense->runtime.state_dir, defaults.runtime.state_dir);
+  EXPECT_EQ(dense->guest.kernel, defaults.guest.kernel);
+  EXPECT_EQ(dense->guest.initrd, defaults.guest.initrd);
+}
+
 TEST(ConfigTest, ValidFileLoadsTypedValues) {
   auto cfg = LoadString(R"(
 hypervisor:

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include "runtime/common/run_capture.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/unique_fd.h"
+#include "runtime/erofs/erofs_image.h"
 #include "runtime/hypervisor/accel_probe.h"
 #include "runtime/hypervisor/qemu_probe.h"
 #include "runtime/vsock/vsockd_vsock.h"
@@ -82,19 +84,15 @@ void CheckQemu(const config::Config& config, HostReport& r) {
   } else {
     Add(r, "qemu devices", Verdict::kOk, fmt::format("{}", fmt::join(kRequiredQemuDevices, ", ")));
   }
-  // Copy-on-write clones want the template's RAM file read-only to every
-  // VMM: QEMU 8.2's memory-backend-file rom=off maps a read-only file
-  // private and writable; before it, share=off opens the file read-write.
+  // Copy-on-write clones must not be able to change their template: QEMU
+  // 8.2's memory-backend-file rom=off maps a read-only file private; before
+  // it QEMU opens the file read-write, so the template goes to every clone
+  // as a write-sealed memfd instead (ram_image.h), which works on both.
   auto backend_help = RunAndCapture({qemu, "-object", "memory-backend-file,help"}, kProbeTimeout);
-  if (backend_help.ok() && backend_help->output.find("rom=") != std::string::npos) {
-    Add(r, "template RAM", Verdict::kOk,
-        "memory-backend-file rom=off: a clone maps a read-only template private");
-  } else {
-    Add(r, "template RAM", Verdict::kOk,
-        fmt::format("QEMU {} has no memory-backend-file rom=: a private mapping of a template needs it opened "
-                    "read-write, which no jailed VMM is given, so clones copy the template (QEMU 8.2+ avoids that)",
-                    caps->version));
-  }
+  const bool rom = backend_help.ok() && backend_help->output.find("rom=") != std::string::npos;
+  Add(r, "template RAM", Verdict::kOk,
+      fmt::format("QEMU {} {} memory-backend-file rom=; dense clones map a write-sealed memfd copy of the "
+                  "template private, which no VMM can change, on either", caps->version, rom ? "has" : "has no"));
   if (caps->sandbox) {
     Add(r, "qemu -sandbox", Verdict::kOk,
         config.hypervisor.seccomp_sandbox ? "supported, used (seccomp)" : "supported, off (hypervisor.seccomp_sandbox)");
@@ -158,6 +156,34 @@ void CheckVirtiofsd(const config::Config& config, HostReport& r) {
 
 // Idle pool VMs' identical pages merge only while the host's KSM runs
 // (QEMU marks guest RAM mergeable: its mem-merge default is on).
+// guest.device_set: what the configured set needs of this host.
+void CheckDeviceSet(const config::Config& config, HostReport& r) {
+  const std::string_view name = config::DeviceSetName(config.guest.device_set);
+  if (config.guest.device_set == config::DeviceSet::kVirtioFs) {
+    Add(r, "device set", Verdict::kOk,
+        fmt::format("{} (guest.device_set): files shared by virtiofsd, clones copy the template's RAM", name));
+    return;
+  }
+  const erofs::ErofsOptions erofs;
+  if (::access(erofs.mkfs.c_str(), X_OK) != 0) {
+    Add(r, "device set", Verdict::kFail,
+        fmt::format("{} (guest.device_set) makes containers' erofs images with {}: {} (install erofs-utils)", name,
+                    erofs.mkfs, std::strerror(errno)));
+    return;
+  }
+  // Sealing is what makes a private template mapping safe under a jailed VMM.
+  UniqueFd probe(::memfd_create("capsule-check", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!probe || ::fcntl(probe.get(), F_ADD_SEALS, F_SEAL_WRITE) != 0 || !IsWriteSealed(probe.get())) {
+    Add(r, "device set", Verdict::kFail,
+        fmt::format("{} (guest.device_set) needs memfd write seals for its templates: {}", name, std::strerror(errno)));
+    return;
+  }
+  Add(r, "device set", Verdict::kOk,
+      fmt::format("{} (guest.device_set): copy-on-write clones of a sealed template, files on erofs disks ({}), "
+                  "images cached in {}; read-write host directories are refused",
+                  name, erofs.mkfs, config.runtime.image_cache_dir));
+}
+
 void CheckKsm(HostReport& r) {
   auto run = ReadFile("/sys/kernel/mm/ksm/run");
   if (!run.ok()) {
@@ -226,7 +252,8 @@ HostReport CheckHost(const config::Config& config) {
   CheckFile(r, "guest kernel", "guest.kernel", config.guest.kernel);
   CheckFile(r, "guest initrd", "guest.initrd", config.guest.initrd);
   CheckModuleTree(config, r);
-  CheckVirtiofsd(config, r);
+  CheckDeviceSet(config, r);
+  if (config.guest.device_set == config::DeviceSet::kVirtioFs) CheckVirtiofsd(config, r);
   CheckKsm(r);
   CheckPool(config, r);
   return r;

@@ -58,6 +58,7 @@ TEST(RuntimeCli, CheckReportsTheAcceleratorAndWhyAndPasses) {
   // What the vsock back end and this QEMU mean for copy-on-write clones.
   EXPECT_TRUE(Has(c, "hot-plugged into clones")) << c.output;  // auto: vhost-user or kernel
   EXPECT_TRUE(Has(c, "[ok]   template RAM")) << c.output;
+  EXPECT_TRUE(Has(c, "virtio-fs (guest.device_set)")) << c.output;
   EXPECT_TRUE(Has(c, vm::testing::GuestKernel())) << c.output;
   EXPECT_TRUE(Has(c, "virtiofsd version")) << c.output;
   // What this host really is decides what must be reported.
@@ -69,6 +70,20 @@ TEST(RuntimeCli, CheckReportsTheAcceleratorAndWhyAndPasses) {
     EXPECT_TRUE(Has(c, "-> TCG")) << c.output;
     EXPECT_TRUE(Has(c, "!!! WARNING: VMs run under TCG")) << c.output;
   }
+}
+
+TEST(RuntimeCli, CheckSaysWhatTheDenseDeviceSetUses) {
+  TestConfigOverrides o;
+  o.device_set = "dense";
+  auto env = MakeEnv(o);
+  ASSERT_TRUE(env);
+  auto c = RunCli(*env, {"check"});
+  EXPECT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_TRUE(Has(c, "[ok]   device set      dense (guest.device_set): copy-on-write clones of a sealed template"))
+      << c.output;
+  EXPECT_TRUE(Has(c, env->root() + "/images")) << c.output;
+  EXPECT_TRUE(Has(c, "a virtio-serial port: private guest RAM possible")) << c.output;  // auto means serial here
+  EXPECT_FALSE(Has(c, "virtiofsd version")) << "a dense host needs no virtiofsd:\n" << c.output;
 }
 
 TEST(RuntimeCli, CheckFailsNamingAMissingKernel) {

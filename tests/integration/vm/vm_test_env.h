@@ -27,6 +27,7 @@ struct TestConfigOverrides {
   std::string initrd;
   std::string qemu;    // "" = the default
   uint32_t boot_timeout_ms = 120000;
+  std::string device_set;  // "" = the default (virtio-fs)
 };
 
 // A temp root holding config.yaml and state/ (runtime.state_dir).

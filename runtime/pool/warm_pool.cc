@@ -510,6 +510,8 @@ Result<std::optional<Claimed>> WarmPool::Claim(const Shape& requested, const Cla
   const Shape shape = Resolve(o_.config, requested);
   ASSIGN_OR_RETURN(std::string key, ShapeKey(o_.config, shape));
   ReadyVm r;
+  std::optional<vm::VmTemplate> restore;  // no ready VM: a clone made for this claim
+  std::string restore_id;
   {
     std::unique_lock lock(mu_);
     auto it = shapes_.find(key);
@@ -553,15 +555,53 @@ Result<std::optional<Claimed>> WarmPool::Claim(const Shape& requested, const Cla
       }
     }
     ShapeState& s = *sp;
-    if (live == s.ready.end()) {
+    s.last_claim = Clock::now();
+    if (live == s.ready.end() && UseTemplates() && s.tpl && !draining_ && !stopping_) {
+      // A restore takes a fraction of a cold boot (a dense clone's even
+      // less): the claim makes its own clone, at the pods' priority.
+      restore = s.tpl;
+      restore_id = NewVmId(key);
+      booting_ids_.insert(restore_id);  // not an orphan to reap while it is made
+    } else if (live == s.ready.end()) {
       *miss = fmt::format("no ready VM of shape {} ({}): {} booting, target {}", key, Describe(shape), s.booting,
                           s.target);
       return std::optional<Claimed>();
+    } else {
+      r = std::move(*live);
+      s.ready.erase(live);
+      ++s.claimed;
     }
-    r = std::move(*live);
-    s.ready.erase(live);
-    ++s.claimed;
-    s.last_claim = Clock::now();
+  }
+  if (restore) {
+    vm::SandboxVmSpec spec;
+    spec.id = restore_id;
+    spec.vcpus = shape.vcpus;
+    spec.memory_mib = shape.memory_mib;
+    const auto r0 = Clock::now();
+    auto made = vm::SandboxVm::Restore(o_.config, spec, *restore);
+    {
+      std::lock_guard lock(mu_);
+      booting_ids_.erase(restore_id);
+      if (auto it = shapes_.find(key); it != shapes_.end()) {
+        if (made.ok()) {
+          ++it->second.claimed;
+          ++it->second.clones;
+          it->second.clone_ms.push_back(MsSince(r0));
+          if (it->second.clone_ms.size() > kBootSamples) it->second.clone_ms.pop_front();
+        } else {
+          CloneFailedLocked(it->second, made.status());
+        }
+      }
+    }
+    if (!made.ok()) {
+      *miss = fmt::format("no ready VM of shape {} and the clone made for the claim failed: {}", key,
+                          made.status().ToString());
+      return std::optional<Claimed>();
+    }
+    kLog.Info("no ready VM of shape {}: {} restored for sandbox {} in {:.0f} ms", key, restore_id, who.sandbox_id,
+              MsSince(r0));
+    r.vm = std::move(*made);
+    r.ready_since_ms = NowUnixMs();
   }
   const std::string id = r.vm->id();
   const std::string dir = r.vm->state_dir();
@@ -570,9 +610,9 @@ Result<std::optional<Claimed>> WarmPool::Claim(const Shape& requested, const Cla
   Status st = WritePoolRecord(dir, PoolRecord{key, r.ready_since_ms, true, who.sandbox_id, who.process, NowUnixMs()});
   if (st.ok() && o_.after_claim_recorded) o_.after_claim_recorded(id);
   // Made at the refills' priority; the pod's VM runs at the normal one.
-  if (Status nice = SetProcessesNice(r.vm->HostPids(), 0); !nice.ok())
+  if (Status nice = restore ? Status::Ok() : SetProcessesNice(r.vm->HostPids(), 0); !nice.ok())
     kLog.Warn("{} keeps the refills' CPU priority: {}", id, nice.ToString());
-  if (st.ok()) st = r.vm->vmm().Resume().WithContext("resume " + id);
+  if (st.ok() && !restore) st = r.vm->vmm().Resume().WithContext("resume " + id);  // a claim's own clone runs
   if (st.ok()) st = r.vm->Detach();
   // The refill starts only now: its boot forks children, and a child forked
   // while this VM's lock was still open would hold that lock until its exec.

@@ -73,7 +73,9 @@ class WarmPool {
   WarmPool(const WarmPool&) = delete;
   WarmPool& operator=(const WarmPool&) = delete;
 
-  // A ready VM of the shape, or nullopt with `miss` saying why. A shape
+  // A ready VM of the shape; with none ready (and none made within
+  // pool.claim_wait_ms) but the shape's template, a clone restored for this
+  // claim; else nullopt with `miss` saying why. A shape
   // seen for the first time is kept from then on (up to kMaxShapes), until
   // pool.shape_expiry_s pass without a claim (the default shape stays).
   Result<std::optional<Claimed>> Claim(const Shape& shape, const Claimant& who, std::string* miss);

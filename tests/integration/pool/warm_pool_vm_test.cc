@@ -353,6 +353,22 @@ TEST_F(WarmPoolVmTest, ATemplateFillsThePoolWithClonesAndStatusSaysSo) {
       << "a clone boots with no device QEMU cannot migrate";
   s = WaitForShape(*pool, key_, [](const ShapeStatus& x) { return x.ready >= 2 && x.clones >= 3; }, kBootBudget);
   EXPECT_NE(s, nullptr) << "the pool did not refill by clone after the claim";
+
+  // No ready VM and none on the way (resized to 0): the claim restores a
+  // clone of its own from the template instead of sending the pod to a
+  // cold boot.
+  pool->Resize(0);
+  s = WaitForShape(*pool, key_, [](const ShapeStatus& x) { return x.ready == 0 && x.booting == 0; }, kBootBudget);
+  ASSERT_NE(s, nullptr);
+  const uint32_t clones_before = s->clones;
+  claimed = pool->Claim(Shape{}, Self("sandbox-d"), &miss);
+  ASSERT_TRUE(claimed.ok() && claimed->has_value()) << "no clone was made for the claim: " << miss;
+  vm::SandboxVmPtr own = AdoptClaimed(cfg_, **claimed);
+  ASSERT_NE(own, nullptr) << "the claim's own clone does not answer";
+  const PoolStatus after = pool->GetStatus();
+  EXPECT_EQ(DefaultShape(after, key_)->clones, clones_before + 1);
+  EXPECT_EQ(DefaultShape(after, key_)->claimed, 2u);
+  EXPECT_TRUE(own->Stop(milliseconds(2000)).ok());
   EXPECT_TRUE(mine->Stop(milliseconds(2000)).ok());
   pool.reset();
   EXPECT_TRUE(env_->VmDirs().empty()) << ::testing::PrintToString(env_->VmDirs());

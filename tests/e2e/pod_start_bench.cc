@@ -8,8 +8,8 @@
 // pods at once against a pool of BURST_POOL (< CONCURRENCY) ready VMs,
 // refilled by restoring clones of a template (capsule-burst-template) and
 // by cold boots (capsule-burst-boot): the pods beyond the pool are served
-// by the refill (a claim waits pool.claim_wait_ms for a clone under way)
-// or cold-boot. gVisor (runsc as
+// by the refill (a claim waits pool.claim_wait_ms for a clone under way,
+// then restores one for itself) or cold-boot. gVisor (runsc as
 // the runc shim's BinaryName) is measured when Debian's runsc is installed
 // and runs a CNI pod here, else the reason it was skipped is printed.
 // Prints p50/p90/p99/max per variant, the ratios warm/runc and cold/warm,
@@ -21,8 +21,11 @@
 // started. `make bench` runs it; CAPSULE_BENCH_RUNS (default 20) and
 // CAPSULE_BENCH_CONCURRENCY (default 10) and CAPSULE_BENCH_BURST_POOL
 // (default 3) size it; PerPodOverheadForTheRuntimeClass measures what an
-// idle pod costs the host (CAPSULE_BENCH_OVERHEAD_PODS, default 3),
-// CAPSULE_BENCH_BOOT_NIC=0
+// idle pod costs the host (CAPSULE_BENCH_OVERHEAD_PODS, default 3), on the
+// virtio-fs handler and on capsule-dense (copy-on-write clones from a pool
+// of their own: each pod's own memory, the template once);
+// FileIoOnTheVirtioFsAndDenseDeviceSets times file I/O in a container on
+// each (CAPSULE_BENCH_IO_RUNS, default 5). CAPSULE_BENCH_BOOT_NIC=0
 // hot-plugs every pod NIC instead of taking over the VM's boot NIC.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -250,7 +253,8 @@ class PodStartBench : public ::testing::Test {
 
   // One pod start (timed: RunPodSandbox until the container runs); the pod
   // stays until Remove(). total < 0 on failure.
-  PodTimes StartPod(const std::string& handler, const std::string& name, std::string* pod_id) {
+  PodTimes StartPod(const std::string& handler, const std::string& name, std::string* pod_id,
+                    std::string* container_id = nullptr) {
     using Clock = std::chrono::steady_clock;
     auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
     PodTimes t;
@@ -271,6 +275,7 @@ class PodStartBench : public ::testing::Test {
     *pod_id = *id;
     auto cid = cri_->CreateContainer(*id, config, c);
     const auto t2 = Clock::now();
+    if (cid.ok() && container_id != nullptr) *container_id = *cid;
     EXPECT_TRUE(cid.ok()) << cid.status().ToString();
     Status started = cid.ok() ? cri_->StartContainer(*cid) : cid.status();
     const auto t3 = Clock::now();
@@ -741,6 +746,60 @@ TEST_F(PodStartBench, PerPodOverheadForTheRuntimeClass) {
   for (const auto& id : dense_ids) Remove(id);
   for (const auto& id : runc_ids) Remove(id);
   for (const auto& id : capsule_ids) Remove(id);
+}
+
+// File I/O in a container on each device set, same run, same image: the
+// rootfs read through virtio-fs (capsule, pool off) against an erofs disk
+// under a guest overlay (capsule-dense), and writes to the rootfs, which go
+// to the host's overlay upper through virtio-fs or to guest memory. Each
+// operation's wall time is an ExecSync's, less a `true` exec's (the
+// channel's cost), median of CAPSULE_BENCH_IO_RUNS (default 5) runs.
+TEST_F(PodStartBench, FileIoOnTheVirtioFsAndDenseDeviceSets) {
+  const int runs = EnvInt("CAPSULE_BENCH_IO_RUNS", 5);
+  auto dense_pool = PoolDaemonProcess::Start(dense_config_, dense_socket_);
+  ASSERT_TRUE(dense_pool.ok()) << dense_pool.status().ToString();
+  dense_pool_ = std::move(*dense_pool);
+  ASSERT_TRUE(dense_pool_->WaitReady(1, milliseconds(900000), /*settled=*/true).ok()) << dense_pool_->log();
+  struct Op {
+    const char* name;
+    const char* script;
+  };
+  // The busybox image: /bin holds ~400 links to one binary, /etc a few files.
+  const Op ops[] = {
+      {"exec baseline (true)", "true"},
+      {"metadata: stat the rootfs x20", "for i in $(seq 20); do find / -xdev >/dev/null; done"},
+      {"read: the busybox binary x50", "for i in $(seq 50); do cat /bin/busybox >/dev/null; done"},
+      {"write: 32 MiB to the rootfs", "dd if=/dev/zero of=/big bs=1M count=32 2>/dev/null; sync; rm /big"},
+      {"small files: create+read+delete 300", "mkdir -p /sf; for i in $(seq 300); do echo $i > /sf/$i; done; "
+                                                "cat /sf/* >/dev/null; rm -r /sf"},
+  };
+  std::map<std::string, std::map<std::string, std::vector<double>>> ms;  // handler -> op -> samples
+  for (const char* handler : {"capsule-cold", "capsule-dense"}) {
+    std::string pod, ctr;
+    ASSERT_GE(StartPod(handler, fmt::format("io-{}", handler), &pod, &ctr).total, 0);
+    for (int r = 0; r < runs; ++r) {
+      for (const Op& op : ops) {
+        const auto t0 = std::chrono::steady_clock::now();
+        auto out = cri_->ExecSync(ctr, {"sh", "-c", op.script}, 300);
+        const double took = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        ASSERT_TRUE(out.ok()) << handler << " " << op.name << ": " << out.status().ToString();
+        ASSERT_EQ(out->exit_code, 0) << handler << " " << op.name << ": " << out->err;
+        ms[handler][op.name].push_back(took);
+      }
+    }
+    Remove(pod);
+  }
+  std::cout << fmt::format("\nfile I/O in a busybox container, ms (ExecSync wall time less the `true` exec's; "
+                           "median of {} runs):\n", runs);
+  std::cout << fmt::format("  {:40} {:>10} {:>10} {:>14}\n", "operation", "virtio-fs", "dense", "dense/virtio-fs");
+  const double base_v = Percentile(ms["capsule-cold"][ops[0].name], 0.5);
+  const double base_d = Percentile(ms["capsule-dense"][ops[0].name], 0.5);
+  std::cout << fmt::format("  {:40} {:10.1f} {:10.1f}\n", ops[0].name, base_v, base_d);
+  for (size_t i = 1; i < std::size(ops); ++i) {
+    const double v = std::max(0.1, Percentile(ms["capsule-cold"][ops[i].name], 0.5) - base_v);
+    const double d = std::max(0.1, Percentile(ms["capsule-dense"][ops[i].name], 0.5) - base_d);
+    std::cout << fmt::format("  {:40} {:10.1f} {:10.1f} {:13.2f}x\n", ops[i].name, v, d, d / v);
+  }
 }
 
 }  // namespace

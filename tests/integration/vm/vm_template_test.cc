@@ -391,6 +391,29 @@ TEST_F(DenseVmTemplateTest, ACloneMountsAnErofsImageFromAHotpluggedDisk) {
   ExpectNothingLeft(*env_);
 }
 
+// A dense clone whose device state is corrupt fails with QEMU's words and
+// leaves nothing: no QEMU, no capsule-vsockd, no VM dir; the template's
+// sealed RAM is untouched and serves the next clone.
+TEST_F(DenseVmTemplateTest, ACorruptStateFailsAndLeavesNothing) {
+  VmTemplate bad = tpl_;  // shares the sealed RAM
+  bad.dir = env_->root() + "/bad-dense-template";
+  ASSERT_TRUE(MkdirAll(bad.dir, 0700).ok());
+  ASSERT_EQ(::link(tpl_.ram_path().c_str(), bad.ram_path().c_str()), 0);
+  ASSERT_TRUE(WriteFile(bad.state_path(), std::string(4096, 'x')).ok());
+  SandboxVmSpec spec;
+  spec.id = "dense-corrupt";
+  auto vm = SandboxVm::Restore(config_, spec, bad);
+  ASSERT_FALSE(vm.ok());
+  EXPECT_NE(vm.status().message().find("load the state"), std::string::npos) << vm.status().ToString();
+  ExpectNothingLeft(*env_);
+  EXPECT_TRUE(RemoveAll(bad.dir).ok());
+  spec.id = "dense-after-corrupt";
+  auto good = SandboxVm::Restore(config_, spec, tpl_);
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_TRUE((*good)->Stop(milliseconds(5000)).ok());
+  ExpectNothingLeft(*env_);
+}
+
 // A template without its sealed RAM (one loaded from disk that nothing
 // attached it to) is refused before any process starts.
 TEST_F(DenseVmTemplateTest, ATemplateWithoutSealedRamIsRefusedBeforeAnythingStarts) {

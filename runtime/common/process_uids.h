@@ -14,8 +14,9 @@
 
 namespace capsule {
 
-// One field of a /proc/<pid>/status text ("Uid", "CapEff"): what follows
-// the colon, leading blanks dropped; empty when the field is absent.
+// One field of a /proc/<pid>/status text ("Uid", "CapEff") or of any /proc
+// file of "Key: value" lines (smaps_rollup): what follows the colon,
+// leading blanks dropped; empty when the field is absent.
 std::string StatusField(std::string_view status, std::string_view key);
 
 // Pids of the processes with `uid` as any of their four uids. Processes that

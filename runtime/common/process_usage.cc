@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "runtime/common/file_util.h"
+#include "runtime/common/process_uids.h"
 
 namespace capsule {
 
@@ -39,15 +40,28 @@ Result<ProcessUsageSample> ProcessUsage(pid_t pid) {
   return s;
 }
 
-Result<uint64_t> PrivateBytes(pid_t pid) {
-  auto rollup = ReadFile("/proc/" + std::to_string(pid) + "/smaps_rollup");
-  if (!rollup.ok()) return NotFound("process " + std::to_string(pid) + " is gone");
-  uint64_t kb = 0;
-  for (const std::string_view field : {"\nPrivate_Clean:", "\nPrivate_Dirty:"}) {
-    const size_t at = rollup->find(field);
-    if (at != std::string::npos) kb += std::strtoull(rollup->c_str() + at + field.size(), nullptr, 10);
-  }
-  return kb << 10;
+namespace {
+
+// The value of a "Key:   N kB" line of a /proc file, in bytes (0 if absent).
+uint64_t KbField(const std::string& text, std::string_view key) {
+  return std::strtoull(StatusField(text, key).c_str(), nullptr, 10) << 10;
+}
+
+}  // namespace
+
+Result<ProcessMemory> ReadProcessMemory(pid_t pid) {
+  const std::string base = "/proc/" + std::to_string(pid);
+  auto status = ReadFile(base + "/status");
+  auto rollup = ReadFile(base + "/smaps_rollup");
+  if (!status.ok() || !rollup.ok()) return NotFound("process " + std::to_string(pid) + " is gone");
+  ProcessMemory m;
+  m.rss = KbField(*status, "VmRSS");
+  m.rss_anon = KbField(*status, "RssAnon");
+  m.rss_file = KbField(*status, "RssFile");
+  m.rss_shmem = KbField(*status, "RssShmem");
+  m.pss = KbField(*rollup, "Pss");
+  m.private_bytes = KbField(*rollup, "Private_Clean") + KbField(*rollup, "Private_Dirty");
+  return m;
 }
 
 Result<uint64_t> TcgCacheBytes(pid_t pid) {

@@ -18,11 +18,17 @@ struct ProcessUsageSample {
 // NOT_FOUND once the process is gone.
 Result<ProcessUsageSample> ProcessUsage(pid_t pid);
 
-// The bytes of the process's memory no other process maps (Private_Clean +
-// Private_Dirty of /proc/<pid>/smaps_rollup): what stopping it gives back.
-// A copy-on-write clone's QEMU counts the template pages it wrote, not the
-// ones it shares. NOT_FOUND once the process is gone.
-Result<uint64_t> PrivateBytes(pid_t pid);
+// A process's memory now, in bytes: resident (VmRSS) and its anonymous,
+// file and shared-memory parts from /proc/<pid>/status; Pss (each page
+// divided among the processes mapping it) and private (Private_Clean +
+// Private_Dirty: what no other process maps, so what stopping it gives
+// back; a copy-on-write clone's QEMU counts the template pages it wrote,
+// not those it shares) from smaps_rollup. NOT_FOUND once it is gone.
+struct ProcessMemory {
+  uint64_t rss = 0, rss_anon = 0, rss_file = 0, rss_shmem = 0;
+  uint64_t pss = 0, private_bytes = 0;
+};
+Result<ProcessMemory> ReadProcessMemory(pid_t pid);
 
 // Resident bytes of the process's writable and executable private mappings:
 // for QEMU under TCG, its translation cache (the code buffer it maps rwx),

@@ -678,7 +678,7 @@ PoolStatus WarmPool::GetStatus() const {
     uint64_t rss = 0, own = 0;
     for (const auto& r : s.ready) {
       rss += RssBytes(r.vm->vmm_pid());
-      own += PrivateBytes(r.vm->vmm_pid()).value_or(0);
+      own += ReadProcessMemory(r.vm->vmm_pid()).value_or(ProcessMemory{}).private_bytes;
     }
     st.idle_vm_rss_bytes = s.ready.empty() ? 0 : rss / s.ready.size();
     st.idle_vm_private_bytes = s.ready.empty() ? 0 : own / s.ready.size();

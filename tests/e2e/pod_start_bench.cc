@@ -99,17 +99,11 @@ struct PodTimes {
   double start = 0;
 };
 
-// Rss and Pss (kB) of a process, from /proc/<pid>/smaps_rollup: Pss divides
-// each page among the processes mapping it, so pages KSM merged across VMs
-// count once in all.
+// Rss and Pss (kB) of a process: Pss divides each page among the processes
+// mapping it, so pages KSM merged across VMs count once in all.
 std::pair<double, double> RssPssKb(pid_t pid) {
-  auto text = ReadFile(fmt::format("/proc/{}/smaps_rollup", pid));
-  if (!text.ok()) return {0, 0};
-  auto field = [&](const char* name) {
-    const size_t at = text->find(std::string("\n") + name + ":");
-    return at == std::string::npos ? 0.0 : std::strtod(text->c_str() + at + std::strlen(name) + 2, nullptr);
-  };
-  return {field("Rss"), field("Pss")};
+  const ProcessMemory m = ReadProcessMemory(pid).value_or(ProcessMemory{});
+  return {static_cast<double>(m.rss) / 1024, static_cast<double>(m.pss) / 1024};
 }
 
 std::string Ksm(const char* file) {
@@ -177,7 +171,7 @@ PodCost Cost(const std::vector<pid_t>& pids, const std::map<pid_t, ProcInfo>& pr
     auto it = procs.find(p);
     c.pss_mib[it == procs.end() ? "?" : it->second.comm] += pss;
     c.total_pss_mib += pss;
-    const double own = static_cast<double>(PrivateBytes(p).value_or(0)) / (1 << 20);
+    const double own = static_cast<double>(ReadProcessMemory(p).value_or(ProcessMemory{}).private_bytes) / (1 << 20);
     c.private_mib += own;
     c.private_by[it == procs.end() ? "?" : it->second.comm] += own;
     if (it != procs.end() && it->second.comm.rfind("qemu", 0) == 0)

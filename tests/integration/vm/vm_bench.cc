@@ -61,21 +61,6 @@ long MemfdKb(pid_t pid) {
   return kb;
 }
 
-// kB values of `keys` in a /proc "Key:   N kB" file.
-std::map<std::string, long> ProcKb(const std::string& path) {
-  std::map<std::string, long> out;
-  auto text = ReadFile(path);
-  if (!text.ok()) return out;
-  std::istringstream in(*text);
-  std::string line;
-  while (std::getline(in, line)) {
-    size_t colon = line.find(':');
-    if (colon == std::string::npos || line.find(" kB") == std::string::npos) continue;
-    out[line.substr(0, colon)] = std::atol(line.c_str() + colon + 1);
-  }
-  return out;
-}
-
 struct Mem {
   long rss = 0, anon = 0, file = 0, shmem = 0, pss = 0, priv = 0;
   Mem& operator+=(const Mem& o) {
@@ -85,10 +70,9 @@ struct Mem {
 };
 
 Mem MemOf(pid_t pid) {
-  auto st = ProcKb("/proc/" + std::to_string(pid) + "/status");
-  auto sm = ProcKb("/proc/" + std::to_string(pid) + "/smaps_rollup");
-  return Mem{st["VmRSS"], st["RssAnon"], st["RssFile"], st["RssShmem"], sm["Pss"],
-             sm["Private_Clean"] + sm["Private_Dirty"]};
+  const ProcessMemory m = ReadProcessMemory(pid).value_or(ProcessMemory{});
+  auto kb = [](uint64_t bytes) { return static_cast<long>(bytes >> 10); };
+  return Mem{kb(m.rss), kb(m.rss_anon), kb(m.rss_file), kb(m.rss_shmem), kb(m.pss), kb(m.private_bytes)};
 }
 
 pid_t PidFromFile(const std::string& path) {

@@ -1,6 +1,9 @@
 #include "runtime/common/process_usage.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -23,6 +26,50 @@ TEST(ProcessUsageTest, OurOwnMemoryAndCpuAreSeen) {
 
 TEST(ProcessUsageTest, AGoneProcessIsNotFound) {
   EXPECT_EQ(ProcessUsage(0x3ffffff0).status().code(), Code::kNotFound);
+  EXPECT_EQ(ReadProcessMemory(0x3ffffff0).status().code(), Code::kNotFound);
+  EXPECT_EQ(TcgCacheBytes(0x3ffffff0).status().code(), Code::kNotFound);
+}
+
+// Anonymous memory we wrote is ours alone (private); a shared mapping of a
+// memfd that a child maps too is not, and Pss splits it between us.
+TEST(ProcessUsageTest, PrivateMemoryIsWhatNoOtherProcessMaps) {
+  const int fd = ::memfd_create("usage-test", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, 32 << 20), 0);
+  char* shared = static_cast<char*>(::mmap(nullptr, 32 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  ASSERT_NE(shared, MAP_FAILED);
+  int go[2], ready[2];
+  ASSERT_EQ(::pipe(go), 0);
+  ASSERT_EQ(::pipe(ready), 0);
+  // Forked before we allocate: our anonymous pages after this are ours alone.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    char c;
+    if (::read(go[0], &c, 1) != 1) ::_exit(1);
+    volatile char sum = 0;
+    for (size_t i = 0; i < (32u << 20); i += 4096) sum = static_cast<char>(sum + shared[i]);  // maps every page
+    (void)!::write(ready[1], "x", 1);
+    ::pause();
+    ::_exit(0);
+  }
+  std::vector<char> own(32 << 20, 1);
+  for (size_t i = 0; i < (32u << 20); i += 4096) shared[i] = 1;
+  ASSERT_EQ(::write(go[1], "x", 1), 1);
+  char x;
+  ASSERT_EQ(::read(ready[0], &x, 1), 1);
+  auto m = ReadProcessMemory(::getpid());
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ::munmap(shared, 32 << 20);
+  for (int f : {fd, go[0], go[1], ready[0], ready[1]}) ::close(f);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_GE(m->rss, 64u << 20);
+  EXPECT_GE(m->rss_shmem, 32u << 20);
+  EXPECT_GE(m->private_bytes, 32u << 20) << "our own vector";
+  EXPECT_LT(m->private_bytes, m->rss - (16u << 20)) << "the memfd pages the child maps too are not private";
+  EXPECT_LT(m->pss, m->rss) << "Pss halves the pages shared with the child";
+  EXPECT_EQ(own[4096], 1);
 }
 
 }  // namespace

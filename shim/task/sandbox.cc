@@ -346,6 +346,7 @@ Status Sandbox::Stop() {
   if (!st.ok()) kLog.Error("stop VM {}: {}", vm_id_, st.ToString());
   {
     std::lock_guard unplug_lock(unplug_mu_);  // their waits ended with the VMM's QMP connection
+    unplugs_closed_ = true;
     for (auto& t : unplugs_) t.join();
     unplugs_.clear();
   }
@@ -381,6 +382,7 @@ Result<std::string> Sandbox::PlugDisk(const std::string& image) {
 void Sandbox::UnplugDiskLater(const std::string& serial) {
   if (watch_->stopping.load() || vm_gone()) return;  // goes with the VM
   std::lock_guard lock(unplug_mu_);
+  if (unplugs_closed_) return;  // Stop() ran meanwhile
   unplugs_.emplace_back([this, serial] {
     Status st = vm_->vmm().UnplugDevice(serial, kDiskUnplugTimeout);
     if (!st.ok() && !watch_->stopping.load()) kLog.Warn("{}: {}", label_, st.ToString());

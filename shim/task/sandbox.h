@@ -210,6 +210,7 @@ class Sandbox {
   std::atomic<uint32_t> next_disk_{0};
   std::mutex unplug_mu_;
   std::vector<std::thread> unplugs_;  // guarded by unplug_mu_; joined by Stop()
+  bool unplugs_closed_ = false;       // guarded by unplug_mu_: Stop() joined them, no more start
 
   mutable std::mutex containers_mu_;
   std::set<std::string> containers_;  // guarded by containers_mu_

@@ -48,6 +48,56 @@ bool EmptyDir(const std::string& dir) {
 
 std::string Parent(const std::string& path) { return path.substr(0, path.rfind('/')); }
 
+struct Tally {
+  uint64_t bytes = 0, entries = 0;
+  bool over() const { return bytes > kMaxMountsBytes || entries > kMaxMountsEntries; }
+};
+
+// Adds what the tree at `fd` (a directory) holds, never following a link,
+// and stops as soon as the tally is over its bounds.
+void TallyDir(int fd, Tally& t, int depth) {
+  DIR* d = ::fdopendir(fd);
+  if (d == nullptr) {
+    ::close(fd);
+    return;
+  }
+  while (dirent* e = ::readdir(d)) {
+    const std::string_view name = e->d_name;
+    if (name == "." || name == "..") continue;
+    ++t.entries;
+    struct stat st{};
+    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISREG(st.st_mode)) t.bytes += static_cast<uint64_t>(st.st_size);
+    if (S_ISDIR(st.st_mode) && depth < 64) {
+      const int child = ::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (child >= 0) TallyDir(child, t, depth + 1);
+    }
+    if (t.over()) break;
+  }
+  ::closedir(d);
+}
+
+Status CheckMountsSize(const std::vector<ShareBind>& binds) {
+  Tally t;
+  for (const ShareBind& b : binds) {
+    struct stat st{};
+    if (::stat(b.host_source.c_str(), &st) != 0) return ErrnoStatus("stat host mount " + b.host_source);
+    ++t.entries;
+    if (S_ISREG(st.st_mode)) t.bytes += static_cast<uint64_t>(st.st_size);
+    if (S_ISDIR(st.st_mode)) {
+      const int fd = ::open(b.host_source.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (fd < 0) return ErrnoStatus("open host mount " + b.host_source);
+      TallyDir(fd, t, 0);
+    }
+    if (t.over())
+      return FailedPrecondition(fmt::format(
+          "host mounts hold more than {} MiB or {} entries (at {}): guest.device_set dense copies them at every "
+          "create; use a RuntimeClass of the virtio-fs device set", kMaxMountsBytes >> 20, kMaxMountsEntries,
+          b.host_source));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string DenseGuestPath(std::string_view rel) {
@@ -105,6 +155,7 @@ Status RefuseSharedDirectories(const std::vector<ShareBind>& binds) {
 
 Status MountsImage(mount::Mounter* mounter, const std::vector<ShareBind>& binds, const std::string& staging,
                    const std::string& container_id, const std::string& image) {
+  RETURN_IF_ERROR_CTX(CheckMountsSize(binds), "host mounts of container " + container_id);
   const std::string top = fmt::format("{}/{}/mounts", staging, container_id);
   RETURN_IF_ERROR(MkdirAll(top, 0755));
   std::vector<mount::ScopedMount> mounts;  // unmounted when this returns, whatever happens

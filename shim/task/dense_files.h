@@ -55,8 +55,16 @@ Result<DiskImage> RootfsImage(const std::string& cache_dir, const std::string& k
 // FAILED_PRECONDITION naming the first read-write directory bind.
 Status RefuseSharedDirectories(const std::vector<ShareBind>& binds);
 
+// What a container's host files may hold in all: they are copied at every
+// create (into the bundle, a tmpfs), so a huge read-only hostPath would be
+// a slow create and host memory taken; such a pod belongs on virtio-fs.
+inline constexpr uint64_t kMaxMountsBytes = 64ull << 20;
+inline constexpr uint64_t kMaxMountsEntries = 20000;
+
 // Binds every `binds` entry under <staging>/<rel>, makes `image` of
 // <staging>/<container_id>/mounts and unmounts them again.
+// FAILED_PRECONDITION, naming the source, when they hold more than
+// kMaxMountsBytes or kMaxMountsEntries (symlinks are counted, not followed).
 Status MountsImage(mount::Mounter* mounter, const std::vector<ShareBind>& binds, const std::string& staging,
                    const std::string& container_id, const std::string& image);
 

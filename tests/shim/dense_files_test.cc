@@ -1,0 +1,85 @@
+// The dense device set's host side without a VM: the rootfs image cache key,
+// the guest storages a container gets, the refusal of read-write host
+// directories, and the bound on the host files copied at create (checked
+// before anything is mounted). Images made from real mounts on real disks:
+// shim_cri_dense_e2e_test.
+#include "shim/task/dense_files.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "runtime/common/file_util.h"
+#include "runtime/common/unique_fd.h"
+#include "tests/shim/fakes/fake_mounter.h"
+
+namespace capsule::shim::task {
+namespace {
+
+mount::MountSpec Overlay(const std::string& lower, const std::string& upper) {
+  return {"overlay", "overlay", "", {"index=off", "workdir=/w", "upperdir=" + upper, "lowerdir=" + lower}};
+}
+
+TEST(DenseFilesTest, TheCacheKeyIsTheLayersWhileNothingWasWrittenOnThem) {
+  auto dir = TempDir::Create("dense-key");
+  ASSERT_TRUE(dir.ok());
+  const std::string upper = dir->Join("upper");
+  ASSERT_TRUE(MkdirAll(upper).ok());
+  const std::string key = RootfsCacheKey({Overlay("/s/2/fs:/s/1/fs", upper)});
+  EXPECT_EQ(key.size(), 64u);
+  EXPECT_EQ(RootfsCacheKey({Overlay("/s/2/fs:/s/1/fs", upper)}), key) << "stable";
+  EXPECT_NE(RootfsCacheKey({Overlay("/s/3/fs:/s/1/fs", upper)}), key) << "other layers, other image";
+  ASSERT_TRUE(WriteFile(upper + "/written", "x").ok());
+  EXPECT_EQ(RootfsCacheKey({Overlay("/s/2/fs:/s/1/fs", upper)}), "") << "a used upper layer is the container's own";
+  EXPECT_EQ(RootfsCacheKey({{"bind", "/some/dir", "", {"rbind"}}}), "");
+  EXPECT_EQ(RootfsCacheKey({}), "");
+}
+
+TEST(DenseFilesTest, AContainerGetsItsLayersAsOverlaysOnATmpfsOfItsOwn) {
+  auto s = DenseStorages("c1", "disk0", "disk1");
+  ASSERT_EQ(s.size(), 5u);
+  EXPECT_EQ(s[0].driver(), "tmpfs");
+  EXPECT_EQ(s[0].mount_point(), "/run/capsule/dense/c1/.rw");
+  EXPECT_EQ(s[1].driver(), "blk");
+  EXPECT_EQ(s[1].source(), "disk0");
+  EXPECT_EQ(s[2].driver(), "overlay");
+  EXPECT_EQ(s[2].source(), s[1].mount_point());
+  EXPECT_EQ(s[2].mount_point(), DenseGuestPath("c1/rootfs"));
+  EXPECT_EQ(s[3].source(), "disk1");
+  EXPECT_EQ(s[4].mount_point(), DenseGuestPath("c1/mounts"));
+  EXPECT_EQ(DenseStorages("c1", "disk0", "").size(), 3u) << "no host files, no second disk";
+}
+
+TEST(DenseFilesTest, AReadWriteHostDirectoryIsRefusedByName) {
+  std::vector<ShareBind> binds = {{"/etc/hosts-of-pod", "c/mounts/0-hosts", false, {"rbind", "rw"}},
+                                  {"/var/secret", "c/mounts/1-secret", true, {"rbind", "ro"}}};
+  EXPECT_TRUE(RefuseSharedDirectories(binds).ok()) << "files and read-only directories are copied";
+  binds.push_back({"/var/lib/kubelet/pods/p/volumes/kubernetes.io~empty-dir/cache", "c/mounts/2-cache", true, {"rbind"}});
+  Status st = RefuseSharedDirectories(binds);
+  EXPECT_EQ(st.code(), Code::kFailedPrecondition);
+  EXPECT_NE(st.message().find("kubernetes.io~empty-dir/cache is read-write"), std::string::npos) << st.message();
+}
+
+TEST(DenseFilesTest, HostFilesOverTheBoundAreRefusedBeforeAnythingIsMounted) {
+  auto dir = TempDir::Create("dense-mounts");
+  ASSERT_TRUE(dir.ok());
+  const std::string big = dir->Join("volume");
+  ASSERT_TRUE(MkdirAll(big + "/sub").ok());
+  {
+    UniqueFd fd(::open((big + "/sub/huge").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    ASSERT_TRUE(fd);
+    ASSERT_EQ(::ftruncate(fd.get(), static_cast<off_t>(kMaxMountsBytes) + 1), 0);  // sparse: costs nothing
+  }
+  ASSERT_EQ(::symlink("/", (big + "/root-link").c_str()), 0);  // counted, never followed
+  testing::FakeMounter mounter;
+  Status st = MountsImage(&mounter, {{big, "c/mounts/0-volume", true, {"rbind", "ro"}}}, dir->Join("staging"), "c",
+                          dir->Join("mounts.erofs"));
+  EXPECT_EQ(st.code(), Code::kFailedPrecondition) << st.ToString();
+  EXPECT_NE(st.message().find(big), std::string::npos) << st.message();
+  EXPECT_TRUE(mounter.history().empty()) << "nothing is mounted for a refused container";
+  EXPECT_FALSE(PathExists(dir->Join("staging")));
+  EXPECT_FALSE(PathExists(dir->Join("mounts.erofs")));
+}
+
+}  // namespace
+}  // namespace capsule::shim::task

@@ -233,6 +233,9 @@ class PodStartBench : public ::testing::Test {
     if (!ctrd_) return;
     auto leaks = env_->Leaks(ctrd_->grpc_address(), {ctrd_->dir()});
     for (auto& l : ctrd_->Leaks()) leaks.push_back(std::move(l));
+    // The dense handler's VMs live in a state dir of their own.
+    for (const auto& [pid, cmd] : E2eEnv::Processes({env_->dir() + "/dense-state"}))
+      leaks.push_back(fmt::format("process {}: {}", pid, cmd));
     EXPECT_TRUE(leaks.empty()) << leaks.front();
     if (!leaks.empty()) env_->Reap(ctrd_->grpc_address(), {ctrd_->dir()});
   }

@@ -642,7 +642,14 @@ Status WarmPool::Release(const std::string& vm_id) {
 
 PoolStatus WarmPool::GetStatus() const {
   PoolStatus out;
-  std::lock_guard lock(mu_);
+  // What /proc and the template's memfd say is read after the lock: a
+  // smaps_rollup walks a VM's page tables, and claims wait on this lock.
+  struct Costs {
+    std::vector<pid_t> vmms;
+    std::shared_ptr<const UniqueFd> sealed;
+  };
+  std::vector<Costs> costs;
+  std::unique_lock lock(mu_);
   out.max_parallel_boots = o_.config.pool.max_parallel_boots;
   out.state_dir = o_.config.runtime.state_dir;
   out.draining = draining_;
@@ -675,18 +682,26 @@ PoolStatus WarmPool::GetStatus() const {
     st.clone_failures = s.clone_failures;
     st.clone_p50_ms = Median(s.clone_ms);
     st.clone_last_ms = s.clone_ms.empty() ? 0 : s.clone_ms.back();
-    uint64_t rss = 0, own = 0;
-    for (const auto& r : s.ready) {
-      rss += RssBytes(r.vm->vmm_pid());
-      own += ReadProcessMemory(r.vm->vmm_pid()).value_or(ProcessMemory{}).private_bytes;
-    }
-    st.idle_vm_rss_bytes = s.ready.empty() ? 0 : rss / s.ready.size();
-    st.idle_vm_private_bytes = s.ready.empty() ? 0 : own / s.ready.size();
     st.device_set = std::string(config::DeviceSetName(o_.config.guest.device_set));
-    struct stat sealed{};
-    if (s.tpl && s.tpl->sealed_ram && ::fstat(s.tpl->sealed_ram->get(), &sealed) == 0)
-      st.template_shared_bytes = static_cast<uint64_t>(sealed.st_blocks) * 512;
+    Costs& c = costs.emplace_back();
+    for (const auto& r : s.ready) c.vmms.push_back(r.vm->vmm_pid());
+    if (s.tpl) c.sealed = s.tpl->sealed_ram;
     out.shapes.push_back(std::move(st));
+  }
+  lock.unlock();
+  for (size_t i = 0; i < out.shapes.size(); ++i) {
+    ShapeStatus& st = out.shapes[i];
+    const Costs& c = costs[i];
+    uint64_t rss = 0, own = 0;
+    for (pid_t pid : c.vmms) {
+      rss += RssBytes(pid);
+      own += ReadProcessMemory(pid).value_or(ProcessMemory{}).private_bytes;
+    }
+    st.idle_vm_rss_bytes = c.vmms.empty() ? 0 : rss / c.vmms.size();
+    st.idle_vm_private_bytes = c.vmms.empty() ? 0 : own / c.vmms.size();
+    struct stat sealed{};
+    if (c.sealed && ::fstat(c.sealed->get(), &sealed) == 0)
+      st.template_shared_bytes = static_cast<uint64_t>(sealed.st_blocks) * 512;
   }
   return out;
 }

@@ -2,6 +2,7 @@
 // mount_linux.go table so a snapshotter's mounts mean the same here.
 #include "shim/mount/mounter.h"
 
+#include <fcntl.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
@@ -10,7 +11,9 @@
 #include <thread>
 #include <utility>
 
+#include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/unique_fd.h"
 
 namespace capsule::shim::mount {
 namespace {
@@ -157,6 +160,14 @@ ScopedMount& ScopedMount::operator=(ScopedMount&& other) noexcept {
 
 ScopedMount::~ScopedMount() {
   if (Status st = Unmount(); !st.ok()) kLog.Error("{}", st.ToString());
+}
+
+Status MakeMountTarget(const std::string& target, bool directory) {
+  if (directory) return MkdirAll(target, 0755);
+  RETURN_IF_ERROR(MkdirAll(target.substr(0, target.rfind('/')), 0755));
+  UniqueFd fd(::open(target.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
+  if (!fd) return ErrnoStatus("create bind target " + target);
+  return Status::Ok();
 }
 
 Result<ScopedMount> ScopedMount::Make(Mounter* mounter, const MountSpec& spec) {

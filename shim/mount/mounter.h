@@ -41,6 +41,10 @@ class LinuxMounter : public Mounter {
   Status Unmount(const std::string& target) override;
 };
 
+// A bind mount's target: the directory (mkdir -p), or for a file bind an
+// empty file (its parent made), never following a link at `target`.
+Status MakeMountTarget(const std::string& target, bool directory);
+
 // One mount owned: unmounted on destruction unless Release()d.
 class ScopedMount {
  public:

@@ -31,13 +31,6 @@ bool JoinsPodPidNamespace(const nlohmann::json& spec) {
   return false;
 }
 
-Status CreateEmptyFile(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
-  if (!fd) return ErrnoStatus("create bind target " + path);
-  return Status::Ok();
-}
-
-std::string Parent(const std::string& path) { return path.substr(0, path.rfind('/')); }
 
 }  // namespace
 
@@ -110,8 +103,7 @@ Status Container::MountRootfs(mount::Mounter* mounter, const std::string& target
 Status Container::MountShares(mount::Mounter* mounter, const std::vector<ShareBind>& binds) {
   for (const auto& b : binds) {
     const std::string target = sandbox_->HostSharedPath(b.rel);
-    RETURN_IF_ERROR(MkdirAll(b.directory ? target : Parent(target), 0755));
-    if (!b.directory) RETURN_IF_ERROR(CreateEmptyFile(target));
+    RETURN_IF_ERROR(mount::MakeMountTarget(target, b.directory));
     mount::MountSpec m{"bind", b.host_source, target, {"rbind"}};
     for (const auto& o : b.options) {
       if (o == "ro") m.options.push_back("ro");

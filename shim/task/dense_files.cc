@@ -28,25 +28,11 @@ std::string OptionValue(const std::vector<std::string>& options, std::string_vie
   return "";
 }
 
-// True when `dir` exists and holds no entry (an unreadable dir is not).
+// True when `dir` is a directory holding no entry.
 bool EmptyDir(const std::string& dir) {
-  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd) return false;
-  DIR* d = ::fdopendir(fd.release());
-  if (d == nullptr) return false;
-  bool empty = true;
-  while (dirent* e = ::readdir(d)) {
-    const std::string_view name = e->d_name;
-    if (name != "." && name != "..") {
-      empty = false;
-      break;
-    }
-  }
-  ::closedir(d);
-  return empty;
+  struct stat st{};
+  return ::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && ListDir(dir).empty();
 }
-
-std::string Parent(const std::string& path) { return path.substr(0, path.rfind('/')); }
 
 struct Tally {
   uint64_t bytes = 0, entries = 0;
@@ -161,11 +147,7 @@ Status MountsImage(mount::Mounter* mounter, const std::vector<ShareBind>& binds,
   std::vector<mount::ScopedMount> mounts;  // unmounted when this returns, whatever happens
   for (const ShareBind& b : binds) {
     const std::string target = staging + "/" + b.rel;
-    RETURN_IF_ERROR(MkdirAll(b.directory ? target : Parent(target), 0755));
-    if (!b.directory) {
-      UniqueFd fd(::open(target.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
-      if (!fd) return ErrnoStatus("create bind target " + target);
-    }
+    RETURN_IF_ERROR(mount::MakeMountTarget(target, b.directory));
     // Read-only and not recursive: the image holds what the bind shows.
     ASSIGN_OR_RETURN(mount::ScopedMount m, mount::ScopedMount::Make(mounter, {"bind", b.host_source, target, {"bind", "ro"}}));
     mounts.push_back(std::move(m));

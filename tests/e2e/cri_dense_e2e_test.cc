@@ -14,7 +14,6 @@
 #include <thread>
 
 #include "tests/e2e/cri_e2e_fixture.h"
-#include "tests/support/pool_daemon.h"
 
 namespace capsule::testing {
 namespace {
@@ -22,24 +21,17 @@ namespace {
 using std::chrono::seconds;
 constexpr seconds kBootBudget{120};
 
-class CriDenseE2eTest : public CriE2eTest {
+class CriDenseE2eTest : public CriPoolFixture {
  protected:
   void SetUp() override {
     ::setenv("CAPSULE_E2E_DEVICE_SET", "dense", 1);
     CriE2eTest::SetUp();
   }
   void TearDown() override {
-    if (pool_) pool_->Stop();
+    (void)StopPool();
     ::unsetenv("CAPSULE_E2E_DEVICE_SET");
     if (!env_) return;
-    const std::string pool_cgroup = "/sys/fs/cgroup/memory/capsule-pool-" + env_->dir().substr(env_->dir().rfind('/') + 1);
-    ::rmdir(pool_cgroup.c_str());
     CriE2eTest::TearDown();
-  }
-  void StartPool() {
-    auto d = PoolDaemonProcess::Start(env_->config_path(), env_->pool_socket());
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
-    pool_ = std::move(*d);
   }
   std::vector<std::string> Images() {
     std::vector<std::string> out;
@@ -53,7 +45,6 @@ class CriDenseE2eTest : public CriE2eTest {
     if (r->exit_code != 0) return Internal(fmt::format("exit {}: {}{}", r->exit_code, r->out, r->err));
     return r->out;
   }
-  std::unique_ptr<PoolDaemonProcess> pool_;
 };
 
 TEST_F(CriDenseE2eTest, APodRunsOnACopyOnWriteCloneWithItsFilesOnErofsDisks) {

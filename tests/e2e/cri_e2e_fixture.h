@@ -25,6 +25,7 @@
 #include "tests/support/containerd_harness.h"
 #include "tests/support/containerd_leaks.h"
 #include "tests/support/images/test_images.h"
+#include "tests/support/pool_daemon.h"
 
 namespace capsule::testing {
 
@@ -199,6 +200,28 @@ class CriE2eTest : public ::testing::Test {
   std::unique_ptr<CriClient> cri_;
   std::string logs_;
   std::vector<std::string> pods_;
+};
+
+// The same with a capsule-poold serving the test's config.
+class CriPoolFixture : public CriE2eTest {
+ protected:
+  void StartPool() {
+    auto d = PoolDaemonProcess::Start(env_->config_path(), env_->pool_socket());
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    pool_ = std::move(*d);
+  }
+  // Stops the daemon (it drains) and removes the pool's own cgroup
+  // (pool.cgroup of E2eEnv's config); returns that cgroup's path if the
+  // daemon had left it, else "".
+  std::string StopPool() {
+    if (pool_) pool_->Stop();
+    if (!env_) return "";
+    const std::string cgroup = "/sys/fs/cgroup/memory/capsule-pool-" + env_->dir().substr(env_->dir().rfind('/') + 1);
+    const bool left = PathExists(cgroup);
+    ::rmdir(cgroup.c_str());
+    return left ? cgroup : "";
+  }
+  std::unique_ptr<PoolDaemonProcess> pool_;
 };
 
 }  // namespace capsule::testing

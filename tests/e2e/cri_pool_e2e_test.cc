@@ -13,7 +13,6 @@
 #include <thread>
 
 #include "tests/e2e/cri_e2e_fixture.h"
-#include "tests/support/pool_daemon.h"
 
 namespace capsule::testing {
 namespace {
@@ -21,24 +20,16 @@ namespace {
 using std::chrono::seconds;
 constexpr seconds kBootBudget{120};
 
-class CriPoolE2eTest : public CriE2eTest {
+class CriPoolE2eTest : public CriPoolFixture {
  protected:
   void TearDown() override {
-    if (pool_) pool_->Stop();
+    const std::string left = StopPool();
     if (!env_) return;  // SetUp failed before the environment existed
-    // The pool's own cgroup (pool.cgroup of E2eEnv's config) goes with it.
-    const std::string pool_cgroup = "/sys/fs/cgroup/memory/capsule-pool-" + env_->dir().substr(env_->dir().rfind('/') + 1);
-    EXPECT_FALSE(PathExists(pool_cgroup)) << pool_cgroup << " was left";
-    ::rmdir(pool_cgroup.c_str());
+    // The pool's own cgroup goes with it.
+    EXPECT_TRUE(left.empty()) << left << " was left";
     CriE2eTest::TearDown();
   }
-  void StartPool() {
-    auto d = PoolDaemonProcess::Start(env_->config_path(), env_->pool_socket());
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
-    pool_ = std::move(*d);
-  }
   std::string Log() { return ctrd_->LogTail(8 << 20); }
-  std::unique_ptr<PoolDaemonProcess> pool_;
 };
 
 TEST_F(CriPoolE2eTest, APodTakesAPooledVmSurvivesTheDaemonsDeathAndStartsColdWithoutIt) {

@@ -99,8 +99,36 @@ Status ValidateSource(const StorageSpec& s, std::string_view field) {
     RETURN_IF_ERROR(OverlayDirsOf(s, field).status());
     return CheckFstype(s, field, {"overlay"});
   }
+  if (s.driver == kDriverLocal) {
+    bool ok = !s.source.empty() && s.source.size() <= kLocalVolumeNameMax && s.source != "." && s.source != "..";
+    for (char c : s.source) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-');
+    if (!ok)
+      return InvalidArgument(fmt::format("{} must be a volume name of 1..{} chars of [A-Za-z0-9_.-]", source_field,
+                                         kLocalVolumeNameMax));
+    if (!s.options.empty()) return InvalidArgument(fmt::format("{}.options must be empty for driver local", field));
+    return CheckFstype(s, field, {"local"});
+  }
   return InvalidArgument(
-      fmt::format("{}.driver '{}' is not supported (virtiofs, tmpfs, bind, blk, overlay)", field, s.driver));
+      fmt::format("{}.driver '{}' is not supported (virtiofs, tmpfs, bind, blk, overlay, local)", field, s.driver));
+}
+
+// A local volume: its directory, made world-writable once (a later
+// container of the pod finds it as the first one left it).
+Status MakeLocalVolume(const StorageSpec& s) {
+  const std::string parent = s.mount_point.substr(0, s.mount_point.rfind('/'));
+  if (!parent.empty()) RETURN_IF_ERROR(MkdirAll(parent, 0755));
+  if (::mkdir(s.mount_point.c_str(), 0700) == 0) {
+    if (::chmod(s.mount_point.c_str(), 0777) != 0) return ErrnoStatus("chmod local volume " + s.mount_point);
+    kLog.Info("made local volume {} at {}", s.source, s.mount_point);
+    return Status::Ok();
+  }
+  if (errno != EEXIST) return ErrnoStatus("make local volume " + s.mount_point);
+  struct stat st{};
+  if (::lstat(s.mount_point.c_str(), &st) != 0) return ErrnoStatus("stat local volume " + s.mount_point);
+  if (!S_ISDIR(st.st_mode))
+    return FailedPrecondition(fmt::format("local volume {}: {} is there and is not a directory", s.source,
+                                          s.mount_point));
+  return Status::Ok();
 }
 
 Status CreateMountPoint(const StorageSpec& s) {
@@ -180,10 +208,14 @@ Status ValidateStorage(const StorageSpec& spec, std::string_view field) {
 
 Result<MountedStorage> MountedStorage::Mount(const StorageSpec& spec) {
   RETURN_IF_ERROR(ValidateStorage(spec));
+  if (spec.driver == kDriverLocal) {
+    RETURN_IF_ERROR(MakeLocalVolume(spec));
+    return MountedStorage(spec.mount_point, false);
+  }
   ASSIGN_OR_RETURN(MountOptions options, ParseMountOptions(spec.options));
   RETURN_IF_ERROR(CreateMountPoint(spec));
   RETURN_IF_ERROR(MountFilesystem(spec, options));
-  MountedStorage mounted(spec.mount_point);
+  MountedStorage mounted(spec.mount_point, true);
   RETURN_IF_ERROR(ApplyAfterMount(spec, options));  // `mounted` unmounts on failure
   kLog.Info("mounted {} {} on {}", spec.driver, spec.source.empty() ? "-" : spec.source, spec.mount_point);
   return mounted;

@@ -1,10 +1,12 @@
 // A filesystem the agent mounts for the sandbox or a container: the
 // virtio-fs share, a tmpfs, a bind mount of a guest path, a read-only erofs
 // image on a hot-plugged virtio-blk disk (the dense device set's rootfs and
-// mounts, which need no shared RAM), or an overlay that makes such an image
-// writable in the guest (its upper layer on a tmpfs storage). A mounted
-// storage is an RAII object: destroying it unmounts, so a failure half way
-// through a request leaves nothing mounted.
+// mounts, which need no shared RAM), an overlay that makes such an image
+// writable in the guest (its upper layer on a tmpfs storage), or a local
+// volume: a directory in guest memory that the pod's containers share for the
+// pod's life (the dense device set's emptyDir). A mounted storage is an RAII
+// object: destroying it unmounts, so a failure half way through a request
+// leaves nothing mounted; a local volume is made, not mounted, and stays.
 #pragma once
 
 #include <chrono>
@@ -22,14 +24,18 @@ inline constexpr std::string_view kDriverTmpfs = "tmpfs";
 inline constexpr std::string_view kDriverBind = "bind";
 inline constexpr std::string_view kDriverBlock = "blk";
 inline constexpr std::string_view kDriverOverlay = "overlay";
+inline constexpr std::string_view kDriverLocal = "local";
+// A local volume's name: a Kubernetes volume name fits (a DNS label).
+inline constexpr size_t kLocalVolumeNameMax = 63;
 // How long a blk storage waits for its disk to show up after the hot-plug.
 inline constexpr std::chrono::milliseconds kBlockDeviceWait{10000};
 
 struct StorageSpec {
   std::string driver;
   // virtiofs: the tag; bind: a guest path; tmpfs: a name; blk: the disk's
-  // serial; overlay: the lower directory (a guest path). An overlay's
-  // options name its upperdir= and workdir= (guest paths, made if missing).
+  // serial; overlay: the lower directory (a guest path); local: the
+  // volume's name. An overlay's options name its upperdir= and workdir=
+  // (guest paths, made if missing).
   std::string source;
   std::string fstype;       // empty, or the driver's own type
   std::vector<std::string> options;
@@ -48,7 +54,10 @@ Status ValidateStorage(const StorageSpec& spec, std::string_view field = "storag
 
 class MountedStorage {
  public:
-  // Validates, creates the mount point, mounts, applies propagation.
+  // Validates, creates the mount point, mounts, applies propagation. A
+  // local volume's directory is made (mode 0777, as the kubelet makes an
+  // emptyDir) or found, and is not removed again: it holds the pod's data
+  // until the VM ends, whichever container goes first.
   static Result<MountedStorage> Mount(const StorageSpec& spec);
 
   MountedStorage(MountedStorage&& other) noexcept;
@@ -65,7 +74,7 @@ class MountedStorage {
   bool mounted() const { return mounted_; }
 
  private:
-  explicit MountedStorage(std::string mount_point) : mount_point_(std::move(mount_point)), mounted_(true) {}
+  MountedStorage(std::string mount_point, bool mounted) : mount_point_(std::move(mount_point)), mounted_(mounted) {}
 
   std::string mount_point_;
   bool mounted_ = false;

@@ -67,7 +67,7 @@ Result<std::unique_ptr<Container>> Container::Create(ContainerParams params, San
   // From here on ~Container undoes whatever was done.
   std::vector<v1::Storage> storages;
   if (dense) {
-    ASSIGN_OR_RETURN(storages, c->PlugDense(mounter, guest.binds));
+    ASSIGN_OR_RETURN(storages, c->PlugDense(mounter, &guest));
   } else {
     RETURN_IF_ERROR_CTX(c->MountRootfs(mounter, sb->HostSharedPath(c->Rel("rootfs"))), "rootfs of " + c->p_.id);
     RETURN_IF_ERROR_CTX(c->MountShares(mounter, guest.binds), "mounts of " + c->p_.id);
@@ -114,8 +114,10 @@ Status Container::MountShares(mount::Mounter* mounter, const std::vector<ShareBi
   return Status::Ok();
 }
 
-Result<std::vector<v1::Storage>> Container::PlugDense(mount::Mounter* mounter, const std::vector<ShareBind>& binds) {
+Result<std::vector<v1::Storage>> Container::PlugDense(mount::Mounter* mounter, GuestSpec* guest) {
   const std::string what = "files of " + p_.id + " (dense device set)";
+  std::vector<v1::Storage> volumes = LocalVolumes(&guest->binds, &guest->spec);
+  const std::vector<ShareBind>& binds = guest->binds;
   RETURN_IF_ERROR_CTX(RefuseSharedDirectories(binds), what);
   const auto start = std::chrono::steady_clock::now();
   // containerd's rootfs mounts go where runc's would; the image is made of them.
@@ -130,11 +132,14 @@ Result<std::vector<v1::Storage>> Container::PlugDense(mount::Mounter* mounter, c
     RETURN_IF_ERROR_CTX(PlugImage(image, true), what);
   }
   auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
-  kLog.Info("container {}: rootfs image {} ({}, {:.0f} ms){}; {:.0f} ms in all", p_.id, rootfs.path,
+  kLog.Info("container {}: rootfs image {} ({}, {:.0f} ms){}{}; {:.0f} ms in all", p_.id, rootfs.path,
             rootfs.built ? "built" : "cached", ms(start, rootfs_done),
             binds.empty() ? "" : fmt::format(", {} host mounts in an image of their own", binds.size()),
+            volumes.empty() ? "" : fmt::format(", {} emptyDir volumes in guest memory", volumes.size()),
             ms(start, std::chrono::steady_clock::now()));
-  return DenseStorages(p_.id, disks_.front(), disks_.size() > 1 ? disks_[1] : "");
+  std::vector<v1::Storage> storages = DenseStorages(p_.id, disks_.front(), disks_.size() > 1 ? disks_[1] : "");
+  for (auto& v : volumes) storages.push_back(std::move(v));
+  return storages;
 }
 
 Status Container::PlugImage(const std::string& path, bool own) {

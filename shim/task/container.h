@@ -81,8 +81,9 @@ class Container {
   Status MountRootfs(mount::Mounter* mounter, const std::string& target);
   Status MountShares(mount::Mounter* mounter, const std::vector<ShareBind>& binds);
   // Dense device set: the rootfs and mounts images plugged, and the
-  // storages that make them the container's files in the guest.
-  Result<std::vector<agentclient::v1::Storage>> PlugDense(mount::Mounter* mounter, const std::vector<ShareBind>& binds);
+  // storages that make them the container's files in the guest; emptyDir
+  // binds leave `guest` as local volumes (its spec binds them instead).
+  Result<std::vector<agentclient::v1::Storage>> PlugDense(mount::Mounter* mounter, GuestSpec* guest);
   Status PlugImage(const std::string& path, bool own);
   void UnplugDisks();
   Status CreateInAgent(const std::string& spec_json, std::vector<agentclient::v1::Storage> storages);

@@ -7,7 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
+
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
@@ -122,6 +125,48 @@ Result<DiskImage> RootfsImage(const std::string& cache_dir, const std::string& k
   kLog.Info("container {}: building the rootfs image {} (first use of these layers)", container_id, out.path);
   RETURN_IF_ERROR(erofs::MakeErofsImage(tree, out.path));
   out.built = true;
+  return out;
+}
+
+std::string EmptyDirVolumeName(std::string_view host_source) {
+  constexpr std::string_view kVolumes = "/volumes/kubernetes.io~empty-dir/";
+  const size_t at = host_source.rfind(kVolumes);
+  if (at == std::string_view::npos) return "";
+  const std::string_view name = host_source.substr(at + kVolumes.size());
+  const std::string_view pod = host_source.substr(0, at);  // <root>/pods/<uid>
+  const size_t uid = pod.rfind('/');
+  if (uid == std::string_view::npos || uid < 5 || pod.substr(uid - 5, 6) != "/pods/" || uid + 1 == pod.size())
+    return "";
+  bool ok = !name.empty() && name.size() <= 63 && name != "." && name != "..";
+  for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-');
+  return ok ? std::string(name) : "";
+}
+
+std::vector<agent::v1::Storage> LocalVolumes(std::vector<ShareBind>* binds, nlohmann::json* spec) {
+  std::vector<agent::v1::Storage> out;
+  std::vector<ShareBind> rest;
+  for (ShareBind& b : *binds) {
+    const std::string name = b.directory ? EmptyDirVolumeName(b.host_source) : "";
+    if (name.empty()) {
+      rest.push_back(std::move(b));
+      continue;
+    }
+    const std::string guest = fmt::format("{}/{}", kLocalVolumeGuestRoot, name);
+    const std::string from = DenseGuestPath(b.rel);
+    if (spec->contains("mounts") && (*spec)["mounts"].is_array()) {
+      for (auto& m : (*spec)["mounts"]) {
+        if (m.is_object() && m.value("source", "") == from) m["source"] = guest;
+      }
+    }
+    bool known = false;
+    for (const auto& s : out) known = known || s.mount_point() == guest;
+    if (known) continue;
+    agent::v1::Storage& s = out.emplace_back();
+    s.set_driver("local");
+    s.set_source(name);
+    s.set_mount_point(guest);
+  }
+  *binds = std::move(rest);
   return out;
 }
 

@@ -16,13 +16,21 @@
 //           copied at create into one image of the container's own: bind
 //           mounted into a staging tree that mkfs.erofs reads, so links
 //           stay links and nothing under them is followed. Writes to them
-//           stay in the guest. A read-write directory (hostPath, emptyDir)
+//           stay in the guest. A read-write host directory (hostPath)
 //           cannot be shared this way and is refused, naming it.
+//   emptyDir volumes live in the guest, as Kata makes them by default: a
+//           local volume (a directory in guest memory) per volume name,
+//           shared by the pod's containers and kept until the VM ends, so
+//           a restarted container finds its files. The host's directory
+//           stays empty (the kubelet's usage accounting does not see the
+//           guest's files, and a subPath of one is a plain hostPath bind).
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "capsule/agent/v1/agent.pb.h"
 #include "runtime/common/status.h"
@@ -51,6 +59,19 @@ struct DiskImage {
 // dir.
 Result<DiskImage> RootfsImage(const std::string& cache_dir, const std::string& key, const std::string& tree,
                               const std::string& container_id);
+
+// Where the agent makes a pod's local volumes.
+inline constexpr std::string_view kLocalVolumeGuestRoot = "/run/capsule/volumes";
+
+// The volume name of a kubelet emptyDir (".../pods/<uid>/volumes/
+// kubernetes.io~empty-dir/<name>"), or "" when `host_source` is not one or
+// its name does not fit a local volume.
+std::string EmptyDirVolumeName(std::string_view host_source);
+
+// Takes every emptyDir directory bind out of `binds`, points the spec's
+// mounts of it (found by their guest source) at its local volume, and
+// returns the storages that make those volumes, one per name.
+std::vector<agent::v1::Storage> LocalVolumes(std::vector<ShareBind>* binds, nlohmann::json* spec);
 
 // FAILED_PRECONDITION naming the first read-write directory bind.
 Status RefuseSharedDirectories(const std::vector<ShareBind>& binds);

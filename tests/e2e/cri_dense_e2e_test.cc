@@ -5,7 +5,8 @@
 // of the busybox layers on a virtio-blk disk with a writable overlay in the
 // guest, CRI's /etc/hosts and friends come in an image of their own and are
 // writable in the guest, a second pod of the same image reuses the cached
-// rootfs image, and a read-write host directory is refused by name. The
+// rootfs image, an emptyDir is a directory in guest memory that the pod's
+// containers share, and a read-write host directory is refused by name. The
 // fixture's leak check runs after the pool daemon stopped: no shim, QEMU,
 // capsule-vsockd, mount, disk image of a container's own or VM dir is left.
 #include <sys/stat.h>
@@ -138,6 +139,46 @@ TEST_F(CriDenseE2eTest, APodRunsOnACopyOnWriteCloneWithItsFilesOnErofsDisks) {
   // The refused container left the pod working.
   auto still = Exec(*c2, "echo alive");
   ASSERT_TRUE(still.ok()) << still.status().ToString();
+
+  // An emptyDir lives in the guest: one directory the pod's containers
+  // share (one of them read-only), kept when the container that wrote it is
+  // replaced, and never written through to the host's directory.
+  const std::string empty_dir = env_->dir() + "/kubelet/pods/uid-2/volumes/kubernetes.io~empty-dir/cache";
+  ASSERT_TRUE(MkdirAll(empty_dir).ok());
+  auto with_cache = [&](const std::string& name, bool read_only, std::vector<std::string> command) {
+    cri::ContainerOptions o;
+    o.name = name;
+    o.image = kBusyboxImage;
+    o.command = std::move(command);
+    o.log_path = name + ".log";
+    v1::ContainerConfig cc = cri::MakeContainerConfig(o);
+    *cc.mutable_linux()->mutable_security_context()->mutable_namespace_options() =
+        pod2.linux().security_context().namespace_options();
+    auto* vol = cc.add_mounts();
+    vol->set_host_path(empty_dir);
+    vol->set_container_path("/cache");
+    vol->set_readonly(read_only);
+    return cri_->CreateContainer(*pod2_id, pod2, cc);
+  };
+  auto writer = with_cache("writer", false, {"sh", "-c", "echo shared > /cache/note; exec sleep 3600"});
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  ASSERT_TRUE(cri_->StartContainer(*writer).ok());
+  auto reader = with_cache("reader", true, {"sleep", "3600"});
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  ASSERT_TRUE(cri_->StartContainer(*reader).ok());
+  auto seen = Exec(*reader, "for i in $(seq 100); do [ -e /cache/note ] && break; sleep 0.1; done; cat /cache/note; "
+                            "touch /cache/mine 2>/dev/null && echo wrote || echo read-only");
+  ASSERT_TRUE(seen.ok()) << seen.status().ToString();
+  EXPECT_EQ(*seen, "shared\nread-only\n") << "the reader does not see the writer's emptyDir";
+  ASSERT_TRUE(cri_->StopContainer(*writer, 5).ok());
+  ASSERT_TRUE(cri_->RemoveContainer(*writer).ok());
+  auto again = with_cache("writer-2", false, {"sleep", "3600"});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_TRUE(cri_->StartContainer(*again).ok());
+  auto kept = Exec(*again, "cat /cache/note; stat -c %a /cache");
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(*kept, "shared\n777\n") << "the emptyDir did not outlive the container that wrote it";
+  EXPECT_TRUE(DirEntries(empty_dir).empty()) << "guest writes reached the host's emptyDir";
 
   for (const auto& id : {*pod_id, *pod2_id}) {
     ASSERT_TRUE(cri_->StopPod(id).ok());

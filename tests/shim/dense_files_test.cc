@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include "runtime/common/file_util.h"
@@ -54,10 +55,47 @@ TEST(DenseFilesTest, AReadWriteHostDirectoryIsRefusedByName) {
   std::vector<ShareBind> binds = {{"/etc/hosts-of-pod", "c/mounts/0-hosts", false, {"rbind", "rw"}},
                                   {"/var/secret", "c/mounts/1-secret", true, {"rbind", "ro"}}};
   EXPECT_TRUE(RefuseSharedDirectories(binds).ok()) << "files and read-only directories are copied";
-  binds.push_back({"/var/lib/kubelet/pods/p/volumes/kubernetes.io~empty-dir/cache", "c/mounts/2-cache", true, {"rbind"}});
+  binds.push_back({"/srv/data", "c/mounts/2-data", true, {"rbind"}});
   Status st = RefuseSharedDirectories(binds);
   EXPECT_EQ(st.code(), Code::kFailedPrecondition);
-  EXPECT_NE(st.message().find("kubernetes.io~empty-dir/cache is read-write"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("/srv/data is read-write"), std::string::npos) << st.message();
+}
+
+TEST(DenseFilesTest, AnEmptyDirIsKnownByTheKubeletsPathAndAFittingName) {
+  EXPECT_EQ(EmptyDirVolumeName("/var/lib/kubelet/pods/0c4e/volumes/kubernetes.io~empty-dir/cache"), "cache");
+  EXPECT_EQ(EmptyDirVolumeName("/data/k8s/pods/0c4e/volumes/kubernetes.io~empty-dir/my-vol.1"), "my-vol.1");
+  EXPECT_EQ(EmptyDirVolumeName("/var/lib/kubelet/pods/0c4e/volumes/kubernetes.io~configmap/cfg"), "");
+  EXPECT_EQ(EmptyDirVolumeName("/var/lib/kubelet/pods/0c4e/volumes/kubernetes.io~empty-dir/a/b"), "") << "a subdir";
+  EXPECT_EQ(EmptyDirVolumeName("/var/lib/kubelet/pods/0c4e/volumes/kubernetes.io~empty-dir/.."), "");
+  EXPECT_EQ(EmptyDirVolumeName("/var/lib/kubelet/pods/0c4e/volumes/kubernetes.io~empty-dir/"), "");
+  EXPECT_EQ(EmptyDirVolumeName("/srv/volumes/kubernetes.io~empty-dir/cache"), "") << "not under a pod";
+  EXPECT_EQ(EmptyDirVolumeName("/var/lib/kubelet/pods//volumes/kubernetes.io~empty-dir/cache"), "") << "no uid";
+  EXPECT_EQ(EmptyDirVolumeName("/srv/cache"), "");
+}
+
+// Two mounts of one emptyDir (one read-only) become one local volume both
+// bind; other binds stay as they were, still to be imaged or refused.
+TEST(DenseFilesTest, EmptyDirBindsBecomeOneLocalVolumeEachAndLeaveTheRest) {
+  const std::string ed = "/var/lib/kubelet/pods/u1/volumes/kubernetes.io~empty-dir/cache";
+  std::vector<ShareBind> binds = {{"/etc/hosts-of-pod", "c/mounts/0-hosts", false, {"rbind"}},
+                                  {ed, "c/mounts/1-cache", true, {"rbind", "rw"}},
+                                  {ed, "c/mounts/2-cache-ro", true, {"rbind", "ro"}},
+                                  {"/srv/data", "c/mounts/3-data", true, {"rbind"}}};
+  nlohmann::json spec = {{"mounts", nlohmann::json::array()}};
+  for (const auto& b : binds) spec["mounts"].push_back({{"destination", "/d"}, {"source", DenseGuestPath(b.rel)}});
+  auto storages = LocalVolumes(&binds, &spec);
+  ASSERT_EQ(storages.size(), 1u);
+  EXPECT_EQ(storages[0].driver(), "local");
+  EXPECT_EQ(storages[0].source(), "cache");
+  EXPECT_EQ(storages[0].mount_point(), "/run/capsule/volumes/cache");
+  EXPECT_EQ(spec["mounts"][0]["source"], DenseGuestPath("c/mounts/0-hosts"));
+  EXPECT_EQ(spec["mounts"][1]["source"], "/run/capsule/volumes/cache");
+  EXPECT_EQ(spec["mounts"][2]["source"], "/run/capsule/volumes/cache");
+  EXPECT_EQ(spec["mounts"][3]["source"], DenseGuestPath("c/mounts/3-data"));
+  ASSERT_EQ(binds.size(), 2u);
+  EXPECT_EQ(binds[0].host_source, "/etc/hosts-of-pod");
+  EXPECT_EQ(binds[1].host_source, "/srv/data");
+  EXPECT_FALSE(RefuseSharedDirectories(binds).ok()) << "the hostPath is still refused";
 }
 
 TEST(DenseFilesTest, HostFilesOverTheBoundAreRefusedBeforeAnythingIsMounted) {

@@ -9,6 +9,8 @@
 #include "agent/storage/guest_path.h"
 #include "runtime/common/file_util.h"
 
+#include <sys/stat.h>
+
 #include <thread>
 
 namespace capsule::agent::storage {
@@ -60,8 +62,45 @@ TEST(Storage, AnOverlayNamesItsLowerUpperAndWorkDirsAndNothingElse) {
   ExpectInvalid({"overlay", "/l", "erofs", {"upperdir=/u", "workdir=/w"}, "/m"}, "storages[2].fstype");
 }
 
+TEST(Storage, ALocalVolumeIsNamedAndTakesNoOptions) {
+  EXPECT_TRUE(ValidateStorage({"local", "cache", "", {}, "/run/capsule/volumes/cache"}).ok());
+  ExpectInvalid({"local", "", "", {}, "/m"}, "storages[2].source must be a volume name");
+  ExpectInvalid({"local", "..", "", {}, "/m"}, "storages[2].source");
+  ExpectInvalid({"local", "a/b", "", {}, "/m"}, "storages[2].source");
+  ExpectInvalid({"local", std::string(64, 'v'), "", {}, "/m"}, "storages[2].source");
+  ExpectInvalid({"local", "cache", "", {"size=1m"}, "/m"}, "storages[2].options must be empty");
+  ExpectInvalid({"local", "cache", "tmpfs", {}, "/m"}, "storages[2].fstype");
+  ExpectInvalid({"local", "cache", "", {}, "/a/../m"}, "storages[2].mount_point");
+}
+
+// Made world-writable on first use, found with its files by the next
+// container, never removed with a container, and never taken over when
+// something else sits at its path.
+TEST(Storage, ALocalVolumeOutlivesTheContainerThatMadeIt) {
+  auto dir = TempDir::Create("local-volume");
+  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  const StorageSpec spec{"local", "cache", "", {}, dir->path() + "/volumes/cache"};
+  {
+    auto first = MountedStorage::Mount(spec);
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    EXPECT_FALSE(first->mounted());
+    struct stat st{};
+    ASSERT_EQ(::stat(spec.mount_point.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0777u);
+    ASSERT_TRUE(WriteFile(spec.mount_point + "/kept", "data").ok());
+  }
+  auto second = MountedStorage::Mount(spec);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(ReadFile(spec.mount_point + "/kept").value_or(""), "data");
+  ASSERT_TRUE(WriteFile(dir->path() + "/volumes/file", "").ok());
+  auto over_a_file = MountedStorage::Mount({"local", "file", "", {}, dir->path() + "/volumes/file"});
+  EXPECT_EQ(over_a_file.status().code(), Code::kFailedPrecondition) << over_a_file.status().ToString();
+  EXPECT_NE(over_a_file.status().message().find("is not a directory"), std::string::npos);
+}
+
 TEST(Storage, OnlyABlockStorageNeedsModules) {
-  EXPECT_TRUE(ModulesFor({Tmpfs(), {"overlay", "/l", "", {"upperdir=/u", "workdir=/w"}, "/m"}}).empty());
+  EXPECT_TRUE(ModulesFor({Tmpfs(), {"overlay", "/l", "", {"upperdir=/u", "workdir=/w"}, "/m"},
+                          {"local", "cache", "", {}, "/m"}}).empty());
   EXPECT_EQ(ModulesFor({Tmpfs(), {"blk", "c1", "erofs", {}, "/m"}}),
             (std::vector<std::string>{"crc32c_generic", "erofs"}));
 }

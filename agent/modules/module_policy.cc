@@ -66,6 +66,9 @@ std::string ModulePolicy::ToText() const {
 }
 
 Status WriteModulePolicy(const ModulePolicy& policy, const std::string& path) {
+  // At boot nothing has made /run/capsule yet (it is a fresh tmpfs).
+  if (const size_t slash = path.rfind('/'); slash != std::string::npos && slash > 0)
+    RETURN_IF_ERROR_CTX(MkdirAll(path.substr(0, slash), 0755), "module allowlist " + path);
   return WriteFileAtomic(path, policy.ToText(), 0644).WithContext("module allowlist " + path);
 }
 

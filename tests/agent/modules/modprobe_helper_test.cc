@@ -123,7 +123,8 @@ TEST(ModulePolicyTest, ExtraPatternsAddToTheBuiltInListAndTheFileRoundTrips) {
 
   auto dir = TempDir::Create("capsule-module-policy");
   ASSERT_TRUE(dir.ok());
-  const std::string path = dir->Join("modules.allow");
+  // Its directory need not exist yet: at boot /run is an empty tmpfs.
+  const std::string path = dir->Join("capsule/modules.allow");
   ASSERT_TRUE(WriteModulePolicy(p, path).ok());
   const ModulePolicy read = ReadModulePolicy(path);
   EXPECT_EQ(read.ToText(), p.ToText());

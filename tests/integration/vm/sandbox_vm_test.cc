@@ -130,6 +130,20 @@ TYPED_TEST(BootedVmTest, AgentAnswersCheckAndVersionThroughCapsuleVsockd) {
   EXPECT_GT(TestFixture::vm_->vmm_pid(), 0);
 }
 
+// The guest's boot, up to the agent's "ready" line, logs no warning or
+// error: a step that failed quietly (the module allowlist that could not be
+// written, so guest.modules_allow went unused) shows here.
+TYPED_TEST(BootedVmTest, TheGuestBootsWithoutAWarning) {
+  const std::string console = hypervisor::VmPaths(TestFixture::vm_->state_dir()).console_log();
+  auto text = ReadFile(console);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  const size_t ready = text->find("capsule-agent ready");
+  ASSERT_NE(ready, std::string::npos) << "no ready line in " << console;
+  const std::string boot = text->substr(0, text->find('\n', ready));
+  for (const char* level : {"Z warn ", "Z error "})
+    EXPECT_EQ(boot.find(level), std::string::npos) << boot.substr(boot.find(level), 300);
+}
+
 TYPED_TEST(BootedVmTest, FilesAndLateBindMountsUnderTheShareReachTheGuest) {
   auto agent = TestFixture::vm_->agent();
   ASSERT_TRUE(agent.ok()) << agent.status().ToString();

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "agent/containers/convert.h"
 #include "agent/containers/engine_ops.h"
@@ -69,10 +70,12 @@ Status EngineOps::CreateInPod(Pod& pod, const std::string& id, oci::Spec spec, c
   auto role = RoleFromAnnotations(spec);
   if (!role.ok()) return std::move(role).status().WithContext("oci_spec_json");
   std::lock_guard lock(pod.create_mu);
+  const auto t0 = std::chrono::steady_clock::now();
   if (pod.engine->Get(id).ok()) return AlreadyExists("container " + id + " already exists");
   ASSIGN_OR_RETURN(NamespaceJoinPlan plan, pod.namespaces.Plan(id, *role, req.sandbox_pidns(), &spec));
   ASSIGN_OR_RETURN(std::vector<storage::MountedStorage> mounts, MountStorages(req.storages(), modules_.get()));
   if (MayAdministerNetwork(spec)) modules::LoadNetAdminBaseline();
+  const auto t_storages = std::chrono::steady_clock::now();
   engine::CreateOptions options;
   options.share_namespaces_from = plan.share_from;
   options.share_types = plan.share_types;
@@ -82,8 +85,10 @@ Status EngineOps::CreateInPod(Pod& pod, const std::string& id, oci::Spec spec, c
     std::lock_guard names(pod.names_mu);
     pod.cri_names[id] = name->second;
   }
-  kLog.Info("container {} created in sandbox {} ({}{} storages)", id, pod.id,
-            plan.anchor ? "namespace anchor, " : "joins " + plan.share_from + ", ", mounts.size());
+  auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  kLog.Info("container {} created in sandbox {} ({}{} storages) in {:.1f} ms, storages {:.1f} ms", id, pod.id,
+            plan.anchor ? "namespace anchor, " : "joins " + plan.share_from + ", ", mounts.size(),
+            ms(t0, std::chrono::steady_clock::now()), ms(t0, t_storages));
   std::lock_guard storages(pod.storages_mu);
   pod.storages[id] = std::move(mounts);
   return Status::Ok();

@@ -38,13 +38,20 @@ struct LaunchRequest {
 // A created container process, blocked until Start().
 class LaunchedProcess {
  public:
-  explicit LaunchedProcess(UniqueFd sync) : sync_(std::move(sync)) {}
+  LaunchedProcess(UniqueFd sync, double pid_ms, double ready_ms)
+      : sync_(std::move(sync)), pid_ms_(pid_ms), ready_ms_(ready_ms) {}
   // Lets the process exec; OK once execve succeeded (or the process died,
   // which its exit status then tells).
   Status Start(std::chrono::milliseconds timeout);
+  // Where the launch's time went: fork until the process's pid was known
+  // (the intermediate joined the cgroup and namespaces and cloned), then
+  // its set-up (rootfs, credentials) until it was ready.
+  double pid_ms() const { return pid_ms_; }
+  double ready_ms() const { return ready_ms_; }
 
  private:
   UniqueFd sync_;  // closing it before Start makes the process exit
+  double pid_ms_ = 0, ready_ms_ = 0;
 };
 
 // On success the process is registered with `monitor` and `process` knows

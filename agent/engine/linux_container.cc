@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "agent/engine/cgroup2.h"
 #include "runtime/common/file_util.h"
@@ -56,6 +57,7 @@ std::vector<oci::NamespaceType> ExistingNamespaceTypes(pid_t pid) {
 Result<std::shared_ptr<LinuxContainer>> LinuxContainer::Create(const std::string& id, const oci::Spec& spec,
                                                                const CreateOptions& options, NamespaceFds shared,
                                                                ContainerDeps deps) {
+  const auto t0 = std::chrono::steady_clock::now();
   LogIgnoredFeatures(id, spec);
   // The pod holder has no root filesystem of its own: it confines itself.
   std::string rootfs;
@@ -75,13 +77,18 @@ Result<std::shared_ptr<LinuxContainer>> LinuxContainer::Create(const std::string
   std::shared_ptr<LinuxContainer> c(
       new LinuxContainer(id, rootfs, options.pod_holder, deps, std::move(cgroup), spec.linux.seccomp,
                          std::move(confinement)));
+  const auto t_cgroup = std::chrono::steady_clock::now();
   Status st = c->LaunchInit(std::move(ns), rootfs_plan ? &*rootfs_plan : nullptr, plan, spec.linux.resources);
   if (!st.ok()) {
     Status cleanup = c->Destroy(deps.options.setup_timeout);
     if (!cleanup.ok()) kLog.Error("container {}: cleanup after failed create: {}", id, cleanup.ToString());
     return st;
   }
-  kLog.Info("container {} created, init pid {}, cgroup {}", id, c->init_pid(), c->cgroup_->path());
+  auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  kLog.Info("container {} created, init pid {}, cgroup {}, in {:.1f} ms: plan and cgroup {:.1f} ms, fork to pid "
+            "{:.1f} ms, set-up to ready {:.1f} ms",
+            id, c->init_pid(), c->cgroup_->path(), ms(t0, std::chrono::steady_clock::now()), ms(t0, t_cgroup),
+            c->launch_pid_ms_, c->launch_ready_ms_);
   return c;
 }
 
@@ -114,6 +121,8 @@ Status LinuxContainer::LaunchInit(NamespacePlan ns, const RootfsPlan* rootfs, co
   const std::string root = "/proc/" + std::to_string(pid) + "/root";
   UniqueFd root_dir(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root_dir) return ErrnoStatus("open " + root);
+  launch_pid_ms_ = launched.pid_ms();
+  launch_ready_ms_ = launched.ready_ms();
   {
     std::lock_guard lock(mu_);
     launched_ = std::move(launched);

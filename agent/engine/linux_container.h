@@ -101,6 +101,7 @@ class LinuxContainer : public Container, public std::enable_shared_from_this<Lin
   ContainerState state_ = ContainerState::kCreated;  // guarded by mu_
   ProcessPtr init_;                                  // guarded by mu_
   std::optional<LaunchedProcess> launched_;          // guarded by mu_; until Start
+  double launch_pid_ms_ = 0, launch_ready_ms_ = 0;    // the init's launch, for the create log line
   std::map<std::string, ProcessPtr> execs_;          // guarded by mu_
   std::deque<std::string> released_execs_;           // guarded by mu_, oldest first
   std::set<std::string> released_set_;               // guarded by mu_

@@ -58,6 +58,7 @@ Result<std::unique_ptr<Container>> Container::Create(ContainerParams params, San
     return c;
   }
 
+  const auto t0 = std::chrono::steady_clock::now();
   const bool dense = !sb->has_shared_fs();
   GuestSpecInput in{c->p_.id, c->Rel("rootfs"), [sb, dense](std::string_view rel) {
                       return dense ? DenseGuestPath(rel) : sb->GuestSharedPath(rel);
@@ -72,8 +73,14 @@ Result<std::unique_ptr<Container>> Container::Create(ContainerParams params, San
     RETURN_IF_ERROR_CTX(c->MountRootfs(mounter, sb->HostSharedPath(c->Rel("rootfs"))), "rootfs of " + c->p_.id);
     RETURN_IF_ERROR_CTX(c->MountShares(mounter, guest.binds), "mounts of " + c->p_.id);
   }
+  const auto t_files = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(c->CreateInAgent(guest.spec.dump(), std::move(storages)));
+  const auto t_guest = std::chrono::steady_clock::now();
   RETURN_IF_ERROR_CTX(c->init_->AttachStdio(), "stdio of " + c->p_.id);
+  auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  kLog.Info("container {} created in {:.1f} ms: spec and host files {:.1f} ms, guest create {:.1f} ms, stdio {:.1f} ms",
+            c->p_.id, ms(t0, std::chrono::steady_clock::now()), ms(t0, t_files), ms(t_files, t_guest),
+            ms(t_guest, std::chrono::steady_clock::now()));
   return c;
 }
 

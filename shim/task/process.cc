@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
 #include "runtime/common/logging.h"
 #include "shim/task/agent_stdio.h"
 #include "shim/task/agent_status.h"
@@ -78,7 +80,9 @@ Result<uint32_t> Process::Start() {
   // Delete out; the process stays created until the answer.
   starting_ = true;
   lock.unlock();
+  const auto t0 = std::chrono::steady_clock::now();
   auto pid = StartInAgent();
+  const double start_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   lock.lock();
   starting_ = false;
   if (!pid.ok()) {
@@ -101,7 +105,7 @@ Result<uint32_t> Process::Start() {
   cv_.notify_all();
   lock.unlock();
   if (!is_init()) RETURN_IF_ERROR_CTX(AttachStdio(), "stdio of " + Name());
-  kLog.Info("{} started (guest pid {})", Name(), *pid);
+  kLog.Info("{} started (guest pid {}) in {:.1f} ms", Name(), *pid, start_ms);
   return p_.host_pid;
 }
 

@@ -27,6 +27,7 @@
 // FileIoOnTheVirtioFsAndDenseDeviceSets times file I/O in a container on
 // each (CAPSULE_BENCH_IO_RUNS, default 5). CAPSULE_BENCH_BOOT_NIC=0
 // hot-plugs every pod NIC instead of taking over the VM's boot NIC.
+// CAPSULE_BENCH_LOG=<file> keeps containerd's log (the shims' lines in it).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -231,6 +232,8 @@ class PodStartBench : public ::testing::Test {
     if (dense_pool_) dense_pool_->Stop();
     cri_.reset();
     if (!ctrd_) return;
+    if (const char* keep = std::getenv("CAPSULE_BENCH_LOG"); keep != nullptr && *keep != '\0')
+      (void)WriteFile(keep, ctrd_->LogTail(256 << 20));
     auto leaks = env_->Leaks(ctrd_->grpc_address(), {ctrd_->dir()});
     for (auto& l : ctrd_->Leaks()) leaks.push_back(std::move(l));
     // The dense handler's VMs live in a state dir of their own.
@@ -299,8 +302,9 @@ class PodStartBench : public ::testing::Test {
       if (refill_first) {
         ASSERT_TRUE(pool_->WaitReady(1, milliseconds(300000), /*settled=*/true).ok());
       }
-      std::string id;
-      Record(variant, "sequential", StartPod(handler, fmt::format("{}-{}", variant, i), &id));
+      std::string id, container;
+      Record(variant, "sequential", StartPod(handler, fmt::format("{}-{}", variant, i), &id, &container));
+      if (!container.empty()) sequential_containers_[variant].push_back(container);
       if (id.empty()) continue;
       if (const double ms = Remove(id); ms >= 0) stops_[variant].push_back(ms);
     }
@@ -474,6 +478,33 @@ class PodStartBench : public ::testing::Test {
                              Percentile(Of("capsule-warm", "sequential", &Sample::create_ms), 0.5),
                              Percentile(Of("capsule-warm", "sequential", &Sample::start_ms), 0.5));
   }
+  // The container calls of the sequential warm pods, from the shim's lines:
+  // what StartContainer spends in the shim (CRI's container create happens
+  // at start), and of that the guest's create and start.
+  void PrintContainerBreakdown() {
+    const std::string log = ctrd_->LogTail(64 << 20);
+    std::vector<double> created, files, guest, stdio, started;
+    for (const std::string& id : sequential_containers_["capsule-warm"]) {
+      std::smatch m;
+      const std::regex create("container " + id + " created in ([0-9.]+) ms: spec and host files ([0-9.]+) ms, guest "
+                              "create ([0-9.]+) ms, stdio ([0-9.]+) ms");
+      if (std::regex_search(log, m, create)) {
+        created.push_back(std::stod(m[1]));
+        files.push_back(std::stod(m[2]));
+        guest.push_back(std::stod(m[3]));
+        stdio.push_back(std::stod(m[4]));
+      }
+      const std::regex start("container " + id + R"( started \(guest pid [0-9]+\) in ([0-9.]+) ms)");
+      if (std::regex_search(log, m, start)) started.push_back(std::stod(m[1]));
+    }
+    std::cout << "container path in the shim, sequential warm pods (StartContainer's share; CRI creates the task "
+                 "at start):\n"
+              << "  task create:                                                   " << Summary(created) << "\n"
+              << "    [host]  spec and host files (share binds, rootfs):           " << Summary(files) << "\n"
+              << "    [guest] CreateContainer (storages, cgroup, fork, set-up):    " << Summary(guest) << "\n"
+              << "    [host]  stdio attach:                                        " << Summary(stdio) << "\n"
+              << "  [guest] StartContainer (exec):                                 " << Summary(started) << "\n";
+  }
   void WriteCsvAndPlot() {
     const char* b = std::getenv("CAPSULE_BUILD_DIR");
     const std::string dir = std::string(b != nullptr ? b : ".") + "/bench";
@@ -521,6 +552,7 @@ class PodStartBench : public ::testing::Test {
   std::unique_ptr<PoolDaemonProcess> pool_;
   std::vector<Sample> samples_;
   std::map<std::string, std::vector<double>> stops_;  // by variant, sequential pods
+  std::map<std::string, std::vector<std::string>> sequential_containers_;  // by variant
   std::string gvisor_skip_;
   bool boot_nic_ = true;
 };
@@ -590,6 +622,7 @@ TEST_F(PodStartBench, RuncCapsuleColdCapsuleWarmAndGvisor) {
                            runc_stop > 0 ? Percentile(stops_["capsule-warm"], 0.5) / runc_stop : 0);
   std::cout << "\n";
   PrintWarmBreakdown(static_cast<size_t>(runs));
+  PrintContainerBreakdown();
   PrintColdBootReasons();
   PrintNicBreakdown();
   WriteCsvAndPlot();

@@ -22,6 +22,7 @@
 
 #include "agent/containers/engine_ops.h"
 #include "agent/engine/pod_holder.h"
+#include "agent/engine/rehearsal.h"
 #include "agent/init/boot.h"
 #include "agent/net/netlink_network.h"
 #include "agent/init/power.h"
@@ -307,6 +308,8 @@ int RunAgent(int argc, char** argv, AgentExtensions extensions) {
   if (argc > 0 && modules::IsModprobeHelper(argv[0])) return modules::RunModprobeHelper(argc, argv);
   // The engine runs our own binary as each pod's holder (pod_holder.h).
   if (argc == 2 && std::string_view(argv[1]) == engine::kPodHolderArg) return engine::RunPodHolder();
+  // The rehearsal's container process (rehearsal.h): it only has to exist.
+  if (argc == 2 && std::string_view(argv[1]) == engine::kRehearsalArg) return 0;
   const bool is_pid1 = ::getpid() == 1;
   ParsedArgs args = ParseArgs(argc, argv, is_pid1);
   if (args.exit_code) return *args.exit_code;

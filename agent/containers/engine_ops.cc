@@ -41,6 +41,29 @@ Status EngineOps::Prepare() {
   return holder.WithContext("pod holder");
 }
 
+Result<v1::RehearseResponse> EngineOps::Rehearse() {
+  (void)Prepare();  // a holder that failed is not the rehearsal's business
+  engine::ContainerManagerPtr engine;
+  {
+    std::lock_guard lock(mu_);
+    if (pod_) return FailedPrecondition("Rehearse: sandbox " + pod_->id + " exists; only a VM without one rehearses");
+    engine = std::move(prepared_);
+  }
+  if (!engine) {
+    ASSIGN_OR_RETURN(engine, factory_());
+  }
+  auto ms = engine->Rehearse();
+  {
+    std::lock_guard lock(mu_);
+    if (!pod_ && !prepared_) prepared_ = std::move(engine);
+  }
+  if (!ms.ok()) return std::move(ms).status();
+  kLog.Info("rehearsed a container's create, start and removal in {:.1f} ms", *ms);
+  v1::RehearseResponse resp;
+  resp.set_elapsed_ms(static_cast<uint32_t>(*ms + 0.5));
+  return resp;
+}
+
 Status EngineOps::SandboxCreated(const sandbox::SandboxInfo& info) {
   engine::ContainerManagerPtr engine;
   {

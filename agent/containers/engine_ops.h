@@ -46,6 +46,9 @@ class EngineOps final : public server::ContainerOps {
 
   // Makes the engine and its pod holder ahead of the sandbox.
   Status Prepare() override;
+  // On the prepared engine, which is taken out meanwhile: a sandbox made
+  // during the rehearsal gets an engine of its own.
+  Result<v1::RehearseResponse> Rehearse() override;
   Status SandboxCreated(const sandbox::SandboxInfo& info) override;
   Status SandboxDestroying(const sandbox::SandboxInfo& info) override;
 

@@ -67,6 +67,8 @@ class ContainerManager {
   virtual Result<ContainerPtr> AdoptPodHolder(const std::string&) {
     return Unimplemented("this engine makes no pod holder");
   }
+  // A container's whole life once, leaving nothing (rehearsal.h); its ms.
+  virtual Result<double> Rehearse() { return Unimplemented("this engine cannot rehearse"); }
 };
 
 using ContainerManagerPtr = std::unique_ptr<ContainerManager>;

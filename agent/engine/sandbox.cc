@@ -5,6 +5,7 @@
 
 #include "agent/engine/cgroup2.h"
 #include "agent/engine/pod_holder.h"
+#include "agent/engine/rehearsal.h"
 #include "runtime/common/logging.h"
 
 namespace capsule::engine {
@@ -81,6 +82,8 @@ Status Sandbox::AwaitHolderReady(LinuxContainer& holder) {
   while (!why.empty() && why.back() == '\n') why.pop_back();
   return Internal("the pod holder exited before it was ready" + (why.empty() ? std::string() : ": " + why));
 }
+
+Result<double> Sandbox::Rehearse() { return engine::Rehearse(*this, options_.pod_holder_exe, options_.setup_timeout); }
 
 Status Sandbox::PreparePodHolder() {
   std::lock_guard holder(holder_mu_);

@@ -35,6 +35,7 @@ class Sandbox : public ContainerManager {
   GuestProcesses* Guest() override { return guest_.get(); }
   Status PreparePodHolder() override;
   Result<ContainerPtr> AdoptPodHolder(const std::string& id) override;
+  Result<double> Rehearse() override;
 
  private:
   Sandbox(EngineOptions options, CgroupManagerPtr cgroups, std::unique_ptr<ExitMonitor> exits,

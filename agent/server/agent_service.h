@@ -61,6 +61,7 @@ class AgentService final : public AgentServiceBase {
   grpc::Status ReadGuestFile(Ctx*, const v1::ReadGuestFileRequest*, v1::ReadGuestFileResponse*) override;
 
   // Container RPCs, forwarded to ContainerOps (rpc_containers.cc).
+  grpc::Status Rehearse(Ctx*, const v1::RehearseRequest*, v1::RehearseResponse*) override;
   grpc::Status CreateContainer(Ctx*, const v1::CreateContainerRequest*, Empty*) override;
   grpc::Status StartContainer(Ctx*, const v1::StartContainerRequest*, v1::StartContainerResponse*) override;
   grpc::Status RemoveContainer(Ctx*, const v1::RemoveContainerRequest*, Empty*) override;

@@ -43,6 +43,9 @@ class ContainerOps : public sandbox::SandboxObserver {
   // before its claim): the engine and the pod holder. Not fatal: what is
   // not ready then is made when the sandbox needs it.
   virtual Status Prepare() { return Status::Ok(); }
+  // agent.proto Rehearse: a container's create, start, wait and removal run
+  // once before any sandbox exists, leaving nothing behind.
+  virtual Result<v1::RehearseResponse> Rehearse() { return Unimplemented("Rehearse: this engine cannot rehearse"); }
   // SetupSandbox's holder_container_id: that CRI sandbox container becomes
   // the pod holder (agent/engine/pod_holder.h), running, with `hostname`
   // (empty: the boot one) in its uts namespace. Returns its pid.

@@ -144,6 +144,27 @@ TYPED_TEST(BootedVmTest, TheGuestBootsWithoutAWarning) {
     EXPECT_EQ(boot.find(level), std::string::npos) << boot.substr(boot.find(level), 300);
 }
 
+// A VM without a sandbox rehearses a container's whole life (what the pool
+// has each VM do before offering it), again and again, and nothing of it
+// stays in the guest: no mount, no rootfs dir, no cgroup, no process.
+TYPED_TEST(BootedVmTest, ARehearsalRunsAContainerAndLeavesNothing) {
+  auto agent = TestFixture::vm_->agent();
+  ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+  for (int i = 0; i < 2; ++i) {
+    auto r = (*agent)->Rehearse(milliseconds(30000));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_GT(r->elapsed_ms(), 0u);
+  }
+  auto mounts = ReadInGuest(*TestFixture::vm_, "/proc/self/mountinfo");
+  ASSERT_TRUE(mounts.ok()) << mounts.status().ToString();
+  EXPECT_EQ(mounts->find("rehearsal"), std::string::npos) << *mounts;
+  EXPECT_EQ(ReadInGuest(*TestFixture::vm_, "/run/capsule/rehearsal/init").status().code(), Code::kNotFound);
+  auto cgroups = ReadInGuest(*TestFixture::vm_, "/sys/fs/cgroup/capsule/capsule-rehearsal/cgroup.procs");
+  EXPECT_EQ(cgroups.status().code(), Code::kNotFound) << "the rehearsal's cgroup stayed";
+  // Still a VM a pod can use: the agent answers.
+  EXPECT_TRUE((*agent)->Check(milliseconds(10000)).ok());
+}
+
 TYPED_TEST(BootedVmTest, FilesAndLateBindMountsUnderTheShareReachTheGuest) {
   auto agent = TestFixture::vm_->agent();
   ASSERT_TRUE(agent.ok()) << agent.status().ToString();

@@ -329,10 +329,6 @@ Status Sandbox::Stop() {
   // First end every call the shim's threads have in flight; the VM's own
   // stop then finds its agent closed and stops the VMM directly.
   if (agent_) agent_->Revoke();
-  if (oom_thread_.joinable()) oom_thread_.join();
-  if (port_forward_) {
-    if (Status pf = port_forward_->Stop(); !pf.ok()) kLog.Warn("{}: {}", label_, pf.ToString());
-  }
   {
     // No hook fires once the handle is revoked, so no thread starts after this.
     std::lock_guard fail_lock(fail_mu_);
@@ -342,8 +338,15 @@ Status Sandbox::Stop() {
   // exiting): the guest holds nothing that needs flushing (files live on
   // the host, and virtio-fs writes through), so QEMU quits at once instead
   // of waiting for an ACPI power-off, as a runc pod's stop kills its pause.
+  // The OOM watch and port-forward end after the quit, not before it: with
+  // the agent revoked and the VM gone neither has anything left to wait for
+  // (they took ~20 ms of every stop when they went first).
   Status st = vm_->Stop(std::chrono::milliseconds(0));
   if (!st.ok()) kLog.Error("stop VM {}: {}", vm_id_, st.ToString());
+  if (oom_thread_.joinable()) oom_thread_.join();
+  if (port_forward_) {
+    if (Status pf = port_forward_->Stop(); !pf.ok()) kLog.Warn("{}: {}", label_, pf.ToString());
+  }
   {
     std::lock_guard unplug_lock(unplug_mu_);  // their waits ended with the VMM's QMP connection
     unplugs_closed_ = true;

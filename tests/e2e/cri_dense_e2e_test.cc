@@ -51,7 +51,7 @@ class CriDenseE2eTest : public CriPoolFixture {
 TEST_F(CriDenseE2eTest, APodRunsOnACopyOnWriteCloneWithItsFilesOnErofsDisks) {
   StartPool();
   ASSERT_TRUE(pool_->WaitReady(1, kBootBudget).ok()) << pool_->log();
-  EXPECT_NE(pool_->log().find("rehearsed a container's start in"), std::string::npos)
+  EXPECT_TRUE(pool_->WaitForLog("rehearsed a container's start in", seconds(10)).ok())
       << "the dense clone was offered without its rehearsal: " << pool_->log();
   const v1::PodSandboxConfig pod = Pod("capsule-dense", v1::POD);
   auto pod_id = RunPod(pod);

@@ -24,7 +24,8 @@
 // idle pod costs the host (CAPSULE_BENCH_OVERHEAD_PODS, default 3), on the
 // virtio-fs handler and on capsule-dense (copy-on-write clones from a pool
 // of their own: each pod's own memory, the template once);
-// FileIoOnTheVirtioFsAndDenseDeviceSets times file I/O in a container on
+// DenseClaimThatRestoresAgainstAReadyClone compares a dense claim that finds
+// a ready clone with one that restores its own; FileIoOnTheVirtioFsAndDenseDeviceSets times file I/O in a container on
 // each (CAPSULE_BENCH_IO_RUNS, default 5). CAPSULE_BENCH_BOOT_NIC=0
 // hot-plugs every pod NIC instead of taking over the VM's boot NIC.
 // CAPSULE_BENCH_LOG=<file> keeps containerd's log (the shims' lines in it).
@@ -784,6 +785,44 @@ TEST_F(PodStartBench, PerPodOverheadForTheRuntimeClass) {
 // to the host's overlay upper through virtio-fs or to guest memory. Each
 // operation's wall time is an ExecSync's, less a `true` exec's (the
 // channel's cost), median of CAPSULE_BENCH_IO_RUNS (default 5) runs.
+// A dense claim with no ready clone restores one for itself: how much
+// slower its pod starts than one that finds a ready (and rehearsed) clone,
+// sequential pods, runc in the same run as the baseline.
+TEST_F(PodStartBench, DenseClaimThatRestoresAgainstAReadyClone) {
+  const int runs = EnvInt("CAPSULE_BENCH_RUNS", 20) / 2 + 1;
+  auto dense_pool = PoolDaemonProcess::Start(dense_config_, dense_socket_);
+  ASSERT_TRUE(dense_pool.ok()) << dense_pool.status().ToString();
+  dense_pool_ = std::move(*dense_pool);
+  ASSERT_TRUE(dense_pool_->WaitReady(1, milliseconds(900000), /*settled=*/true).ok()) << dense_pool_->log();
+  std::map<std::string, std::vector<double>> ms;
+  auto run = [&](const std::string& variant, const std::string& handler, int i) {
+    std::string pod;
+    const PodTimes t = StartPod(handler, fmt::format("{}-{}", variant, i), &pod);
+    ASSERT_GE(t.total, 0) << variant;
+    ms[variant].push_back(t.total);
+    Remove(pod);
+  };
+  for (int i = 0; i < runs; ++i) {
+    run("runc", "runc", i);
+    ASSERT_TRUE(dense_pool_->WaitReady(1, milliseconds(300000), /*settled=*/true).ok()) << dense_pool_->log();
+    run("dense-ready", "capsule-dense", i);
+  }
+  // No ready clone from here on: every claim restores its own.
+  ASSERT_TRUE(dense_pool_->client().Resize(0, milliseconds(5000)).ok());
+  for (int i = 0; i < runs; ++i) {
+    run("runc", "runc", runs + i);
+    run("dense-restore", "capsule-dense", i);
+  }
+  EXPECT_TRUE(dense_pool_->WaitForLog("restored for sandbox", milliseconds(10000)).ok()) << "no claim restored its clone";
+  std::cout << "\ndense pod start (RunPodSandbox -> container running), sequential:\n";
+  for (const char* v : {"runc", "dense-ready", "dense-restore"})
+    std::cout << fmt::format("  {:14} {}\n", v, Summary(ms[v]));
+  const double ready = Percentile(ms["dense-ready"], 0.5), restore = Percentile(ms["dense-restore"], 0.5);
+  const double runc = Percentile(ms["runc"], 0.5);
+  std::cout << fmt::format("  restore/ready p50 = {:.2f}\n  dense-ready/runc p50 = {:.2f}\n",
+                           ready > 0 ? restore / ready : 0, runc > 0 ? ready / runc : 0);
+}
+
 TEST_F(PodStartBench, FileIoOnTheVirtioFsAndDenseDeviceSets) {
   const int runs = EnvInt("CAPSULE_BENCH_IO_RUNS", 5);
   auto dense_pool = PoolDaemonProcess::Start(dense_config_, dense_socket_);

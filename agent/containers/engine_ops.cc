@@ -41,8 +41,12 @@ Status EngineOps::Prepare() {
   return holder.WithContext("pod holder");
 }
 
-Result<v1::RehearseResponse> EngineOps::Rehearse() {
+Result<v1::RehearseResponse> EngineOps::Rehearse(const v1::RehearseRequest& req) {
   (void)Prepare();  // a holder that failed is not the rehearsal's business
+  std::vector<storage::StorageSpec> drivers;
+  for (const std::string& d : req.storage_drivers()) drivers.push_back(storage::StorageSpec{d, "", "", {}, ""});
+  if (auto needed = storage::ModulesFor(drivers); !needed.empty() && modules_ != nullptr)
+    RETURN_IF_ERROR_CTX(modules_->Load(needed), "Rehearse: the storages' modules");
   engine::ContainerManagerPtr engine;
   {
     std::lock_guard lock(mu_);

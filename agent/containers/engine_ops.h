@@ -48,7 +48,7 @@ class EngineOps final : public server::ContainerOps {
   Status Prepare() override;
   // On the prepared engine, which is taken out meanwhile: a sandbox made
   // during the rehearsal gets an engine of its own.
-  Result<v1::RehearseResponse> Rehearse() override;
+  Result<v1::RehearseResponse> Rehearse(const v1::RehearseRequest& req) override;
   Status SandboxCreated(const sandbox::SandboxInfo& info) override;
   Status SandboxDestroying(const sandbox::SandboxInfo& info) override;
 

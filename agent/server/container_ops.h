@@ -45,7 +45,9 @@ class ContainerOps : public sandbox::SandboxObserver {
   virtual Status Prepare() { return Status::Ok(); }
   // agent.proto Rehearse: a container's create, start, wait and removal run
   // once before any sandbox exists, leaving nothing behind.
-  virtual Result<v1::RehearseResponse> Rehearse() { return Unimplemented("Rehearse: this engine cannot rehearse"); }
+  virtual Result<v1::RehearseResponse> Rehearse(const v1::RehearseRequest& /*req*/) {
+    return Unimplemented("Rehearse: this engine cannot rehearse");
+  }
   // SetupSandbox's holder_container_id: that CRI sandbox container becomes
   // the pod holder (agent/engine/pod_holder.h), running, with `hostname`
   // (empty: the boot one) in its uts namespace. Returns its pid.

@@ -31,7 +31,8 @@ class AgentClient {
   virtual Result<v1::VersionResponse> Version() = 0;
   // A pool VM's rehearsal of a container's start (agent.proto Rehearse).
   // Peers that cannot rehearse answer UNIMPLEMENTED.
-  virtual Result<v1::RehearseResponse> Rehearse(std::chrono::milliseconds /*timeout*/) {
+  virtual Result<v1::RehearseResponse> Rehearse(const v1::RehearseRequest& /*req*/,
+                                                std::chrono::milliseconds /*timeout*/) {
     return Unimplemented("agent client: Rehearse is not implemented here");
   }
   virtual Status SetGuestTime(const v1::SetGuestTimeRequest& req) = 0;

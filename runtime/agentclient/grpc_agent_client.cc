@@ -66,8 +66,8 @@ class GrpcAgentClient final : public AgentClient {
   Result<v1::VersionResponse> Version() override {
     return Call("Version", &Stub::Version, v1::VersionRequest(), options_.default_call_timeout);
   }
-  Result<v1::RehearseResponse> Rehearse(std::chrono::milliseconds timeout) override {
-    return Call("Rehearse", &Stub::Rehearse, v1::RehearseRequest(), timeout);
+  Result<v1::RehearseResponse> Rehearse(const v1::RehearseRequest& req, std::chrono::milliseconds timeout) override {
+    return Call("Rehearse", &Stub::Rehearse, req, timeout);
   }
   Status SetGuestTime(const v1::SetGuestTimeRequest& req) override {
     return Done(Call("SetGuestTime", &Stub::SetGuestTime, req, options_.default_call_timeout));

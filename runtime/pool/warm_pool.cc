@@ -175,9 +175,13 @@ void WarmPool::YieldToClaims() {
     kLog.Warn("refills run at the pods' CPU priority: {}", st.ToString());
 }
 
-void WarmPool::Rehearse(vm::SandboxVm& vm) {
+void WarmPool::Rehearse(vm::SandboxVm& vm) const {
+  agentclient::v1::RehearseRequest req;
+  // A dense VM's containers come on erofs disks: their modules load now.
+  if (o_.config.guest.device_set == config::DeviceSet::kDense) req.add_storage_drivers("blk");
   auto agent = vm.agent();
-  auto done = agent.ok() ? (*agent)->Rehearse(kRehearseTimeout) : Result<agentclient::v1::RehearseResponse>(agent.status());
+  auto done = agent.ok() ? (*agent)->Rehearse(req, kRehearseTimeout)
+                         : Result<agentclient::v1::RehearseResponse>(agent.status());
   if (!done.ok()) {
     kLog.Warn("{}: no rehearsal (its first pod pays for it): {}", vm.id(), done.status().ToString());
     return;

@@ -137,7 +137,7 @@ class WarmPool {
   // Has a ready VM's agent run a container's life once (agent.proto
   // Rehearse) before the VM is offered, so its first pod does not pay for
   // that code's first run in this VMM. Not fatal: the VM is offered anyway.
-  static void Rehearse(vm::SandboxVm& vm);
+  void Rehearse(vm::SandboxVm& vm) const;
   // A ready VM: a clone of `tpl` when there is one (a boot if it fails),
   // else a cold boot.
   void BootOne(uint64_t seq, std::string key, Shape shape, std::string vm_id, std::optional<vm::VmTemplate> tpl);

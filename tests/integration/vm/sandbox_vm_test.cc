@@ -146,15 +146,22 @@ TYPED_TEST(BootedVmTest, TheGuestBootsWithoutAWarning) {
 
 // A VM without a sandbox rehearses a container's whole life (what the pool
 // has each VM do before offering it), again and again, and nothing of it
-// stays in the guest: no mount, no rootfs dir, no cgroup, no process.
+// stays in the guest: no mount, no rootfs dir, no cgroup, no process. Asked
+// for the blk storage driver, it loads that driver's modules.
 TYPED_TEST(BootedVmTest, ARehearsalRunsAContainerAndLeavesNothing) {
   auto agent = TestFixture::vm_->agent();
   ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+  agent::v1::RehearseRequest req;
   for (int i = 0; i < 2; ++i) {
-    auto r = (*agent)->Rehearse(milliseconds(30000));
+    auto r = (*agent)->Rehearse(req, milliseconds(30000));
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_GT(r->elapsed_ms(), 0u);
+    req.add_storage_drivers("blk");  // the second one, as for a dense VM
   }
+  // A dense VM's rehearsal loaded what its containers' erofs disks need.
+  auto modules = ReadInGuest(*TestFixture::vm_, "/proc/modules");
+  ASSERT_TRUE(modules.ok()) << modules.status().ToString();
+  EXPECT_NE(modules->find("erofs "), std::string::npos) << *modules;
   auto mounts = ReadInGuest(*TestFixture::vm_, "/proc/self/mountinfo");
   ASSERT_TRUE(mounts.ok()) << mounts.status().ToString();
   EXPECT_EQ(mounts->find("rehearsal"), std::string::npos) << *mounts;

@@ -42,6 +42,7 @@ Status EngineOps::Prepare() {
 }
 
 Result<v1::RehearseResponse> EngineOps::Rehearse(const v1::RehearseRequest& req) {
+  std::lock_guard one_at_a_time(rehearse_mu_);
   (void)Prepare();  // a holder that failed is not the rehearsal's business
   std::vector<storage::StorageSpec> drivers;
   for (const std::string& d : req.storage_drivers()) drivers.push_back(storage::StorageSpec{d, "", "", {}, ""});

@@ -121,6 +121,7 @@ class EngineOps final : public server::ContainerOps {
 
   const EngineFactory factory_;
   const modules::ModuleLoaderPtr modules_;
+  std::mutex rehearse_mu_;  // one rehearsal at a time: they share an id, a cgroup and a rootfs dir
   mutable std::mutex mu_;
   PodPtr pod_;  // guarded by mu_; null without a sandbox
   engine::ContainerManagerPtr prepared_;  // guarded by mu_; Prepare's, until a sandbox takes it

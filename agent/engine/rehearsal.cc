@@ -19,7 +19,11 @@ class RehearsalRoot {
  public:
   static Result<RehearsalRoot> Make(const std::string& dir) {
     RETURN_IF_ERROR(MkdirAll(dir, 0700));
-    if (::mount("/", dir.c_str(), nullptr, MS_BIND, nullptr) != 0) return ErrnoStatus("bind / on " + dir);
+    if (::mount("/", dir.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+      Status st = ErrnoStatus("bind / on " + dir);
+      (void)::rmdir(dir.c_str());
+      return st;
+    }
     RehearsalRoot root(dir);
     if (::mount(nullptr, dir.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0)
       return ErrnoStatus("remount " + dir + " read-only");

@@ -1,6 +1,8 @@
 // EngineOps: the sandbox's engine lifecycle and container lookups.
 #include "agent/containers/engine_ops.h"
 
+#include <fmt/format.h>
+
 #include "agent/engine/sandbox.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/reaper.h"
@@ -48,15 +50,7 @@ Result<v1::RehearseResponse> EngineOps::Rehearse(const v1::RehearseRequest& req)
   for (const std::string& d : req.storage_drivers()) drivers.push_back(storage::StorageSpec{d, "", "", {}, ""});
   if (auto needed = storage::ModulesFor(drivers); !needed.empty() && modules_ != nullptr)
     RETURN_IF_ERROR_CTX(modules_->Load(needed), "Rehearse: the storages' modules");
-  engine::ContainerManagerPtr engine;
-  {
-    std::lock_guard lock(mu_);
-    if (pod_) return FailedPrecondition("Rehearse: sandbox " + pod_->id + " exists; only a VM without one rehearses");
-    engine = std::move(prepared_);
-  }
-  if (!engine) {
-    ASSIGN_OR_RETURN(engine, factory_());
-  }
+  ASSIGN_OR_RETURN(engine::ContainerManagerPtr engine, TakeEngine("Rehearse: "));
   auto ms = engine->Rehearse();
   {
     std::lock_guard lock(mu_);
@@ -69,16 +63,21 @@ Result<v1::RehearseResponse> EngineOps::Rehearse(const v1::RehearseRequest& req)
   return resp;
 }
 
-Status EngineOps::SandboxCreated(const sandbox::SandboxInfo& info) {
+Result<engine::ContainerManagerPtr> EngineOps::TakeEngine(std::string_view who) {
   engine::ContainerManagerPtr engine;
   {
     std::lock_guard lock(mu_);
-    if (pod_) return FailedPrecondition("sandbox " + pod_->id + " still has a container engine");
+    if (pod_) return FailedPrecondition(fmt::format("{}sandbox {} still has a container engine", who, pod_->id));
     engine = std::move(prepared_);
   }
   if (!engine) {
     ASSIGN_OR_RETURN(engine, factory_());
   }
+  return engine;
+}
+
+Status EngineOps::SandboxCreated(const sandbox::SandboxInfo& info) {
+  ASSIGN_OR_RETURN(engine::ContainerManagerPtr engine, TakeEngine(""));
   std::lock_guard lock(mu_);
   if (pod_) return FailedPrecondition("sandbox " + pod_->id + " still has a container engine");
   pod_ = std::make_shared<Pod>(info.id, info.sandbox_pidns, std::move(engine));

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agent/containers/pod_namespaces.h"
@@ -101,6 +102,9 @@ class EngineOps final : public server::ContainerOps {
   };
 
   Result<PodPtr> CurrentPod() const;
+  // Prepare's engine, taken out, or a new one; FAILED_PRECONDITION (its
+  // message starting with `who`) while a sandbox has one.
+  Result<engine::ContainerManagerPtr> TakeEngine(std::string_view who);
   Result<Target> Lookup(const std::string& container_id) const;
   // The current sandbox's guest processes, and the pod that keeps them alive.
   struct GuestTarget {

@@ -14,6 +14,7 @@
 #include "agent/net/link_stats.h"
 #include "agent/server/convert.h"
 #include "agent/storage/share_release.h"
+#include "runtime/common/elapsed.h"
 #include "runtime/common/guest_abi.h"
 #include "runtime/common/logging.h"
 #include "runtime/oci/spec_parser.h"
@@ -85,10 +86,9 @@ Status EngineOps::CreateInPod(Pod& pod, const std::string& id, oci::Spec spec, c
     std::lock_guard names(pod.names_mu);
     pod.cri_names[id] = name->second;
   }
-  auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
   kLog.Info("container {} created in sandbox {} ({}{} storages) in {:.1f} ms, storages {:.1f} ms", id, pod.id,
             plan.anchor ? "namespace anchor, " : "joins " + plan.share_from + ", ", mounts.size(),
-            ms(t0, std::chrono::steady_clock::now()), ms(t0, t_storages));
+            MsSince(t0), MsBetween(t0, t_storages));
   std::lock_guard storages(pod.storages_mu);
   pod.storages[id] = std::move(mounts);
   return Status::Ok();

@@ -12,6 +12,7 @@
 
 #include "agent/engine/sync_channel.h"
 #include "agent/engine/terminal.h"
+#include "runtime/common/elapsed.h"
 #include "runtime/common/subprocess.h"
 
 namespace capsule::engine {
@@ -155,8 +156,7 @@ Result<LaunchedProcess> Launch(LaunchRequest& req, ExitMonitor& monitor, const P
     (void)process->WaitUntil(std::chrono::steady_clock::now() + kHelperExitTimeout);
     return st;
   }
-  auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
-  return LaunchedProcess(std::move(pair.parent), ms(t0, t_pid), ms(t_pid, std::chrono::steady_clock::now()));
+  return LaunchedProcess(std::move(pair.parent), MsBetween(t0, t_pid), MsSince(t_pid));
 }
 
 }  // namespace capsule::engine

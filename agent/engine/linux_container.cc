@@ -11,6 +11,7 @@
 #include <chrono>
 
 #include "agent/engine/cgroup2.h"
+#include "runtime/common/elapsed.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 
@@ -84,10 +85,9 @@ Result<std::shared_ptr<LinuxContainer>> LinuxContainer::Create(const std::string
     if (!cleanup.ok()) kLog.Error("container {}: cleanup after failed create: {}", id, cleanup.ToString());
     return st;
   }
-  auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
   kLog.Info("container {} created, init pid {}, cgroup {}, in {:.1f} ms: plan and cgroup {:.1f} ms, fork to pid "
             "{:.1f} ms, set-up to ready {:.1f} ms",
-            id, c->init_pid(), c->cgroup_->path(), ms(t0, std::chrono::steady_clock::now()), ms(t0, t_cgroup),
+            id, c->init_pid(), c->cgroup_->path(), MsSince(t0), MsBetween(t0, t_cgroup),
             c->launch_pid_ms_, c->launch_ready_ms_);
   return c;
 }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/common/elapsed.h"
 #include "runtime/common/file_util.h"
 #include "runtime/oci/spec_parser.h"
 
@@ -103,7 +104,7 @@ Result<double> Rehearse(ContainerManager& engine, const std::string& exe, std::c
   Status removed = engine.Remove(kRehearsalId, timeout);
   RETURN_IF_ERROR_CTX(run, "rehearsal");
   RETURN_IF_ERROR_CTX(removed, "rehearsal: remove its container");
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return MsSince(start);
 }
 
 }  // namespace capsule::engine

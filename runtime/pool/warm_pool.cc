@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/common/elapsed.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/process_priority.h"
@@ -26,7 +27,6 @@ using std::chrono::milliseconds;
 // A rehearsal takes ~0.2 s under TCG; one that hangs must not hold a refill.
 constexpr milliseconds kRehearseTimeout{30000};
 
-double MsSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 std::vector<std::string> VmDirs(const std::string& state_dir) {
   std::vector<std::string> out;

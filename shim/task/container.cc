@@ -8,6 +8,7 @@
 
 #include <chrono>
 
+#include "runtime/common/elapsed.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 #include "shim/task/agent_status.h"
@@ -77,10 +78,8 @@ Result<std::unique_ptr<Container>> Container::Create(ContainerParams params, San
   RETURN_IF_ERROR(c->CreateInAgent(guest.spec.dump(), std::move(storages)));
   const auto t_guest = std::chrono::steady_clock::now();
   RETURN_IF_ERROR_CTX(c->init_->AttachStdio(), "stdio of " + c->p_.id);
-  auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
   kLog.Info("container {} created in {:.1f} ms: spec and host files {:.1f} ms, guest create {:.1f} ms, stdio {:.1f} ms",
-            c->p_.id, ms(t0, std::chrono::steady_clock::now()), ms(t0, t_files), ms(t_files, t_guest),
-            ms(t_guest, std::chrono::steady_clock::now()));
+            c->p_.id, MsSince(t0), MsBetween(t0, t_files), MsBetween(t_files, t_guest), MsSince(t_guest));
   return c;
 }
 
@@ -138,12 +137,11 @@ Result<std::vector<v1::Storage>> Container::PlugDense(mount::Mounter* mounter, G
     RETURN_IF_ERROR(MountsImage(mounter, binds, p_.bundle + "/dense-mounts", p_.id, image));
     RETURN_IF_ERROR_CTX(PlugImage(image, true), what);
   }
-  auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
   kLog.Info("container {}: rootfs image {} ({}, {:.0f} ms){}{}; {:.0f} ms in all", p_.id, rootfs.path,
-            rootfs.built ? "built" : "cached", ms(start, rootfs_done),
+            rootfs.built ? "built" : "cached", MsBetween(start, rootfs_done),
             binds.empty() ? "" : fmt::format(", {} host mounts in an image of their own", binds.size()),
             volumes.empty() ? "" : fmt::format(", {} emptyDir volumes in guest memory", volumes.size()),
-            ms(start, std::chrono::steady_clock::now()));
+            MsSince(start));
   std::vector<v1::Storage> storages = DenseStorages(p_.id, disks_.front(), disks_.size() > 1 ? disks_[1] : "");
   for (auto& v : volumes) storages.push_back(std::move(v));
   return storages;

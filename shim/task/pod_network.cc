@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/common/elapsed.h"
 #include "runtime/common/logging.h"
 #include "runtime/network/netns_snapshot.h"
 #include "shim/task/host_namespaces.h"
@@ -21,9 +22,6 @@ const log::Logger kLog("shim.net");
 namespace v1 = agentclient::v1;
 
 using Clock = std::chrono::steady_clock;
-double MsBetween(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
 
 bool EqualsIgnoringCase(const std::string& a, const std::string& b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
@@ -86,7 +84,7 @@ Status PodNetwork::TakeOverBootNic(const network::PodInterface& iface, const vm:
   taps_.push_back(std::move(moved).value());
   used_boot_nic_ = true;
   boot_nic_mac_ = nic.mac;
-  kLog.Info("pod NIC {}: taken over; tap moved and mirrored in {:.1f} ms", what, MsBetween(t0, Clock::now()));
+  kLog.Info("pod NIC {}: taken over; tap moved and mirrored in {:.1f} ms", what, MsSince(t0));
   return Status::Ok();
 }
 
@@ -107,7 +105,7 @@ Status PodNetwork::Hotplug(size_t n, const network::PodInterface& iface, hypervi
   RETURN_IF_ERROR_CTX(vmm.PassFd(dev.fd_name, tap.tap_fd()), "hand the tap of " + nic + " to the VMM");
   RETURN_IF_ERROR_CTX(vmm.HotplugDevice(dev), "hot-plug the NIC for " + nic);
   taps_.push_back(std::move(tap));
-  kLog.Info("pod NIC {}: hot-plugged; tap made and plugged in {:.1f} ms", nic, MsBetween(t0, Clock::now()));
+  kLog.Info("pod NIC {}: hot-plugged; tap made and plugged in {:.1f} ms", nic, MsSince(t0));
   return Status::Ok();
 }
 

@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "runtime/common/elapsed.h"
 #include "runtime/common/logging.h"
 #include "shim/task/agent_stdio.h"
 #include "shim/task/agent_status.h"
@@ -82,7 +83,7 @@ Result<uint32_t> Process::Start() {
   lock.unlock();
   const auto t0 = std::chrono::steady_clock::now();
   auto pid = StartInAgent();
-  const double start_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double start_ms = MsSince(t0);
   lock.lock();
   starting_ = false;
   if (!pid.ok()) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -19,6 +20,20 @@ struct CallContext {
   Metadata metadata;
   // From Request.timeout_nano, measured from when the request was read.
   std::optional<std::chrono::steady_clock::time_point> deadline;
+
+  // Work the handler leaves for after its response is written, on its
+  // thread, in order: what the response must reach the client before (an
+  // exit event that would make containerd close the connection the kill's
+  // answer is still due on). Outside a server (a handler called directly)
+  // it runs at once.
+  void AfterReply(std::function<void()> work) const {
+    if (after_reply != nullptr) {
+      after_reply->push_back(std::move(work));
+    } else {
+      work();
+    }
+  }
+  std::vector<std::function<void()>>* after_reply = nullptr;  // set by the server
 
   // First value of `key`, if any.
   std::optional<std::string> Get(const std::string& key) const {

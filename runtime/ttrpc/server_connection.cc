@@ -134,7 +134,9 @@ void ServerConnection::Dispatch(InboundCall call) {
 }
 
 void ServerConnection::RunCall(const InboundCall& call) {
-  const CallContext ctx = MakeContext(call);
+  std::vector<std::function<void()>> after_reply;
+  CallContext ctx = MakeContext(call);
+  ctx.after_reply = &after_reply;
   Result<std::string> result = [&]() -> Result<std::string> {
     if (ctx.deadline && std::chrono::steady_clock::now() >= *ctx.deadline) {
       return DeadlineExceeded("ttrpc: deadline of " + ctx.service + "/" + ctx.method +
@@ -157,6 +159,7 @@ void ServerConnection::RunCall(const InboundCall& call) {
   } else {
     WriteResponse(call.stream_id, result.status(), {});
   }
+  for (auto& work : after_reply) work();
 }
 
 void ServerConnection::WriteResponse(uint32_t stream_id, const Status& status,

@@ -75,9 +75,9 @@ Result<v2::WaitResponse> TaskService::Wait(const v2::WaitRequest& req) {
   return resp;
 }
 
-Result<Empty> TaskService::Kill(const v2::KillRequest& req) {
-  ASSIGN_OR_RETURN(ProcessPtr p, Find(req.id(), req.exec_id()));
-  RETURN_IF_ERROR(p->Kill(req.signal(), req.all()));
+Result<Empty> TaskService::Kill(const v2::KillRequest& req, const ttrpc::CallContext& ctx) {
+  ASSIGN_OR_RETURN(std::function<void()> finish, tasks_->Kill(req.id(), req.exec_id(), req.signal(), req.all()));
+  if (finish) ctx.AfterReply(std::move(finish));
   return Empty();
 }
 
@@ -204,7 +204,8 @@ void TaskService::Register(ttrpc::Server& server) {
   CAPSULE_TASK_METHOD(Pause, v2::PauseRequest, Empty);
   CAPSULE_TASK_METHOD(Resume, v2::ResumeRequest, Empty);
   CAPSULE_TASK_METHOD(Checkpoint, v2::CheckpointTaskRequest, Empty);
-  CAPSULE_TASK_METHOD(Kill, v2::KillRequest, Empty);
+  server.RegisterMethod<v2::KillRequest, Empty>(
+      kTaskService, "Kill", [this](const ttrpc::CallContext& ctx, const v2::KillRequest& r) { return Kill(r, ctx); });
   CAPSULE_TASK_METHOD(Exec, v2::ExecProcessRequest, Empty);
   CAPSULE_TASK_METHOD(ResizePty, v2::ResizePtyRequest, Empty);
   CAPSULE_TASK_METHOD(CloseIO, v2::CloseIORequest, Empty);

@@ -38,7 +38,9 @@ class TaskService {
   Result<v2::StartResponse> Start(const v2::StartRequest& req);
   Result<v2::StateResponse> State(const v2::StateRequest& req);
   Result<v2::WaitResponse> Wait(const v2::WaitRequest& req);
-  Result<Empty> Kill(const v2::KillRequest& req);
+  // A kill that ends the pod's VM does so after containerd has the answer
+  // (ctx.AfterReply): the holder's exit event must not overtake it.
+  Result<Empty> Kill(const v2::KillRequest& req, const ttrpc::CallContext& ctx = {});
   Result<v2::DeleteResponse> Delete(const v2::DeleteRequest& req);
   Result<Empty> Exec(const v2::ExecProcessRequest& req);
   Result<Empty> ResizePty(const v2::ResizePtyRequest& req);

@@ -53,6 +53,7 @@ Result<std::unique_ptr<Container>> Container::Create(ContainerParams params, San
   ASSIGN_OR_RETURN(c->init_, Process::Create(std::move(pp)));
   if (held) {
     c->in_agent_ = true;  // RemoveContainer ends the holder
+    c->pod_holder_ = true;
     sb->AddContainer(c->p_.id);
     kLog.Info("container {} is the pod holder in the guest (pid {}): no image mounted, no process created",
               c->p_.id, sb->holder_pid());

@@ -52,6 +52,9 @@ class Container {
   const std::string& bundle() const { return p_.bundle; }
   const SandboxPtr& sandbox() const { return sandbox_; }
   bool sandbox_container() const { return p_.sandbox_container; }
+  // CRI's sandbox container, played by the guest's pod holder (no image,
+  // no process of its own).
+  bool pod_holder() const { return pod_holder_; }
   const ProcessPtr& init() const { return init_; }
 
   // exec_id "" is the init. NOT_FOUND names the missing process.
@@ -97,6 +100,7 @@ class Container {
   std::vector<mount::ScopedMount> mounts_;  // rootfs first; unmounted in reverse
   std::vector<std::string> disks_;          // dense: serials of its plugged disks
   bool in_agent_ = false;
+  bool pod_holder_ = false;
 
   mutable std::mutex mu_;
   std::map<std::string, ProcessPtr> execs_;  // guarded by mu_

@@ -1,11 +1,13 @@
 // See task_manager.h.
 #include "shim/task/task_manager.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "containerd/events/task.pb.h"
+#include "runtime/common/elapsed.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 #include "shim/task/bundle_record.h"
@@ -262,12 +264,48 @@ Result<ContainerPtr> TaskManager::Get(const std::string& id) const {
   return it->second;
 }
 
+Result<std::function<void()>> TaskManager::Kill(const std::string& id, const std::string& exec_id, uint32_t signal,
+                                                bool all) {
+  ASSIGN_OR_RETURN(ContainerPtr c, Get(id));
+  ASSIGN_OR_RETURN(ProcessPtr p, c->Find(exec_id));
+  if (exec_id.empty() && signal == SIGKILL && c->pod_holder() && p->Snapshot().state == ProcessState::kRunning) {
+    if (SandboxPtr sb = TakeSandboxOfLoneHolder(c)) {
+      kLog.Info("sandbox {}: SIGKILL to its pod holder, the pod's last task: stopping the VM instead of signalling the guest",
+                sb->id());
+      return std::function<void()>([sb, p] {
+        const auto t0 = std::chrono::steady_clock::now();
+        // A failure is the stop's to log (as at Delete): the VMM is gone
+        // whatever else was left, and the holder with it.
+        if (Status st = sb->Stop(); !st.ok()) kLog.Error("sandbox {}: {}", sb->id(), st.ToString());
+        p->Abandon(kKilledExitStatus);  // the watcher reported it already, as the agent went
+        kLog.Info("sandbox {}: VM stopped {:.1f} ms after the kill's answer", sb->id(), MsSince(t0));
+      });
+    }
+  }
+  RETURN_IF_ERROR(p->Kill(signal, all));
+  return std::function<void()>();
+}
+
+SandboxPtr TaskManager::TakeSandboxOfLoneHolder(const ContainerPtr& holder) {
+  std::lock_guard lock(mu_);
+  if (!creating_.empty()) return nullptr;  // a container may be joining the pod
+  for (const auto& [cid, other] : containers_)
+    if (other != holder && other->sandbox() == holder->sandbox()) return nullptr;
+  auto it = sandboxes_.find(holder->sandbox()->id());
+  if (it == sandboxes_.end() || it->second != holder->sandbox()) return nullptr;
+  // Out of the map first: a container created from now on finds no pod.
+  SandboxPtr sb = std::move(it->second);
+  sandboxes_.erase(it);
+  return sb;
+}
+
 Result<ExitInfo> TaskManager::Delete(const std::string& id, const std::string& exec_id) {
   ASSIGN_OR_RETURN(ContainerPtr c, Get(id));
   if (!exec_id.empty()) return c->DeleteExec(exec_id);
   ASSIGN_OR_RETURN(ExitInfo exit, c->DeleteContainer());
   ForgetOoms(id);
   SandboxPtr last;
+  bool running = false;
   {
     std::lock_guard lock(mu_);
     containers_.erase(id);
@@ -275,12 +313,15 @@ Result<ExitInfo> TaskManager::Delete(const std::string& id, const std::string& e
     bool in_use = false;
     for (const auto& [cid, other] : containers_) in_use = in_use || other->sandbox() == c->sandbox();
     if (!in_use) {
-      sandboxes_.erase(c->sandbox()->id());
+      auto it = sandboxes_.find(c->sandbox()->id());
+      // Not there: its holder's kill stopped it already (Stop is then a no-op).
+      running = it != sandboxes_.end() && it->second == c->sandbox();
+      if (running) sandboxes_.erase(it);
       last = c->sandbox();
     }
   }
   if (last) {
-    kLog.Info("sandbox {} has no containers left; stopping its VM", last->id());
+    if (running) kLog.Info("sandbox {} has no containers left; stopping its VM", last->id());
     if (Status st = last->Stop(); !st.ok()) kLog.Error("sandbox {}: {}", last->id(), st.ToString());
   }
   return exit;

@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -88,6 +89,13 @@ class TaskManager {
   void CancelCreation(const std::string& id, const Status& why);
   // NOT_FOUND naming the id.
   Result<ContainerPtr> Get(const std::string& id) const;
+  // Signals a process in the guest. A SIGKILL to a pod holder that is the
+  // last task of its pod (CRI's StopPodSandbox once the containers are
+  // deleted) ends the VM instead, as killing pause ends a runc pod: nothing
+  // in the guest needs the holder, and the guest call is saved. That end
+  // comes back for the caller to run once containerd has the kill's answer
+  // (the holder's exit is reported as the VM goes); otherwise null.
+  Result<std::function<void()>> Kill(const std::string& id, const std::string& exec_id, uint32_t signal, bool all);
   // An exec, or the container (then its VM too when it was the pod's last).
   Result<ExitInfo> Delete(const std::string& id, const std::string& exec_id);
   bool Empty() const;
@@ -132,6 +140,9 @@ class TaskManager {
                                 const std::map<std::string, std::string>& annotations, bool cri_sandbox,
                                 RecordClaimedVm record, const CancelTokenPtr& cancel);
   // Run under a process's lock: they only queue.
+  // The holder's sandbox, taken out of sandboxes_, when `holder` is the
+  // only task of its pod and no creation is in flight; else null.
+  SandboxPtr TakeSandboxOfLoneHolder(const ContainerPtr& holder);
   void PublishExit(const Process& process, const ExitInfo& exit);
   // From the sandbox's OOM watcher (GetOOMEvent).
   void PublishOom(const std::string& container_id);

@@ -694,7 +694,8 @@ TEST_F(TaskServiceTest, IdleTimeIsCountedFromTheLastTask) {
 // CRI's sandbox (pause) container is the pod holder the agent adopted in
 // SetupSandbox: its image is not mounted, nothing is created or started in
 // the guest for it, yet it is a task like any other: a pid at start,
-// running, killed and reaped, removed from the guest at delete.
+// running, killed and reaped. StopPodSandbox's SIGKILL, once the pod's
+// containers are deleted, ends the VM instead of a guest call.
 TEST_F(TaskServiceTest, ACriSandboxContainerIsTheGuestsPodHolder) {
   ASSERT_TRUE(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))).ok());
   auto agent = Agent("pod1");
@@ -712,11 +713,51 @@ TEST_F(TaskServiceTest, ACriSandboxContainerIsTheGuestsPodHolder) {
   ASSERT_TRUE(service_->Create(CreateReq("app", BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}}))).ok());
   MustStart("app");
   StopAndDelete("app");
+  calls = agent->calls();
+  const auto signals = std::count(calls.begin(), calls.end(), "SignalProcess");
+  auto* vm = vms_->vm(VmId("pod1"));
+  ASSERT_NE(vm, nullptr);
   ASSERT_TRUE(Kill("pod1", SIGKILL).ok());
+  EXPECT_TRUE(vm->stopped()) << "the holder's kill ended the VM";
   EXPECT_EQ(Wait("pod1")->exit_status(), 137u);
+  EXPECT_EQ(State("pod1")->status(), containerd::v1::types::STOPPED);
   ASSERT_TRUE(Delete("pod1").ok());
   calls = agent->calls();
-  EXPECT_EQ(std::count(calls.begin(), calls.end(), "RemoveContainer"), 2) << "app's and the holder's";
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "SignalProcess"), signals) << "no guest call for the holder's kill";
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "RemoveContainer"), 1) << "app's; the holder went with its VM";
+  EXPECT_EQ(vms_->live_vms(), 0);
+}
+
+// The holder's kill ends the VM only when nothing else of the pod is left:
+// with a container still there (running, or exited and not yet deleted),
+// or for any signal but SIGKILL, it goes to the guest.
+TEST_F(TaskServiceTest, AHolderKillGoesToTheGuestWhileThePodHasAnotherTask) {
+  ASSERT_TRUE(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))).ok());
+  auto agent = Agent("pod1");
+  ASSERT_NE(agent, nullptr);
+  MustStart("pod1");
+  ASSERT_TRUE(service_->Create(CreateReq("app", BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}}))).ok());
+  MustStart("app");
+  ASSERT_TRUE(Kill("pod1", SIGKILL).ok());
+  EXPECT_FALSE(vms_->vm(VmId("pod1"))->stopped()) << "app still runs in the VM";
+  auto calls = agent->calls();
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "SignalProcess"), 1) << "the kill went to the guest";
+  EXPECT_EQ(Wait("pod1")->exit_status(), 137u);
+  StopAndDelete("app");
+  ASSERT_TRUE(Delete("pod1").ok());
+  EXPECT_EQ(vms_->live_vms(), 0);
+
+  // Alone, but SIGTERM: the holder decides (it exits 0 in a real guest).
+  ASSERT_TRUE(service_->Create(CreateReq("pod2", BaseSpec({{kTypeKey, "sandbox"}}))).ok());
+  auto agent2 = Agent("pod2");
+  ASSERT_NE(agent2, nullptr);
+  MustStart("pod2");
+  ASSERT_TRUE(Kill("pod2", SIGTERM).ok());
+  EXPECT_FALSE(vms_->vm(VmId("pod2"))->stopped());
+  calls = agent2->calls();
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "SignalProcess"), 1) << "SIGTERM went to the guest";
+  EXPECT_EQ(Wait("pod2")->exit_status(), 128u + SIGTERM);
+  ASSERT_TRUE(Delete("pod2").ok());
   EXPECT_EQ(vms_->live_vms(), 0);
 }
 

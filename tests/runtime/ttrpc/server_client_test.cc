@@ -123,6 +123,42 @@ TEST_F(TtrpcTest, TypedRoundTripOverUnixSocket) {
   EXPECT_EQ(*echo, std::string("\0bytes\xff", 7));
 }
 
+// Work a handler leaves for after its reply runs once the client has the
+// answer, in order, on the handler's thread; a handler called outside a
+// server runs it at once.
+TEST_F(TtrpcTest, WorkLeftForAfterTheReplyRunsOnceTheClientHasTheAnswer) {
+  std::promise<void> answered;
+  std::shared_future<void> answered_f = answered.get_future().share();
+  std::promise<std::vector<std::string>> ran;
+  auto server = StartServer();
+  server->Register(kTask, "Later", [&](const CallContext& ctx, std::string_view) {
+    auto order = std::make_shared<std::vector<std::string>>();
+    ctx.AfterReply([order, answered_f] {
+      // Had this run before the reply went out, the client would still be waiting.
+      order->push_back(answered_f.wait_for(5s) == std::future_status::ready ? "after the answer" : "before it");
+    });
+    ctx.AfterReply([order, &ran] {
+      order->push_back("second");
+      ran.set_value(*order);
+    });
+    return Result<std::string>(std::string("now"));
+  });
+  auto client = Dial();
+  ASSERT_TRUE(client);
+  auto r = client->CallRaw(kTask, "Later", "", {});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "now");
+  answered.set_value();
+  auto f = ran.get_future();
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(f.get(), (std::vector<std::string>{"after the answer", "second"}));
+
+  bool at_once = false;
+  CallContext direct;
+  direct.AfterReply([&] { at_once = true; });
+  EXPECT_TRUE(at_once);
+}
+
 TEST_F(TtrpcTest, HundredConcurrentCallsCompleteWhileOneHandlerBlocks) {
   Gate gate;
   std::latch entered(1);

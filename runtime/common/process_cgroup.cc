@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <fstream>
@@ -117,6 +118,22 @@ void ProcessCgroup::RemoveOwnDirs() {
   for (const std::string& d : dirs_) {
     if (::rmdir(d.c_str()) != 0 && errno != ENOENT) kLog.Debug("{}", ErrnoStatus("remove cgroup " + d).ToString());
   }
+}
+
+Status ProcessCgroup::SetCpuWeight(uint32_t weight) {
+  if (weight < 1 || weight > 10000) return InvalidArgument(fmt::format("cpu weight {} is not in 1-10000", weight));
+  bool set = false;
+  for (const std::string& dir : dirs_) {
+    if (PathExists(dir + "/cpu.weight")) {
+      RETURN_IF_ERROR(WriteFile(dir + "/cpu.weight", std::to_string(weight)));
+      set = true;
+    } else if (PathExists(dir + "/cpu.shares")) {
+      RETURN_IF_ERROR(WriteFile(dir + "/cpu.shares", std::to_string(uint64_t{weight} * 1024 / 100)));
+      set = true;
+    }
+  }
+  if (!set) return NotFound("no cpu controller in " + fmt::format("{}", fmt::join(dirs_, ", ")));
+  return Status::Ok();
 }
 
 void ProcessCgroup::Remove() {

@@ -30,6 +30,12 @@ class ProcessCgroup {
   ProcessCgroup(const ProcessCgroup&) = delete;
   ProcessCgroup& operator=(const ProcessCgroup&) = delete;
 
+  // The group's CPU weight against its siblings, in cgroup v2 units
+  // (1-10000, 100 the default): cpu.weight, or on a v1 cpu hierarchy
+  // cpu.shares scaled (1024 per 100). A thread's nice ranks it only inside
+  // its own group, so this is what makes a whole group yield. NOT_FOUND
+  // when no hierarchy has a cpu controller here.
+  Status SetCpuWeight(uint32_t weight);
   // rmdir of the dirs Join created, deepest first (EBUSY while a process
   // is still in one: logged, left).
   void Remove();

@@ -9,6 +9,8 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+
 #include <vector>
 
 #include "runtime/common/status.h"
@@ -17,6 +19,11 @@ namespace capsule {
 
 // The nice value of the pool's refill boots and restores.
 inline constexpr int kRefillNice = 10;
+// A nice value ranks a thread only among those of its own scheduling group
+// (its cpu cgroup, or in the root group its session's autogroup), so the
+// pool's cgroup gets the same rank as a whole: a nice-10 thread weighs
+// about a tenth of a nice-0 one (110 against 1024), cgroup v2 weight 10.
+inline constexpr uint32_t kRefillCpuWeight = 10;
 
 // Sets the calling thread's nice value (not the whole process's).
 Status SetThreadNice(int nice);

@@ -62,6 +62,12 @@ Result<std::unique_ptr<WarmPool>> WarmPool::Start(WarmPoolOptions options) {
   if (!p->o_.config.pool.cgroup.empty()) {
     auto cg = ProcessCgroup::Join(p->o_.config.pool.cgroup, {});
     if (!cg.ok()) return std::move(cg).status().WithContext("pool.cgroup");
+    // Refills run in this group (SandboxVmSpec::cgroup): their nice ranks
+    // them only inside it, so the group as a whole weighs as one nice-10
+    // thread against the pods'. Measured (TCG, 2 cores): a warm pod's stop
+    // p50 296 -> 200 ms when the clone refilling beside it yielded.
+    if (Status st = (*cg)->SetCpuWeight(kRefillCpuWeight); !st.ok())
+      kLog.Warn("pool.cgroup {}: refills weigh as much as the pods: {}", p->o_.config.pool.cgroup, st.ToString());
     p->cgroup_ = std::move(*cg);
   }
   p->ScanStateDir(/*at_start=*/true);
@@ -196,6 +202,7 @@ void WarmPool::BootOne(uint64_t seq, std::string key, Shape shape, std::string v
   spec.id = vm_id;
   spec.vcpus = shape.vcpus;
   spec.memory_mib = shape.memory_mib;
+  if (cgroup_) spec.cgroup = o_.config.pool.cgroup;
   auto t0 = Clock::now();
   Result<vm::SandboxVmPtr> booted = Unavailable("no VM");
   bool restored = false;

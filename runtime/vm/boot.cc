@@ -50,6 +50,7 @@ Status BootInto(SandboxVmImpl& vm, const config::Config& config, const BootPlan&
   t.prepare_ms = MsSince(start);
   auto vmm_start = BootClock::now();
   RETURN_IF_ERROR(LaunchVmm(vm, config, plan, spec));
+  RETURN_IF_ERROR(JoinSpecCgroup(vm, spec.cgroup));
   t.vmm_start_ms = MsSince(vmm_start);
   auto guest_start = BootClock::now();
   RETURN_IF_ERROR(WaitForAgent(vm, config, start, spec.cancel_fd));

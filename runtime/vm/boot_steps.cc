@@ -15,6 +15,7 @@
 #include "runtime/common/file_util.h"
 #include "runtime/common/guest_abi.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/process_cgroup.h"
 #include "runtime/hypervisor/vm_paths.h"
 #include "runtime/hypervisor/vmm_user.h"
 #include "runtime/vm/vm_dir.h"
@@ -155,6 +156,12 @@ std::function<void(std::string_view rpc, double seconds, bool ok)> AgentCallStat
     if (Status st = WriteFileAtomic(path, json, 0600); !st.ok()) kLog.Debug("agent call stats: {}", st.ToString());
   });
   return [stats](std::string_view rpc, double seconds, bool ok) { stats->Record(rpc, seconds, ok); };
+}
+
+Status JoinSpecCgroup(SandboxVmImpl& vm, const std::string& cgroup) {
+  if (cgroup.empty()) return Status::Ok();
+  // The group outlives this handle (its owner made it), so nothing is removed here.
+  return ProcessCgroup::Join(cgroup, vm.HostPids()).status().WithContext("VM " + vm.id() + ": join cgroup " + cgroup);
 }
 
 Status WaitForAgent(SandboxVmImpl& vm, const config::Config& config, BootClock::time_point boot_start, int cancel_fd) {

@@ -69,6 +69,9 @@ hypervisor::Device FsDeviceFor(SandboxVmImpl& vm);
 // at once (with the VMM's last words) when the VMM exits, and CANCELLED when
 // `cancel_fd` (if >= 0) turns readable. The client's calls then get
 // runtime.agent_timeout_ms.
+// SandboxVmSpec::cgroup: the VM's host processes join it (none: nothing).
+Status JoinSpecCgroup(SandboxVmImpl& vm, const std::string& cgroup);
+
 Status WaitForAgent(SandboxVmImpl& vm, const config::Config& config, BootClock::time_point start, int cancel_fd);
 // A hook for ConnectOptions::on_call_end that keeps the VM's agent call
 // histograms in <state_dir>/agent-calls.json (call_stats.h) for the

@@ -104,12 +104,13 @@ Status LoadAndPlug(SandboxVmImpl& vm, const config::Config& config, const VmTemp
 }
 
 Status RestoreInto(SandboxVmImpl& vm, const config::Config& config, const BootPlan& plan, const VmTemplate& tpl,
-                   int cancel_fd, BootClock::time_point start) {
+                   int cancel_fd, const std::string& cgroup, BootClock::time_point start) {
   BootTimings& t = vm.mutable_timings();
   t.restored = true;
   RETURN_IF_ERROR(PrepareHostEnds(vm, config, CloneCid(config)));
   t.prepare_ms = MsSince(start);
   RETURN_IF_ERROR(LaunchClone(vm, config, plan, tpl, t));
+  RETURN_IF_ERROR(JoinSpecCgroup(vm, cgroup));
   RETURN_IF_ERROR(LoadAndPlug(vm, config, tpl, t));
   auto guest = BootClock::now();
   RETURN_IF_ERROR(WaitForAgent(vm, config, start, cancel_fd));
@@ -133,7 +134,7 @@ Result<std::unique_ptr<SandboxVm>> SandboxVm::Restore(const config::Config& conf
                                           tpl.vcpus, tpl.memory_mib, plan->vcpus, plan->memory_mib));
   RETURN_IF_ERROR_CTX(CreateVmDir(plan->state_dir), what);
   auto vm = std::make_unique<SandboxVmImpl>(plan->id, plan->state_dir);
-  Status st = RestoreInto(*vm, config, *plan, tpl, spec.cancel_fd, start);
+  Status st = RestoreInto(*vm, config, *plan, tpl, spec.cancel_fd, spec.cgroup, start);
   if (!st.ok()) {
     kLog.Warn("{} failed; tearing down what was started", what);
     Status cleanup = vm->Stop(milliseconds(0));

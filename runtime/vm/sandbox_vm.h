@@ -35,6 +35,10 @@ struct SandboxVmSpec {
   // forgot the pod); the wait for the guest's agent then ends at once with
   // CANCELLED and the boot is undone. Not owned.
   int cancel_fd = -1;
+  // When set: the cgroupfs path (every hierarchy) the VM's host processes
+  // join as soon as its VMM runs, before the guest's boot or the clone's
+  // restore: the pool's, whose low CPU weight then covers a refill's work.
+  std::string cgroup{};
 };
 
 // The NIC plugged at boot (config guest.boot_nic) for the pod's first

@@ -152,6 +152,13 @@ TEST_F(WarmPoolVmTest, FillsClaimsRefillsReapsUnadoptedClaimsAndDrainsToNothing)
   EXPECT_GT(s->boot_p50_ms, 0.0);
   EXPECT_GT(s->idle_vm_rss_bytes, 0u);
   EXPECT_EQ(st.accelerator.empty(), false);
+  // The pool's cgroup, where refills boot, weighs as one nice-10 thread
+  // against the pods' groups (a nice value ranks only inside its group).
+  if (PathExists("/sys/fs/cgroup/cpu" + cfg_.pool.cgroup + "/cpu.shares")) {
+    EXPECT_EQ(ReadFile("/sys/fs/cgroup/cpu" + cfg_.pool.cgroup + "/cpu.shares").value_or(""), "102\n");
+  } else if (PathExists("/sys/fs/cgroup" + cfg_.pool.cgroup + "/cpu.weight")) {  // v2 with the cpu controller on
+    EXPECT_EQ(ReadFile("/sys/fs/cgroup" + cfg_.pool.cgroup + "/cpu.weight").value_or(""), "10\n");
+  }
   // Idle VMs live in the pool's own cgroup.
   const auto vmms = vm::testing::ProcessesMentioning("guest=pool-");
   ASSERT_FALSE(vmms.empty());

@@ -34,5 +34,30 @@ TEST(ProcessCgroupTest, RefusesPathsItCannotUseNamingThem) {
   }
 }
 
+// The kernel makes cpu.weight (v2) or cpu.shares (v1) with the group; here
+// the test writes the default first, as the kernel would.
+TEST(ProcessCgroupTest, ACpuWeightIsWrittenInEachHierarchysUnits) {
+  auto root = TempDir::Create("cgroot");
+  ASSERT_TRUE(root.ok());
+  ASSERT_TRUE(WriteFile(root->Join("cgroup.controllers"), "cpu memory pids\n").ok());
+  auto cg = ProcessCgroup::Join("/pool", {}, root->path());
+  ASSERT_TRUE(cg.ok()) << cg.status().ToString();
+  Status none = (*cg)->SetCpuWeight(10);
+  EXPECT_EQ(none.code(), Code::kNotFound) << none.ToString();
+  EXPECT_NE(none.message().find(root->Join("pool")), std::string::npos) << none.message();
+
+  ASSERT_TRUE(WriteFile(root->Join("pool/cpu.weight"), "100\n").ok());
+  ASSERT_TRUE((*cg)->SetCpuWeight(10).ok());
+  EXPECT_EQ(*ReadFile(root->Join("pool/cpu.weight")), "10");
+
+  ASSERT_EQ(::unlink(root->Join("pool/cpu.weight").c_str()), 0);
+  ASSERT_TRUE(WriteFile(root->Join("pool/cpu.shares"), "1024\n").ok());
+  ASSERT_TRUE((*cg)->SetCpuWeight(10).ok());
+  EXPECT_EQ(*ReadFile(root->Join("pool/cpu.shares")), "102") << "1024 shares per 100";
+  EXPECT_EQ((*cg)->SetCpuWeight(0).code(), Code::kInvalidArgument);
+  ::unlink(root->Join("pool/cpu.shares").c_str());
+  ::unlink(root->Join("pool/cgroup.procs").c_str());
+}
+
 }  // namespace
 }  // namespace capsule::testing

@@ -93,6 +93,8 @@ class AgentService final : public AgentServiceBase {
   Status ApplyGuestTime(const v1::SetGuestTimeRequest& req) const;
   Result<v1::AddRandomnessResponse> ApplyRandomness(const v1::AddRandomnessRequest& req) const;
   Result<v1::Interface> ApplyInterface(const v1::Interface& iface) const;
+  // Rehearse's NIC part (agent.proto RehearseRequest.boot_nic_mac).
+  Status RehearseNic(const std::string& mac) const;
   Result<v1::Routes> ApplyRoutes(const v1::Routes& routes) const;
 
   const AgentServiceOptions options_;

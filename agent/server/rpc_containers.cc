@@ -40,10 +40,6 @@ grpc::Status CallBlocking(std::string_view rpc, BlockingGate& gate, ContainerOps
 
 }  // namespace
 
-grpc::Status AgentService::Rehearse(Ctx*, const v1::RehearseRequest* req, v1::RehearseResponse* resp) {
-  return CallInto("Rehearse", containers_.load(), resp, [&](ContainerOps& o) { return o.Rehearse(*req); });
-}
-
 grpc::Status AgentService::CreateContainer(Ctx*, const v1::CreateContainerRequest* req, Empty*) {
   return Call("CreateContainer", containers_.load(), [&](ContainerOps& o) { return o.CreateContainer(*req); });
 }

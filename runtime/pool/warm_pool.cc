@@ -181,18 +181,16 @@ void WarmPool::YieldToClaims() {
     kLog.Warn("refills run at the pods' CPU priority: {}", st.ToString());
 }
 
-void WarmPool::Rehearse(vm::SandboxVm& vm) const {
+Status WarmPool::Rehearse(vm::SandboxVm& vm) const {
   agentclient::v1::RehearseRequest req;
   // A dense VM's containers come on erofs disks: their modules load now.
   if (o_.config.guest.device_set == config::DeviceSet::kDense) req.add_storage_drivers("blk");
-  auto agent = vm.agent();
-  auto done = agent.ok() ? (*agent)->Rehearse(req, kRehearseTimeout)
-                         : Result<agentclient::v1::RehearseResponse>(agent.status());
-  if (!done.ok()) {
-    kLog.Warn("{}: no rehearsal (its first pod pays for it): {}", vm.id(), done.status().ToString());
-    return;
-  }
-  kLog.Info("{}: rehearsed a container's start in {} ms in the guest", vm.id(), done->elapsed_ms());
+  if (const auto nic = vm.boot_nic()) req.set_boot_nic_mac(nic->mac);
+  ASSIGN_OR_RETURN(agentclient::AgentClient * agent, vm.agent());
+  ASSIGN_OR_RETURN(agentclient::v1::RehearseResponse done, agent->Rehearse(req, kRehearseTimeout));
+  kLog.Info("{}: rehearsed a container's start in {} ms in the guest{}", vm.id(), done.elapsed_ms(),
+            req.boot_nic_mac().empty() ? "" : ", with the boot NIC's take-over");
+  return Status::Ok();
 }
 
 void WarmPool::BootOne(uint64_t seq, std::string key, Shape shape, std::string vm_id,
@@ -222,8 +220,10 @@ void WarmPool::BootOne(uint64_t seq, std::string key, Shape shape, std::string v
   if (booted.ok()) {
     // Idle VMs sit paused, in the pool's cgroup; the pool's mark says whose
     // the VM is.
-    Rehearse(**booted);
-    Status st = (*booted)->vmm().Pause();
+    // A VM that could not play a pod's start (or put its NIC back after)
+    // is not one to offer.
+    Status st = Rehearse(**booted).WithContext("rehearsal");
+    if (st.ok()) st = (*booted)->vmm().Pause();
     if (st.ok() && cgroup_) st = ProcessCgroup::Join(o_.config.pool.cgroup, (*booted)->HostPids()).status();
     if (st.ok()) st = WritePoolRecord((*booted)->state_dir(), PoolRecord{key, NowUnixMs(), false, "", {}, 0});
     if (!st.ok()) {

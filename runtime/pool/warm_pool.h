@@ -134,10 +134,11 @@ class WarmPool {
   std::string TemplatesRoot() const { return o_.config.runtime.state_dir + "/templates"; }
   // Lowers the calling refill thread's CPU priority (kRefillNice).
   static void YieldToClaims();
-  // Has a ready VM's agent run a container's life once (agent.proto
-  // Rehearse) before the VM is offered, so its first pod does not pay for
-  // that code's first run in this VMM. Not fatal: the VM is offered anyway.
-  void Rehearse(vm::SandboxVm& vm) const;
+  // Has a ready VM's agent run a container's life and its boot NIC's
+  // take-over once (agent.proto Rehearse) before the VM is offered, so its
+  // first pod does not pay for that code's first run in this VMM. A VM
+  // whose rehearsal failed is not offered.
+  Status Rehearse(vm::SandboxVm& vm) const;
   // A ready VM: a clone of `tpl` when there is one (a boot if it fails),
   // else a cold boot.
   void BootOne(uint64_t seq, std::string key, Shape shape, std::string vm_id, std::optional<vm::VmTemplate> tpl);

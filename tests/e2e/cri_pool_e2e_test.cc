@@ -42,7 +42,7 @@ TEST_F(CriPoolE2eTest, APodTakesAPooledVmSurvivesTheDaemonsDeathAndStartsColdWit
   EXPECT_NE(log.find("sandbox " + *pod_id + ": claimed pooled VM"), std::string::npos) << "the pod cold-booted";
   EXPECT_NE(log.find("reseed 1 since its boot"), std::string::npos) << "the claimed VM's RNG was not reseeded";
   EXPECT_NE(log.find("(boot NIC)"), std::string::npos) << "the pooled VM's boot NIC was not taken over";
-  EXPECT_TRUE(pool_->WaitForLog("rehearsed a container's start in", seconds(10)).ok())
+  EXPECT_TRUE(pool_->WaitForLog("with the boot NIC's take-over", seconds(10)).ok())
       << "the pooled VM was offered without its rehearsal: " << pool_->log();
   auto st = pool_->Status();
   ASSERT_TRUE(st.ok()) << st.status().ToString();

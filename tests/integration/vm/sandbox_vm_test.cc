@@ -172,6 +172,40 @@ TYPED_TEST(BootedVmTest, ARehearsalRunsAContainerAndLeavesNothing) {
   EXPECT_TRUE((*agent)->Check(milliseconds(10000)).ok());
 }
 
+// The boot NIC's part: it plays a pod's take-over (MAC, address, link up,
+// default route) and is put back exactly as it was, so the claim still
+// finds it by its MAC; a MAC no NIC has fails, naming it.
+TYPED_TEST(BootedVmTest, ARehearsalOfTheBootNicPutsItBackAsItWas) {
+  const auto nic = TestFixture::vm_->boot_nic();
+  ASSERT_TRUE(nic.has_value()) << "guest.boot_nic is on by default";
+  auto agent = TestFixture::vm_->agent();
+  ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+  auto links_before = (*agent)->ListInterfaces();
+  auto routes_before = (*agent)->ListRoutes();
+  ASSERT_TRUE(links_before.ok() && routes_before.ok());
+  agent::v1::RehearseRequest req;
+  req.set_boot_nic_mac(nic->mac);
+  auto r = (*agent)->Rehearse(req, milliseconds(30000));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto links_after = (*agent)->ListInterfaces();
+  auto routes_after = (*agent)->ListRoutes();
+  ASSERT_TRUE(links_after.ok() && routes_after.ok());
+  EXPECT_EQ(links_after->DebugString(), links_before->DebugString());
+  EXPECT_EQ(routes_after->DebugString(), routes_before->DebugString());
+  bool found = false;
+  for (const auto& i : links_after->interfaces()) found = found || i.hw_addr() == nic->mac;
+  EXPECT_TRUE(found) << "no NIC has " << nic->mac << " any more:\n" << links_after->DebugString();
+  auto console = ReadFile(hypervisor::VmPaths(TestFixture::vm_->state_dir()).console_log());
+  ASSERT_TRUE(console.ok());
+  EXPECT_NE(console->find("MAC set to 02:ca:95:00:00:01"), std::string::npos) << "the take-over was not played";
+
+  req.set_boot_nic_mac("02:00:00:00:00:99");
+  auto missing = (*agent)->Rehearse(req, milliseconds(30000));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("02:00:00:00:00:99"), std::string::npos) << missing.status().ToString();
+  EXPECT_TRUE((*agent)->Check(milliseconds(10000)).ok());
+}
+
 TYPED_TEST(BootedVmTest, FilesAndLateBindMountsUnderTheShareReachTheGuest) {
   auto agent = TestFixture::vm_->agent();
   ASSERT_TRUE(agent.ok()) << agent.status().ToString();

@@ -180,12 +180,15 @@ Status Container::RemoveFromAgent() {
   if (!in_agent_) return Status::Ok();
   in_agent_ = false;
   sandbox_->RemoveContainer(p_.id);
-  if (sandbox_->vm_gone() || sandbox_->agent()->revoked()) return Status::Ok();  // went with its VM
+  // Went with its VM (or is going: a holder's kill stops the VM as its
+  // exit is reported, so containerd's delete may come meanwhile).
+  if (sandbox_->vm_gone() || sandbox_->stopping() || sandbox_->agent()->revoked()) return Status::Ok();
   v1::RemoveContainerRequest req;
   req.set_container_id(p_.id);
   req.set_timeout(kRemoveTimeoutSeconds);
   Status st = sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.RemoveContainer(req); });
-  if (st.code() == Code::kNotFound || sandbox_->vm_gone() || sandbox_->agent()->revoked()) return Status::Ok();
+  if (st.code() == Code::kNotFound || sandbox_->vm_gone() || sandbox_->stopping() || sandbox_->agent()->revoked())
+    return Status::Ok();
   return FromAgent(st, "remove container " + p_.id + " from the guest");
 }
 

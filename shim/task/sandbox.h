@@ -114,6 +114,8 @@ class Sandbox {
   const AgentHandlePtr& agent() const { return agent_; }
   // True once the VMM exited (stopped or crashed).
   bool vm_gone() const { return watch_->gone.load(); }
+  // Stop() has begun: the agent is being revoked and the VM quit.
+  bool stopping() const { return watch_->stopping.load(); }
   // vm_gone() as a callable that stays valid after the Sandbox is destroyed
   // (a Process, shared with in-flight Task calls, may outlive it): true once
   // the VMM exited or Stop() began.

@@ -228,9 +228,18 @@ class PodStartBench : public ::testing::Test {
     cri_ = std::move(*client);
     cri_->set_call_timeout(milliseconds(300000));
   }
+  // CAPSULE_BENCH_LOG=<file>: each pool daemon's output goes to <file>.pool
+  // once it stopped (the burst replaces the daemon).
+  static void StopPool(PoolDaemonProcess& pool) {
+    pool.Stop();
+    if (const char* keep = std::getenv("CAPSULE_BENCH_LOG"); keep != nullptr && *keep != '\0') {
+      std::ofstream out(std::string(keep) + ".pool", std::ios::app);
+      out << pool.log();
+    }
+  }
   void TearDown() override {
-    if (pool_) pool_->Stop();
-    if (dense_pool_) dense_pool_->Stop();
+    if (pool_) StopPool(*pool_);
+    if (dense_pool_) StopPool(*dense_pool_);
     cri_.reset();
     if (!ctrd_) return;
     if (const char* keep = std::getenv("CAPSULE_BENCH_LOG"); keep != nullptr && *keep != '\0')
@@ -348,7 +357,7 @@ class PodStartBench : public ::testing::Test {
   // `refill` ("template" or "boot") with two refills at once: a daemon of
   // its own config (same image, so the same shape key as the shim's).
   void Burst(const std::string& variant, const std::string& refill, uint32_t size, int n) {
-    if (pool_) pool_->Stop();
+    if (pool_) StopPool(*pool_);
     pool_.reset();
     auto yaml = ReadFile(env_->config_path());
     ASSERT_TRUE(yaml.ok());

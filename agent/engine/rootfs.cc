@@ -11,10 +11,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "agent/engine/secure_path.h"
+#include "runtime/common/mount_table.h"
 
 namespace capsule::engine {
 namespace {
@@ -134,14 +133,9 @@ Status DoMount(int root_fd, const MountPlan& m) {
 // Mount points from /proc/self/mountinfo, in mount order.
 std::vector<std::string> MountPoints() {
   std::vector<std::string> out;
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    std::string id, parent, dev, root, mp;
-    f >> id >> parent >> dev >> root >> mp;
-    out.push_back(mp);
-  }
+  auto table = ReadMountTable();
+  if (!table.ok()) return out;
+  for (MountEntry& m : *table) out.push_back(std::move(m.mount_point));
   return out;
 }
 

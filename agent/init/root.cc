@@ -8,10 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <sstream>
-
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/mount_table.h"
 
 namespace capsule::agent::init {
 namespace {
@@ -22,15 +21,9 @@ constexpr const char* kStaging = "/.capsule-root";
 // Mount id and parent id of the mount at "/" (the last one listed, since
 // later mounts over "/" hide earlier ones).
 bool RootHasParent(const std::string& mountinfo) {
-  std::istringstream in(mountinfo);
   bool has_parent = false;
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    int id = 0, parent = 0;
-    std::string devno, root, mount_point;
-    if (!(fields >> id >> parent >> devno >> root >> mount_point)) continue;
-    if (mount_point == "/") has_parent = id != parent;
-  }
+  for (const MountEntry& m : ParseMountInfo(mountinfo))
+    if (m.mount_point == "/") has_parent = m.id != m.parent_id;
   return has_parent;
 }
 

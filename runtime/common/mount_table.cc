@@ -5,17 +5,20 @@
 #include <sys/mount.h>
 
 #include <algorithm>
-#include <fstream>
 #include <sstream>
+
+#include "runtime/common/file_util.h"
 
 namespace capsule {
 namespace {
 
+bool Octal(char c) { return c >= '0' && c <= '7'; }
+
 std::string Unescape(const std::string& s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
-      out += static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8));
+    if (s[i] == '\\' && i + 3 < s.size() && Octal(s[i + 1]) && Octal(s[i + 2]) && Octal(s[i + 3])) {
+      out += static_cast<char>(((s[i + 1] - '0') << 6) | ((s[i + 2] - '0') << 3) | (s[i + 3] - '0'));
       i += 3;
     } else {
       out += s[i];
@@ -26,17 +29,38 @@ std::string Unescape(const std::string& s) {
 
 }  // namespace
 
+std::vector<MountEntry> ParseMountInfo(std::string_view text) {
+  std::vector<MountEntry> out;
+  std::istringstream in{std::string(text)};
+  for (std::string line; std::getline(in, line);) {
+    // id parent major:minor root mount-point options [optional...] - fstype source super-options
+    const size_t dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    std::istringstream head(line.substr(0, dash)), tail(line.substr(dash + 3));
+    MountEntry e;
+    std::string devno;
+    if (!(head >> e.id >> e.parent_id >> devno >> e.root >> e.mount_point >> e.options)) continue;
+    if (!(tail >> e.fstype >> e.source)) continue;
+    tail >> e.super_options;
+    e.root = Unescape(e.root);
+    e.mount_point = Unescape(e.mount_point);
+    e.source = Unescape(e.source);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+Result<std::vector<MountEntry>> ReadMountTable() {
+  ASSIGN_OR_RETURN(std::string text, ReadFile("/proc/self/mountinfo"));
+  return ParseMountInfo(text);
+}
+
 Result<std::vector<std::string>> MountsUnder(const std::string& dir, bool include_dir) {
-  std::ifstream in("/proc/self/mountinfo");
-  if (!in) return ErrnoStatus("open /proc/self/mountinfo");
+  ASSIGN_OR_RETURN(std::vector<MountEntry> table, ReadMountTable());
   const std::string prefix = dir + "/";
   std::vector<std::string> found;
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    std::string id, parent, devno, root, mount_point;
-    fields >> id >> parent >> devno >> root >> mount_point;
-    mount_point = Unescape(mount_point);
-    if (mount_point.rfind(prefix, 0) == 0 || (include_dir && mount_point == dir)) found.push_back(mount_point);
+  for (const MountEntry& e : table) {
+    if (e.mount_point.rfind(prefix, 0) == 0 || (include_dir && e.mount_point == dir)) found.push_back(e.mount_point);
   }
   std::sort(found.begin(), found.end(), [](const std::string& a, const std::string& b) {
     return a.size() != b.size() ? a.size() > b.size() : a < b;

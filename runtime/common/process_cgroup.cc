@@ -9,12 +9,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <fstream>
 #include <set>
 #include <sstream>
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/mount_table.h"
 
 namespace capsule {
 namespace {
@@ -26,19 +26,13 @@ const log::Logger kLog("cgroup");
 std::vector<std::string> Hierarchies(const std::string& root) {
   if (PathExists(root + "/cgroup.controllers")) return {root};
   std::vector<std::string> out;
-  std::ifstream in("/proc/self/mountinfo");
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream f(line);
-    std::string id, parent, dev, mroot, point;
-    f >> id >> parent >> dev >> mroot >> point;
-    const size_t dash = line.find(" - ");
-    if (dash == std::string::npos || point.rfind(root + "/", 0) != 0) continue;
-    std::istringstream tail(line.substr(dash + 3));
-    std::string fstype, source, options;
-    tail >> fstype >> source >> options;
+  auto table = ReadMountTable();
+  if (!table.ok()) return out;
+  for (const MountEntry& m : *table) {
+    if (m.mount_point.rfind(root + "/", 0) != 0) continue;
     // name=systemd is a bookkeeping hierarchy without controllers.
-    if ((fstype == "cgroup" && options.find("name=") == std::string::npos) || fstype == "cgroup2")
-      out.push_back(point);
+    if ((m.fstype == "cgroup" && m.super_options.find("name=") == std::string::npos) || m.fstype == "cgroup2")
+      out.push_back(m.mount_point);
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());

@@ -8,8 +8,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <thread>
+
+#include "runtime/common/mount_table.h"
 
 namespace capsule::network::testing {
 namespace {
@@ -67,12 +68,8 @@ void IpIn(const std::string& netns_path, const std::vector<std::string>& args) {
 }
 
 bool HasMountsUnder(const std::string& dir) {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.find(" " + dir + "/") != std::string::npos) return true;
-  }
-  return false;
+  auto mounts = capsule::MountsUnder(dir);
+  return !mounts.ok() || !mounts->empty();
 }
 
 }  // namespace capsule::network::testing

@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "agent/engine/terminal.h"
+#include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 
 namespace capsule::engine {
@@ -23,12 +24,6 @@ namespace {
 constexpr size_t kMaxReadBytes = 1 << 20;
 
 const log::Logger kLog("engine.stdio");
-
-Status SetNonBlocking(int fd) {
-  int flags = ::fcntl(fd, F_GETFL);
-  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return ErrnoStatus("fcntl O_NONBLOCK on stdin");
-  return Status::Ok();
-}
 
 Result<UniqueFd> MakeEventFd() {
   int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -69,7 +64,7 @@ Result<std::shared_ptr<ProcessIo>> ProcessIo::CreatePipes(ChildStdio* child) {
   io->stdin_.fd.reset(p[0][1]);
   // Ours only (the child's end is its own file description): a write never
   // blocks past poll, so Shutdown and cancellation always reach it.
-  RETURN_IF_ERROR(SetNonBlocking(io->stdin_.fd.get()));
+  RETURN_IF_ERROR_CTX(SetNonBlocking(io->stdin_.fd.get()), "stdin");
   io->stdout_.fd.reset(p[1][0]);
   child->out.reset(p[1][1]);
   io->stderr_.fd.reset(p[2][0]);

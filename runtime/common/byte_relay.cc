@@ -1,5 +1,7 @@
 #include "runtime/common/byte_relay.h"
 
+#include "runtime/common/file_util.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -80,10 +82,7 @@ void ResetOnClose(int fd) {
 }
 
 Status Relay(int a, int b, int stop_fd, std::string_view what, RelayStats* stats) {
-  for (int fd : {a, b}) {
-    int flags = ::fcntl(fd, F_GETFL);
-    if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return ErrnoStatus(fmt::format("{}: fcntl", what));
-  }
+  for (int fd : {a, b}) RETURN_IF_ERROR_CTX(SetNonBlocking(fd), what);
   Pipe ab{a, b, 'a', 'b'};
   Pipe ba{b, a, 'b', 'a'};
   auto finish = [&](Status st) {

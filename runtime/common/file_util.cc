@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "runtime/common/unique_fd.h"
 
 namespace capsule {
@@ -40,6 +42,15 @@ Result<std::string> ReadFile(const std::string& path) {
     out.append(buf, static_cast<size_t>(n));
   }
   return out;
+}
+
+Status SetNonBlocking(int fd, bool on) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0) return ErrnoStatus(fmt::format("fcntl(F_GETFL) on fd {}", fd));
+  const int want = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+  if (want != flags && ::fcntl(fd, F_SETFL, want) != 0)
+    return ErrnoStatus(fmt::format("fcntl(F_SETFL) O_NONBLOCK {} on fd {}", on ? "on" : "off", fd));
+  return Status::Ok();
 }
 
 Status WriteAll(int fd, std::string_view data, const std::string& what) {

@@ -20,6 +20,9 @@ Result<std::string> SelfExePath();
 // the old or the new content, never a torn one.
 Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode = 0644);
 Status WriteFile(const std::string& path, std::string_view data);
+// O_NONBLOCK on (or off) for `fd`, the one way the code base sets it;
+// nothing is written when it is already so. The error names the fd.
+Status SetNonBlocking(int fd, bool on = true);
 // write(2) until all of `data` is out (EINTR retried); errors name `what`.
 Status WriteAll(int fd, std::string_view data, const std::string& what);
 // Whether `fd` is a memfd sealed against writes (F_SEAL_WRITE): no write(2),

@@ -17,6 +17,7 @@
 #include <variant>
 #include <vector>
 
+#include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/unique_fd.h"
 
@@ -375,11 +376,7 @@ class Front {
 }  // namespace
 
 Status ServeHttpFront(int listen_fd, int collector_fd, const HttpFrontOptions& options) {
-  for (int fd : {listen_fd, collector_fd}) {
-    const int flags = ::fcntl(fd, F_GETFL);
-    if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)
-      return ErrnoStatus("metrics front end: make fd " + std::to_string(fd) + " non-blocking");
-  }
+  for (int fd : {listen_fd, collector_fd}) RETURN_IF_ERROR_CTX(SetNonBlocking(fd), "metrics front end");
   kLog.Info("answering scrapes (at most {} connections, {} ms per request head of {} bytes at most)",
             options.max_connections, options.request_timeout.count(), options.max_request_head);
   return Front(listen_fd, collector_fd, options).Run();

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 #include "runtime/ttrpc/frame.h"
 #include "runtime/ttrpc/socket_io.h"
@@ -268,7 +269,7 @@ Result<std::unique_ptr<Client>> Client::Dial(const std::string& address,
 
 Result<std::unique_ptr<Client>> Client::FromFd(UniqueFd fd) {
   RETURN_IF_ERROR(CheckStreamSocket(fd.get()));
-  RETURN_IF_ERROR_CTX(SetBlocking(fd.get()), "ttrpc client");
+  RETURN_IF_ERROR_CTX(SetNonBlocking(fd.get(), false), "ttrpc client");
   const std::string peer = "fd " + std::to_string(fd.get());
   try {
     return std::unique_ptr<Client>(std::make_unique<ClientImpl>(std::move(fd), peer));

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 #include "runtime/ttrpc/handler_registry.h"
 #include "runtime/ttrpc/server_connection.h"
@@ -33,13 +34,6 @@ const log::Logger kLog("ttrpc");
 // polling the listeners again instead of spinning on a readable socket.
 constexpr int kAcceptBackoffMs = 100;
 
-Status SetNonBlocking(int fd) {
-  int flags = ::fcntl(fd, F_GETFL);
-  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
-    return ErrnoStatus("fcntl(O_NONBLOCK) on listening socket");
-  }
-  return Status::Ok();
-}
 
 }  // namespace
 
@@ -54,7 +48,8 @@ class Server::Impl {
   Status Listen(const std::string& path, mode_t mode);
   Status ListenFd(UniqueFd fd);
   Status ServeConnection(UniqueFd fd) {
-    RETURN_IF_ERROR_CTX(SetBlocking(fd.get()), "ttrpc: serve connection");
+    // Handed-over connection fds may come non-blocking; the reader threads rely on blocking reads.
+    RETURN_IF_ERROR_CTX(SetNonBlocking(fd.get(), false), "ttrpc: serve connection");
     return Adopt(std::move(fd), "fd");
   }
   void Shutdown();
@@ -126,7 +121,7 @@ Status Server::Impl::ListenFd(UniqueFd fd) {
   if (!IsListeningSocket(fd.get())) {
     return InvalidArgument("ttrpc: fd " + std::to_string(fd.get()) + " is not a listening socket");
   }
-  RETURN_IF_ERROR(SetNonBlocking(fd.get()));
+  RETURN_IF_ERROR_CTX(SetNonBlocking(fd.get()), "ttrpc: listening socket");
   return AddListener(Listener{std::move(fd), ""});
 }
 

@@ -41,15 +41,6 @@ Status SendAllBefore(int fd, std::string_view data,
   return Status::Ok();
 }
 
-Status SetBlocking(int fd) {
-  int flags = ::fcntl(fd, F_GETFL);
-  if (flags < 0) return ErrnoStatus("fcntl(F_GETFL) on fd " + std::to_string(fd));
-  if ((flags & O_NONBLOCK) != 0 && ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
-    return ErrnoStatus("fcntl(F_SETFL) on fd " + std::to_string(fd));
-  }
-  return Status::Ok();
-}
-
 Result<size_t> ReadSome(int fd, char* buf, size_t len) {
   while (true) {
     ssize_t n = ::read(fd, buf, len);

@@ -19,9 +19,6 @@ Status SendAll(int fd, std::string_view data);
 Status SendAllBefore(int fd, std::string_view data,
                      std::optional<std::chrono::steady_clock::time_point> deadline, size_t* sent);
 
-// Clears O_NONBLOCK: connection fds handed to us may come non-blocking, but
-// the reader threads rely on blocking reads.
-Status SetBlocking(int fd);
 
 // read(2) retried on EINTR; 0 at EOF.
 Result<size_t> ReadSome(int fd, char* buf, size_t len);

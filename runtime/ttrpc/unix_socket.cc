@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/common/file_util.h"
 #include "runtime/common/unix_listen.h"
 
 namespace capsule::ttrpc {
@@ -66,9 +67,7 @@ Result<UniqueFd> DialUnix(const std::string& path, std::chrono::milliseconds tim
       rc = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
     } while (rc != 0 && errno == EINTR);
     if (rc == 0) {
-      int flags = ::fcntl(fd.get(), F_GETFL);
-      if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0)
-        return ErrnoStatus("fcntl(O_NONBLOCK) on connection to " + path);
+      RETURN_IF_ERROR_CTX(SetNonBlocking(fd.get(), false), "connection to " + path);
       return fd;
     }
     const int err = errno;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "runtime/common/file_util.h"
 #include "runtime/vsock/unix_socket.h"
 
 namespace capsule::vsock {

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime/common/file_util.h"
 #include "runtime/vsock/unix_socket.h"
 #include "runtime/vsock/vsock_service.h"
 #include "runtime/vsock/vsock_state.h"

@@ -5,6 +5,8 @@
 // our sockets through vsock credit rather than through our memory.
 #include "runtime/vsock/stream_link.h"
 
+#include "runtime/common/file_util.h"
+
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -35,9 +37,7 @@ VsockStreamLink::VsockStreamLink(EventLoop& loop, UniqueFd stream, VsockMuxer::O
 Result<VsockStreamLinkPtr> VsockStreamLink::Start(EventLoop& loop, UniqueFd stream, VsockMuxer::Options options,
                                                   LostFn on_lost) {
   if (!stream) return InvalidArgument("vsock link: no stream");
-  int flags = ::fcntl(stream.get(), F_GETFL);
-  if (flags < 0 || ::fcntl(stream.get(), F_SETFL, flags | O_NONBLOCK) != 0)
-    return ErrnoStatus("vsock link: make the stream non-blocking");
+  RETURN_IF_ERROR_CTX(SetNonBlocking(stream.get()), "vsock link: the stream");
   VsockStreamLinkPtr link(new VsockStreamLink(loop, std::move(stream), std::move(options), std::move(on_lost)));
   VsockStreamLink* self = link.get();
   link->interest_ = EPOLLIN;

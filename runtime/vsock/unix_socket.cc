@@ -48,14 +48,6 @@ Result<UniqueFd> ConnectUnix(const std::string& path, bool nonblocking) {
   return fd;
 }
 
-Status SetNonBlocking(int fd, bool on) {
-  int flags = ::fcntl(fd, F_GETFL);
-  if (flags < 0) return ErrnoStatus("fcntl(F_GETFL)");
-  flags = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
-  if (::fcntl(fd, F_SETFL, flags) != 0) return ErrnoStatus("fcntl(F_SETFL)");
-  return Status::Ok();
-}
-
 ssize_t WritevNoSignal(int fd, const iovec* iov, size_t count) {
   msghdr msg{};
   msg.msg_iov = const_cast<iovec*>(iov);

@@ -20,7 +20,6 @@ Result<UniqueFd> ListenUnix(const std::string& path, int backlog = 128);
 // Connects to `path`. With `nonblocking`, a full backlog fails (EAGAIN)
 // instead of waiting.
 Result<UniqueFd> ConnectUnix(const std::string& path, bool nonblocking);
-Status SetNonBlocking(int fd, bool on);
 // sendmsg(MSG_NOSIGNAL) of an iovec array: bytes written, 0 on EAGAIN, or
 // the errno as a negative value.
 ssize_t WritevNoSignal(int fd, const iovec* iov, size_t count);

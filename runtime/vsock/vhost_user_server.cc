@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime/common/file_util.h"
 #include "runtime/vsock/unix_socket.h"
 
 namespace capsule::vsock {

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 #include "shim/io/host_io.h"
 

@@ -10,13 +10,6 @@
 
 namespace capsule::shim::io {
 
-Status SetNonBlocking(int fd) {
-  int flags = ::fcntl(fd, F_GETFL);
-  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)
-    return ErrnoStatus("set O_NONBLOCK on fd " + std::to_string(fd));
-  return Status::Ok();
-}
-
 Result<UniqueFd> OpenOutputPath(const std::string& path) {
   struct stat st{};
   if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("stat stdio path " + path);

@@ -33,6 +33,4 @@ Result<UniqueFd> OpenStdinFifo(const std::string& path);
 // and the errno status (EPIPE, ...) when the fd fails.
 Status WriteAllOrCancel(int fd, std::string_view data, int cancel_fd);
 
-Status SetNonBlocking(int fd);
-
 }  // namespace capsule::shim::io

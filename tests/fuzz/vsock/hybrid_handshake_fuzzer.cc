@@ -30,6 +30,7 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 #include "runtime/vsock/event_loop.h"
 #include "runtime/vsock/hybrid_dial.h"

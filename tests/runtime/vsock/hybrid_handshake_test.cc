@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "runtime/common/file_util.h"
 #include "runtime/vsock/hybrid_dial.h"
 #include "runtime/vsock/unix_socket.h"
 

@@ -94,7 +94,7 @@ WarmPool::~WarmPool() {
   }
   cv_.notify_all();
   if (refill_.joinable()) refill_.join();
-  JoinFinishedBoots();
+  JoinBoots(/*all=*/true);  // a thread left joinable would end the daemon (std::terminate)
   // Ours alone (pool.cgroup), even when a killed predecessor made it.
   if (cgroup_) cgroup_->RemoveOwnDirs();
   kLog.Info("pool stopped ({} idle VM(s) stopped)", stopped);
@@ -117,7 +117,7 @@ void WarmPool::RefillLoop() {
     cv_.wait_until(lock, std::min(next_scan, Clock::now() + milliseconds(1000)));
     if (stopping_) break;
     lock.unlock();
-    JoinFinishedBoots();
+    JoinBoots(/*all=*/false);
     ReapDead();
     ExpireShapes();
     if (Clock::now() >= next_scan) {
@@ -338,10 +338,14 @@ void WarmPool::BootFinished(const std::string& key, Result<vm::SandboxVmPtr> boo
   s.ready.push_back(std::move(r));
 }
 
-void WarmPool::JoinFinishedBoots() {
+void WarmPool::JoinBoots(bool all) {
   std::vector<std::thread> done;
   {
     std::lock_guard lock(mu_);
+    if (all) {
+      for (auto& [seq, t] : boot_threads_) done.push_back(std::move(t));
+      boot_threads_.clear();
+    }
     for (uint64_t seq : finished_boots_) {
       auto it = boot_threads_.find(seq);
       if (it == boot_threads_.end()) continue;
@@ -766,9 +770,14 @@ uint32_t WarmPool::Drain() {
   std::vector<std::pair<vm::SandboxVmPtr, std::string>> stopping;
   for (auto& v : idle) stopping.emplace_back(std::move(v), "the pool is draining");
   StopVms(std::move(stopping));
-  // Boots in flight stop themselves when they finish (BootFinished).
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [this] { return booting_total_ == 0; });
+  // Boots in flight stop themselves when they finish (BootFinished), on
+  // their own threads and after counting themselves out: join those too,
+  // so no VM of the pool outlives the drain.
+  {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return booting_total_ == 0; });
+  }
+  JoinBoots(/*all=*/true);
   return n;
 }
 

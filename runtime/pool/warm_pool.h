@@ -144,7 +144,9 @@ class WarmPool {
   void BootOne(uint64_t seq, std::string key, Shape shape, std::string vm_id, std::optional<vm::VmTemplate> tpl);
   void BuildTemplateFor(uint64_t seq, std::string key, Shape shape);
   void TemplateBuilt(const std::string& key, Result<vm::VmTemplate> built);
-  void JoinFinishedBoots();
+  // Joins the boot and template threads that finished; `all`: every one,
+  // waiting for those still running.
+  void JoinBoots(bool all);
   void BootFinished(const std::string& key, Result<vm::SandboxVmPtr> booted, double ms, bool restored);
   // Under mu_: a clone of the shape's template failed.
   void CloneFailedLocked(ShapeState& s, const Status& why);

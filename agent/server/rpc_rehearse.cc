@@ -16,9 +16,12 @@
 #include "agent/server/convert_net.h"
 #include "agent/server/rpc_util.h"
 #include "runtime/common/elapsed.h"
+#include "runtime/common/logging.h"
 
 namespace capsule::agent::server {
 namespace {
+
+const log::Logger kLog("rehearse");
 
 // Locally administered, and from the benchmarking range (RFC 2544): no pod
 // has them, and the NIC's tap is in QEMU's own netns meanwhile.
@@ -57,16 +60,36 @@ Status AgentService::RehearseNic(const std::string& mac) const {
   Status played = ApplyInterface(pod_proto).status();
   if (played.ok()) played = ApplyRoutes(RoutesToProto({via})).status();
 
-  // Back as it was whatever failed, from where it is now: the routes
-  // first (they hang on the address), then the link.
-  Status back = ApplyRoutes(RoutesToProto(routes_before)).status();
-  auto now = FindBy(*network_, "boot NIC", true, before.name);
-  if (!now.ok() && back.ok()) back = now.status();
-  if (now.ok()) {
+  // Back as it was whatever failed, from where it is now (found by name:
+  // its MAC may be either): the link first, since routes need its
+  // addresses (and a MAC change takes it down, dropping routes through
+  // it), then the routes where they differ.
+  Status back;
+  if (auto now = FindBy(*network_, "boot NIC", true, before.name); now.ok()) {
     v1::Interface restore = InterfaceToProto(before);
     restore.set_device_hint(now->hw_addr);
-    Status st = ApplyInterface(restore).status();
-    if (back.ok()) back = st;
+    back = ApplyInterface(restore).status();
+  } else {
+    back = now.status();
+  }
+  if (back.ok()) {
+    auto routes_now = network_->ListRoutes();
+    if (!routes_now.ok()) {
+      back = routes_now.status();
+    } else if (*routes_now != routes_before) {
+      back = ApplyRoutes(RoutesToProto(routes_before)).status();
+    }
+  }
+  // What the claim needs: the NIC found again by its MAC. The rest is
+  // compared and only reported.
+  if (back.ok()) {
+    auto again = FindBy(*network_, "boot NIC", false, before.hw_addr);
+    if (!again.ok()) {
+      back = again.status();
+    } else if (again->addresses != before.addresses || again->up != before.up || again->mtu != before.mtu) {
+      kLog.Warn("boot NIC {}: not quite as it was after the rehearsal ({} addresses, {}, mtu {})", before.name,
+                again->addresses.size(), again->up ? "up" : "down", again->mtu);
+    }
   }
   RETURN_IF_ERROR_CTX(played, "playing a pod's take-over");
   RETURN_IF_ERROR_CTX(back, fmt::format("putting {} back as it was (MAC {})", before.name, before.hw_addr));

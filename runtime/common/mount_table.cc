@@ -36,12 +36,19 @@ std::vector<MountEntry> ParseMountInfo(std::string_view text) {
     // id parent major:minor root mount-point options [optional...] - fstype source super-options
     const size_t dash = line.find(" - ");
     if (dash == std::string::npos) continue;
-    std::istringstream head(line.substr(0, dash)), tail(line.substr(dash + 3));
+    std::istringstream head(line.substr(0, dash));
     MountEntry e;
     std::string devno;
     if (!(head >> e.id >> e.parent_id >> devno >> e.root >> e.mount_point >> e.options)) continue;
-    if (!(tail >> e.fstype >> e.source)) continue;
-    tail >> e.super_options;
+    // Split on single spaces: an empty source is written as nothing
+    // between two of them (mount -t tmpfs "" /x).
+    const std::string tail = line.substr(dash + 3);
+    const size_t s1 = tail.find(' ');
+    if (s1 == std::string::npos || s1 == 0) continue;
+    const size_t s2 = tail.find(' ', s1 + 1);
+    e.fstype = tail.substr(0, s1);
+    e.source = tail.substr(s1 + 1, s2 == std::string::npos ? std::string::npos : s2 - s1 - 1);
+    if (s2 != std::string::npos) e.super_options = tail.substr(s2 + 1);
     e.root = Unescape(e.root);
     e.mount_point = Unescape(e.mount_point);
     e.source = Unescape(e.source);

@@ -26,7 +26,7 @@ struct MountEntry {
 };
 
 // Every well-formed line of `text`, in mount order; malformed lines are
-// skipped (the kernel writes none).
+// skipped. An empty source (two spaces in a row) is read as "".
 std::vector<MountEntry> ParseMountInfo(std::string_view text);
 // This process's mount namespace.
 Result<std::vector<MountEntry>> ReadMountTable();

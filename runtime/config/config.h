@@ -98,9 +98,10 @@ struct PoolConfig {
   // being restored waits this long for it (a restore ends well before a
   // cold boot would); 0 never waits. Below claim_timeout_ms.
   uint32_t claim_wait_ms = 1000;
-  // The cgroup (cgroupfs path, every hierarchy) pool VMs refill and idle
-  // in, with a low CPU weight (kRefillCpuWeight); a claimed VM moves to its
-  // pod's. "" leaves them in the daemon's.
+  // The cgroup (cgroupfs path, every hierarchy) idle pool VMs live in;
+  // refills run in its sibling "<cgroup>-refill" at a low CPU weight
+  // (kRefillCpuWeight) until ready; a claimed VM moves to its pod's. ""
+  // leaves them in the daemon's.
   std::string cgroup = "/capsule-pool";
   // How the pool makes ready VMs: "template" restores clones of a template
   // VM booted once per shape (vm_template.h; any failure there falls back

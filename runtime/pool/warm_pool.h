@@ -132,6 +132,9 @@ class WarmPool {
   void ExpireShapes();
   bool UseTemplates() const { return o_.config.pool.refill == "template"; }
   std::string TemplatesRoot() const { return o_.config.runtime.state_dir + "/templates"; }
+  // pool.cgroup's sibling where boots and clones run until ready, at a low
+  // CPU weight (kRefillCpuWeight).
+  std::string RefillCgroup() const { return o_.config.pool.cgroup + "-refill"; }
   // Lowers the calling refill thread's CPU priority (kRefillNice).
   static void YieldToClaims();
   // Has a ready VM's agent run a container's life and its boot NIC's
@@ -180,7 +183,8 @@ class WarmPool {
   std::map<uint64_t, std::thread> boot_threads_;  // guarded by mu_
   std::vector<uint64_t> finished_boots_;       // guarded by mu_: to be joined
   std::thread refill_;
-  std::unique_ptr<ProcessCgroup> cgroup_;  // pool.cgroup, made at Start
+  std::unique_ptr<ProcessCgroup> cgroup_;         // pool.cgroup, made at Start
+  std::unique_ptr<ProcessCgroup> refill_cgroup_;  // RefillCgroup(), made at Start
 };
 
 }  // namespace capsule::pool

@@ -159,7 +159,13 @@ void ServerConnection::RunCall(const InboundCall& call) {
   } else {
     WriteResponse(call.stream_id, result.status(), {});
   }
-  for (auto& work : after_reply) work();
+  for (auto& work : after_reply) {
+    try {
+      work();
+    } catch (const std::exception& e) {
+      kLog.Error("{}: work after the reply of {}/{} threw: {}", name_, ctx.service, ctx.method, e.what());
+    }
+  }
 }
 
 void ServerConnection::WriteResponse(uint32_t stream_id, const Status& status,

@@ -160,7 +160,8 @@ std::function<void(std::string_view rpc, double seconds, bool ok)> AgentCallStat
 
 Status JoinSpecCgroup(SandboxVmImpl& vm, const std::string& cgroup) {
   if (cgroup.empty()) return Status::Ok();
-  // The group outlives this handle (its owner made it), so nothing is removed here.
+  // The group outlives this handle: its owner made it, and only dirs this
+  // handle created would be removed with it.
   return ProcessCgroup::Join(cgroup, vm.HostPids()).status().WithContext("VM " + vm.id() + ": join cgroup " + cgroup);
 }
 

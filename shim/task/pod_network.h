@@ -62,8 +62,9 @@ class PodNetwork {
   size_t nic_count() const { return taps_.size(); }
   // Whether the first interface took over the boot NIC.
   bool used_boot_nic() const { return used_boot_nic_; }
-  // Call after the VMM has stopped. The netns may already be gone (CNI
-  // deleted it): not an error. Idempotent.
+  // Call once the VMM is stopping or stopped (a tap it still holds is
+  // detached from it). The netns may already be gone (CNI deleted it): not
+  // an error. Idempotent.
   Status Remove();
 
  private:

@@ -344,7 +344,13 @@ Status Sandbox::Stop() {
   // The pod's taps and tc redirects go beside the VMM's exit, not after it
   // (20-30 ms): deleting a tap the quitting QEMU still holds detaches it.
   std::thread network_down;
-  if (network_) network_down = std::thread([net = std::move(network_)]() mutable { net.reset(); });
+  if (network_) {
+    try {
+      network_down = std::thread([net = std::move(network_)]() mutable { net.reset(); });
+    } catch (const std::system_error& e) {
+      kLog.Warn("{}: no thread for the network's removal ({}); it went on this one", label_, e.what());
+    }
+  }
   Status st = vm_->Stop(std::chrono::milliseconds(0));
   if (!st.ok()) kLog.Error("stop VM {}: {}", vm_id_, st.ToString());
   if (oom_thread_.joinable()) oom_thread_.join();
@@ -358,7 +364,7 @@ Status Sandbox::Stop() {
     unplugs_.clear();
   }
   if (network_down.joinable()) network_down.join();
-  cgroup_.reset();  // empty now
+  cgroup_.reset();   // empty now
   return st;
 }
 

@@ -199,7 +199,7 @@ class Sandbox {
   AgentHandlePtr agent_;
   std::shared_ptr<VmWatch> watch_ = std::make_shared<VmWatch>();
   std::thread oom_thread_;
-  std::unique_ptr<PodNetwork> network_;  // removed after the VMM stopped
+  std::unique_ptr<PodNetwork> network_;  // removed beside the VMM's stop
   std::unique_ptr<network::PortForwardListener> port_forward_;  // stopped before the VM
   std::unique_ptr<ProcessCgroup> cgroup_;    // removed after the VMM stopped
   std::atomic<bool> vm_paused_{false};

@@ -268,6 +268,8 @@ Result<std::function<void()>> TaskManager::Kill(const std::string& id, const std
                                                 bool all) {
   ASSIGN_OR_RETURN(ContainerPtr c, Get(id));
   ASSIGN_OR_RETURN(ProcessPtr p, c->Find(exec_id));
+  // A second StopPodSandbox's kill while the first one's ends the VM: done.
+  if (exec_id.empty() && c->pod_holder() && c->sandbox()->stopping()) return std::function<void()>();
   if (exec_id.empty() && signal == SIGKILL && c->pod_holder() && p->Snapshot().state == ProcessState::kRunning) {
     if (SandboxPtr sb = TakeSandboxOfLoneHolder(c)) {
       kLog.Info("sandbox {}: SIGKILL to its pod holder, the pod's last task: stopping the VM instead of signalling the guest",
@@ -314,7 +316,7 @@ Result<ExitInfo> TaskManager::Delete(const std::string& id, const std::string& e
     for (const auto& [cid, other] : containers_) in_use = in_use || other->sandbox() == c->sandbox();
     if (!in_use) {
       auto it = sandboxes_.find(c->sandbox()->id());
-      // Not there: its holder's kill stopped it already (Stop is then a no-op).
+      // Not there: its holder's kill stopped it (Stop then waits for that stop to end).
       running = it != sandboxes_.end() && it->second == c->sandbox();
       if (running) sandboxes_.erase(it);
       last = c->sandbox();

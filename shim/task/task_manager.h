@@ -139,10 +139,10 @@ class TaskManager {
   Result<SandboxPtr> NewSandbox(const std::string& sandbox_id, const nlohmann::json& spec,
                                 const std::map<std::string, std::string>& annotations, bool cri_sandbox,
                                 RecordClaimedVm record, const CancelTokenPtr& cancel);
-  // Run under a process's lock: they only queue.
   // The holder's sandbox, taken out of sandboxes_, when `holder` is the
   // only task of its pod and no creation is in flight; else null.
   SandboxPtr TakeSandboxOfLoneHolder(const ContainerPtr& holder);
+  // Run under a process's lock: they only queue.
   void PublishExit(const Process& process, const ExitInfo& exit);
   // From the sandbox's OOM watcher (GetOOMEvent).
   void PublishOom(const std::string& container_id);

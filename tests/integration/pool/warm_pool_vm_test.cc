@@ -152,12 +152,15 @@ TEST_F(WarmPoolVmTest, FillsClaimsRefillsReapsUnadoptedClaimsAndDrainsToNothing)
   EXPECT_GT(s->boot_p50_ms, 0.0);
   EXPECT_GT(s->idle_vm_rss_bytes, 0u);
   EXPECT_EQ(st.accelerator.empty(), false);
-  // The pool's cgroup, where refills boot, weighs as one nice-10 thread
-  // against the pods' groups (a nice value ranks only inside its group).
-  if (PathExists("/sys/fs/cgroup/cpu" + cfg_.pool.cgroup + "/cpu.shares")) {
-    EXPECT_EQ(ReadFile("/sys/fs/cgroup/cpu" + cfg_.pool.cgroup + "/cpu.shares").value_or(""), "102\n");
-  } else if (PathExists("/sys/fs/cgroup" + cfg_.pool.cgroup + "/cpu.weight")) {  // v2 with the cpu controller on
-    EXPECT_EQ(ReadFile("/sys/fs/cgroup" + cfg_.pool.cgroup + "/cpu.weight").value_or(""), "10\n");
+  // Refills boot in the pool's refill group, which weighs as one nice-10
+  // thread against the pods' groups (a nice value ranks only inside its
+  // group); ready VMs sit in the pool's own group at the normal weight.
+  const std::string refill = cfg_.pool.cgroup + "-refill";
+  if (PathExists("/sys/fs/cgroup/cpu" + refill + "/cpu.shares")) {
+    EXPECT_EQ(ReadFile("/sys/fs/cgroup/cpu" + refill + "/cpu.shares").value_or(""), "102\n");
+    EXPECT_EQ(ReadFile("/sys/fs/cgroup/cpu" + cfg_.pool.cgroup + "/cpu.shares").value_or(""), "1024\n");
+  } else if (PathExists("/sys/fs/cgroup" + refill + "/cpu.weight")) {  // v2 with the cpu controller on
+    EXPECT_EQ(ReadFile("/sys/fs/cgroup" + refill + "/cpu.weight").value_or(""), "10\n");
   }
   // Idle VMs live in the pool's own cgroup.
   const auto vmms = vm::testing::ProcessesMentioning("guest=pool-");
@@ -212,6 +215,7 @@ TEST_F(WarmPoolVmTest, FillsClaimsRefillsReapsUnadoptedClaimsAndDrainsToNothing)
   EXPECT_TRUE(st.draining);
   pool.reset();
   EXPECT_FALSE(PathExists("/sys/fs/cgroup/memory" + cfg_.pool.cgroup)) << "the pool's cgroup is removed with it";
+  EXPECT_FALSE(PathExists("/sys/fs/cgroup/memory" + cfg_.pool.cgroup + "-refill")) << "and its refill group";
   EXPECT_FALSE(PathExists("/sys/fs/cgroup" + cfg_.pool.cgroup + "/cgroup.procs"));
 }
 

@@ -12,9 +12,10 @@ TEST(MountTableTest, ParsesEveryFieldAndUnescapesPaths) {
   const std::string text =
       "36 35 98:0 /mnt1 /mnt/parent\\040dir rw,noatime master:1 - ext3 /dev/root rw,errors=continue\n"
       "29 1 0:26 / /sys/fs/cgroup/memory rw,nosuid,nodev,noexec,relatime shared:9 - cgroup cgroup rw,memory\n"
-      "1 1 0:2 / / rw - rootfs rootfs rw\n";
+      "1 1 0:2 / / rw - rootfs rootfs rw\n"
+      "9 1 0:3 / /d rw - tmpfs  rw,size=4k\n";  // mount -t tmpfs "" /d: an empty source
   const std::vector<MountEntry> t = ParseMountInfo(text);
-  ASSERT_EQ(t.size(), 3u);
+  ASSERT_EQ(t.size(), 4u);
   EXPECT_EQ(t[0].id, 36);
   EXPECT_EQ(t[0].parent_id, 35);
   EXPECT_EQ(t[0].root, "/mnt1");
@@ -26,6 +27,8 @@ TEST(MountTableTest, ParsesEveryFieldAndUnescapesPaths) {
   EXPECT_EQ(t[1].fstype, "cgroup");
   EXPECT_EQ(t[1].super_options, "rw,memory");
   EXPECT_EQ(t[2].id, t[2].parent_id) << "the rootfs is its own parent";
+  EXPECT_EQ(t[3].source, "");
+  EXPECT_EQ(t[3].super_options, "rw,size=4k");
 }
 
 TEST(MountTableTest, MalformedLinesAndEscapesAreSkippedNotTrusted) {

@@ -180,15 +180,15 @@ Status Container::RemoveFromAgent() {
   if (!in_agent_) return Status::Ok();
   in_agent_ = false;
   sandbox_->RemoveContainer(p_.id);
-  // Went with its VM (or is going: a holder's kill stops the VM as its
+  // Went with its VM, or is going (a holder's kill stops the VM as its
   // exit is reported, so containerd's delete may come meanwhile).
-  if (sandbox_->vm_gone() || sandbox_->stopping() || sandbox_->agent()->revoked()) return Status::Ok();
+  auto with_vm = [this] { return sandbox_->vm_gone() || sandbox_->stopping() || sandbox_->agent()->revoked(); };
+  if (with_vm()) return Status::Ok();
   v1::RemoveContainerRequest req;
   req.set_container_id(p_.id);
   req.set_timeout(kRemoveTimeoutSeconds);
   Status st = sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.RemoveContainer(req); });
-  if (st.code() == Code::kNotFound || sandbox_->vm_gone() || sandbox_->stopping() || sandbox_->agent()->revoked())
-    return Status::Ok();
+  if (st.code() == Code::kNotFound || with_vm()) return Status::Ok();
   return FromAgent(st, "remove container " + p_.id + " from the guest");
 }
 

@@ -1,83 +1,20 @@
-// vm.json <-> VmRecord. Reading is strict about types and names the field
-// at fault; unknown fields are ignored so newer writers stay readable.
+// vm.json <-> VmRecord. Reading (JsonField) is strict about types and names
+// the file and the field at fault; unknown fields are ignored so newer
+// writers stay readable.
 #include "runtime/common/agent_auth.h"
 #include "runtime/hypervisor/vm_record.h"
 
 #include <fmt/format.h>
 
+#include <limits>
 #include <nlohmann/json.hpp>
+
+#include "runtime/common/json_field.h"
 
 namespace capsule::hypervisor {
 namespace {
 
 using nlohmann::json;
-
-// Typed field access with the JSON path in every error.
-class Reader {
- public:
-  Reader(const json& obj, std::string path, std::string_view source) : obj_(obj), path_(std::move(path)), source_(source) {}
-
-  Status Error(std::string_view key, std::string_view what) const {
-    return InvalidArgument(fmt::format("{}: field '{}{}': {}", source_, path_, key, what));
-  }
-  Result<const json*> Get(std::string_view key, bool required) const {
-    auto it = obj_.find(key);
-    if (it == obj_.end()) {
-      if (required) return Error(key, "missing");
-      return static_cast<const json*>(nullptr);
-    }
-    return &*it;
-  }
-  Status Str(std::string_view key, std::string& out, bool required = true) const {
-    ASSIGN_OR_RETURN(const json* j, Get(key, required));
-    if (j == nullptr) return Status::Ok();
-    if (!j->is_string()) return Error(key, "expected a string");
-    out = j->get<std::string>();
-    return Status::Ok();
-  }
-  template <typename T>
-  Status Uint(std::string_view key, T& out, bool required = true) const {
-    ASSIGN_OR_RETURN(const json* j, Get(key, required));
-    if (j == nullptr) return Status::Ok();
-    if (!j->is_number_unsigned() || j->get<uint64_t>() > std::numeric_limits<T>::max())
-      return Error(key, "expected an unsigned integer in range");
-    out = static_cast<T>(j->get<uint64_t>());
-    return Status::Ok();
-  }
-  Status Bool(std::string_view key, bool& out, bool required = true) const {
-    ASSIGN_OR_RETURN(const json* j, Get(key, required));
-    if (j == nullptr) return Status::Ok();
-    if (!j->is_boolean()) return Error(key, "expected a boolean");
-    out = j->get<bool>();
-    return Status::Ok();
-  }
-  Result<Reader> Object(std::string_view key) const {
-    ASSIGN_OR_RETURN(const json* j, Get(key, true));
-    if (!j->is_object()) return Error(key, "expected an object");
-    return Reader(*j, fmt::format("{}{}.", path_, key), source_);
-  }
-  Result<const json*> Array(std::string_view key) const {
-    ASSIGN_OR_RETURN(const json* j, Get(key, false));
-    if (j != nullptr && !j->is_array()) return Error(key, "expected an array");
-    return j;
-  }
-  Status StrList(std::string_view key, std::vector<std::string>& out) const {
-    ASSIGN_OR_RETURN(const json* j, Array(key));
-    if (j == nullptr) return Status::Ok();
-    for (const json& e : *j) {
-      if (!e.is_string()) return Error(key, "expected an array of strings");
-      out.push_back(e.get<std::string>());
-    }
-    return Status::Ok();
-  }
-  const std::string& path() const { return path_; }
-  std::string_view source() const { return source_; }
-
- private:
-  const json& obj_;
-  std::string path_;
-  std::string_view source_;
-};
 
 json DeviceToJson(const Device& d) {
   json j = {{"kind", std::string(DeviceKind(d))}, {"id", DeviceId(d)}};
@@ -103,60 +40,49 @@ json DeviceToJson(const Device& d) {
   return j;
 }
 
-Result<Device> DeviceFromJson(const Reader& r) {
+Result<Device> DeviceFromJson(const JsonField& r) {
+  RETURN_IF_ERROR(r.ExpectObject());
   std::string kind, id;
-  RETURN_IF_ERROR(r.Str("kind", kind));
-  RETURN_IF_ERROR(r.Str("id", id));
+  RETURN_IF_ERROR(Required(r, "kind", &kind));
+  RETURN_IF_ERROR(Required(r, "id", &id));
   if (kind == "net") {
     NetDevice n{id, "", "", ""};
-    RETURN_IF_ERROR(r.Str("tap_name", n.tap_name));
-    RETURN_IF_ERROR(r.Str("mac", n.mac));
-    RETURN_IF_ERROR(r.Str("fd_name", n.fd_name, false));  // absent in records before fd passing
+    RETURN_IF_ERROR(Required(r, "tap_name", &n.tap_name));
+    RETURN_IF_ERROR(Required(r, "mac", &n.mac));
+    RETURN_IF_ERROR(Optional(r, "fd_name", &n.fd_name));  // absent in records before fd passing
     return Device(n);
   }
   if (kind == "vsock") {
     VsockDevice v;
     v.id = id;
     std::string backend;
-    RETURN_IF_ERROR(r.Str("backend", backend));
+    RETURN_IF_ERROR(Required(r, "backend", &backend));
     if (backend != "vhost" && backend != "vhost-user" && backend != "serial")
-      return r.Error("backend", "expected 'vhost', 'vhost-user' or 'serial'");
+      return r["backend"].Error("must be 'vhost', 'vhost-user' or 'serial'");
     v.backend = backend == "vhost"    ? VsockDevice::Backend::kVhostKernel
                 : backend == "serial" ? VsockDevice::Backend::kSerial
                                       : VsockDevice::Backend::kVhostUser;
-    RETURN_IF_ERROR(r.Uint("guest_cid", v.guest_cid, false));
-    RETURN_IF_ERROR(r.Str("socket_path", v.socket_path, false));
+    RETURN_IF_ERROR(Optional(r, "guest_cid", &v.guest_cid));
+    RETURN_IF_ERROR(Optional(r, "socket_path", &v.socket_path));
     return Device(v);
   }
   if (kind == "fs") {
     FsShare f;
     f.id = id;
-    RETURN_IF_ERROR(r.Str("socket_path", f.socket_path));
-    RETURN_IF_ERROR(r.Str("tag", f.tag));
-    RETURN_IF_ERROR(r.Uint("queue_size", f.queue_size, false));
+    RETURN_IF_ERROR(Required(r, "socket_path", &f.socket_path));
+    RETURN_IF_ERROR(Required(r, "tag", &f.tag));
+    RETURN_IF_ERROR(Optional(r, "queue_size", &f.queue_size));
     return Device(f);
   }
   if (kind == "block") {
     BlockDevice b;
     b.id = id;
-    RETURN_IF_ERROR(r.Str("image", b.image));
-    RETURN_IF_ERROR(r.Str("serial", b.serial));
-    RETURN_IF_ERROR(r.Bool("writable", b.writable, false));
+    RETURN_IF_ERROR(Required(r, "image", &b.image));
+    RETURN_IF_ERROR(Required(r, "serial", &b.serial));
+    RETURN_IF_ERROR(Optional(r, "writable", &b.writable));
     return Device(b);
   }
-  return r.Error("kind", fmt::format("unknown device kind '{}'", kind));
-}
-
-Status DeviceList(const Reader& r, std::string_view key, auto&& each) {
-  ASSIGN_OR_RETURN(const json* arr, r.Array(key));
-  if (arr == nullptr) return Status::Ok();
-  for (size_t i = 0; i < arr->size(); ++i) {
-    std::string elem = fmt::format("{}[{}]", key, i);
-    if (!(*arr)[i].is_object()) return r.Error(elem, "expected an object");
-    Reader er((*arr)[i], fmt::format("{}{}.", r.path(), elem), r.source());
-    RETURN_IF_ERROR(each(er));
-  }
-  return Status::Ok();
+  return r["kind"].Error(fmt::format("unknown device kind '{}'", kind));
 }
 
 std::optional<config::Accelerator> ParseRequestedAccel(std::string_view s) {
@@ -191,37 +117,76 @@ json SpecToJson(const VmSpec& s) {
   return j;
 }
 
-Status SpecFromJson(const Reader& r, VmSpec& s) {
-  RETURN_IF_ERROR(r.Str("id", s.id));
-  RETURN_IF_ERROR(r.Str("state_dir", s.state_dir));
-  RETURN_IF_ERROR(r.Uint("vcpus", s.vcpus));
-  RETURN_IF_ERROR(r.Uint("memory_mib", s.memory_mib));
-  RETURN_IF_ERROR(r.Str("kernel", s.kernel, false));
-  RETURN_IF_ERROR(r.Str("initrd", s.initrd, false));
-  RETURN_IF_ERROR(r.Str("kernel_cmdline", s.kernel_cmdline, false));
-  RETURN_IF_ERROR(r.Str("extra_kernel_params", s.extra_kernel_params, false));
-  RETURN_IF_ERROR(r.Str("console_log", s.console_log, false));
-  RETURN_IF_ERROR(r.Bool("start_paused", s.start_paused, false));
-  RETURN_IF_ERROR(r.Uint("hotplug_slots", s.hotplug_slots, false));
-  RETURN_IF_ERROR(r.Str("memory_file", s.memory_file, false));
-  RETURN_IF_ERROR(r.Bool("memory_private", s.memory_private, false));
-  RETURN_IF_ERROR(r.Bool("incoming", s.incoming, false));
-  RETURN_IF_ERROR(r.Bool("vmgenid", s.vmgenid, false));
-  RETURN_IF_ERROR(r.Str("agent_token", s.agent_token, false));
+Status SpecFromJson(const JsonField& r, VmSpec& s) {
+  RETURN_IF_ERROR(r.ExpectObject());
+  RETURN_IF_ERROR(Required(r, "id", &s.id));
+  RETURN_IF_ERROR(Required(r, "state_dir", &s.state_dir));
+  RETURN_IF_ERROR(Required(r, "vcpus", &s.vcpus));
+  RETURN_IF_ERROR(Required(r, "memory_mib", &s.memory_mib));
+  RETURN_IF_ERROR(Optional(r, "kernel", &s.kernel));
+  RETURN_IF_ERROR(Optional(r, "initrd", &s.initrd));
+  RETURN_IF_ERROR(Optional(r, "kernel_cmdline", &s.kernel_cmdline));
+  RETURN_IF_ERROR(Optional(r, "extra_kernel_params", &s.extra_kernel_params));
+  RETURN_IF_ERROR(Optional(r, "console_log", &s.console_log));
+  RETURN_IF_ERROR(Optional(r, "start_paused", &s.start_paused));
+  RETURN_IF_ERROR(Optional(r, "hotplug_slots", &s.hotplug_slots));
+  RETURN_IF_ERROR(Optional(r, "memory_file", &s.memory_file));
+  RETURN_IF_ERROR(Optional(r, "memory_private", &s.memory_private));
+  RETURN_IF_ERROR(Optional(r, "incoming", &s.incoming));
+  RETURN_IF_ERROR(Optional(r, "vmgenid", &s.vmgenid));
+  RETURN_IF_ERROR(Optional(r, "agent_token", &s.agent_token));
   if (!s.agent_token.empty() && !agent_auth::IsWellFormedToken(s.agent_token))
-    return r.Error("agent_token", "expected 64 lowercase hex digits");
-  RETURN_IF_ERROR(r.StrList("extra_args", s.extra_args));
+    return r["agent_token"].Error("must be 64 lowercase hex digits");
+  RETURN_IF_ERROR(Optional(r, "extra_args", &s.extra_args));
   std::string accel;
-  RETURN_IF_ERROR(r.Str("accelerator", accel, false));
+  RETURN_IF_ERROR(Optional(r, "accelerator", &accel));
   if (!accel.empty()) {
     s.accelerator = ParseRequestedAccel(accel);
-    if (!s.accelerator) return r.Error("accelerator", "expected auto, kvm or tcg");
+    if (!s.accelerator) return r["accelerator"].Error("must be auto, kvm or tcg");
   }
-  return DeviceList(r, "devices", [&](const Reader& dr) -> Status {
-    ASSIGN_OR_RETURN(Device d, DeviceFromJson(dr));
-    s.devices.push_back(std::move(d));
+  return r["devices"].ForEach([&](const JsonField& d) -> Status {
+    ASSIGN_OR_RETURN(Device dev, DeviceFromJson(d));
+    s.devices.push_back(std::move(dev));
     return Status::Ok();
   });
+}
+
+Result<VmRecord> ReadVmRecord(std::string_view text) {
+  ASSIGN_OR_RETURN(json j, ParseJson(text, "vm record"));
+  JsonField r(&j, "");
+  RETURN_IF_ERROR(r.ExpectObject());
+  int version = 0;
+  RETURN_IF_ERROR(Required(r, "version", &version));
+  if (version != VmRecord::kFormatVersion)
+    return r["version"].Error(fmt::format("format {} is not supported (this build reads {})", version, VmRecord::kFormatVersion));
+  VmRecord rec;
+  RETURN_IF_ERROR(Required(r, "hypervisor", &rec.hypervisor));
+  RETURN_IF_ERROR(SpecFromJson(r["spec"], rec.spec));
+  std::string accel;
+  RETURN_IF_ERROR(Required(r, "accelerator", &accel));
+  if (accel != "kvm" && accel != "tcg") return r["accelerator"].Error("must be kvm or tcg");
+  rec.accelerator = accel == "kvm" ? Accelerator::kKvm : Accelerator::kTcg;
+  JsonField vmm = r["vmm"];
+  RETURN_IF_ERROR(vmm.ExpectObject());
+  int64_t pid = 0;
+  if (vmm["pid"].null()) return vmm["pid"].Error("required");
+  RETURN_IF_ERROR(vmm["pid"].Read(&pid, 1, std::numeric_limits<pid_t>::max()));
+  rec.vmm.pid = static_cast<pid_t>(pid);
+  RETURN_IF_ERROR(Required(vmm, "start_time", &rec.vmm.start_time));
+  RETURN_IF_ERROR(Required(vmm, "boot_id", &rec.vmm.boot_id));
+  RETURN_IF_ERROR(Required(vmm, "binary", &rec.vmm_binary));
+  RETURN_IF_ERROR(Optional(vmm, "version", &rec.vmm_version));
+  if (JsonField uid = vmm["uid"]; !uid.null()) RETURN_IF_ERROR(uid.Read(&rec.vmm_uid, -1, 0xffffffffll));
+  RETURN_IF_ERROR(Required(r, "qmp_socket", &rec.qmp_socket));
+  RETURN_IF_ERROR(Required(r, "vmm_log", &rec.vmm_log));
+  RETURN_IF_ERROR(r["hotplugged"].ForEach([&](const JsonField& d) -> Status {
+    ASSIGN_OR_RETURN(Device dev, DeviceFromJson(d));
+    HotpluggedDevice h{std::move(dev), ""};
+    RETURN_IF_ERROR(Required(d, "port", &h.port));
+    rec.hotplugged.push_back(std::move(h));
+    return Status::Ok();
+  }));
+  return rec;
 }
 
 }  // namespace
@@ -252,43 +217,8 @@ std::string VmRecordToJson(const VmRecord& r) {
 }
 
 Result<VmRecord> VmRecordFromJson(std::string_view text, std::string_view source) {
-  json j = json::parse(text.begin(), text.end(), nullptr, false);
-  if (j.is_discarded()) return InvalidArgument(fmt::format("{}: not valid JSON", source));
-  if (!j.is_object()) return InvalidArgument(fmt::format("{}: expected a JSON object", source));
-  Reader r(j, "", source);
-  int version = 0;
-  RETURN_IF_ERROR(r.Uint("version", version));
-  if (version != VmRecord::kFormatVersion)
-    return r.Error("version", fmt::format("format {} is not supported (this build reads {})", version, VmRecord::kFormatVersion));
-  VmRecord rec;
-  RETURN_IF_ERROR(r.Str("hypervisor", rec.hypervisor));
-  ASSIGN_OR_RETURN(Reader spec, r.Object("spec"));
-  RETURN_IF_ERROR(SpecFromJson(spec, rec.spec));
-  std::string accel;
-  RETURN_IF_ERROR(r.Str("accelerator", accel));
-  if (accel != "kvm" && accel != "tcg") return r.Error("accelerator", "expected kvm or tcg");
-  rec.accelerator = accel == "kvm" ? Accelerator::kKvm : Accelerator::kTcg;
-  ASSIGN_OR_RETURN(Reader vmm, r.Object("vmm"));
-  RETURN_IF_ERROR(vmm.Uint("pid", rec.vmm.pid));
-  RETURN_IF_ERROR(vmm.Uint("start_time", rec.vmm.start_time));
-  RETURN_IF_ERROR(vmm.Str("boot_id", rec.vmm.boot_id));
-  RETURN_IF_ERROR(vmm.Str("binary", rec.vmm_binary));
-  RETURN_IF_ERROR(vmm.Str("version", rec.vmm_version, false));
-  if (auto uid = vmm.Get("uid", false); uid.ok() && *uid != nullptr) {
-    if (!(*uid)->is_number_integer() || (*uid)->get<int64_t>() < -1 || (*uid)->get<int64_t>() > 0xffffffffll)
-      return vmm.Error("uid", "expected -1 or a uid");
-    rec.vmm_uid = (*uid)->get<int64_t>();
-  }
-  RETURN_IF_ERROR(r.Str("qmp_socket", rec.qmp_socket));
-  RETURN_IF_ERROR(r.Str("vmm_log", rec.vmm_log));
-  auto add_hotplugged = [&](const Reader& dr) -> Status {
-    ASSIGN_OR_RETURN(Device d, DeviceFromJson(dr));
-    HotpluggedDevice h{std::move(d), ""};
-    RETURN_IF_ERROR(dr.Str("port", h.port));
-    rec.hotplugged.push_back(std::move(h));
-    return Status::Ok();
-  };
-  RETURN_IF_ERROR(DeviceList(r, "hotplugged", add_hotplugged));
+  auto rec = ReadVmRecord(text);
+  if (!rec.ok()) return rec.status().WithContext(source);
   return rec;
 }
 

@@ -2,7 +2,7 @@
 // JSON object (already located by path) into its struct.
 #pragma once
 
-#include "runtime/oci/json_field.h"
+#include "runtime/common/json_field.h"
 #include "runtime/oci/spec.h"
 
 namespace capsule::oci::internal {

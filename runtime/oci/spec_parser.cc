@@ -3,7 +3,7 @@
 // spec_parser_linux.cc.
 #include "runtime/oci/spec_parser.h"
 
-#include "runtime/oci/json_field.h"
+#include "runtime/common/json_field.h"
 #include "runtime/oci/parse_internal.h"
 
 namespace capsule::oci {

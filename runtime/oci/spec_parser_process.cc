@@ -1,6 +1,6 @@
 // The "process" object: args, env, cwd, user, capabilities, rlimits,
 // terminal, oom score. Also parsed standalone for exec.
-#include "runtime/oci/json_field.h"
+#include "runtime/common/json_field.h"
 #include "runtime/oci/parse_internal.h"
 #include "runtime/oci/spec_parser.h"
 

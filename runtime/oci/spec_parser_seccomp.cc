@@ -4,7 +4,7 @@
 #include <array>
 #include <string_view>
 
-#include "runtime/oci/json_field.h"
+#include "runtime/common/json_field.h"
 #include "runtime/oci/parse_internal.h"
 
 namespace capsule::oci::internal {

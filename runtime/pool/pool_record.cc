@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/file_util.h"
+#include "runtime/common/json_field.h"
 
 namespace capsule::pool {
 namespace {
@@ -16,46 +17,28 @@ using nlohmann::json;
 
 std::string PathIn(const std::string& state_dir) { return state_dir + "/" + kPoolRecordFile; }
 
-// Typed field access; every error names the file and the field.
-class Fields {
- public:
-  Fields(const json& obj, std::string_view source, std::string prefix = "")
-      : obj_(obj), source_(source), prefix_(std::move(prefix)) {}
-
-  Result<const json*> Get(const char* key, json::value_t type) const {
-    auto it = obj_.find(key);
-    if (it == obj_.end()) return Error(key, "is missing");
-    const bool ok = type == json::value_t::number_integer ? it->is_number_integer() : it->type() == type;
-    if (!ok) return Error(key, "has the wrong type");
-    return &*it;
-  }
-  // An integer in [lo, hi]: a value outside is refused, not wrapped.
-  Result<int64_t> Int(const char* key, int64_t lo, int64_t hi) const {
-    ASSIGN_OR_RETURN(const json* j, Get(key, json::value_t::number_integer));
-    // nlohmann reads every non-negative literal (0 too) as unsigned: both
-    // bounds apply on that side as well.
-    const bool in_range = j->is_number_unsigned()
-                              ? j->get<uint64_t>() <= static_cast<uint64_t>(hi) &&
-                                    static_cast<int64_t>(j->get<uint64_t>()) >= lo
-                              : j->get<int64_t>() >= lo && j->get<int64_t>() <= hi;
-    if (!in_range) return Error(key, "is out of range");
-    return j->get<int64_t>();
-  }
-  Result<std::string> Str(const char* key) const {
-    ASSIGN_OR_RETURN(const json* j, Get(key, json::value_t::string));
-    return j->get<std::string>();
-  }
-  Status Error(const char* key, std::string_view what) const {
-    return InvalidArgument(std::string(source_) + ": field '" + prefix_ + key + "' " + std::string(what));
-  }
-
- private:
-  const json& obj_;
-  std::string_view source_;
-  std::string prefix_;
-};
-
 constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
+
+Result<PoolRecord> ReadRecord(std::string_view text) {
+  ASSIGN_OR_RETURN(json j, ParseJson(text, "pool record"));
+  JsonField f(&j, "");
+  RETURN_IF_ERROR(f.ExpectObject());
+  PoolRecord r;
+  RETURN_IF_ERROR(Required(f, "shape_key", &r.shape_key));
+  RETURN_IF_ERROR(RequiredInRange(f, "created_unix_ms", 0, kMaxInt64, &r.created_unix_ms));
+  RETURN_IF_ERROR(Required(f, "claimed", &r.claimed));
+  if (!r.claimed) return r;
+  RETURN_IF_ERROR(Required(f, "sandbox_id", &r.sandbox_id));
+  RETURN_IF_ERROR(RequiredInRange(f, "claimed_unix_ms", 0, kMaxInt64, &r.claimed_unix_ms));
+  JsonField c = f["claimant"];
+  RETURN_IF_ERROR(c.ExpectObject());
+  int64_t pid = 0;
+  RETURN_IF_ERROR(RequiredInRange(c, "pid", 1, std::numeric_limits<pid_t>::max(), &pid));
+  r.claimant.pid = static_cast<pid_t>(pid);
+  RETURN_IF_ERROR(Required(c, "start_time", &r.claimant.start_time));
+  RETURN_IF_ERROR(Required(c, "boot_id", &r.claimant.boot_id));
+  return r;
+}
 
 }  // namespace
 
@@ -82,24 +65,8 @@ std::string PoolRecordToJson(const PoolRecord& r) {
 }
 
 Result<PoolRecord> PoolRecordFromJson(std::string_view text, std::string_view source) {
-  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return InvalidArgument(std::string(source) + ": not a JSON object");
-  Fields f(j, source);
-  PoolRecord r;
-  ASSIGN_OR_RETURN(r.shape_key, f.Str("shape_key"));
-  ASSIGN_OR_RETURN(r.created_unix_ms, f.Int("created_unix_ms", 0, kMaxInt64));
-  ASSIGN_OR_RETURN(const json* claimed, f.Get("claimed", json::value_t::boolean));
-  r.claimed = claimed->get<bool>();
-  if (!r.claimed) return r;
-  ASSIGN_OR_RETURN(r.sandbox_id, f.Str("sandbox_id"));
-  ASSIGN_OR_RETURN(r.claimed_unix_ms, f.Int("claimed_unix_ms", 0, kMaxInt64));
-  ASSIGN_OR_RETURN(const json* who, f.Get("claimant", json::value_t::object));
-  Fields c(*who, source, "claimant.");
-  ASSIGN_OR_RETURN(int64_t pid, c.Int("pid", 1, std::numeric_limits<pid_t>::max()));
-  r.claimant.pid = static_cast<pid_t>(pid);
-  ASSIGN_OR_RETURN(const json* start, c.Get("start_time", json::value_t::number_unsigned));
-  r.claimant.start_time = start->get<uint64_t>();
-  ASSIGN_OR_RETURN(r.claimant.boot_id, c.Str("boot_id"));
+  auto r = ReadRecord(text);
+  if (!r.ok()) return r.status().WithContext(source);
   return r;
 }
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/file_util.h"
+#include "runtime/common/json_field.h"
 
 namespace capsule::vm {
 namespace {
@@ -18,31 +19,45 @@ constexpr size_t kMaxField = 253;  // a DNS subdomain, what Kubernetes names are
 
 std::string PathIn(const std::string& state_dir) { return state_dir + "/" + kPodRecordFile; }
 
-Status FieldError(std::string_view source, const char* key, std::string_view what) {
-  return InvalidArgument(std::string(source) + ": field '" + key + "' " + std::string(what));
+// A name field: at most a DNS subdomain's length, no control characters
+// (`ps` prints it).
+Status ReadName(const JsonField& parent, std::string_view key, bool required, std::string* out) {
+  JsonField f = parent[key];
+  if (f.null()) return required ? f.Error("required") : Status::Ok();
+  RETURN_IF_ERROR(f.Read(out));
+  if (out->size() > kMaxField) return f.Error("is longer than 253 bytes");
+  for (unsigned char c : *out)
+    if (c < 0x20 || c == 0x7f) return f.Error("holds a control character");
+  return Status::Ok();
 }
 
-Result<std::string> Str(const json& j, std::string_view source, const char* key, bool required) {
-  auto it = j.find(key);
-  if (it == j.end()) {
-    if (required) return FieldError(source, key, "is missing");
-    return std::string();
-  }
-  if (!it->is_string()) return FieldError(source, key, "is not a string");
-  std::string s = it->get<std::string>();
-  if (s.size() > kMaxField) return FieldError(source, key, "is longer than 253 bytes");
-  for (unsigned char c : s)
-    if (c < 0x20 || c == 0x7f) return FieldError(source, key, "holds a control character");
-  return s;
+// A duration in ms, at most a day.
+Status ReadMs(const JsonField& parent, std::string_view key, double* out) {
+  constexpr double kDay = 86400e3;
+  RETURN_IF_ERROR(Required(parent, key, out));
+  if (!(*out >= 0 && *out <= kDay)) return parent[key].Error("is out of range");
+  return Status::Ok();
 }
 
-Result<double> Number(const json& j, std::string_view source, const char* key, double hi) {
-  auto it = j.find(key);
-  if (it == j.end()) return FieldError(source, key, "is missing");
-  if (!it->is_number()) return FieldError(source, key, "is not a number");
-  const double v = it->get<double>();
-  if (!(v >= 0 && v <= hi)) return FieldError(source, key, "is out of range");
-  return v;
+Result<PodRecord> ReadRecord(std::string_view text) {
+  if (text.size() > kMaxRecordBytes) return InvalidArgument("larger than 16 KiB");
+  ASSIGN_OR_RETURN(json j, ParseJson(text, "pod record"));
+  JsonField f(&j, "");
+  RETURN_IF_ERROR(f.ExpectObject());
+  PodRecord r;
+  RETURN_IF_ERROR(ReadName(f, "sandbox_id", true, &r.sandbox_id));
+  if (r.sandbox_id.empty()) return f["sandbox_id"].Error("is empty");
+  RETURN_IF_ERROR(ReadName(f, "namespace", true, &r.ns));
+  RETURN_IF_ERROR(ReadName(f, "pod_name", false, &r.pod_name));
+  RETURN_IF_ERROR(ReadName(f, "pod_namespace", false, &r.pod_namespace));
+  int64_t pid = 0;
+  RETURN_IF_ERROR(RequiredInRange(f, "shim_pid", 1, std::numeric_limits<pid_t>::max(), &pid));
+  r.shim_pid = static_cast<pid_t>(pid);
+  RETURN_IF_ERROR(RequiredInRange(f, "started_unix_ms", 0, std::numeric_limits<int64_t>::max(), &r.started_unix_ms));
+  RETURN_IF_ERROR(Required(f, "claimed", &r.claimed));
+  RETURN_IF_ERROR(ReadMs(f, "vm_ms", &r.vm_ms));
+  RETURN_IF_ERROR(ReadMs(f, "setup_ms", &r.setup_ms));
+  return r;
 }
 
 }  // namespace
@@ -55,30 +70,8 @@ std::string PodRecordToJson(const PodRecord& r) {
 }
 
 Result<PodRecord> PodRecordFromJson(std::string_view text, std::string_view source) {
-  if (text.size() > kMaxRecordBytes) return InvalidArgument(std::string(source) + ": larger than 16 KiB");
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return InvalidArgument(std::string(source) + ": not a JSON object");
-  PodRecord r;
-  ASSIGN_OR_RETURN(r.sandbox_id, Str(j, source, "sandbox_id", true));
-  if (r.sandbox_id.empty()) return FieldError(source, "sandbox_id", "is empty");
-  ASSIGN_OR_RETURN(r.ns, Str(j, source, "namespace", true));
-  ASSIGN_OR_RETURN(r.pod_name, Str(j, source, "pod_name", false));
-  ASSIGN_OR_RETURN(r.pod_namespace, Str(j, source, "pod_namespace", false));
-  ASSIGN_OR_RETURN(double pid, Number(j, source, "shim_pid", std::numeric_limits<pid_t>::max()));
-  if (pid < 1 || pid != static_cast<double>(static_cast<pid_t>(pid))) return FieldError(source, "shim_pid", "is not a pid");
-  r.shim_pid = static_cast<pid_t>(pid);
-  auto started = j.find("started_unix_ms");
-  if (started == j.end() || !started->is_number_integer()) return FieldError(source, "started_unix_ms", "is not an integer");
-  if (started->is_number_unsigned() ? started->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
-                                    : started->get<int64_t>() < 0)
-    return FieldError(source, "started_unix_ms", "is out of range");
-  r.started_unix_ms = started->get<int64_t>();
-  auto claimed = j.find("claimed");
-  if (claimed == j.end() || !claimed->is_boolean()) return FieldError(source, "claimed", "is not a boolean");
-  r.claimed = claimed->get<bool>();
-  constexpr double kDay = 86400e3;
-  ASSIGN_OR_RETURN(r.vm_ms, Number(j, source, "vm_ms", kDay));
-  ASSIGN_OR_RETURN(r.setup_ms, Number(j, source, "setup_ms", kDay));
+  auto r = ReadRecord(text);
+  if (!r.ok()) return r.status().WithContext(source);
   return r;
 }
 

@@ -20,11 +20,14 @@
 #include <chrono>
 #include <cstdio>
 
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "runtime/common/daemon.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/guest_abi.h"
+#include "runtime/common/json_field.h"
 #include "runtime/common/logging.h"
 #include "runtime/hypervisor/qemu_hypervisor.h"
 #include "runtime/hypervisor/qemu_probe.h"
@@ -228,47 +231,41 @@ std::string TemplateToJson(const VmTemplate& t) {
   return j.dump(2) + "\n";
 }
 
-Result<VmTemplate> TemplateFromJson(std::string_view text, std::string_view source) {
-  json j = json::parse(text.begin(), text.end(), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return InvalidArgument(fmt::format("{}: not a JSON object", source));
-  auto field = [&](const char* key, auto check) -> Result<const json*> {
-    auto it = j.find(key);
-    if (it == j.end() || !check(*it)) return InvalidArgument(fmt::format("{}: field '{}' is missing or of the wrong type", source, key));
-    return &*it;
-  };
-  auto is_uint = [](const json& v) { return v.is_number_unsigned(); };
-  auto is_str = [](const json& v) { return v.is_string(); };
-  auto is_num = [](const json& v) { return v.is_number(); };
+namespace {
+
+Result<VmTemplate> ReadTemplateRecord(std::string_view text) {
+  ASSIGN_OR_RETURN(json j, ParseJson(text, "template record"));
+  JsonField f(&j, "");
+  RETURN_IF_ERROR(f.ExpectObject());
   VmTemplate t;
-  ASSIGN_OR_RETURN(const json* version, field("version", is_uint));
-  if (version->get<uint64_t>() != VmTemplate::kFormatVersion)
-    return InvalidArgument(fmt::format("{}: format {} is not supported (this build reads {})", source, version->dump(), VmTemplate::kFormatVersion));
-  ASSIGN_OR_RETURN(const json* key, field("key", is_str));
-  t.key = key->get<std::string>();
+  int version = 0;
+  RETURN_IF_ERROR(Required(f, "version", &version));
+  if (version != VmTemplate::kFormatVersion)
+    return f["version"].Error(fmt::format("format {} is not supported (this build reads {})", version, VmTemplate::kFormatVersion));
+  RETURN_IF_ERROR(Required(f, "key", &t.key));
   if (t.key.empty() || t.key.size() > 64 || t.key.find_first_not_of("0123456789abcdef") != std::string::npos)
-    return InvalidArgument(fmt::format("{}: field 'key' is not a lowercase hex key", source));
-  uint64_t n = 0;
-  for (auto [name, out] : {std::pair<const char*, uint32_t*>{"vcpus", &t.vcpus}, {"memory_mib", &t.memory_mib},
-                           {"hotplug_slots", &t.hotplug_slots}}) {
-    ASSIGN_OR_RETURN(const json* v, field(name, is_uint));
-    n = v->get<uint64_t>();
-    if (n == 0 || n > 1u << 24) return InvalidArgument(fmt::format("{}: field '{}' out of range: {}", source, name, n));
+    return f["key"].Error("must be a lowercase hex key");
+  for (auto [name, out, max] : {std::tuple<const char*, uint32_t*, int64_t>{"vcpus", &t.vcpus, hypervisor::kMaxVcpus},
+                                {"memory_mib", &t.memory_mib, int64_t{1} << 24},
+                                {"hotplug_slots", &t.hotplug_slots, hypervisor::kMaxHotplugSlots}}) {
+    int64_t n = 0;
+    RETURN_IF_ERROR(RequiredInRange(f, name, 1, max, &n));
     *out = static_cast<uint32_t>(n);
   }
-  if (t.hotplug_slots > hypervisor::kMaxHotplugSlots)
-    return InvalidArgument(fmt::format("{}: field 'hotplug_slots' above {}", source, hypervisor::kMaxHotplugSlots));
-  ASSIGN_OR_RETURN(const json* mac, field("boot_nic_mac", is_str));
-  t.boot_nic_mac = mac->get<std::string>();
-  ASSIGN_OR_RETURN(const json* created, field("created_unix_ms", is_num));
-  t.created_unix_ms = created->get<int64_t>();
-  ASSIGN_OR_RETURN(const json* build, field("build_ms", is_num));
-  t.build_ms = build->get<double>();
-  ASSIGN_OR_RETURN(const json* ver, field("vmm_version", is_str));
-  t.vmm_version = ver->get<std::string>();
-  ASSIGN_OR_RETURN(const json* ram, field("ram_allocated_bytes", is_uint));
-  t.ram_allocated_bytes = ram->get<uint64_t>();
-  ASSIGN_OR_RETURN(const json* state, field("state_bytes", is_uint));
-  t.state_bytes = state->get<uint64_t>();
+  RETURN_IF_ERROR(Required(f, "boot_nic_mac", &t.boot_nic_mac));
+  RETURN_IF_ERROR(RequiredInRange(f, "created_unix_ms", 0, std::numeric_limits<int64_t>::max(), &t.created_unix_ms));
+  RETURN_IF_ERROR(Required(f, "build_ms", &t.build_ms));
+  RETURN_IF_ERROR(Required(f, "vmm_version", &t.vmm_version));
+  RETURN_IF_ERROR(Required(f, "ram_allocated_bytes", &t.ram_allocated_bytes));
+  RETURN_IF_ERROR(Required(f, "state_bytes", &t.state_bytes));
+  return t;
+}
+
+}  // namespace
+
+Result<VmTemplate> TemplateFromJson(std::string_view text, std::string_view source) {
+  auto t = ReadTemplateRecord(text);
+  if (!t.ok()) return t.status().WithContext(source);
   return t;
 }
 

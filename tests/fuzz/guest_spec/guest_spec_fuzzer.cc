@@ -10,7 +10,7 @@
 #include <string>
 
 #include "runtime/config/config.h"
-#include "runtime/oci/json_field.h"
+#include "runtime/common/json_field.h"
 #include "shim/task/guest_spec.h"
 #include "shim/task/vm_sizing.h"
 
@@ -26,7 +26,7 @@ void CheckSize(const VmSize& s, const capsule::config::GuestConfig& g) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto json = capsule::oci::ParseJson(std::string_view(reinterpret_cast<const char*>(data), size), "config.json");
+  auto json = capsule::ParseJson(std::string_view(reinterpret_cast<const char*>(data), size), "config.json");
   if (!json.ok()) return 0;
   const capsule::config::GuestConfig guest;
 

@@ -97,14 +97,14 @@ TEST(VmRecordTest, ErrorsNameTheFieldAndFile) {
     std::string want;
   };
   std::vector<Case> cases = {
-      {[](json& x) { x["spec"]["vcpus"] = "two"; }, "/s/vm.json: field 'spec.vcpus': expected an unsigned integer in range"},
-      {[](json& x) { x["vmm"].erase("pid"); }, "/s/vm.json: field 'vmm.pid': missing"},
-      {[](json& x) { x["version"] = 99; }, "/s/vm.json: field 'version': format 99 is not supported (this build reads 1)"},
-      {[](json& x) { x["spec"]["devices"][0]["kind"] = "gpu"; }, "field 'spec.devices[0].kind': unknown device kind 'gpu'"},
-      {[](json& x) { x["hotplugged"][1]["backend"] = "x"; }, "field 'hotplugged[1].backend': expected 'vhost', 'vhost-user' or 'serial'"},
-      {[](json& x) { x["accelerator"] = "hvf"; }, "field 'accelerator': expected kvm or tcg"},
-      {[](json& x) { x["spec"]["extra_args"] = {1}; }, "field 'spec.extra_args': expected an array of strings"},
-      {[](json& x) { x["spec"]["agent_token"] = "ABC"; }, "field 'spec.agent_token': expected 64 lowercase hex digits"},
+      {[](json& x) { x["spec"]["vcpus"] = "two"; }, "/s/vm.json: spec.vcpus: must be an integer"},
+      {[](json& x) { x["vmm"].erase("pid"); }, "/s/vm.json: vmm.pid: required"},
+      {[](json& x) { x["version"] = 99; }, "/s/vm.json: version: format 99 is not supported (this build reads 1)"},
+      {[](json& x) { x["spec"]["devices"][0]["kind"] = "gpu"; }, "/s/vm.json: spec.devices[0].kind: unknown device kind 'gpu'"},
+      {[](json& x) { x["hotplugged"][1]["backend"] = "x"; }, "/s/vm.json: hotplugged[1].backend: must be 'vhost', 'vhost-user' or 'serial'"},
+      {[](json& x) { x["accelerator"] = "hvf"; }, "/s/vm.json: accelerator: must be kvm or tcg"},
+      {[](json& x) { x["spec"]["extra_args"] = {1}; }, "/s/vm.json: spec.extra_args[0]: must be a string"},
+      {[](json& x) { x["spec"]["agent_token"] = "ABC"; }, "/s/vm.json: spec.agent_token: must be 64 lowercase hex digits"},
   };
   for (const Case& c : cases) {
     json copy = j;
@@ -113,7 +113,16 @@ TEST(VmRecordTest, ErrorsNameTheFieldAndFile) {
     ASSERT_FALSE(r.ok()) << c.want;
     EXPECT_NE(r.status().message().find(c.want), std::string::npos) << r.status().message();
   }
-  EXPECT_EQ(VmRecordFromJson("{", "/s/vm.json").status().message(), "/s/vm.json: not valid JSON");
+  EXPECT_EQ(VmRecordFromJson("{", "/s/vm.json").status().message().rfind("/s/vm.json: vm record: invalid JSON at byte 2", 0), 0u)
+      << VmRecordFromJson("{", "/s/vm.json").status().message();
+  EXPECT_EQ(VmRecordFromJson("[]", "/s/vm.json").status().message(), "/s/vm.json: (root): must be an object");
+  // A pid of 0 or below, or a uid outside -1..2^32-1, is refused, not wrapped.
+  json bad = j;
+  bad["vmm"]["pid"] = 0;
+  EXPECT_EQ(VmRecordFromJson(bad.dump(), "v").status().message(), "v: vmm.pid: must be between 1 and 2147483647, got 0");
+  bad = j;
+  bad["vmm"]["uid"] = -2;
+  EXPECT_EQ(VmRecordFromJson(bad.dump(), "v").status().message(), "v: vmm.uid: must be between -1 and 4294967295, got -2");
 }
 
 TEST(VmSpecTest, ValidSpecPasses) {

@@ -57,7 +57,7 @@ TEST(PoolRecordTest, PidOutsidePidTRangeIsRefusedNotTruncated) {
   for (const char* pid : {"4294967297", "2147483648", "0", "-1"}) {
     auto r = PoolRecordFromJson(ClaimedWith("pid", pid), "pool.json");
     ASSERT_FALSE(r.ok()) << pid;
-    EXPECT_NE(r.status().message().find("'claimant.pid' is out of range"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("claimant.pid: must be between 1 and 2147483647"), std::string::npos) << r.status().message();
   }
 }
 
@@ -68,7 +68,7 @@ TEST(PoolRecordTest, TimesBelowZeroOrAboveInt64AreRefusedNotWrapped) {
     for (const char* v : {"18446744073709551615", "-1", "-9223372036854775808"}) {
       auto r = PoolRecordFromJson(ClaimedWith(field, v), "pool.json");
       ASSERT_FALSE(r.ok()) << field << " " << v;
-      EXPECT_NE(r.status().message().find(std::string("'") + field + "' is out of range"), std::string::npos)
+      EXPECT_NE(r.status().message().find(std::string(field) + ": must be between 0 and 9223372036854775807"), std::string::npos)
           << r.status().message();
     }
   }
@@ -78,10 +78,10 @@ TEST(PoolRecordTest, TimesBelowZeroOrAboveInt64AreRefusedNotWrapped) {
 TEST(PoolRecordTest, ErrorsNameTheFileAndTheField) {
   auto r = PoolRecordFromJson(R"({"shape_key":"k","created_unix_ms":1,"claimed":true})", "/s/pool.json");
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().message(), "/s/pool.json: field 'sandbox_id' is missing");
+  EXPECT_EQ(r.status().message(), "/s/pool.json: sandbox_id: required");
   r = PoolRecordFromJson(ClaimedWith("start_time", "-3"), "/s/pool.json");
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().message(), "/s/pool.json: field 'claimant.start_time' has the wrong type");
+  EXPECT_EQ(r.status().message(), "/s/pool.json: claimant.start_time: must be between 0 and 18446744073709551615, got -3");
   EXPECT_FALSE(PoolRecordFromJson("[1]", "p").ok());
   EXPECT_FALSE(PoolRecordFromJson("{", "p").ok());
 }

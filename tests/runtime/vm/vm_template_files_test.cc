@@ -176,13 +176,13 @@ TEST(TemplateRecordTest, ABadRecordNamesTheFileAndTheField) {
     std::string text, want;
   };
   const std::vector<Case> cases = {
-      {"[]", "not a JSON object"},
-      {"{", "not a JSON object"},
+      {"[]", "(root): must be an object"},
+      {"{", "invalid JSON"},
       {R"({"version": 2})", "format 2 is not supported"},
-      {R"({"version": 1, "key": "../x"})", "field 'key'"},
-      {R"({"version": 1, "key": "ab", "vcpus": 0})", "field 'vcpus' out of range"},
-      {R"({"version": 1, "key": "ab", "vcpus": "1"})", "field 'vcpus' is missing or of the wrong type"},
-      {R"({"version": 1, "key": "ab", "vcpus": 1, "memory_mib": 256, "hotplug_slots": 99})", "field 'hotplug_slots'"},
+      {R"({"version": 1, "key": "../x"})", "key: must be a lowercase hex key"},
+      {R"({"version": 1, "key": "ab", "vcpus": 0})", "vcpus: must be between 1 and 255, got 0"},
+      {R"({"version": 1, "key": "ab", "vcpus": "1"})", "vcpus: must be an integer"},
+      {R"({"version": 1, "key": "ab", "vcpus": 1, "memory_mib": 256, "hotplug_slots": 99})", "hotplug_slots: must be between 1 and 32, got 99"},
   };
   for (const Case& c : cases) {
     auto t = TemplateFromJson(c.text, "/x/template.json");

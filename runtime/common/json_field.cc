@@ -1,9 +1,9 @@
 // Typed, path-tracking reads over nlohmann::json values.
-#include "runtime/oci/json_field.h"
+#include "runtime/common/json_field.h"
 
 #include <limits>
 
-namespace capsule::oci {
+namespace capsule {
 
 JsonField JsonField::operator[](std::string_view key) const {
   std::string path = path_.empty() ? std::string(key) : path_ + "." + std::string(key);
@@ -45,8 +45,10 @@ Status JsonField::ReadInteger(int64_t min, uint64_t max, int64_t* as_signed,
   if (null() || !value_->is_number_integer()) return Error("must be an integer");
   const std::string range = "must be between " + std::to_string(min) + " and " + std::to_string(max);
   if (value_->is_number_unsigned()) {
+    // nlohmann reads every non-negative literal (0 too) as unsigned: the
+    // lower bound applies here as well.
     uint64_t v = value_->get<uint64_t>();
-    if (v > max) return Error(range + ", got " + std::to_string(v));
+    if (v > max || (min > 0 && v < static_cast<uint64_t>(min))) return Error(range + ", got " + std::to_string(v));
     if (as_unsigned) *as_unsigned = v;
     if (as_signed) *as_signed = static_cast<int64_t>(v);
     return Status::Ok();
@@ -87,6 +89,21 @@ Status JsonField::Read(int* out) const {
   RETURN_IF_ERROR(ReadInteger(std::numeric_limits<int>::min(),
                               static_cast<uint64_t>(std::numeric_limits<int>::max()), &v, nullptr));
   *out = static_cast<int>(v);
+  return Status::Ok();
+}
+
+Status JsonField::Read(int64_t* out, int64_t min, int64_t max) const {
+  const uint64_t hi = max < 0 ? 0 : static_cast<uint64_t>(max);
+  int64_t v = 0;
+  RETURN_IF_ERROR(ReadInteger(min, hi, &v, nullptr));
+  if (v > max) return Error("must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " + std::to_string(v));
+  *out = v;
+  return Status::Ok();
+}
+
+Status JsonField::Read(double* out) const {
+  if (null() || !value_->is_number()) return Error("must be a number");
+  *out = value_->get<double>();
   return Status::Ok();
 }
 
@@ -139,6 +156,12 @@ Status JsonField::Read(std::map<std::string, std::string>* out) const {
   return Status::Ok();
 }
 
+Status RequiredInRange(const JsonField& parent, std::string_view key, int64_t min, int64_t max, int64_t* out) {
+  JsonField f = parent[key];
+  if (f.null()) return f.Error("required");
+  return f.Read(out, min, max);
+}
+
 Result<nlohmann::json> ParseJson(std::string_view text, std::string_view what) {
   try {
     return nlohmann::json::parse(text);
@@ -153,4 +176,4 @@ Result<nlohmann::json> ParseJson(std::string_view text, std::string_view what) {
   }
 }
 
-}  // namespace capsule::oci
+}  // namespace capsule

@@ -1,7 +1,10 @@
 // JsonField: a JSON value together with the path it was reached by
 // ("process.args[1]"), so every type or range error names the exact field.
 // Absent keys are null fields: optional readers leave the output untouched,
-// required readers report "<path>: required".
+// required readers report "<path>: required". The one reader of JSON from
+// outside a function's trust: OCI specs, and the records the runtime keeps
+// on disk (vm.json, pool.json, pod.json, a template's meta), which a reader
+// prefixes with the file's name (WithContext).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -16,7 +19,7 @@
 
 #include "runtime/common/status.h"
 
-namespace capsule::oci {
+namespace capsule {
 
 class JsonField {
  public:
@@ -44,6 +47,10 @@ class JsonField {
   Status Read(uint32_t* out) const;
   Status Read(uint16_t* out) const;
   Status Read(int* out) const;
+  // An integer in [min, max]; anything outside is refused, not wrapped.
+  Status Read(int64_t* out, int64_t min, int64_t max) const;
+  // Any JSON number.
+  Status Read(double* out) const;
   Status Read(std::vector<std::string>* out) const;
   Status Read(std::vector<uint32_t>* out) const;
   Status Read(std::map<std::string, std::string>* out) const;
@@ -84,7 +91,10 @@ Status Required(const JsonField& parent, std::string_view key, T* out) {
   return f.Read(out);
 }
 
+// Required integer parent[key] in [min, max].
+Status RequiredInRange(const JsonField& parent, std::string_view key, int64_t min, int64_t max, int64_t* out);
+
 // Parses text as JSON; syntax errors become INVALID_ARGUMENT with the offset.
 Result<nlohmann::json> ParseJson(std::string_view text, std::string_view what);
 
-}  // namespace capsule::oci
+}  // namespace capsule

@@ -8,7 +8,9 @@
 
 #include <fmt/format.h>
 #include <poll.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -185,6 +187,27 @@ std::optional<VmExit> QemuVm::WaitExit(std::optional<milliseconds> timeout) {
     cv_.wait(lock, done);
   }
   return exit_;
+}
+
+std::vector<UniqueFd> QemuVm::ReferenceGuestRam() const {
+  constexpr off_t kMinRamBytes = off_t{1} << 20;
+  std::vector<UniqueFd> refs;
+  if (!pidfd_ || PidfdExited(pidfd_.get())) return refs;
+  const std::string dir = fmt::format("/proc/{}/fd", record_.vmm.pid);
+  UniqueFd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dfd) return refs;
+  for (const std::string& name : ListDir(dir)) {
+    char target[64];
+    ssize_t n = ::readlinkat(dfd.get(), name.c_str(), target, sizeof target);
+    if (n <= 0 || std::string_view(target, static_cast<size_t>(n)).substr(0, 7) != "/memfd:") continue;
+    UniqueFd ref(::openat(dfd.get(), name.c_str(), O_PATH | O_CLOEXEC));
+    struct stat st{};
+    if (!ref || ::fstat(ref.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < kMinRamBytes) continue;
+    refs.push_back(std::move(ref));
+  }
+  // Read from a reused pid if the VMM exited meanwhile: none of it is ours.
+  if (PidfdExited(pidfd_.get())) refs.clear();
+  return refs;
 }
 
 Status QemuVm::Pause() {

@@ -52,6 +52,10 @@ class QemuVm final : public Vm {
   // qemu_migration.cc: QMP migrate / migrate-incoming over a passed fd.
   Status SaveState(int fd, std::chrono::milliseconds timeout) override;
   Status LoadState(int fd, std::chrono::milliseconds timeout) override;
+  // Every fd of the VMM that is a memfd of at least 1 MiB (the RAM backend;
+  // the agent token's memfd is smaller), opened O_PATH so nothing of the
+  // VMM's choosing is opened for real.
+  std::vector<UniqueFd> ReferenceGuestRam() const override;
   int exit_fd() const override { return pidfd_.get(); }
   void OnExit(ExitCallback callback) override;
   std::optional<VmExit> WaitExit(std::optional<std::chrono::milliseconds> timeout) override;

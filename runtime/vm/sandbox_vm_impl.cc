@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <future>
 
+#include "runtime/common/background_close.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/guest_abi.h"
 #include "runtime/common/logging.h"
@@ -180,6 +181,9 @@ Status SandboxVmImpl::TearDown() {
   };
   log_guard_.reset();
   if (agent_) agent_->Close();
+  // Freed after the stop instead of in QEMU's exit, or in virtiofsd's or
+  // vsockd's, whichever unmaps the guest's RAM last.
+  std::vector<UniqueFd> ram = vmm_ ? vmm_->ReferenceGuestRam() : std::vector<UniqueFd>{};
   if (vmm_) note(vmm_->Stop(milliseconds(0)), "stop the VMM");
   if (virtiofsd_) {
     note(virtiofsd_->Stop(kDaemonGrace), "stop virtiofsd");
@@ -191,6 +195,7 @@ Status SandboxVmImpl::TearDown() {
   }
   if (vsock_) note(vsock_->Shutdown(kDaemonGrace), "stop the vsock host end");
   note(RemoveAll(state_dir_), "remove the state dir");
+  for (UniqueFd& fd : ram) CloseInBackground(std::move(fd));
   if (first.ok()) kLog.Info("VM {} stopped; {} removed", id_, state_dir_);
   return first;
 }

@@ -127,6 +127,29 @@ TEST_F(QemuTest, LaunchPausedThenResumePauseStopLeavesNothing) {
   EXPECT_EQ((*vm)->Pause().message(), "cannot pause VM vm1 in state exited");
 }
 
+// The guest's RAM (QEMU's memfd backend) can be held past the VMM's exit,
+// so that freeing it is the holder's close and not part of the stop.
+TEST_F(QemuTest, TheGuestRamOutlivesTheVmmWhileReferenced) {
+  QemuHypervisor hv(cfg_);
+  auto vm = hv.Launch(Spec("ram"));
+  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  std::vector<UniqueFd> ram = (*vm)->ReferenceGuestRam();
+  ASSERT_EQ(ram.size(), 1u) << "expected QEMU's one RAM memfd (the small agent-token memfd is not RAM)";
+  struct stat st{};
+  ASSERT_EQ(::fstat(ram[0].get(), &st), 0);
+  EXPECT_EQ(st.st_size, off_t{128} << 20);
+  const ino_t ino = st.st_ino;
+
+  pid_t pid = (*vm)->vmm_pid();
+  ASSERT_TRUE((*vm)->Stop(milliseconds(0)).ok());
+  EXPECT_TRUE(ProcessGone(pid));
+  EXPECT_TRUE((*vm)->ReferenceGuestRam().empty()) << "a stopped VM has no RAM to reference";
+  // Still the same 128 MiB file, now held by us alone.
+  ASSERT_EQ(::fstat(ram[0].get(), &st), 0);
+  EXPECT_EQ(st.st_ino, ino);
+  EXPECT_EQ(st.st_size, off_t{128} << 20);
+}
+
 TEST_F(QemuTest, GracefulStopEscalatesToQuitWhenTheGuestIgnoresPowerdown) {
   QemuHypervisor hv(cfg_);
   VmSpec spec = Spec("vm-grace");

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "containerd/events/task.pb.h"
+#include "runtime/common/logging.h"
 #include "runtime/common/version.h"
 #include "shim/service/proto_convert.h"
 
@@ -13,6 +14,13 @@ namespace capsule::shim::service {
 
 namespace cev = ::containerd::events;
 using task::ProcessPtr;
+
+namespace {
+const log::Logger kLog("shim.service");
+// A guest that answers neither the kill nor anything else is stopped long
+// before this; it bounds only the wait, not the delete.
+constexpr std::chrono::milliseconds kKillAnswerWait{2000};
+}  // namespace
 
 Result<ProcessPtr> TaskService::Find(const std::string& id, const std::string& exec_id) {
   ASSIGN_OR_RETURN(task::ContainerPtr c, tasks_->Get(id));
@@ -76,18 +84,36 @@ Result<v2::WaitResponse> TaskService::Wait(const v2::WaitRequest& req) {
 }
 
 Result<Empty> TaskService::Kill(const v2::KillRequest& req, const ttrpc::CallContext& ctx) {
+  {
+    std::lock_guard lock(kills_mu_);
+    ++kills_in_flight_[req.id()];
+  }
+  ctx.AfterReply([this, id = req.id()] {
+    {
+      std::lock_guard lock(kills_mu_);
+      if (--kills_in_flight_[id] == 0) kills_in_flight_.erase(id);
+    }
+    kills_answered_.notify_all();
+  });
   ASSIGN_OR_RETURN(std::function<void()> finish, tasks_->Kill(req.id(), req.exec_id(), req.signal(), req.all()));
   if (finish) ctx.AfterReply(std::move(finish));
   return Empty();
 }
 
-Result<v2::DeleteResponse> TaskService::Delete(const v2::DeleteRequest& req) {
+Result<v2::DeleteResponse> TaskService::Delete(const v2::DeleteRequest& req, const ttrpc::CallContext& ctx) {
   // Only after containerd gave up on the task's Create: undo it; then NOT_FOUND.
   if (req.exec_id().empty())
     tasks_->CancelCreation(req.id(), Cancelled("create task " + req.id() +
                                                ": containerd deleted the task while it was being created"));
   ASSIGN_OR_RETURN(ProcessPtr p, Find(req.id(), req.exec_id()));
-  ASSIGN_OR_RETURN(task::ExitInfo exit, tasks_->Delete(req.id(), req.exec_id()));
+  ASSIGN_OR_RETURN(task::TaskManager::Deleted deleted, tasks_->Delete(req.id(), req.exec_id()));
+  if (deleted.finish) ctx.AfterReply(std::move(deleted.finish));
+  {
+    std::unique_lock lock(kills_mu_);
+    if (!kills_answered_.wait_for(lock, kKillAnswerWait, [&] { return kills_in_flight_.count(req.id()) == 0; }))
+      kLog.Warn("task {}: deleted with a kill still unanswered after {} ms", req.id(), kKillAnswerWait.count());
+  }
+  const task::ExitInfo& exit = deleted.exit;
   v2::DeleteResponse resp;
   resp.set_pid(p->host_pid());
   resp.set_exit_status(exit.status);
@@ -199,11 +225,12 @@ void TaskService::Register(ttrpc::Server& server) {
       kTaskService, "Create",
       [this](const ttrpc::CallContext& ctx, const v2::CreateTaskRequest& r) { return Create(r, ctx.deadline); });
   CAPSULE_TASK_METHOD(Start, v2::StartRequest, v2::StartResponse);
-  CAPSULE_TASK_METHOD(Delete, v2::DeleteRequest, v2::DeleteResponse);
   CAPSULE_TASK_METHOD(Pids, v2::PidsRequest, v2::PidsResponse);
   CAPSULE_TASK_METHOD(Pause, v2::PauseRequest, Empty);
   CAPSULE_TASK_METHOD(Resume, v2::ResumeRequest, Empty);
   CAPSULE_TASK_METHOD(Checkpoint, v2::CheckpointTaskRequest, Empty);
+  server.RegisterMethod<v2::DeleteRequest, v2::DeleteResponse>(
+      kTaskService, "Delete", [this](const ttrpc::CallContext& ctx, const v2::DeleteRequest& r) { return Delete(r, ctx); });
   server.RegisterMethod<v2::KillRequest, Empty>(
       kTaskService, "Kill", [this](const ttrpc::CallContext& ctx, const v2::KillRequest& r) { return Kill(r, ctx); });
   CAPSULE_TASK_METHOD(Exec, v2::ExecProcessRequest, Empty);

@@ -6,7 +6,10 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -41,7 +44,8 @@ class TaskService {
   // A kill that ends the pod's VM does so after containerd has the answer
   // (ctx.AfterReply): the holder's exit event must not overtake it.
   Result<Empty> Kill(const v2::KillRequest& req, const ttrpc::CallContext& ctx = {});
-  Result<v2::DeleteResponse> Delete(const v2::DeleteRequest& req);
+  // A container's removal from the guest runs after the answer (ctx).
+  Result<v2::DeleteResponse> Delete(const v2::DeleteRequest& req, const ttrpc::CallContext& ctx = {});
   Result<Empty> Exec(const v2::ExecProcessRequest& req);
   Result<Empty> ResizePty(const v2::ResizePtyRequest& req);
   Result<Empty> CloseIO(const v2::CloseIORequest& req);
@@ -60,6 +64,15 @@ class TaskService {
   task::TaskManager* const tasks_;
   events::Publisher* const events_;
   const std::function<void(std::string)> request_shutdown_;
+
+  // Kills not yet answered, by task id. containerd closes a task's
+  // connection once its delete is answered, and a kill's answer still due
+  // on it is lost ("ttrpc: closed", and StopPodSandbox fails). The guest
+  // can report the exit before it answers the signal, so a delete waits
+  // for those answers first (at most kKillAnswerWait).
+  std::mutex kills_mu_;
+  std::condition_variable kills_answered_;
+  std::map<std::string, int> kills_in_flight_;  // guarded by kills_mu_
 };
 
 }  // namespace capsule::shim::service

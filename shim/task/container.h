@@ -63,9 +63,12 @@ class Container {
   Result<ProcessPtr> AddExec(const std::string& exec_id, const std::string& process_json, const io::StdioSpec& stdio);
   // An exec: Process::Delete, then forgotten. The init: see DeleteContainer.
   Result<ExitInfo> DeleteExec(const std::string& exec_id);
-  // The init must be stopped (or never started): removes the container
-  // from the guest and unmounts what Create mounted.
+  // The init must be stopped (or never started): the container is deleted
+  // for containerd from here on (a second delete is NOT_FOUND) and its exit
+  // answered. FinishDelete, which the caller runs next or after its reply,
+  // removes it from the guest and unmounts what Create mounted.
   Result<ExitInfo> DeleteContainer();
+  void FinishDelete();
   // The shim is going away: every process not yet stopped is reported
   // killed, so no Wait stays blocked.
   void AbandonProcesses();

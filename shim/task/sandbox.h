@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -147,9 +148,28 @@ class Sandbox {
   Status ResumeVm();
   bool vm_paused() const { return vm_paused_.load(); }
 
-  // Revokes the agent (ending every blocked call), stops the VMM and its
-  // helpers, removes the VM's state. Idempotent.
+  // Waits for the container deletes in flight (DeleteInFlight), revokes the
+  // agent (ending every blocked call), stops the VMM and its helpers,
+  // removes the VM's state. Idempotent.
   Status Stop();
+
+  // A container's delete whose guest removal and host unmounts run after
+  // containerd has its answer. Stop waits until every one is destroyed
+  // before it revokes the agent: their unmounts need the guest's removal
+  // done, and must come before the share's. Destroy it before the last
+  // reference to the Sandbox goes (it holds one).
+  class DeleteInFlight {
+   public:
+    explicit DeleteInFlight(std::shared_ptr<Sandbox> sandbox);
+    ~DeleteInFlight();
+    DeleteInFlight(DeleteInFlight&& other) noexcept = default;
+    DeleteInFlight& operator=(DeleteInFlight&&) = delete;
+    DeleteInFlight(const DeleteInFlight&) = delete;
+    DeleteInFlight& operator=(const DeleteInFlight&) = delete;
+
+   private:
+    std::shared_ptr<Sandbox> sandbox_;
+  };
 
   // The containers this shim has made in the VM (from the agent's
   // CreateContainer until its RemoveContainer): the only ones whose events
@@ -216,6 +236,10 @@ class Sandbox {
 
   mutable std::mutex containers_mu_;
   std::set<std::string> containers_;  // guarded by containers_mu_
+
+  std::mutex deletes_mu_;
+  std::condition_variable deletes_done_;
+  int deletes_in_flight_ = 0;  // guarded by deletes_mu_
 
   std::mutex stop_mu_;  // serializes Stop and pause/resume
   bool stopped_ = false;  // guarded by stop_mu_

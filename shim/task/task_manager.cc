@@ -301,9 +301,12 @@ SandboxPtr TaskManager::TakeSandboxOfLoneHolder(const ContainerPtr& holder) {
   return sb;
 }
 
-Result<ExitInfo> TaskManager::Delete(const std::string& id, const std::string& exec_id) {
+Result<TaskManager::Deleted> TaskManager::Delete(const std::string& id, const std::string& exec_id) {
   ASSIGN_OR_RETURN(ContainerPtr c, Get(id));
-  if (!exec_id.empty()) return c->DeleteExec(exec_id);
+  if (!exec_id.empty()) {
+    ASSIGN_OR_RETURN(ExitInfo exit, c->DeleteExec(exec_id));
+    return Deleted{exit, nullptr};
+  }
   ASSIGN_OR_RETURN(ExitInfo exit, c->DeleteContainer());
   ForgetOoms(id);
   SandboxPtr last;
@@ -322,11 +325,18 @@ Result<ExitInfo> TaskManager::Delete(const std::string& id, const std::string& e
       last = c->sandbox();
     }
   }
-  if (last) {
-    if (running) kLog.Info("sandbox {} has no containers left; stopping its VM", last->id());
-    if (Status st = last->Stop(); !st.ok()) kLog.Error("sandbox {}: {}", last->id(), st.ToString());
+  if (!last) {
+    // The pod goes on (CRI: its holder is still there): the rest after the
+    // answer, with the pod's Stop waiting for it.
+    return Deleted{exit, [c, in_flight = std::make_shared<Sandbox::DeleteInFlight>(c->sandbox())]() mutable {
+                     c->FinishDelete();
+                     in_flight.reset();
+                   }};
   }
-  return exit;
+  c->FinishDelete();
+  if (running) kLog.Info("sandbox {} has no containers left; stopping its VM", last->id());
+  if (Status st = last->Stop(); !st.ok()) kLog.Error("sandbox {}: {}", last->id(), st.ToString());
+  return Deleted{exit, nullptr};
 }
 
 bool TaskManager::Empty() const {

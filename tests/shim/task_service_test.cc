@@ -728,6 +728,90 @@ TEST_F(TaskServiceTest, ACriSandboxContainerIsTheGuestsPodHolder) {
   EXPECT_EQ(vms_->live_vms(), 0);
 }
 
+// A container of a pod that lives on is deleted for containerd at once; its
+// removal from the guest and its unmounts follow the answer. The pod's stop
+// waits for such a removal in flight, so the share is unmounted last.
+TEST_F(TaskServiceTest, AContainersRemovalFromTheGuestFollowsTheDeletesAnswer) {
+  ASSERT_TRUE(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))).ok());
+  auto agent = Agent("pod1");
+  ASSERT_NE(agent, nullptr);
+  MustStart("pod1");
+  auto removals = [&] {
+    auto calls = agent->calls();
+    return std::count(calls.begin(), calls.end(), "RemoveContainer");
+  };
+  for (const std::string id : {"app", "app2"}) {
+    ASSERT_TRUE(service_->Create(CreateReq(id, BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}}))).ok());
+    MustStart(id);
+    ASSERT_TRUE(Kill(id, SIGKILL).ok());
+    ASSERT_TRUE(Wait(id).ok());
+  }
+  const size_t mounted = mounter_.live().size();
+  ASSERT_GT(mounted, 0u);
+
+  std::vector<std::function<void()>> after_reply;
+  ttrpc::CallContext ctx;
+  ctx.after_reply = &after_reply;
+  v2::DeleteRequest req;
+  req.set_id("app");
+  auto deleted = service_->Delete(req, ctx);
+  ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+  EXPECT_EQ(deleted->exit_status(), 137u);
+  EXPECT_EQ(removals(), 0) << "the guest call waits for the answer";
+  EXPECT_EQ(mounter_.live().size(), mounted);
+  ASSERT_EQ(after_reply.size(), 1u);
+  EXPECT_EQ(Delete("app").status().code(), Code::kNotFound) << "deleted for containerd already";
+  after_reply[0]();
+  EXPECT_EQ(removals(), 1);
+  EXPECT_LT(mounter_.live().size(), mounted) << "app's mounts went after its removal";
+
+  // app2's removal is still to run when the holder's kill ends the pod: the
+  // VM's stop waits for it.
+  after_reply.clear();
+  req.set_id("app2");
+  ASSERT_TRUE(service_->Delete(req, ctx).ok());
+  ASSERT_EQ(after_reply.size(), 1u);
+  auto* vm = vms_->vm(VmId("pod1"));
+  ASSERT_NE(vm, nullptr);
+  auto kill = std::async(std::launch::async, [&] { return Kill("pod1", SIGKILL); });
+  EXPECT_EQ(kill.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout)
+      << "the pod's stop went ahead of app2's removal";
+  EXPECT_FALSE(vm->stopped());
+  after_reply[0]();
+  after_reply.clear();  // as the server does once the work ran
+  ASSERT_TRUE(kill.get().ok());
+  EXPECT_TRUE(vm->stopped());
+  EXPECT_EQ(removals(), 2) << "app2's removal ran to its end before the VM's stop";
+  ASSERT_TRUE(Delete("pod1").ok());
+  EXPECT_TRUE(mounter_.live().empty());
+  EXPECT_EQ(vms_->live_vms(), 0);
+}
+
+// The guest may report a killed process's exit before the kill is answered;
+// containerd then deletes the task and closes its connection, losing the
+// kill's answer. So a delete is answered only after the task's kills.
+TEST_F(TaskServiceTest, ADeleteIsAnsweredOnlyAfterTheTasksKills) {
+  ASSERT_TRUE(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))).ok());
+  MustStart("pod1");
+  ASSERT_TRUE(service_->Create(CreateReq("app", BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}}))).ok());
+  MustStart("app");
+  std::vector<std::function<void()>> after_reply;
+  ttrpc::CallContext ctx;
+  ctx.after_reply = &after_reply;
+  v2::KillRequest kill;
+  kill.set_id("app");
+  kill.set_signal(SIGKILL);
+  ASSERT_TRUE(service_->Kill(kill, ctx).ok());
+  ASSERT_TRUE(Wait("app").ok()) << "the exit is reported while the kill's answer is still to be written";
+  auto deleted = std::async(std::launch::async, [&] { return Delete("app"); });
+  EXPECT_EQ(deleted.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout)
+      << "the delete was answered before the kill";
+  for (auto& work : after_reply) work();  // the server does this once the kill's answer is out
+  auto r = deleted.get();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->exit_status(), 137u);
+}
+
 // The holder's kill ends the VM only when nothing else of the pod is left:
 // with a container still there (running, or exited and not yet deleted),
 // or for any signal but SIGKILL, it goes to the guest.

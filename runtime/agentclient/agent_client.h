@@ -121,9 +121,4 @@ struct ConnectOptions {
 // abort fd (ABORTED) and the cancel fd (CANCELLED) between attempts.
 Result<AgentClientPtr> ConnectAgent(const Dialer& dial, const ConnectOptions& options);
 
-// A connected unix stream socket: for an agent run with --listen unix:PATH
-// (tests, tools). A missing socket or a refused connection is UNAVAILABLE,
-// as the Dialer contract asks.
-Result<UniqueFd> DialUnix(const std::string& path, std::chrono::milliseconds timeout);
-
 }  // namespace capsule::agentclient

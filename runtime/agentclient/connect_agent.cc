@@ -7,11 +7,9 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "runtime/agentclient/agent_client.h"
 #include "runtime/agentclient/grpc_agent_client.h"
@@ -107,29 +105,6 @@ Result<AgentClientPtr> ConnectAgent(const Dialer& dial, const ConnectOptions& o)
                                               "last error: {}", attempts, last.message()));
   return DeadlineExceeded(fmt::format("the agent did not answer Check within {} ms ({} attempt(s)); last error: {}",
                                       o.deadline.count(), attempts, last.message()));
-}
-
-Result<UniqueFd> DialUnix(const std::string& path, milliseconds timeout) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) return InvalidArgument("agent socket path too long: " + path);
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) return ErrnoStatus("socket(AF_UNIX)");
-  // A unix connect either completes or fails at once (a full backlog blocks;
-  // bound it like any stalled peer).
-  timeval tv{static_cast<time_t>(timeout.count() / 1000), static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
-  (void)::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    int err = errno;
-    Status st = ErrnoStatus("connect " + path, err);
-    if (err == ENOENT || err == ECONNREFUSED || err == EAGAIN || err == EINPROGRESS)
-      return Status(Code::kUnavailable, st.message());
-    return st;
-  }
-  timeval none{};
-  (void)::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &none, sizeof none);
-  return fd;
 }
 
 }  // namespace capsule::agentclient

@@ -6,12 +6,15 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <thread>
 
 #include <fmt/format.h>
+
+#include "runtime/common/file_util.h"
 
 namespace capsule {
 namespace {
@@ -81,21 +84,35 @@ Result<UniqueFd> ListenUnix(const std::string& path, const UnixListenOptions& o)
   return fd;
 }
 
-Result<UniqueFd> ConnectUnix(const std::string& path, std::chrono::milliseconds listen_wait) {
+Result<UniqueFd> ConnectUnix(const std::string& path, const UnixConnectOptions& o) {
+  constexpr std::chrono::milliseconds kRetryMin{1};
+  constexpr std::chrono::milliseconds kRetryMax{50};
   ASSIGN_OR_RETURN(sockaddr_un addr, UnixAddress(path));
-  const auto deadline = std::chrono::steady_clock::now() + listen_wait;
+  const auto deadline = std::chrono::steady_clock::now() + o.listen_wait;
+  auto backoff = kRetryMin;
   for (;;) {
-    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!fd) return ErrnoStatus("socket(AF_UNIX)");
-    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) return fd;
+    // Non-blocking, so a full backlog is EAGAIN (retried) instead of a wait
+    // on a stalled server.
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd) return ErrnoStatus("socket(AF_UNIX) for " + path);
+    int rc;
+    do {
+      rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+    } while (rc != 0 && errno == EINTR);
+    if (rc == 0) {
+      if (!o.nonblocking) RETURN_IF_ERROR_CTX(SetNonBlocking(fd.get(), false), "connection to " + path);
+      return fd;
+    }
     const int err = errno;
     Status st = ErrnoStatus("connect " + path, err);
-    if (err != ENOENT && err != ECONNREFUSED) return st;
-    if (std::chrono::steady_clock::now() >= deadline)
-      return Status(Code::kUnavailable, listen_wait.count() > 0
-                                            ? fmt::format("{} (for {} ms)", st.message(), listen_wait.count())
+    if (err != ENOENT && err != ECONNREFUSED && err != EAGAIN) return st;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline)
+      return Status(Code::kUnavailable, o.listen_wait.count() > 0
+                                            ? fmt::format("{} (for {} ms)", st.message(), o.listen_wait.count())
                                             : st.message());
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(backoff, deadline - now));
+    backoff = std::min(backoff * 2, kRetryMax);
   }
 }
 

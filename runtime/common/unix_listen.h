@@ -1,8 +1,10 @@
-// ListenUnix: the one way Capsule's programs listen on a unix stream socket
-// (ttrpc, QMP, the vsock back end, the pool, the shim's own socket): bind
-// with a checked path, the file's mode set before listen(2) so no client
-// connects while it has the umask's permissions, and a chosen policy for a
-// file already at the path. CLOEXEC always.
+// ListenUnix and ConnectUnix: the one way Capsule's programs listen on and
+// dial a unix stream socket (ttrpc, QMP, the vsock back ends, the agent's
+// test endpoints, the pool, the shim's own socket). Listening binds a
+// checked path, sets the file's mode before listen(2) so no client connects
+// while it has the umask's permissions, and follows a chosen policy for a
+// file already at the path. Dialing retries, with one back-off, while
+// nothing accepts yet. CLOEXEC always.
 #pragma once
 
 #include <sys/socket.h>
@@ -38,12 +40,19 @@ struct UnixListenOptions {
 // INVALID_ARGUMENT for an empty path or one longer than sun_path allows.
 Result<UniqueFd> ListenUnix(const std::string& path, const UnixListenOptions& options);
 
-// A blocking, CLOEXEC stream socket connected to `path` (a unix connect
-// completes or fails at once). UNAVAILABLE when nothing listens there,
-// after retrying for `listen_wait`: a server's socket file appears at its
-// bind(2), a moment before its listen(2) (virtiofsd's does, and we wait
-// for that file), and connects in between are refused.
-Result<UniqueFd> ConnectUnix(const std::string& path,
-                             std::chrono::milliseconds listen_wait = std::chrono::milliseconds(0));
+struct UnixConnectOptions {
+  // How long to keep trying while nothing accepts at the path: the file is
+  // missing (a server starting up), connects are refused (its socket file
+  // appears at bind(2), a moment before listen(2): virtiofsd's does), or its
+  // backlog is full. Zero: one try. Back-off from 1 ms, doubling, at most
+  // 50 ms (containerd's dialer retries on a similar scale).
+  std::chrono::milliseconds listen_wait{0};
+  bool nonblocking = false;  // the connected socket's mode
+};
+
+// A CLOEXEC stream socket connected to `path`. UNAVAILABLE when nothing
+// accepted within listen_wait (the message says for how long);
+// INVALID_ARGUMENT for an empty or too long path; other errors as errno.
+Result<UniqueFd> ConnectUnix(const std::string& path, const UnixConnectOptions& options = {});
 
 }  // namespace capsule

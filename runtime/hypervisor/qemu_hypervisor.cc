@@ -169,7 +169,7 @@ Status PassBootDevices(const VmSpec& spec, DaemonOptions& d, LaunchFds& fds, Qem
   for (const Device& dev : spec.devices) {
     const std::string& id = DeviceId(dev);
     if (ConnectsSocket(dev)) {
-      ASSIGN_OR_RETURN(UniqueFd sock, ConnectUnix(BackendSocket(dev), kVhostUserListenWait));
+      ASSIGN_OR_RETURN(UniqueFd sock, ConnectUnix(BackendSocket(dev), {.listen_wait = kVhostUserListenWait}));
       in.device_fds[id] = fds.Keep(std::move(sock));
     } else if (const auto* v = std::get_if<VsockDevice>(&dev); v != nullptr && v->vhost_fd >= 0) {
       d.keep_fds.push_back(v->vhost_fd);

@@ -342,7 +342,7 @@ Result<uint64_t> QemuVm::PassDeviceFd(const Device& device) {
   if (ConnectsSocket(device)) {
     const auto* fs = std::get_if<FsShare>(&device);
     const std::string& path = fs != nullptr ? fs->socket_path : std::get<VsockDevice>(device).socket_path;
-    ASSIGN_OR_RETURN(UniqueFd sock, ConnectUnix(path, kVhostUserListenWait));
+    ASSIGN_OR_RETURN(UniqueFd sock, ConnectUnix(path, {.listen_wait = kVhostUserListenWait}));
     RETURN_IF_ERROR(qmp_->ExecuteWithFd("getfd", json{{"fdname", PassedFdName(device)}}, sock.get()).status());
     return uint64_t{0};
   }

@@ -8,13 +8,13 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstring>
 
 #include "runtime/common/fd_passing.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/unix_listen.h"
 
 namespace capsule::hypervisor {
 namespace {
@@ -30,18 +30,11 @@ int MsLeft(std::chrono::steady_clock::time_point deadline) {
 }  // namespace
 
 Result<std::unique_ptr<QmpClient>> QmpClient::Connect(const std::string& socket_path, const Options& options) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (socket_path.size() >= sizeof addr.sun_path)
-    return InvalidArgument(fmt::format("{}: QMP socket path too long: {}", options.peer, socket_path));
-  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) return ErrnoStatus("socket(AF_UNIX)");
   // A listening socket accepts into its backlog even before QEMU's main loop
-  // runs, so connect() does not wait; readiness is the greeting.
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
-    return ErrnoStatus(fmt::format("{}: connect QMP socket {}", options.peer, socket_path));
-  return Open(std::move(fd), options);
+  // runs, so one try is enough; readiness is the greeting.
+  auto fd = ConnectUnix(socket_path);
+  if (!fd.ok()) return fd.status().WithContext(options.peer + ": QMP socket");
+  return Open(std::move(*fd), options);
 }
 
 Result<std::unique_ptr<QmpClient>> QmpClient::Open(UniqueFd fd, const Options& options) {

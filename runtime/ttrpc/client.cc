@@ -14,6 +14,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/unix_listen.h"
 #include "runtime/ttrpc/frame.h"
 #include "runtime/ttrpc/socket_io.h"
 #include "runtime/ttrpc/status_proto.h"
@@ -258,7 +259,7 @@ Status CheckStreamSocket(int fd) {
 Result<std::unique_ptr<Client>> Client::Dial(const std::string& address,
                                              std::chrono::milliseconds timeout) {
   const std::string path = StripUnixScheme(address);
-  Result<UniqueFd> fd = DialUnix(path, timeout);
+  Result<UniqueFd> fd = ConnectUnix(path, {.listen_wait = timeout});
   if (!fd.ok()) return std::move(fd).status().WithContext("ttrpc: dial");
   try {
     return std::unique_ptr<Client>(std::make_unique<ClientImpl>(std::move(*fd), path));

@@ -1,5 +1,5 @@
-// Unix stream sockets for ttrpc: listen on a path with a given mode, dial a
-// path (retrying while the server is still coming up), ask a peer's uid.
+// Unix stream sockets for ttrpc: listen on a path with a given mode, ask a
+// peer's uid. Dialing is runtime/common/unix_listen.h's ConnectUnix.
 #pragma once
 
 #include <sys/types.h>
@@ -19,10 +19,6 @@ std::string StripUnixScheme(std::string_view address);
 // Binds `path` (which must not exist), applies `mode` before listen(2) so no
 // client can connect while the socket has the umask's permissions.
 Result<UniqueFd> ListenUnix(const std::string& path, mode_t mode);
-
-// Connects to `path`; while it is missing or refusing (a server starting up)
-// retries until `timeout` has passed. A zero timeout tries once.
-Result<UniqueFd> DialUnix(const std::string& path, std::chrono::milliseconds timeout);
 
 // SO_PEERCRED uid of a connected unix socket.
 Result<uid_t> PeerUid(int fd);

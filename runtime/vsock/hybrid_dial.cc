@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "runtime/common/file_util.h"
+#include "runtime/common/unix_listen.h"
 #include "runtime/vsock/unix_socket.h"
 
 namespace capsule::vsock {
@@ -34,7 +35,7 @@ std::optional<uint32_t> ParseOkLine(std::string_view reply) {
 
 Result<HybridStream> DialHybrid(const std::string& uds_path, uint32_t port, std::chrono::milliseconds timeout) {
   std::string what = fmt::format("vsock port {} via {}", port, uds_path);
-  Result<UniqueFd> conn = ConnectUnix(uds_path, /*nonblocking=*/true);
+  Result<UniqueFd> conn = ConnectUnix(uds_path, {.nonblocking = true});
   if (!conn.ok()) return Unavailable(what + ": " + conn.status().message());
   return HybridHandshake(std::move(*conn), port, timeout, what);
 }

@@ -5,47 +5,18 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
-#include <cstring>
 
 #include "runtime/common/unix_listen.h"
 
 namespace capsule::vsock {
-namespace {
-
-Result<sockaddr_un> UnixAddr(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.empty() || path.size() >= sizeof(addr.sun_path))
-    return InvalidArgument("unix socket path '" + path + "' is empty or longer than " +
-                           std::to_string(sizeof(addr.sun_path) - 1) + " bytes");
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  return addr;
-}
-
-}  // namespace
-
 Result<UniqueFd> ListenUnix(const std::string& path, int backlog) {
   UnixListenOptions o;
   o.backlog = backlog;
   o.existing = UnixListenOptions::Existing::kReplaceStale;
   o.nonblocking = true;
   return capsule::ListenUnix(path, o);
-}
-
-Result<UniqueFd> ConnectUnix(const std::string& path, bool nonblocking) {
-  ASSIGN_OR_RETURN(sockaddr_un addr, UnixAddr(path));
-  int type = SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0);
-  UniqueFd fd(::socket(AF_UNIX, type, 0));
-  if (!fd) return ErrnoStatus("socket(AF_UNIX) for " + path);
-  int rc;
-  do {
-    rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
-  } while (rc != 0 && errno == EINTR);
-  if (rc != 0) return ErrnoStatus("connect " + path);
-  return fd;
 }
 
 ssize_t WritevNoSignal(int fd, const iovec* iov, size_t count) {

@@ -1,6 +1,6 @@
 // Unix stream socket helpers shared by the vhost-user server, the hybrid
-// listener and the dialers: bind (replacing only a stale socket file),
-// connect, non-blocking mode, and SIGPIPE-free writes.
+// listener and the dialers: bind (replacing only a stale socket file) and
+// SIGPIPE-free writes. Dialing is runtime/common/unix_listen.h's ConnectUnix.
 #pragma once
 
 #include <sys/types.h>
@@ -17,9 +17,6 @@ namespace capsule::vsock {
 // Binds and listens on `path` (mode 0600). A leftover socket file nobody
 // accepts on is replaced; a live one is ALREADY_EXISTS.
 Result<UniqueFd> ListenUnix(const std::string& path, int backlog = 128);
-// Connects to `path`. With `nonblocking`, a full backlog fails (EAGAIN)
-// instead of waiting.
-Result<UniqueFd> ConnectUnix(const std::string& path, bool nonblocking);
 // sendmsg(MSG_NOSIGNAL) of an iovec array: bytes written, 0 on EAGAIN, or
 // the errno as a negative value.
 ssize_t WritevNoSignal(int fd, const iovec* iov, size_t count);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <sys/epoll.h>
 
+#include "runtime/common/unix_listen.h"
 #include "runtime/vsock/unix_socket.h"
 
 namespace capsule::vsock {
@@ -141,7 +142,7 @@ void VsockMuxer::OnGuestPacket(const TxPacket& pkt) {
 
 void VsockMuxer::HandleGuestConnect(const PacketHeader& req) {
   std::string path = fmt::format("{}_{}", opts_.uds_path, req.dst_port);
-  Result<UniqueFd> fd = ConnectUnix(path, /*nonblocking=*/true);
+  Result<UniqueFd> fd = ConnectUnix(path, {.nonblocking = true});
   if (!fd.ok()) {
     log_.Info("guest port {} -> host port {}: {}; sending RST", req.src_port, req.dst_port, fd.status().message());
     return QueueRst(req);

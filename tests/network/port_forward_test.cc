@@ -24,6 +24,7 @@
 #include "runtime/common/file_util.h"
 #include "runtime/common/inet_sockaddr.h"
 #include "runtime/common/port_forward_wire.h"
+#include "runtime/common/unix_listen.h"
 #include "runtime/network/loopback_redirect.h"
 #include "runtime/network/netns.h"
 #include "runtime/network/port_forward_listener.h"
@@ -171,7 +172,7 @@ class PortForwardTest : public ::testing::Test {
   }
   PortForwardListener::Dial AgentDial(std::string token) {
     return [path = dir_ + "/forward.sock", token](milliseconds timeout) -> Result<UniqueFd> {
-      ASSIGN_OR_RETURN(UniqueFd fd, agentclient::DialUnix(path, timeout));
+      ASSIGN_OR_RETURN(UniqueFd fd, ConnectUnix(path));
       RETURN_IF_ERROR(agent_auth::Prove(fd.get(), token, timeout));
       return fd;
     };
@@ -268,7 +269,7 @@ TEST_F(PortForwardTest, EachGuestPortHasItsOwnBudgetOfRelays) {
       ep, [t = token_]() -> Result<std::optional<std::string>> { return std::optional<std::string>(t); }, options);
   ASSERT_TRUE(fwd.ok()) << fwd.status().ToString();
   auto open = [&](uint16_t port, UniqueFd* out) -> Status {
-    ASSIGN_OR_RETURN(UniqueFd fd, agentclient::DialUnix(ep.path, milliseconds(5000)));
+    ASSIGN_OR_RETURN(UniqueFd fd, ConnectUnix(ep.path, {.listen_wait = milliseconds(5000)}));
     RETURN_IF_ERROR(agent_auth::Prove(fd.get(), token_, milliseconds(5000)));
     port_forward::Target t;
     t.address = "127.0.0.1";

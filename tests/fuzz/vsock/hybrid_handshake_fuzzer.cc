@@ -30,6 +30,7 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/common/unix_listen.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 #include "runtime/vsock/event_loop.h"
@@ -107,7 +108,7 @@ void FuzzListener(std::string_view in) {
     port = p;
   });
   if (!listener.ok()) return;
-  auto client = ConnectUnix(SocketPath(), /*nonblocking=*/true);
+  auto client = ConnectUnix(SocketPath(), {.nonblocking = true});
   if (!client.ok()) return;
   (void)(*loop)->RunOnce(std::chrono::milliseconds(0));
   std::string sent;

@@ -21,6 +21,7 @@
 #include "runtime/common/file_util.h"
 #include "runtime/common/guest_abi.h"
 #include "runtime/common/subprocess.h"
+#include "runtime/common/unix_listen.h"
 
 namespace capsule::agentclient {
 namespace {
@@ -101,10 +102,11 @@ class AgentClientTest : public ::testing::Test {
   }
   void StartAgent() { ASSERT_TRUE(agent_->Start().ok()); }
   Dialer UnixDialer() {
-    return [path = agent_->socket()](milliseconds t) { return DialUnix(path, t); };
+    // One try per attempt, as the Dialer contract asks: ConnectAgent retries.
+    return [path = agent_->socket()](milliseconds) { return ConnectUnix(path); };
   }
   AgentClientPtr Connect(ClientOptions o = {}) {
-    auto fd = DialUnix(agent_->socket(), milliseconds(1000));
+    auto fd = ConnectUnix(agent_->socket(), {.listen_wait = milliseconds(1000)});
     EXPECT_TRUE(fd.ok()) << fd.status().ToString();
     return fd.ok() ? NewGrpcAgentClient(std::move(*fd), std::move(o)) : nullptr;
   }
@@ -256,8 +258,8 @@ TEST_F(AgentClientTest, DestroySandboxWithPowerOffEndsTheAgent) {
 
 TEST_F(AgentClientTest, ConnectAgentRetriesUntilTheAgentListens) {
   std::atomic<int> attempts{0};
-  Dialer dial = [&](milliseconds t) -> Result<UniqueFd> {
-    auto fd = DialUnix(agent_->socket(), t);
+  Dialer dial = [&](milliseconds) -> Result<UniqueFd> {
+    auto fd = ConnectUnix(agent_->socket());
     // The agent starts only after a dial has failed, so success needs a retry.
     if (++attempts == 1) {
       EXPECT_EQ(fd.status().code(), Code::kUnavailable) << fd.status().ToString();
@@ -291,12 +293,12 @@ TEST_F(AgentClientTest, ConnectAgentStopsAtOnceWhenAborted) {
   UniqueFd abort(::eventfd(0, EFD_CLOEXEC));
   ASSERT_TRUE(abort);
   std::atomic<int> attempts{0};
-  Dialer dial = [&](milliseconds t) {
+  Dialer dial = [&](milliseconds) {
     if (++attempts == 3) {
       uint64_t one = 1;
       EXPECT_EQ(::write(abort.get(), &one, sizeof one), 8);
     }
-    return DialUnix(agent_->socket(), t);
+    return ConnectUnix(agent_->socket());
   };
   ConnectOptions o;
   o.deadline = milliseconds(60000);
@@ -357,7 +359,7 @@ TEST_F(AgentClientTest, OnlyAConnectionThatProvesTheAgentTokenReachesGrpc) {
   // Silent dialers, more than the handshakes the gate runs at once.
   std::vector<UniqueFd> silent;
   for (int i = 0; i < 20; ++i) {
-    auto fd = DialUnix(agent_->socket(), milliseconds(1000));
+    auto fd = ConnectUnix(agent_->socket(), {.listen_wait = milliseconds(1000)});
     ASSERT_TRUE(fd.ok()) << fd.status().ToString();
     silent.push_back(std::move(*fd));
   }

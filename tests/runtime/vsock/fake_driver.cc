@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "runtime/common/unix_listen.h"
 #include "runtime/vsock/unix_socket.h"
 
 namespace capsule::vsock::testing {
@@ -57,7 +58,7 @@ PacketHeader GuestPacket(uint64_t cid, Op op, uint32_t src_port, uint32_t dst_po
 
 Result<std::unique_ptr<FakeDriver>> FakeDriver::Connect(const std::string& socket_path, Options options) {
   std::unique_ptr<FakeDriver> d(new FakeDriver(options));
-  ASSIGN_OR_RETURN(d->sock_, ConnectUnix(socket_path, false));
+  ASSIGN_OR_RETURN(d->sock_, ConnectUnix(socket_path));
   RETURN_IF_ERROR(d->SetupMemory());
   return d;
 }

@@ -9,6 +9,7 @@
 
 #include <thread>
 
+#include "runtime/common/unix_listen.h"
 #include "runtime/vsock/unix_socket.h"
 
 namespace capsule::vsock::testing {
@@ -56,7 +57,7 @@ Result<Qmp> Qmp::Connect(const std::string& path, ChildProcess& qemu, std::chron
   auto deadline = std::chrono::steady_clock::now() + timeout;
   Qmp q;
   for (;;) {
-    auto fd = ConnectUnix(path, false);
+    auto fd = ConnectUnix(path);
     if (fd.ok()) {
       q.fd_ = std::move(*fd);
       break;

@@ -16,6 +16,7 @@
 #include "runtime/common/file_util.h"
 #include "runtime/common/status.h"
 #include "runtime/common/unique_fd.h"
+#include "runtime/common/unix_listen.h"
 #include "runtime/vsock/event_loop.h"
 #include "runtime/vsock/unix_socket.h"
 #include "runtime/vsock/vsock_service.h"
@@ -86,7 +87,7 @@ class InProcessBackend {
 
 // Connects to the hybrid socket and writes "CONNECT <port>\n" (+ extra).
 inline Result<UniqueFd> HostConnect(const std::string& uds, uint32_t port, const std::string& extra = "") {
-  ASSIGN_OR_RETURN(UniqueFd fd, ConnectUnix(uds, false));
+  ASSIGN_OR_RETURN(UniqueFd fd, ConnectUnix(uds));
   std::string line = "CONNECT " + std::to_string(port) + "\n" + extra;
   if (::send(fd.get(), line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size()))
     return ErrnoStatus("write CONNECT");

@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "runtime/common/unix_listen.h"
 #include "tests/runtime/vsock/fake_driver.h"
 #include "tests/runtime/vsock/test_harness.h"
 
@@ -162,7 +163,7 @@ TEST_F(VsockDatapathTest, MalformedConnectLinesCloseTheClient) {
   Boot();
   for (const std::string& line : std::vector<std::string>{"HELLO\n", "CONNECT\n", "CONNECT abc\n", "CONNECT 99999999999\n", "CONNECT -1\n",
                            std::string(80, 'x')}) {
-    auto fd = ConnectUnix(backend_->uds(), false);
+    auto fd = ConnectUnix(backend_->uds());
     ASSERT_TRUE(fd.ok());
     WriteAll(fd->get(), line);
     EXPECT_TRUE(WaitEof(fd->get())) << line;

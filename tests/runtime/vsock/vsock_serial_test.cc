@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "runtime/common/unix_listen.h"
 #include "runtime/vsock/serial_frontend.h"
 #include "runtime/vsock/stream_link.h"
 #include "runtime/vsock/vsock_packet.h"
@@ -30,7 +31,7 @@ class GuestEnd {
     auto listener = ListenUnix(dir + "/guest-vsock_" + std::to_string(kAgentPort));
     EXPECT_TRUE(listener.ok()) << listener.status().ToString();
     g->listener_ = std::move(*listener);
-    auto port = ConnectUnix(serial_socket, false);
+    auto port = ConnectUnix(serial_socket);
     EXPECT_TRUE(port.ok()) << port.status().ToString();
     VsockMuxer::Options o;
     o.local_cid = kGuestCid;
@@ -159,7 +160,7 @@ TEST_F(VsockSerialTest, WhenThePortGoesEveryStreamEndsAndTheBackEndReportsIt) {
 
 TEST_F(VsockSerialTest, ASecondPortIsRefusedWhileOneIsAttached) {
   auto guest = GuestEnd::Attach(backend_->serial_socket(), dir_->path());
-  auto second = ConnectUnix(backend_->serial_socket(), false);
+  auto second = ConnectUnix(backend_->serial_socket());
   ASSERT_TRUE(second.ok());
   EXPECT_TRUE(WaitEof(second->get()));
   // The first still works.
@@ -171,7 +172,7 @@ TEST_F(VsockSerialTest, ASecondPortIsRefusedWhileOneIsAttached) {
 }
 
 TEST_F(VsockSerialTest, AFrameLongerThanAnyPacketBreaksTheLinkAndClosesItsStreams) {
-  auto port = ConnectUnix(backend_->serial_socket(), false);
+  auto port = ConnectUnix(backend_->serial_socket());
   ASSERT_TRUE(port.ok());
   PacketHeader h;
   h.src_cid = kGuestCid;
@@ -187,7 +188,7 @@ TEST_F(VsockSerialTest, AFrameLongerThanAnyPacketBreaksTheLinkAndClosesItsStream
 }
 
 TEST_F(VsockSerialTest, PacketsFromAnotherCidAreDroppedAndUnknownStreamsReset) {
-  auto port = ConnectUnix(backend_->serial_socket(), false);
+  auto port = ConnectUnix(backend_->serial_socket());
   ASSERT_TRUE(port.ok());
   auto send = [&](uint64_t src_cid, Op op) {
     PacketHeader h;

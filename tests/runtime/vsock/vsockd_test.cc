@@ -8,6 +8,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/subprocess.h"
+#include "runtime/common/unix_listen.h"
 #include "tests/runtime/vsock/fake_driver.h"
 #include "tests/runtime/vsock/test_harness.h"
 
@@ -134,7 +135,7 @@ TEST_F(VsockdTest, ExitsWhenQemuDisconnects) {
 
 TEST_F(VsockdTest, SigtermStopsItCleanly) {
   ChildProcess d = StartDaemon();
-  auto host = ConnectUnix(uds(), false);  // an idle host client must not block the exit
+  auto host = ConnectUnix(uds());  // an idle host client must not block the exit
   ASSERT_TRUE(host.ok());
   ASSERT_TRUE(d.Signal(SIGTERM).ok());
   ExpectCleanExit(d);

@@ -22,14 +22,29 @@ bool HasMountAt(const std::vector<MountPlan>& mounts, const std::string& dest) {
   return std::any_of(mounts.begin(), mounts.end(), [&](const MountPlan& m) { return m.destination == dest; });
 }
 
-MountPlan DefaultMount(const char* dest, const char* type, const std::vector<std::string>& options) {
+Result<MountPlan> DefaultMount(const char* dest, const char* type, const std::vector<std::string>& options) {
   MountPlan m;
   m.field = std::string("default mount ") + dest;
   m.destination = dest;
   m.source = type;
   m.type = type;
-  m.options = ParseMountOptions(type, options);
+  ASSIGN_OR_RETURN(m.options, ParseMountOptions(type, options));
   return m;
+}
+
+// The flags of the mount at `path` that a bind remount must repeat to keep
+// them (statvfs -> MS_NOSUID, MS_NODEV, ...); 0 when it cannot be read.
+unsigned long PreservedFlags(const std::string& path) {
+  struct statvfs sv{};
+  if (::statvfs(path.c_str(), &sv) != 0) return 0;
+  unsigned long f = 0;
+  if (sv.f_flag & ST_NOSUID) f |= MS_NOSUID;
+  if (sv.f_flag & ST_NODEV) f |= MS_NODEV;
+  if (sv.f_flag & ST_NOEXEC) f |= MS_NOEXEC;
+  if (sv.f_flag & ST_NOATIME) f |= MS_NOATIME;
+  if (sv.f_flag & ST_NODIRATIME) f |= MS_NODIRATIME;
+  if (sv.f_flag & ST_RELATIME) f |= MS_RELATIME;
+  return f;
 }
 
 Result<MountPlan> PlanMount(const oci::Mount& m, size_t index, bool cgroup2) {
@@ -38,7 +53,9 @@ Result<MountPlan> PlanMount(const oci::Mount& m, size_t index, bool cgroup2) {
   p.destination = m.destination;
   p.source = m.source;
   p.type = m.type;
-  p.options = ParseMountOptions(m.type, m.options);
+  auto options = ParseMountOptions(m.type, m.options);
+  if (!options.ok()) return options.status().WithContext(p.field + ".options");
+  p.options = std::move(*options);
   if (p.options.bind()) {
     struct stat st{};
     if (::stat(m.source.c_str(), &st) != 0) return ErrnoStatus(p.field + ".source: stat " + m.source);
@@ -78,11 +95,16 @@ Result<RootfsPlan> PlanRootfs(const oci::Spec& spec, const std::string& rootfs, 
     if (m.destination == "/dev" && m.type == "tmpfs") plan.dev_is_tmpfs = true;
     plan.mounts.push_back(std::move(m));
   }
-  if (plan.dev_is_tmpfs && !HasMountAt(plan.mounts, "/dev/pts"))
-    plan.mounts.push_back(DefaultMount("/dev/pts", "devpts",
-                                       {"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}));
-  if (plan.dev_is_tmpfs && !HasMountAt(plan.mounts, "/dev/shm"))
-    plan.mounts.push_back(DefaultMount("/dev/shm", "tmpfs", {"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}));
+  if (plan.dev_is_tmpfs && !HasMountAt(plan.mounts, "/dev/pts")) {
+    ASSIGN_OR_RETURN(MountPlan pts, DefaultMount("/dev/pts", "devpts", {"nosuid", "noexec", "newinstance",
+                                                                         "ptmxmode=0666", "mode=0620", "gid=5"}));
+    plan.mounts.push_back(std::move(pts));
+  }
+  if (plan.dev_is_tmpfs && !HasMountAt(plan.mounts, "/dev/shm")) {
+    ASSIGN_OR_RETURN(MountPlan shm,
+                     DefaultMount("/dev/shm", "tmpfs", {"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}));
+    plan.mounts.push_back(std::move(shm));
+  }
   plan.devices = DefaultDevices();
   for (const auto& d : spec.linux.devices) {
     std::erase_if(plan.devices, [&](const oci::LinuxDevice& x) { return x.path == d.path; });

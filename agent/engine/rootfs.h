@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/engine/mount_options.h"
+#include "runtime/common/mount_options.h"
 #include "agent/engine/namespaces.h"
 #include "runtime/common/status.h"
 #include "runtime/oci/spec.h"

@@ -26,10 +26,6 @@ const log::Logger kLog("storage");
 constexpr size_t kVirtioFsTagMax = 36;  // VIRTIO_FS tag field size, from linux/virtio_fs.h
 constexpr size_t kBlockSerialMax = 20;  // VIRTIO_BLK_ID_BYTES, from linux/virtio_blk.h
 
-// Flags a bind remount may change; the rest belong to the first mount.
-constexpr unsigned long kBindRemountFlags =
-    MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_NOATIME | MS_NODIRATIME | MS_RELATIME | MS_STRICTATIME;
-
 Status CheckFstype(const StorageSpec& s, std::string_view field, std::initializer_list<std::string_view> allowed) {
   if (s.fstype.empty()) return Status::Ok();
   for (auto a : allowed) {
@@ -52,7 +48,7 @@ struct OverlayDirs {
 
 // upperdir= and workdir=, each once; no other data (lowerdir is the source).
 Result<OverlayDirs> OverlayDirsOf(const StorageSpec& s, std::string_view field) {
-  ASSIGN_OR_RETURN(MountOptions o, ParseMountOptions(s.options));
+  ASSIGN_OR_RETURN(MountOptions o, ParseMountOptions("", s.options));
   OverlayDirs d;
   std::string_view data = o.data;
   while (!data.empty()) {
@@ -178,13 +174,14 @@ Status MountFilesystem(const StorageSpec& s, const MountOptions& o) {
 }
 
 Status ApplyAfterMount(const StorageSpec& s, const MountOptions& o) {
-  unsigned long remount = o.flags & kBindRemountFlags;
+  unsigned long remount = o.bind_remount_flags();
   if (s.driver == kDriverBind && remount != 0 &&
       ::mount(nullptr, s.mount_point.c_str(), nullptr, MS_REMOUNT | MS_BIND | remount, nullptr) != 0) {
     return ErrnoStatus("remount bind " + s.mount_point + " with its flags");
   }
-  if (o.propagation != 0 && ::mount(nullptr, s.mount_point.c_str(), nullptr, o.propagation, nullptr) != 0) {
-    return ErrnoStatus("set propagation of " + s.mount_point);
+  for (unsigned long p : o.propagation) {
+    if (::mount(nullptr, s.mount_point.c_str(), nullptr, p, nullptr) != 0)
+      return ErrnoStatus("set propagation of " + s.mount_point);
   }
   return Status::Ok();
 }
@@ -202,7 +199,7 @@ Status ValidateStorage(const StorageSpec& spec, std::string_view field) {
   RETURN_IF_ERROR(ValidateSource(spec, field));
   RETURN_IF_ERROR(CheckAbsolutePath(fmt::format("{}.mount_point", field), spec.mount_point));
   if (spec.mount_point == "/") return InvalidArgument(fmt::format("{}.mount_point must not be /", field));
-  RETURN_IF_ERROR_CTX(ParseMountOptions(spec.options).status(), fmt::format("{}.options", field));
+  RETURN_IF_ERROR_CTX(ParseMountOptions("", spec.options).status(), fmt::format("{}.options", field));
   return Status::Ok();
 }
 
@@ -212,7 +209,7 @@ Result<MountedStorage> MountedStorage::Mount(const StorageSpec& spec) {
     RETURN_IF_ERROR(MakeLocalVolume(spec));
     return MountedStorage(spec.mount_point, false);
   }
-  ASSIGN_OR_RETURN(MountOptions options, ParseMountOptions(spec.options));
+  ASSIGN_OR_RETURN(MountOptions options, ParseMountOptions("", spec.options));
   RETURN_IF_ERROR(CreateMountPoint(spec));
   RETURN_IF_ERROR(MountFilesystem(spec, options));
   MountedStorage mounted(spec.mount_point, true);

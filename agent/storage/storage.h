@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/storage/mount_options.h"
+#include "runtime/common/mount_options.h"
 #include "runtime/common/status.h"
 
 namespace capsule::agent::storage {

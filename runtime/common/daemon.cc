@@ -19,10 +19,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/common/drop_user.h"
 #include "runtime/common/file_util.h"
+#include "runtime/common/proc_stat.h"
 #include "runtime/common/reaper.h"
 #include "runtime/common/subprocess.h"
 
@@ -294,21 +296,8 @@ std::string CurrentBootId() {
 }
 
 Result<ProcessIdentity> IdentifyProcess(pid_t pid) {
-  std::string path = "/proc/" + std::to_string(pid) + "/stat";
-  ASSIGN_OR_RETURN(std::string stat, ReadFile(path));
-  // comm (field 2) may hold spaces and parentheses: fields resume after the last ')'.
-  size_t close = stat.rfind(')');
-  if (close == std::string::npos) return Internal("malformed " + path);
-  // After ')': field 3 (state) ... field 22 (starttime) is the 20th token.
-  const char* p = stat.c_str() + close + 1;
-  for (int field = 3; field < 22; ++field) {
-    while (*p == ' ') ++p;
-    while (*p != ' ' && *p != '\0') ++p;
-  }
-  char* end = nullptr;
-  unsigned long long start = std::strtoull(p, &end, 10);
-  if (end == p) return Internal("malformed start time in " + path);
-  return ProcessIdentity{pid, start, CurrentBootId()};
+  ASSIGN_OR_RETURN(ProcStat stat, ReadProcStat(pid));
+  return ProcessIdentity{pid, stat.start_time, CurrentBootId()};
 }
 
 Result<UniqueFd> OpenProcess(const ProcessIdentity& id) {
@@ -341,11 +330,9 @@ bool PidfdWait(int pidfd, int timeout_ms) {
 }
 
 bool ProcessArgumentEndsWith(pid_t pid, std::string_view suffix) {
-  auto cmdline = ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
-  if (!cmdline.ok()) return false;
-  std::string needle(suffix);
-  needle += '\0';  // every argument ends with a NUL
-  return cmdline->find(needle) != std::string::npos;
+  auto args = ReadCmdline(pid);
+  if (!args.ok()) return false;
+  return std::any_of(args->begin(), args->end(), [&](const std::string& a) { return a.ends_with(suffix); });
 }
 
 Status PidfdSignal(int pidfd, int sig) {

@@ -17,6 +17,7 @@
 
 #include "runtime/agentclient/call_stats.h"
 #include "runtime/common/file_util.h"
+#include "runtime/common/proc_stat.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/process_usage.h"
 #include "runtime/common/version.h"
@@ -43,13 +44,13 @@ std::vector<HostProcess> ScanProcesses() {
   std::vector<HostProcess> out;
   for (const std::string& name : ListDir("/proc")) {
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    auto cmd = ReadFile("/proc/" + name + "/cmdline");
+    const auto pid = static_cast<pid_t>(std::stol(name));
+    auto args = ReadCmdline(pid);
     auto comm = ReadFile("/proc/" + name + "/comm");
-    if (!cmd.ok() || !comm.ok() || cmd->empty()) continue;
-    std::string c = std::move(*cmd);
-    for (char& ch : c)
-      if (ch == '\0') ch = ' ';
-    out.push_back({static_cast<pid_t>(std::stol(name)), comm->substr(0, comm->find('\n')), std::move(c)});
+    if (!args.ok() || !comm.ok() || args->empty()) continue;
+    std::string c;
+    for (const std::string& a : *args) c += (c.empty() ? "" : " ") + a;
+    out.push_back({pid, comm->substr(0, comm->find('\n')), std::move(c)});
   }
   return out;
 }

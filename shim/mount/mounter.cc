@@ -7,12 +7,12 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <map>
 #include <thread>
 #include <utility>
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/mount_options.h"
 #include "runtime/common/unique_fd.h"
 
 namespace capsule::shim::mount {
@@ -25,67 +25,6 @@ const log::Logger kLog("shim.mount");
 constexpr std::chrono::milliseconds kBusyUnmountWait{500};
 constexpr std::chrono::milliseconds kBusyUnmountRetry{10};
 
-// mount(2) copies at most one page of data.
-constexpr size_t kMaxMountDataBytes = 4096 - 1;
-
-struct FlagWord {
-  bool clear;
-  unsigned long flag;
-};
-
-const std::map<std::string, FlagWord>& FlagWords() {
-  static const std::map<std::string, FlagWord> words{
-      {"async", {true, MS_SYNCHRONOUS}},  {"atime", {true, MS_NOATIME}},
-      {"bind", {false, MS_BIND}},         {"defaults", {false, 0}},
-      {"dev", {true, MS_NODEV}},          {"diratime", {true, MS_NODIRATIME}},
-      {"dirsync", {false, MS_DIRSYNC}},   {"exec", {true, MS_NOEXEC}},
-      {"mand", {false, MS_MANDLOCK}},     {"noatime", {false, MS_NOATIME}},
-      {"nodev", {false, MS_NODEV}},       {"nodiratime", {false, MS_NODIRATIME}},
-      {"noexec", {false, MS_NOEXEC}},     {"nomand", {true, MS_MANDLOCK}},
-      {"norelatime", {true, MS_RELATIME}}, {"nostrictatime", {true, MS_STRICTATIME}},
-      {"nosuid", {false, MS_NOSUID}},     {"rbind", {false, MS_BIND | MS_REC}},
-      {"relatime", {false, MS_RELATIME}}, {"remount", {false, MS_REMOUNT}},
-      {"ro", {false, MS_RDONLY}},         {"rw", {true, MS_RDONLY}},
-      {"strictatime", {false, MS_STRICTATIME}}, {"suid", {true, MS_NOSUID}},
-      {"sync", {false, MS_SYNCHRONOUS}},
-  };
-  return words;
-}
-
-const std::map<std::string, unsigned long>& PropagationWords() {
-  static const std::map<std::string, unsigned long> words{
-      {"private", MS_PRIVATE},       {"rprivate", MS_PRIVATE | MS_REC},
-      {"shared", MS_SHARED},         {"rshared", MS_SHARED | MS_REC},
-      {"slave", MS_SLAVE},           {"rslave", MS_SLAVE | MS_REC},
-      {"unbindable", MS_UNBINDABLE}, {"runbindable", MS_UNBINDABLE | MS_REC},
-  };
-  return words;
-}
-
-struct ParsedOptions {
-  unsigned long flags = 0;
-  unsigned long propagation = 0;
-  std::string data;
-};
-
-ParsedOptions Parse(const std::vector<std::string>& options) {
-  ParsedOptions p;
-  for (const auto& o : options) {
-    if (auto f = FlagWords().find(o); f != FlagWords().end()) {
-      if (f->second.clear) {
-        p.flags &= ~f->second.flag;
-      } else {
-        p.flags |= f->second.flag;
-      }
-    } else if (auto pr = PropagationWords().find(o); pr != PropagationWords().end()) {
-      p.propagation = pr->second;
-    } else {
-      p.data += (p.data.empty() ? "" : ",") + o;
-    }
-  }
-  return p;
-}
-
 std::string Describe(const MountSpec& s) {
   return "mount " + (s.type.empty() ? std::string("bind") : s.type) + " " + s.source + " on " + s.target;
 }
@@ -93,13 +32,14 @@ std::string Describe(const MountSpec& s) {
 }  // namespace
 
 Status LinuxMounter::Mount(const MountSpec& spec) {
-  ParsedOptions p = Parse(spec.options);
-  if (spec.type == "bind") p.flags |= MS_BIND;
-  if (p.data.size() > kMaxMountDataBytes) {
-    return InvalidArgument(Describe(spec) + ": mount options are " + std::to_string(p.data.size()) +
-                           " bytes, more than mount(2) takes (" + std::to_string(kMaxMountDataBytes) +
-                           "); an image with fewer layers is needed");
+  auto parsed = ParseMountOptions(spec.type, spec.options);
+  if (!parsed.ok()) {
+    Status st = parsed.status().WithContext(Describe(spec));
+    // Overlay's lowerdir= lists every layer: how its options outgrow a page.
+    if (spec.type == "overlay") return InvalidArgument(st.message() + " (an image with fewer layers is needed)");
+    return st;
   }
+  const MountOptions& p = *parsed;
   const bool bind = (p.flags & MS_BIND) != 0;
   const unsigned long first = bind ? (p.flags & (MS_BIND | MS_REC)) : p.flags;
   const char* type = bind ? "" : spec.type.c_str();
@@ -113,10 +53,12 @@ Status LinuxMounter::Mount(const MountSpec& spec) {
     ::umount2(spec.target.c_str(), MNT_DETACH);
     return st;
   }
-  if (p.propagation != 0 && ::mount("", spec.target.c_str(), "", p.propagation, nullptr) != 0) {
-    Status st = ErrnoStatus("set propagation of " + spec.target);
-    ::umount2(spec.target.c_str(), MNT_DETACH);
-    return st;
+  for (unsigned long propagation : p.propagation) {
+    if (::mount("", spec.target.c_str(), "", propagation, nullptr) != 0) {
+      Status st = ErrnoStatus("set propagation of " + spec.target);
+      ::umount2(spec.target.c_str(), MNT_DETACH);
+      return st;
+    }
   }
   return Status::Ok();
 }

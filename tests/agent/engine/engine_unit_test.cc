@@ -1,4 +1,4 @@
-// Unit tests of the engine's pure logic: mount options, cgroup file
+// Unit tests of the engine's pure logic: cgroup file
 // formats and conversions, the lifecycle table, cgroup path resolution,
 // seccomp compilation errors, capability masks.
 #include <gtest/gtest.h>
@@ -8,34 +8,12 @@
 #include "agent/engine/cgroup2.h"
 #include "agent/engine/cgroup_stats.h"
 #include "agent/engine/container_state.h"
-#include "agent/engine/mount_options.h"
 #include "agent/engine/seccomp.h"
 #include "agent/engine/secure_path.h"
 #include "runtime/oci/spec_parser.h"
 
 namespace capsule::engine {
 namespace {
-
-TEST(MountOptionsTest, FlagsPropagationAndData) {
-  MountOptions o = ParseMountOptions("tmpfs", {"nosuid", "strictatime", "mode=755", "size=65536k", "rprivate"});
-  EXPECT_EQ(o.flags, static_cast<unsigned long>(MS_NOSUID | MS_STRICTATIME));
-  EXPECT_EQ(o.data, "mode=755,size=65536k");
-  ASSERT_EQ(o.propagation.size(), 1u);
-  EXPECT_EQ(o.propagation[0], static_cast<unsigned long>(MS_PRIVATE | MS_REC));
-  EXPECT_FALSE(o.bind());
-}
-
-TEST(MountOptionsTest, BindAndClearingFlags) {
-  MountOptions o = ParseMountOptions("none", {"rbind", "ro", "nosuid", "suid", "rw", "noexec"});
-  EXPECT_TRUE(o.bind());
-  EXPECT_EQ(o.flags & MS_REC, static_cast<unsigned long>(MS_REC));
-  EXPECT_EQ(o.flags & MS_RDONLY, 0ul);  // "rw" after "ro"
-  EXPECT_EQ(o.flags & MS_NOSUID, 0ul);  // "suid" after "nosuid"
-  EXPECT_EQ(o.bind_remount_flags(), static_cast<unsigned long>(MS_NOEXEC));
-  EXPECT_TRUE(ParseMountOptions("bind", {}).bind());
-  EXPECT_EQ(PropagationFlags("rslave"), static_cast<unsigned long>(MS_SLAVE | MS_REC));
-  EXPECT_EQ(PropagationFlags("bogus"), 0ul);
-}
 
 TEST(CgroupStatsTest, FlatKeyedAndSingleValues) {
   auto kv = ParseFlatKeyed("usage_usec 1200\nuser_usec 700\nbroken\nsystem_usec x\n");

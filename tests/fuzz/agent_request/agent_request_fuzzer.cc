@@ -16,7 +16,7 @@
 #include "agent/server/convert.h"
 #include "agent/server/convert_net.h"
 #include "agent/storage/guest_path.h"
-#include "agent/storage/mount_options.h"
+#include "runtime/common/mount_options.h"
 
 namespace {
 
@@ -74,7 +74,7 @@ void Routes(const std::string& bytes) {
 
 void Strings(const std::string& text) {
   const std::vector<std::string> parts = SplitNul(text);
-  (void)storage::ParseMountOptions(parts);
+  (void)capsule::ParseMountOptions("", parts);
   for (const std::string& p : parts) {
     (void)containers::CheckContainerId("container_id", p);
     (void)containers::CheckExecId("exec_id", p, true);

@@ -1,0 +1,51 @@
+// /proc/<pid>/stat and cmdline: fields counted from the last ')', numbers
+// checked, and this very process read back.
+#include "runtime/common/proc_stat.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "runtime/common/daemon.h"
+
+namespace capsule {
+namespace {
+
+TEST(ProcStatTest, FieldsCountFromTheLastParenthesis) {
+  // comm "a) (b c" holds ') (' and spaces; fields 3.. follow the last ')'.
+  std::string text = "42 (a) (b c) S 1 42 42 0 -1 4194560 100 0 0 0 7 9 0 0 20 0 1 0 123456 1000 10";
+  auto s = ParseProcStat(text, "stat");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->state, 'S');
+  EXPECT_EQ(s->utime_ticks, 7u);
+  EXPECT_EQ(s->stime_ticks, 9u);
+  EXPECT_EQ(s->start_time, 123456u);
+}
+
+TEST(ProcStatTest, MalformedTextIsNamed) {
+  EXPECT_EQ(ParseProcStat("42 no parenthesis S 1", "/proc/42/stat").status().message(),
+            "malformed /proc/42/stat: no ')' after the command name");
+  EXPECT_EQ(ParseProcStat("42 (x) S 1 2", "stat").status().message(), "malformed stat: field 6 is missing");
+  EXPECT_EQ(ParseProcStat("42 (x) S 1 42 42 0 -1 4194560 100 0 0 0 7x 9 0 0 20 0 1 0 5", "stat").status().message(),
+            "malformed stat: field 14 is not a number");
+}
+
+TEST(ProcStatTest, ThisProcessReadsBackAndAGoneOneIsNotFound) {
+  auto s = ReadProcStat(::getpid());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->state, 'R');
+  auto id = IdentifyProcess(::getpid());
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(id->start_time, s->start_time);
+  auto args = ReadCmdline(::getpid());
+  ASSERT_TRUE(args.ok());
+  ASSERT_FALSE(args->empty());
+  EXPECT_NE(args->front().find("common_test"), std::string::npos) << args->front();
+  EXPECT_TRUE(ProcessArgumentEndsWith(::getpid(), "common_test"));
+  EXPECT_FALSE(ProcessArgumentEndsWith(::getpid(), "no-such-argument"));
+  // pid_max is at most 2^22: this pid never exists.
+  EXPECT_EQ(ReadProcStat(1 << 23).status().code(), Code::kNotFound);
+  EXPECT_EQ(ReadCmdline(1 << 23).status().code(), Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace capsule

@@ -172,7 +172,8 @@ class PortForwardTest : public ::testing::Test {
   }
   PortForwardListener::Dial AgentDial(std::string token) {
     return [path = dir_ + "/forward.sock", token](milliseconds timeout) -> Result<UniqueFd> {
-      ASSIGN_OR_RETURN(UniqueFd fd, ConnectUnix(path));
+      // Many clients at once fill the fake agent's backlog: wait for room.
+      ASSIGN_OR_RETURN(UniqueFd fd, ConnectUnix(path, {.listen_wait = timeout}));
       RETURN_IF_ERROR(agent_auth::Prove(fd.get(), token, timeout));
       return fd;
     };

@@ -169,8 +169,7 @@ Result<VmRecord> ReadVmRecord(std::string_view text) {
   JsonField vmm = r["vmm"];
   RETURN_IF_ERROR(vmm.ExpectObject());
   int64_t pid = 0;
-  if (vmm["pid"].null()) return vmm["pid"].Error("required");
-  RETURN_IF_ERROR(vmm["pid"].Read(&pid, 1, std::numeric_limits<pid_t>::max()));
+  RETURN_IF_ERROR(RequiredInRange(vmm, "pid", 1, std::numeric_limits<pid_t>::max(), &pid));
   rec.vmm.pid = static_cast<pid_t>(pid);
   RETURN_IF_ERROR(Required(vmm, "start_time", &rec.vmm.start_time));
   RETURN_IF_ERROR(Required(vmm, "boot_id", &rec.vmm.boot_id));

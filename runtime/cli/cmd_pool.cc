@@ -62,6 +62,7 @@ nlohmann::json ToJson(const pool::PoolStatus& s) {
                            {"device_set", sh.device_set},
                            {"template_shared_bytes", sh.template_shared_bytes},
                            {"backoff_ms", sh.backoff_ms},
+                           {"refills_held_back", sh.refills_held_back},
                            {"refill", sh.refill},
                            {"template", {{"key", sh.template_key},
                                          {"created_unix_ms", sh.template_created_unix_ms},
@@ -89,6 +90,8 @@ void PrintStatus(const pool::PoolStatus& s) {
                 pool::Describe(sh.shape).c_str(), sh.target, sh.ready, sh.booting, sh.claimed, sh.boot_failures,
                 sh.boot_p50_ms, sh.boot_last_ms, static_cast<double>(sh.idle_vm_rss_bytes) / 1e6);
     PrintRefill(sh);
+    if (sh.refills_held_back > 0)
+      std::printf("  %u refill(s) held back while claimed VMs' pods start\n", sh.refills_held_back);
     std::printf("  device set %s: an idle VM's own memory %.1f MB%s\n", sh.device_set.c_str(),
                 static_cast<double>(sh.idle_vm_private_bytes) / 1e6,
                 sh.template_shared_bytes == 0

@@ -98,6 +98,12 @@ struct PoolConfig {
   // being restored waits this long for it (a restore ends well before a
   // cold boot would); 0 never waits. Below claim_timeout_ms.
   uint32_t claim_wait_ms = 1000;
+  // A refill for a claimed VM starts this long after the claim, while the
+  // pod it went to starts (a clone resuming beside a starting pod stalls
+  // its guest ~100 ms under TCG); 0 refills at once. A claim that finds no
+  // ready VM starts the held-back refills at once and waits for a clone
+  // (claim_wait_ms).
+  uint32_t refill_holdback_ms = 1000;
   // The cgroup (cgroupfs path, every hierarchy) idle pool VMs live in;
   // refills run in its sibling "<cgroup>-refill" at a low CPU weight
   // (kRefillCpuWeight) until ready; a claimed VM moves to its pod's. ""

@@ -195,6 +195,8 @@ class Loader {
              {"max_parallel_boots", [&](auto& n, auto& k) { return Uint(n, k, 1, 64, &c->pool.max_parallel_boots); }},
              {"claim_timeout_ms", [&](auto& n, auto& k) { return Uint(n, k, 1, 60000, &c->pool.claim_timeout_ms); }},
              {"claim_wait_ms", [&](auto& n, auto& k) { return Uint(n, k, 0, 60000, &c->pool.claim_wait_ms); }},
+             {"refill_holdback_ms",
+              [&](auto& n, auto& k) { return Uint(n, k, 0, 60000, &c->pool.refill_holdback_ms); }},
              {"cgroup", [&](auto& n, auto& k) { return OptionalPath(n, k, &c->pool.cgroup); }},
              {"shape_expiry_s", [&](auto& n, auto& k) { return Uint(n, k, 1, 7 * 24 * 3600, &c->pool.shape_expiry_s); }},
              {"max_idle", [&](auto& n, auto& k) { return Uint(n, k, 0, 1024, &c->pool.max_idle); }},
@@ -337,6 +339,7 @@ std::string ToYaml(const Config& c) {
       << YAML::Key << "max_parallel_boots" << YAML::Value << c.pool.max_parallel_boots
       << YAML::Key << "claim_timeout_ms" << YAML::Value << c.pool.claim_timeout_ms
       << YAML::Key << "claim_wait_ms" << YAML::Value << c.pool.claim_wait_ms
+      << YAML::Key << "refill_holdback_ms" << YAML::Value << c.pool.refill_holdback_ms
       << YAML::Key << "cgroup" << YAML::Value << c.pool.cgroup
       << YAML::Key << "refill" << YAML::Value << c.pool.refill
       << YAML::Key << "shape_expiry_s" << YAML::Value << c.pool.shape_expiry_s

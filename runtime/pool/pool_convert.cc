@@ -71,6 +71,7 @@ v1::StatusResponse ToProto(const PoolStatus& s) {
     p->set_template_shared_bytes(st.template_shared_bytes);
     p->set_idle_vm_private_bytes(st.idle_vm_private_bytes);
     p->set_backoff_ms(st.backoff_ms);
+    p->set_refills_held_back(st.refills_held_back);
     p->set_refill(st.refill);
     p->set_template_key(st.template_key);
     p->set_template_created_unix_ms(st.template_created_unix_ms);
@@ -112,6 +113,7 @@ PoolStatus FromProto(const v1::StatusResponse& r) {
     st.template_shared_bytes = p.template_shared_bytes();
     st.idle_vm_private_bytes = p.idle_vm_private_bytes();
     st.backoff_ms = p.backoff_ms();
+    st.refills_held_back = p.refills_held_back();
     st.refill = p.refill();
     st.template_key = p.template_key();
     st.template_created_unix_ms = p.template_created_unix_ms();

@@ -41,6 +41,9 @@ struct ShapeStatus {
   uint64_t template_shared_bytes = 0;
   uint64_t idle_vm_private_bytes = 0;
   uint64_t backoff_ms = 0;
+  // Refills that wait pool.refill_holdback_ms after a claim, so they do
+  // not compete with the pod that starts.
+  uint32_t refills_held_back = 0;
   // How the next VM is made: "template" (a clone) or "boot".
   std::string refill = "boot";
   std::string template_key;  // "" while the shape has no template

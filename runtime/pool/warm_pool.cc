@@ -122,7 +122,7 @@ void WarmPool::RefillLoop() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
     StartBootsLocked();
-    cv_.wait_until(lock, std::min(next_scan, Clock::now() + milliseconds(1000)));
+    cv_.wait_until(lock, std::min({next_scan, Clock::now() + milliseconds(1000), NextHoldbackEndLocked()}));
     if (stopping_) break;
     lock.unlock();
     JoinBoots(/*all=*/false);
@@ -143,6 +143,18 @@ uint32_t WarmPool::IdleTotalLocked() const {
   return n;
 }
 
+uint32_t WarmPool::HeldBackLocked(ShapeState& s, Clock::time_point now) const {
+  while (!s.held_back.empty() && s.held_back.front() <= now) s.held_back.pop_front();
+  return static_cast<uint32_t>(s.held_back.size());
+}
+
+Clock::time_point WarmPool::NextHoldbackEndLocked() const {
+  auto next = Clock::time_point::max();
+  for (const auto& [key, s] : shapes_)
+    if (!s.held_back.empty()) next = std::min(next, s.held_back.front());
+  return next;
+}
+
 void WarmPool::StartBootsLocked() {
   if (draining_ || stopping_) return;
   const auto now = Clock::now();
@@ -157,7 +169,9 @@ void WarmPool::StartBootsLocked() {
   for (auto [key_ptr, s_ptr] : order) {
     const std::string& key = *key_ptr;
     ShapeState& s = *s_ptr;
-    const bool wanted = s.ready.size() + s.booting < s.target && idle < o_.config.pool.max_idle;
+    // A claimed VM's pod is starting: its refill waits (pool.refill_holdback_ms).
+    const uint32_t held = HeldBackLocked(s, now);
+    const bool wanted = s.ready.size() + s.booting + held < s.target && idle < o_.config.pool.max_idle;
     // A template first: it takes a boot's time once, then each VM is a restore.
     if (UseTemplates() && wanted && !s.tpl && !s.tpl_building && now >= s.tpl_next_build && booting_total_ < max) {
       const uint64_t seq = next_boot_seq_++;
@@ -166,7 +180,7 @@ void WarmPool::StartBootsLocked() {
       kLog.Info("building the template of shape {} ({})", key, Describe(s.shape));
       boot_threads_[seq] = std::thread([this, seq, key = key, shape = s.shape] { BuildTemplateFor(seq, key, shape); });
     }
-    while (booting_total_ < max && s.ready.size() + s.booting < s.target && idle < o_.config.pool.max_idle &&
+    while (booting_total_ < max && s.ready.size() + s.booting + held < s.target && idle < o_.config.pool.max_idle &&
            now >= s.next_boot) {
       const uint64_t seq = next_boot_seq_++;
       const std::string id = NewVmId(key);
@@ -579,6 +593,11 @@ Result<std::optional<Claimed>> WarmPool::Claim(const Shape& requested, const Cla
     };
     // The oldest live one; dead ones are left to the refill thread's reaping.
     auto live = first_live();
+    if (live == sp->ready.end() && !sp->held_back.empty()) {
+      // Refills held back for earlier claims' pods: this pod needs one now.
+      sp->held_back.clear();
+      StartBootsLocked();
+    }
     if (live == sp->ready.end() && sp->tpl && sp->booting > 0 && o_.config.pool.claim_wait_ms > 0) {
       // A clone under way ends well before a cold boot would: wait for it.
       const auto deadline = Clock::now() + milliseconds(o_.config.pool.claim_wait_ms);
@@ -614,6 +633,8 @@ Result<std::optional<Claimed>> WarmPool::Claim(const Shape& requested, const Cla
       r = std::move(*live);
       s.ready.erase(live);
       ++s.claimed;
+      if (o_.config.pool.refill_holdback_ms > 0)
+        s.held_back.push_back(Clock::now() + milliseconds(o_.config.pool.refill_holdback_ms));
     }
   }
   if (restore) {
@@ -712,6 +733,9 @@ PoolStatus WarmPool::GetStatus() const {
     st.boot_p50_ms = Median(s.boot_ms);
     st.boot_last_ms = s.boot_ms.empty() ? 0 : s.boot_ms.back();
     st.backoff_ms = static_cast<uint64_t>(s.backoff.count());
+    const auto now = Clock::now();
+    const auto due_later = [&](const Clock::time_point& due) { return due > now; };
+    st.refills_held_back = static_cast<uint32_t>(std::count_if(s.held_back.begin(), s.held_back.end(), due_later));
     st.refill = UseTemplates() && s.tpl ? "template" : "boot";
     if (s.tpl) {
       st.template_key = s.tpl->key;

@@ -108,6 +108,9 @@ class WarmPool {
     std::string last_failure;
     std::chrono::milliseconds backoff{0};
     std::chrono::steady_clock::time_point next_boot{};
+    // One per recent claim of a ready VM: when its refill may start
+    // (pool.refill_holdback_ms after the claim).
+    std::deque<std::chrono::steady_clock::time_point> held_back;
     std::deque<double> boot_ms;   // last kBootSamples cold boots
     std::deque<double> clone_ms;  // last kBootSamples restores
     // Template refill.
@@ -125,6 +128,10 @@ class WarmPool {
   void RefillLoop();
   // Under mu_: starts the boots that targets and limits allow.
   void StartBootsLocked();
+  // Under mu_: the refills of s held back after claims, dropping those due.
+  uint32_t HeldBackLocked(ShapeState& s, std::chrono::steady_clock::time_point now) const;
+  // Under mu_: when the next held-back refill is due (max() when none).
+  std::chrono::steady_clock::time_point NextHoldbackEndLocked() const;
   // Under mu_: ready and being made, all shapes together (pool.max_idle).
   uint32_t IdleTotalLocked() const;
   // Forgets the shapes no claim asked for in pool.shape_expiry_s: their

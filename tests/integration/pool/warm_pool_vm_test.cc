@@ -338,6 +338,7 @@ TEST_F(WarmPoolVmTest, ATemplateFillsThePoolWithClonesAndStatusSaysSo) {
   WarmPoolOptions o;
   o.config = cfg_;
   o.config.pool.size = 2;
+  o.config.pool.refill_holdback_ms = 1500;
   o.scan_interval = milliseconds(500);
   auto started = WarmPool::Start(o);
   ASSERT_TRUE(started.ok()) << started.status().ToString();
@@ -356,14 +357,45 @@ TEST_F(WarmPoolVmTest, ATemplateFillsThePoolWithClonesAndStatusSaysSo) {
               s->clone_last_ms);
 
   std::string miss;
+  const auto claimed_at = std::chrono::steady_clock::now();
   auto claimed = pool->Claim(Shape{}, Self("sandbox-c"), &miss);
   ASSERT_TRUE(claimed.ok() && claimed->has_value()) << miss;
+  // The refill waits while the claimed VM's pod starts (a ready VM is left).
+  PoolStatus held = pool->GetStatus();
+  EXPECT_EQ(DefaultShape(held, key_)->refills_held_back, 1u);
+  EXPECT_EQ(DefaultShape(held, key_)->booting, 0u) << "the refill started beside the claimed VM's pod";
   vm::SandboxVmPtr mine = AdoptClaimed(cfg_, **claimed);
   ASSERT_NE(mine, nullptr);
   EXPECT_EQ(mine->vmm().boot_devices().size(), cfg_.guest.boot_nic ? 1u : 0u)
       << "a clone boots with no device QEMU cannot migrate";
+  s = WaitForShape(*pool, key_, [](const ShapeStatus& x) { return x.booting > 0 || x.clones >= 3; }, kBootBudget);
+  ASSERT_NE(s, nullptr) << "the held-back refill never started";
+  EXPECT_GE(std::chrono::steady_clock::now() - claimed_at, milliseconds(o.config.pool.refill_holdback_ms))
+      << "the refill started before pool.refill_holdback_ms";
+  EXPECT_EQ(s->refills_held_back, 0u);
   s = WaitForShape(*pool, key_, [](const ShapeStatus& x) { return x.ready >= 2 && x.clones >= 3; }, kBootBudget);
   EXPECT_NE(s, nullptr) << "the pool did not refill by clone after the claim";
+
+  // Both ready VMs claimed: their refills wait too, until a claim finds
+  // nothing ready; that claim starts them and takes a clone.
+  std::vector<vm::SandboxVmPtr> more;
+  for (const char* sandbox : {"sandbox-e", "sandbox-f"}) {
+    claimed = pool->Claim(Shape{}, Self(sandbox), &miss);
+    ASSERT_TRUE(claimed.ok() && claimed->has_value()) << miss;
+    more.push_back(AdoptClaimed(cfg_, **claimed));
+    ASSERT_NE(more.back(), nullptr);
+  }
+  held = pool->GetStatus();
+  EXPECT_EQ(DefaultShape(held, key_)->ready, 0u);
+  EXPECT_EQ(DefaultShape(held, key_)->booting, 0u);
+  EXPECT_EQ(DefaultShape(held, key_)->refills_held_back, 2u);
+  claimed = pool->Claim(Shape{}, Self("sandbox-g"), &miss);
+  ASSERT_TRUE(claimed.ok() && claimed->has_value()) << "a claim on held-back refills got nothing: " << miss;
+  more.push_back(AdoptClaimed(cfg_, **claimed));
+  ASSERT_NE(more.back(), nullptr);
+  held = pool->GetStatus();
+  EXPECT_GT(DefaultShape(held, key_)->booting + DefaultShape(held, key_)->ready, 0u) << "the held-back refills never started";
+  for (auto& v : more) EXPECT_TRUE(v->Stop(milliseconds(0)).ok());
 
   // No ready VM and none on the way (resized to 0): the claim restores a
   // clone of its own from the template instead of sending the pod to a
@@ -378,7 +410,7 @@ TEST_F(WarmPoolVmTest, ATemplateFillsThePoolWithClonesAndStatusSaysSo) {
   ASSERT_NE(own, nullptr) << "the claim's own clone does not answer";
   const PoolStatus after = pool->GetStatus();
   EXPECT_EQ(DefaultShape(after, key_)->clones, clones_before + 1);
-  EXPECT_EQ(DefaultShape(after, key_)->claimed, 2u);
+  EXPECT_EQ(DefaultShape(after, key_)->claimed, 5u);
   EXPECT_TRUE(own->Stop(milliseconds(2000)).ok());
   EXPECT_TRUE(mine->Stop(milliseconds(2000)).ok());
   pool.reset();

@@ -21,6 +21,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+
+#include <fmt/format.h>
 
 #include "runtime/common/drop_user.h"
 #include "runtime/common/file_util.h"
@@ -300,22 +303,42 @@ Result<ProcessIdentity> IdentifyProcess(pid_t pid) {
   return ProcessIdentity{pid, stat.start_time, CurrentBootId()};
 }
 
-Result<UniqueFd> OpenProcess(const ProcessIdentity& id) {
-  std::string who = "pid " + std::to_string(id.pid);
-  if (id.pid <= 0) return InvalidArgument("invalid " + who);
-  if (!id.boot_id.empty() && id.boot_id != CurrentBootId())
-    return NotFound(who + " belongs to an earlier boot");
-  auto fd = OpenPidfd(id.pid);
+namespace {
+
+// The guard's order: the pidfd first, then `is_it`, then the pidfd's exit.
+Result<UniqueFd> OpenProcessIf(pid_t pid, const std::function<Status(pid_t)>& is_it) {
+  const std::string who = "pid " + std::to_string(pid);
+  if (pid <= 0) return InvalidArgument("invalid " + who);
+  auto fd = OpenPidfd(pid);
   if (!fd.ok()) {
     if (fd.status().code() == Code::kNotFound) return NotFound(who + " has exited");
     return fd.status();
   }
-  // With the pidfd held, the identity check below cannot race a reuse.
-  auto now = IdentifyProcess(id.pid);
-  if (!now.ok() || now->start_time != id.start_time)
-    return NotFound(who + " now names another process (start time differs)");
+  RETURN_IF_ERROR(is_it(pid));
   if (PidfdExited(fd->get())) return NotFound(who + " has exited");
   return fd;
+}
+
+}  // namespace
+
+Result<UniqueFd> OpenProcess(const ProcessIdentity& id) {
+  if (id.pid > 0 && !id.boot_id.empty() && id.boot_id != CurrentBootId())
+    return NotFound("pid " + std::to_string(id.pid) + " belongs to an earlier boot");
+  return OpenProcessIf(id.pid, [&](pid_t pid) {
+    auto now = IdentifyProcess(pid);
+    if (!now.ok() || now->start_time != id.start_time)
+      return NotFound("pid " + std::to_string(pid) + " now names another process (start time differs)");
+    return Status::Ok();
+  });
+}
+
+Result<UniqueFd> OpenProcessWithArgument(pid_t pid, std::string_view suffix) {
+  return OpenProcessIf(pid, [&](pid_t p) {
+    auto args = ReadCmdline(p);
+    if (args.ok() && std::any_of(args->begin(), args->end(), [&](const std::string& a) { return a.ends_with(suffix); }))
+      return Status::Ok();
+    return NotFound(fmt::format("pid {} now names another process (no argument ends with '{}')", p, suffix));
+  });
 }
 
 bool PidfdExited(int pidfd) { return PidfdWait(pidfd, 0); }
@@ -327,12 +350,6 @@ bool PidfdWait(int pidfd, int timeout_ms) {
     if (r < 0 && errno == EINTR) continue;
     return r > 0;
   }
-}
-
-bool ProcessArgumentEndsWith(pid_t pid, std::string_view suffix) {
-  auto args = ReadCmdline(pid);
-  if (!args.ok()) return false;
-  return std::any_of(args->begin(), args->end(), [&](const std::string& a) { return a.ends_with(suffix); });
 }
 
 Status PidfdSignal(int pidfd, int sig) {

@@ -86,19 +86,24 @@ struct ProcessIdentity {
 Result<ProcessIdentity> IdentifyProcess(pid_t pid);
 // The current boot's id ("" if unreadable).
 std::string CurrentBootId();
-// A pidfd for `id` if that very process still runs; NOT_FOUND when it has
-// exited, was reaped, or the pid now names another process.
+
+// The pid-reuse guard, one for every pid read from a file or /proc: a pidfd
+// taken before the check that the pid still names the expected process, so
+// nothing can reuse the pid between the check and what is done through the
+// pidfd (signals, waits). NOT_FOUND when the process has exited, was
+// reaped, or the pid now names another one.
+// - by the start time recorded with the pid (and the boot):
 Result<UniqueFd> OpenProcess(const ProcessIdentity& id);
+// - by an argument of its command line that ends with `suffix`: a daemon
+//   known by a path it was given (a socket, a log), whose start time was
+//   never recorded.
+Result<UniqueFd> OpenProcessWithArgument(pid_t pid, std::string_view suffix);
 // True once the process behind `pidfd` has exited (POLLIN on the pidfd).
 bool PidfdExited(int pidfd);
 // Sends `sig` through the pidfd (never hits a recycled pid).
 Status PidfdSignal(int pidfd, int sig);
 // Waits up to `timeout_ms` (-1: forever) for the pidfd to show an exit.
 bool PidfdWait(int pidfd, int timeout_ms);
-// Whether one argument of `pid`'s command line ends with `suffix`: how a
-// daemon is recognised by a path it was given (a socket, a log), so that a
-// pid read from a file or /proc is known to be that daemon, not a reuse.
-bool ProcessArgumentEndsWith(pid_t pid, std::string_view suffix);
 
 // The last `max_bytes` of a log file, starting at a line boundary when one
 // is near; "" when the file is missing. For error reports ("console tail").

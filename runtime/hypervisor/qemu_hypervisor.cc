@@ -392,8 +392,8 @@ Status ReapUnrecordedQemu(const std::string& state_dir) {
   for (const std::string& entry : ListDir("/proc")) {
     const pid_t pid = static_cast<pid_t>(std::strtol(entry.c_str(), nullptr, 10));
     if (pid <= 0 || pid == ::getpid()) continue;
-    auto pidfd = OpenPidfd(pid);  // held before the check, so the pid cannot be reused under us
-    if (!pidfd.ok() || !ProcessArgumentEndsWith(pid, marker)) continue;
+    auto pidfd = OpenProcessWithArgument(pid, marker);
+    if (!pidfd.ok()) continue;
     kLog.Warn("VM {}: killing QEMU pid {}, started by a launch that never recorded it", paths.dir, pid);
     if (Status st = PidfdSignal(pidfd->get(), SIGKILL); !st.ok()) return st.WithContext(what);
     if (!PidfdWait(pidfd->get(), 10000)) return DeadlineExceeded(fmt::format("{}: pid {} outlived SIGKILL", what, pid));

@@ -68,9 +68,9 @@ void RemoveFiles(const VirtiofsPaths& paths) {
   for (const std::string& f : {paths.socket(), paths.pidfile(), paths.log()}) ::unlink(f.c_str());
 }
 
-// Does `pid` run virtiofsd for this socket? Guards adoption against pid reuse.
-bool ServesSocket(pid_t pid, const std::string& socket) {
-  return ProcessArgumentEndsWith(pid, "--socket-path=" + socket);
+// A pidfd for `pid` if it runs virtiofsd for this socket (not a reuse).
+Result<UniqueFd> OpenServing(pid_t pid, const std::string& socket) {
+  return OpenProcessWithArgument(pid, "--socket-path=" + socket);
 }
 
 }  // namespace
@@ -116,7 +116,7 @@ Result<std::unique_ptr<VirtiofsDaemon>> VirtiofsDaemon::Start(const VirtiofsOpti
   if (paths.socket().size() > 107) return InvalidArgument(what + ": socket path too long: " + paths.socket());
   if (auto old = ReadFile(paths.pidfile()); old.ok()) {
     pid_t pid = static_cast<pid_t>(std::atoi(old->c_str()));
-    if (pid > 0 && ServesSocket(pid, paths.socket()))
+    if (pid > 0 && OpenServing(pid, paths.socket()).ok())
       return AlreadyExists(fmt::format("{}: virtiofsd pid {} already serves it", what, pid));
   }
   RETURN_IF_ERROR_CTX(MkdirAll(o.vm_dir, 0750), what);
@@ -159,8 +159,8 @@ Result<std::unique_ptr<VirtiofsDaemon>> VirtiofsDaemon::Attach(const std::string
   auto share = SharedMount::Adopt(paths.host_tree(), paths.share());
   if (!share.ok()) kLog.Warn("{}: {}", what, share.status().message());
   UniqueFd pidfd;
-  if (auto fd = OpenPidfd(pid); fd.ok() && ServesSocket(pid, paths.socket())) {
-    pidfd = std::move(*fd);  // checked with the pidfd held: cannot be a reused pid
+  if (auto fd = OpenServing(pid, paths.socket()); fd.ok()) {
+    pidfd = std::move(*fd);
   } else {
     kLog.Warn("{}: pid {} no longer runs virtiofsd; adopting it as exited", what, pid);
     pid = -1;

@@ -168,13 +168,11 @@ Result<VmVsockPtr> VsockdVsock::Adopt(const std::string& vm_dir) {
   if (s.backend != kind_)
     return FailedPrecondition(vm_dir + ": vsock backend is " + std::string(config::VsockBackendName(s.backend)) +
                               ", not " + std::string(config::VsockBackendName(kind_)));
-  Result<UniqueFd> pidfd = OpenPidfd(s.vsockd_pid);
+  // Known by its --uds-path argument: the pid may name another process now.
+  Result<UniqueFd> pidfd = OpenProcessWithArgument(s.vsockd_pid, s.hybrid_socket);
   if (!pidfd.ok())
-    return Unavailable(fmt::format("capsule-vsockd (pid {}) of {} is not running", s.vsockd_pid, vm_dir));
-  // The pid must still be that daemon, not a reuse of its number.
-  Result<std::string> cmdline = ReadFile(fmt::format("/proc/{}/cmdline", s.vsockd_pid));
-  if (!cmdline.ok() || cmdline->find(s.hybrid_socket) == std::string::npos)
-    return FailedPrecondition(fmt::format("pid {} is not the capsule-vsockd of {}", s.vsockd_pid, vm_dir));
+    return Unavailable(fmt::format("capsule-vsockd (pid {}) of {} is not running: {}", s.vsockd_pid, vm_dir,
+                                   pidfd.status().message()));
   return VmVsockPtr(new VsockdVmVsock(s, vm_dir, std::move(*pidfd)));
 }
 
@@ -194,23 +192,17 @@ std::string VsockdVmVsock::HostListenPath(uint32_t port) const {
   return state_.hybrid_socket + "_" + std::to_string(port);
 }
 
-bool VsockdVmVsock::DaemonExited(std::chrono::milliseconds wait) {
-  pollfd p{pidfd_.get(), POLLIN, 0};
-  return ::poll(&p, 1, static_cast<int>(wait.count())) > 0;
-}
-
 Status VsockdVmVsock::Shutdown(std::chrono::milliseconds grace) {
   if (stopped_) return Status::Ok();
   stopped_ = true;
-  auto signal = [&](int sig) { (void)::syscall(SYS_pidfd_send_signal, pidfd_.get(), sig, nullptr, 0); };
   Status result;
   if (pidfd_) {
-    signal(SIGTERM);
-    if (!DaemonExited(grace)) {
+    (void)PidfdSignal(pidfd_.get(), SIGTERM);
+    if (!PidfdWait(pidfd_.get(), static_cast<int>(grace.count()))) {
       result = DeadlineExceeded(fmt::format("capsule-vsockd (pid {}) ignored SIGTERM for {} ms; killed",
                                             state_.vsockd_pid, grace.count()));
-      signal(SIGKILL);
-      (void)DaemonExited(kDefaultGrace);
+      (void)PidfdSignal(pidfd_.get(), SIGKILL);
+      (void)PidfdWait(pidfd_.get(), static_cast<int>(kDefaultGrace.count()));
     }
   }
   RemoveFiles();

@@ -57,7 +57,6 @@ class VsockdVmVsock : public VmVsock {
   const std::string& hybrid_socket() const { return state_.hybrid_socket; }
 
  private:
-  bool DaemonExited(std::chrono::milliseconds wait);
   void RemoveFiles();
 
   VsockState state_;

@@ -140,9 +140,17 @@ TEST(DaemonTest, IdentityFindsTheSameProcessOnly) {
   other_boot.boot_id = "00000000-0000-0000-0000-000000000000";
   EXPECT_EQ(OpenProcess(other_boot).status().code(), Code::kNotFound);
 
+  // The same process known by an argument it was given instead.
+  auto by_arg = OpenProcessWithArgument(d->pid, "60");  // sh -c "exec sleep 60", then sleep 60
+  ASSERT_TRUE(by_arg.ok()) << by_arg.status().ToString();
+  auto other = OpenProcessWithArgument(d->pid, "--socket-path=/elsewhere");
+  EXPECT_EQ(other.status().code(), Code::kNotFound);
+  EXPECT_NE(other.status().message().find("now names another process"), std::string::npos) << other.status().ToString();
+
   ASSERT_TRUE(PidfdSignal(d->pidfd.get(), SIGKILL).ok());
   ASSERT_TRUE(PidfdWait(fd->get(), 10000));
   EXPECT_EQ(OpenProcess(*id).status().code(), Code::kNotFound);
+  EXPECT_EQ(OpenProcessWithArgument(d->pid, "60").status().code(), Code::kNotFound) << "it exited";
 }
 
 TEST(DaemonTest, LogTailStartsAtALineBoundary) {

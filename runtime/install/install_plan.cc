@@ -26,6 +26,7 @@ struct Entry {
 // config from deploy/CMakeLists.txt (share/capsule).
 constexpr Entry kEntries[] = {
     {"bin/containerd-shim-capsule-v2", true, false},
+    {"bin/capsule-shimd", true, false},  // beside the shim: it runs it
     {"bin/capsule-runtime", true, false},
     {"bin/capsule-vsockd", true, false},
     {"bin/capsule-poold", true, true},

@@ -60,7 +60,7 @@ std::string Kind(const std::string& comm) {
   if (comm.rfind("qemu-system", 0) == 0) return "qemu";
   if (comm.rfind("virtiofsd", 0) == 0) return "virtiofsd";
   if (comm.rfind("capsule-vsockd", 0) == 0) return "vsockd";
-  if (comm.rfind("containerd-shim", 0) == 0) return "shim";
+  if (comm == "capsule-shimd") return "shim";  // the pod's daemon (comm: 15 bytes at most)
   return "";
 }
 

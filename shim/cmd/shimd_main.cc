@@ -1,6 +1,6 @@
-// containerd-shim-capsule-v2: thin main over the launcher, with the Task
-// service (shim/service) as the daemon's serve hook and the VM clean-up as
-// `delete`'s hook.
+// capsule-shimd: the shim daemon that serves a pod's Task API (ttrpc), and
+// the clean-up `delete` runs after a daemon died. containerd-shim-capsule-v2
+// starts it and hands `delete` to it; it takes start itself as well.
 #include "shim/launcher/launcher.h"
 #include "shim/service/daemon_hooks.h"
 #include "shim/task/sandbox_vm_provider.h"

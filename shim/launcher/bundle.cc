@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/file_util.h"
+#include "shim/launcher/socket.h"
 
 namespace capsule::shim::launcher {
 
@@ -37,6 +38,13 @@ Result<std::string> ReadAddressFile(const std::string& bundle) {
   ASSIGN_OR_RETURN(std::string address, ReadFile(path));
   if (address.empty()) return InvalidArgument(path + " is empty");
   return address;
+}
+
+bool GroupStillServed(const std::string& bundle) {
+  auto address = ReadAddressFile(bundle);
+  if (!address.ok()) return false;
+  auto path = SocketPathFromAddress(*address);
+  return path.ok() && CanConnect(*path);
 }
 
 Result<UniqueFd> OpenLogFifo(const std::string& bundle) {

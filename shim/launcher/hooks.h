@@ -1,6 +1,8 @@
 // What the launcher asks of the layers above it: the daemon's serve loop
 // (the ttrpc Task service) and the VM clean-up that `delete` runs after a
-// shim died. shim/cmd/main.cc wires the real ones; tests plug in their own.
+// shim died. shim/cmd/shimd_main.cc wires the real ones into capsule-shimd,
+// shim/cmd/shim_main.cc none into containerd-shim-capsule-v2 (it runs
+// capsule-shimd for them); tests plug in their own.
 #pragma once
 
 #include <sys/types.h>
@@ -69,8 +71,14 @@ struct CleanupContext {
 using CleanupFn = std::function<Result<uint32_t>(const CleanupContext& ctx)>;
 
 struct Hooks {
-  ServeFn serve;      // required for the daemon
-  CleanupFn cleanup;  // optional; unset reports pid 0
+  ServeFn serve;      // the daemon's; unset where daemon_exe serves
+  CleanupFn cleanup;  // optional; unset reports pid 0 (or runs daemon_exe's)
+  // The binary holding the two above when this one does not ("" = this
+  // one): `start` spawns it as the daemon, and a `delete` with clean-up to
+  // do (the group's daemon is gone) runs as it. containerd runs the shim
+  // binary for every task's start and delete; one without gRPC, QEMU and
+  // netlink libraries loads in ~2 ms instead of ~10.
+  std::string daemon_exe;
 };
 
 }  // namespace capsule::shim::launcher

@@ -58,7 +58,7 @@ Result<std::string> ResolveBundle(const ShimFlags& flags) {
   return cwd + "/" + flags.bundle;
 }
 
-int RunStart(const ShimFlags& flags, const std::string& bundle) {
+int RunStart(const ShimFlags& flags, const std::string& bundle, const Hooks& hooks) {
   // Logs of start go to the log FIFO (or nowhere): stdout+stderr are the address.
   auto log_fd = OpenLogFifo(bundle);
   log::SetFd(log_fd.ok() ? log_fd->get() : -1);
@@ -67,19 +67,26 @@ int RunStart(const ShimFlags& flags, const std::string& bundle) {
   auto options = ReadOptionsInput(STDIN_FILENO, kMaxOptionsBytes);
   if (!options.ok()) return Fail(options.status());
   req.options = std::move(*options);
-  auto self = SelfExe();
-  if (!self.ok()) return Fail(self.status());
-  req.self_exe = std::move(*self);
+  auto daemon = hooks.daemon_exe.empty() ? SelfExe() : Result<std::string>(hooks.daemon_exe);
+  if (!daemon.ok()) return Fail(daemon.status());
+  req.daemon_exe = std::move(*daemon);
   auto address = StartShim(req);
   if (!address.ok()) return Fail(std::move(address).status().WithContext("start"));
   if (Status st = WriteAllStdout(*address); !st.ok()) return Fail(st);
   return 0;
 }
 
-int RunDelete(const ShimFlags& flags, const std::string& bundle, const Hooks& hooks) {
+int RunDelete(const ShimFlags& flags, const std::string& bundle, const Hooks& hooks, char** argv) {
   // containerd logs all of delete's stderr as "cleanup warnings": only
   // warnings and errors go there unless -debug.
   log::SetLevel(flags.debug ? log::Level::kDebug : log::Level::kWarn);
+  // containerd runs `delete` whenever a task's connection closes: mostly
+  // for one container of a pod whose daemon serves on and cleans up after
+  // it. Only a gone daemon's leftovers need the daemon binary's clean-up.
+  if (!hooks.cleanup && !hooks.daemon_exe.empty() && !GroupStillServed(bundle)) {
+    ::execv(hooks.daemon_exe.c_str(), argv);
+    return Fail(ErrnoStatus("delete: run " + hooks.daemon_exe));
+  }
   auto out = DeleteShim(DeleteRequest{flags, bundle, hooks.cleanup});
   if (!out.ok()) return Fail(std::move(out).status().WithContext("delete"));
   if (Status st = WriteAllStdout(*out); !st.ok()) return Fail(st);
@@ -91,6 +98,11 @@ void PrintVersion(const std::string& program) {
 }
 
 }  // namespace
+
+Result<std::string> BesideSelf(const std::string& name) {
+  ASSIGN_OR_RETURN(std::string self, SelfExe());
+  return self.substr(0, self.rfind('/') + 1) + name;
+}
 
 int Main(int argc, char** argv, const Hooks& hooks) {
   const std::string program = argc > 0 ? argv[0] : kShimName;
@@ -116,9 +128,14 @@ int Main(int argc, char** argv, const Hooks& hooks) {
   if (!bundle.ok()) return Fail(bundle.status());
   flags->bundle = *bundle;
   switch (flags->action) {
-    case Action::kStart: return RunStart(*flags, *bundle);
-    case Action::kDelete: return RunDelete(*flags, *bundle, hooks);
-    case Action::kDaemon: return RunDaemon(*flags, hooks.serve);
+    case Action::kStart: return RunStart(*flags, *bundle, hooks);
+    case Action::kDelete: return RunDelete(*flags, *bundle, hooks, argv);
+    case Action::kDaemon:
+      if (!hooks.serve) {
+        std::fprintf(stderr, "%s: this binary does not serve; %s does\n", kShimName, hooks.daemon_exe.c_str());
+        return kExitUsage;
+      }
+      return RunDaemon(*flags, hooks.serve);
   }
   return kExitFailure;
 }

@@ -59,7 +59,7 @@ Result<UniqueFd> ClaimSocket(const std::string& path) {
 
 Result<pid_t> SpawnDaemon(const StartRequest& req, int listen_fd, const std::string& config_path) {
   SpawnOptions o;
-  o.argv = {req.self_exe};
+  o.argv = {req.daemon_exe};
   for (auto& a : DaemonArgs(req.flags, req.bundle, kDaemonSocketFd, config_path))
     o.argv.push_back(std::move(a));
   o.extra_fds = {{kDaemonSocketFd, listen_fd}};

@@ -16,7 +16,7 @@ struct StartRequest {
   std::string bundle;        // absolute; the working dir when -bundle is absent
   std::string options;       // bytes of start's stdin (a google.protobuf.Any)
   std::string socket_dir;    // where shim sockets live (SocketDir())
-  std::string self_exe;      // the shim binary to exec as the daemon
+  std::string daemon_exe;    // the binary to exec as the daemon
 };
 
 // Returns the "unix://..." address of the group's daemon: an existing one

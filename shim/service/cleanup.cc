@@ -5,7 +5,6 @@
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 #include "shim/launcher/bundle.h"
-#include "shim/launcher/socket.h"
 #include "runtime/common/mount_table.h"
 #include "shim/service/daemon_hooks.h"
 #include "shim/task/bundle_record.h"
@@ -15,13 +14,6 @@ namespace capsule::shim::service {
 namespace {
 
 const log::Logger kLog("shim.cleanup");
-
-bool ShimStillServes(const std::string& bundle) {
-  auto address = launcher::ReadAddressFile(bundle);
-  if (!address.ok()) return false;
-  auto path = launcher::SocketPathFromAddress(*address);
-  return path.ok() && launcher::CanConnect(*path);
-}
 
 // Stops the VM a dead shim left; its pid, or 0 when none was left.
 uint32_t StopLeftVm(const task::BundleRecord& record, const VmProviderFactory& make_vms) {
@@ -48,7 +40,7 @@ Result<uint32_t> Cleanup(const launcher::CleanupContext& ctx, const VmProviderFa
     if (record.status().code() == Code::kNotFound) return 0u;  // the shim never got to create it
     return std::move(record).status();
   }
-  if (ShimStillServes(ctx.bundle)) {
+  if (launcher::GroupStillServed(ctx.bundle)) {
     kLog.Debug("task {}: the pod's shim still serves; it cleans up itself", ctx.id);
     return 0u;
   }

@@ -125,10 +125,10 @@ class CriE2eTest : public ::testing::Test {
     }
     return leaks;
   }
-  // The pod's shim: the containerd-shim-capsule-v2 daemon whose -id is the
+  // The pod's shim: the capsule-shimd daemon whose -id is the
   // pod's sandbox id.
   pid_t ShimOf(const std::string& pod_id) {
-    for (const auto& [pid, cmd] : E2eEnv::Processes({"containerd-shim-capsule-v2"})) {
+    for (const auto& [pid, cmd] : E2eEnv::Processes({"capsule-shimd"})) {
       if (cmd.find("-id " + pod_id) != std::string::npos && cmd.find(ctrd_->grpc_address()) != std::string::npos)
         return pid;
     }

@@ -92,7 +92,7 @@ class CtrE2eTest : public ::testing::Test {
   // The shim daemons of task `id` under this suite's containerd.
   std::vector<pid_t> ShimsOf(const std::string& id) const {
     std::vector<pid_t> out;
-    for (const auto& [pid, cmd] : E2eEnv::Processes({"containerd-shim-capsule-v2"})) {
+    for (const auto& [pid, cmd] : E2eEnv::Processes({"capsule-shimd"})) {
       if (cmd.find(" -id " + id + " ") != std::string::npos && cmd.find(ctrd_->grpc_address()) != std::string::npos)
         out.push_back(pid);
     }

@@ -95,7 +95,7 @@ std::string E2eEnv::ConfigYaml(bool boot_nic, const std::string& initrd, const s
 Result<E2eEnv> E2eEnv::Create(bool boot_nic) {
   const std::string kernel = BuildDir() + "/deploy/vmlinux";
   const std::string initrd = BuildDir() + "/deploy/capsule-initrd.img";
-  for (const auto& f : {kernel, initrd, ShimDir() + "/containerd-shim-capsule-v2"}) {
+  for (const auto& f : {kernel, initrd, ShimDir() + "/containerd-shim-capsule-v2", ShimDir() + "/capsule-shimd"}) {
     if (!PathExists(f)) return FailedPrecondition(f + " is missing: build it first (make deps && make)");
   }
   // Short parent: unix socket paths under the VM dirs stay below 108 bytes.

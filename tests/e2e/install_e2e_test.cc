@@ -142,7 +142,7 @@ TEST(InstallE2eTest, AnInstalledNodeRunsACapsulePodThroughCriAndUninstallRestore
   // It is the installed shim that serves the pod.
   bool installed_shim = false;
   for (const auto& [pid, cmd] : E2eEnv::Processes({*pod_id}))
-    installed_shim = installed_shim || cmd.rfind("/usr/local/bin/containerd-shim-capsule-v2", 0) == 0;
+    installed_shim = installed_shim || cmd.rfind("/usr/local/bin/capsule-shimd", 0) == 0;
   EXPECT_TRUE(installed_shim) << "no /usr/local/bin shim serves pod " << *pod_id;
   EXPECT_TRUE((*cri)->StopPod(*pod_id).ok());
   EXPECT_TRUE((*cri)->RemovePod(*pod_id).ok());

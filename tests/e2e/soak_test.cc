@@ -66,7 +66,7 @@ class SoakTest : public CriE2eTest {
     const pid_t ctrd = ctrd_->pid();
     s.containerd_fds = CountDir("/proc/" + std::to_string(ctrd) + "/fd");
     s.containerd_rss_kib = RssKib(ctrd);
-    for (const auto& [pid, cmd] : E2eEnv::Processes({"containerd-shim-capsule-v2"})) {
+    for (const auto& [pid, cmd] : E2eEnv::Processes({"capsule-shimd"})) {
       if (cmd.find(ctrd_->grpc_address()) == std::string::npos) continue;
       ++s.shims;
       s.shim_fds_max = std::max(s.shim_fds_max, CountDir("/proc/" + std::to_string(pid) + "/fd"));

@@ -265,6 +265,10 @@ TEST_F(LauncherProcessTest, StartPrintsOnlyTheAddressAndDetachesTheDaemon) {
   EXPECT_EQ(info["ttrpc"], kTtrpcAddress);
   EXPECT_EQ(info["publish"], "/usr/bin/containerd");
   EXPECT_EQ(info["config"], "");
+  // The daemon is the serving binary beside the one containerd ran.
+  char exe[512] = "";
+  ASSERT_GT(::readlink(fmt::format("/proc/{}/exe", pid).c_str(), exe, sizeof exe - 1), 0);
+  EXPECT_EQ(std::string(exe), std::string(CAPSULE_TEST_SHIM) + "d");
 
   const std::string sock = *SocketPathFromAddress(want);
   EXPECT_EQ(info["socket"], sock);
@@ -404,12 +408,14 @@ TEST_F(LauncherProcessTest, DeleteKeepsTheSocketOfALiveGroupDaemon) {
   ASSERT_EQ(Start("pod1", sandbox).exit_code, 0);
   RunResult r = Start("c2", c2);
   ASSERT_EQ(r.exit_code, 0);
+  // The daemon's clean-up would report this pid: the launcher answered alone.
+  ASSERT_TRUE(WriteFile(c2 + "/test-vmm-pid", "4242").ok());
   RunResult d = Run({"-namespace", "k8s.io", "-address", kContainerdAddress, "-id", "c2",
                      "-bundle", c2, "delete"}, "/", "", true);
   ASSERT_EQ(d.exit_code, 0) << d.err;
   containerd::task::v2::DeleteResponse resp;
   ASSERT_TRUE(resp.ParseFromString(d.out));
-  EXPECT_EQ(resp.pid(), 0u);
+  EXPECT_EQ(resp.pid(), 0u) << "a live group's delete ran the daemon binary's clean-up";
   EXPECT_FALSE(Info(r.out).empty()) << "the pod's daemon still serves";
 }
 

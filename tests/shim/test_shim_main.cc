@@ -1,6 +1,7 @@
-// capsule-test-shim: the real launcher (start/delete/daemon) with a trivial
-// serve hook, so launcher tests can run whole shim processes without the
-// Task service. Each connection sends one line:
+// capsule-test-shimd: the real launcher (start/delete/daemon) with a
+// trivial serve hook, so launcher tests can run whole shim processes
+// without the Task service; capsule-test-shim starts it as
+// containerd-shim-capsule-v2 starts capsule-shimd. Each connection sends one line:
 //   "info" -> key=value lines describing the daemon (pid, sid, config, ...)
 //   "exit" -> asks the daemon to shut down (as containerd's Shutdown would)
 // The cleanup hook for `delete` reports the pid in <bundle>/test-vmm-pid.

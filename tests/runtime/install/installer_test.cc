@@ -28,7 +28,7 @@ class InstallerTest : public ::testing::Test {
     ASSERT_TRUE(t.ok() && r.ok());
     from_ = std::make_unique<TempDir>(std::move(*t));
     root_ = std::make_unique<TempDir>(std::move(*r));
-    for (const char* bin : {"containerd-shim-capsule-v2", "capsule-runtime", "capsule-vsockd"}) {
+    for (const char* bin : {"containerd-shim-capsule-v2", "capsule-shimd", "capsule-runtime", "capsule-vsockd"}) {
       Put(from_->path() + "/bin/" + bin, std::string("#!binary ") + bin);
       ::chmod((from_->path() + "/bin/" + bin).c_str(), 0755);
     }
@@ -74,6 +74,7 @@ TEST_F(InstallerTest, InstallThenUninstallRestoresTheConfigByteForByteAndLeavesN
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r->containerd_config_changed);
   EXPECT_EQ(Read("/usr/local/bin/containerd-shim-capsule-v2"), "#!binary containerd-shim-capsule-v2");
+  EXPECT_EQ(Read("/usr/local/bin/capsule-shimd"), "#!binary capsule-shimd") << "the shim runs it from beside itself";
   EXPECT_EQ(Read("/usr/local/share/capsule/capsule-initrd.img"), "initrd");
   EXPECT_EQ(Read("/etc/capsule/config.yaml"), "guest: {}\n");
   EXPECT_EQ(Read("/usr/local/share/capsule/modules/6.1.0-9-amd64/kernel/net/bridge/bridge.ko"), "ko");

@@ -6,17 +6,20 @@
 // --uninstall-on-exit uninstalls on SIGTERM). --label-node sets the label the
 // RuntimeClass schedules by once the runtime is in place, and removes it
 // before the runtime is taken away (runtime/install/node_label.h).
-#include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <memory>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "runtime/cli/command.h"
 #include "runtime/common/stop_signals.h"
+#include "runtime/common/subprocess.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/unique_fd.h"
 #include "runtime/install/installer.h"
@@ -25,6 +28,9 @@
 
 namespace capsule::cli {
 namespace {
+
+// systemd's own stop and start timeouts are 90 s each.
+constexpr std::chrono::milliseconds kRestartTimeout{240000};
 
 struct InstallFlags {
   install::InstallOptions opts;
@@ -37,29 +43,20 @@ struct InstallFlags {
 };
 
 // `systemctl restart containerd` on the node. With a --root other than /
-// (a pod with hostPID) the child first joins PID 1's mount namespace, so it
-// runs the node's systemctl against the node's systemd.
+// (a pod with hostPID) it runs in PID 1's mount namespace (nsenter), so the
+// node's systemctl talks to the node's systemd.
 Status RestartContainerd(const std::string& root) {
-  pid_t pid = ::fork();
-  if (pid < 0) return ErrnoStatus("fork");
-  if (pid == 0) {
-    if (root != "/") {
-      int ns = ::open("/proc/1/ns/mnt", O_RDONLY | O_CLOEXEC);
-      if (ns < 0 || ::setns(ns, CLONE_NEWNS) != 0) {
-        std::perror("capsule-runtime: join PID 1's mount namespace (the pod needs hostPID and privileges)");
-        ::_exit(125);
-      }
-    }
-    ::execlp("systemctl", "systemctl", "restart", "containerd", static_cast<char*>(nullptr));
-    std::perror("capsule-runtime: exec systemctl");
-    ::_exit(127);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return ErrnoStatus("wait for systemctl");
-  }
+  SpawnOptions o;
+  o.argv = {"/usr/bin/env", "systemctl", "restart", "containerd"};
+  if (root != "/") o.argv = {"/usr/bin/nsenter", "--target=1", "--mount", "systemctl", "restart", "containerd"};
+  o.stdout_fd = STDOUT_FILENO;
+  o.stderr_fd = STDERR_FILENO;
+  ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::Spawn(o));
+  ASSIGN_OR_RETURN(int status, child.Wait(kRestartTimeout));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return Unavailable("systemctl restart containerd failed (wait status " + std::to_string(status) + ")");
+    return Unavailable(fmt::format("{} failed (wait status {}){}", fmt::join(o.argv, " "), status,
+                                   root != "/" ? ": joining PID 1's mount namespace needs hostPID and privileges"
+                                               : ""));
   }
   return Status::Ok();
 }

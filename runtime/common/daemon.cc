@@ -8,7 +8,6 @@
 #include <linux/if.h>
 #include <linux/if_tun.h>
 #include <sched.h>
-#include <linux/close_range.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -25,6 +24,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/common/child_setup.h"
 #include "runtime/common/drop_user.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/proc_stat.h"
@@ -128,33 +128,15 @@ void Confine(const DaemonOptions& o, int report_fd) {
 }
 
 // Grandchild: becomes the daemon.
-[[noreturn]] void ExecDaemon(const DaemonOptions& o, char** argv, char** envp, int report_fd,
-                             int dev_null, int exe_fd) {
-  int src[3] = {dev_null, o.stdout_fd < 0 ? dev_null : o.stdout_fd,
-                o.stderr_fd < 0 ? dev_null : o.stderr_fd};
-  for (int& fd : src) {
-    if (fd <= 2) {
-      fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
-      if (fd < 0) Fail(report_fd, kStdio);
+[[noreturn]] void ExecDaemon(const DaemonOptions& o, const ChildSetup& setup, char** argv, char** envp,
+                             int report_fd, int exe_fd) {
+  if (auto failed = SetUpChild(setup)) {
+    switch (*failed) {
+      case ChildStep::kStdio: Fail(report_fd, kStdio);
+      case ChildStep::kPassFds: Fail(report_fd, kKeepFds);
+      case ChildStep::kChdir: Fail(report_fd, kChdir);
     }
   }
-  for (int i = 0; i < 3; ++i) {
-    if (::dup2(src[i], i) < 0) Fail(report_fd, kStdio);
-  }
-  // Everything above stderr closes on exec, then the kept fds are re-opened
-  // to inheritance. ENOSYS (kernel < 5.11) leaves the caller's flags as they are.
-  (void)::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
-  for (int fd : o.keep_fds) {
-    int flags = ::fcntl(fd, F_GETFD);
-    if (flags < 0 || ::fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC) < 0) Fail(report_fd, kKeepFds);
-  }
-  struct sigaction dfl{};
-  dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) (void)::sigaction(sig, &dfl, nullptr);
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) Fail(report_fd, kChdir);
   Confine(o, report_fd);
   if (exe_fd >= 0) {
     ::syscall(SYS_execveat, exe_fd, "", argv, envp != nullptr ? envp : environ, AT_EMPTY_PATH);
@@ -172,13 +154,13 @@ void Confine(const DaemonOptions& o, int report_fd) {
 // thread forked meanwhile holds a copy of that end until it exits (the pipe
 // is CLOEXEC, and intermediates do not exec), so two spawns at once that
 // waited for end of file each waited for the other, for ever.
-[[noreturn]] void Intermediate(const DaemonOptions& o, char** argv, char** envp, int report_fd,
-                               int go_fd, int go_write_fd, int dev_null, int exe_fd) {
+[[noreturn]] void Intermediate(const DaemonOptions& o, const ChildSetup& setup, char** argv, char** envp,
+                               int report_fd, int go_fd, int go_write_fd, int exe_fd) {
   ::close(go_write_fd);  // our copy would keep go_fd from ever reading EOF
   if (::setsid() < 0) Fail(report_fd, kSetsid);
   pid_t pid = ::fork();
   if (pid < 0) Fail(report_fd, kFork);
-  if (pid == 0) ExecDaemon(o, argv, envp, report_fd, dev_null, exe_fd);
+  if (pid == 0) ExecDaemon(o, setup, argv, envp, report_fd, exe_fd);
   SendRecord(report_fd, kPid, pid, 0);
   char b;
   while (::read(go_fd, &b, 1) < 0 && errno == EINTR) {
@@ -235,6 +217,16 @@ Result<Daemon> SpawnDaemon(const DaemonOptions& options) {
 
   UniqueFd dev_null(::open("/dev/null", O_RDWR | O_CLOEXEC));
   if (!dev_null) return ErrnoStatus("open /dev/null");
+  // stdin is /dev/null; everything above stderr but keep_fds closes on exec.
+  ChildSetup setup;
+  setup.stdio[1] = o.stdout_fd;
+  setup.stdio[2] = o.stderr_fd;
+  setup.dev_null = dev_null.get();
+  setup.close_other_fds = true;
+  setup.keep_fds = o.keep_fds.data();
+  setup.keep_count = o.keep_fds.size();
+  setup.default_signal_handlers = true;
+  setup.cwd = o.cwd.c_str();
   int rp[2], gp[2];
   if (::pipe2(rp, O_CLOEXEC) != 0) return ErrnoStatus("pipe2");
   UniqueFd report_read(rp[0]), report_write(rp[1]);
@@ -244,8 +236,8 @@ Result<Daemon> SpawnDaemon(const DaemonOptions& options) {
   pid_t mid = ::fork();
   if (mid < 0) return ErrnoStatus("fork for " + prog);
   if (mid == 0) {
-    Intermediate(o, argv.data(), o.env ? envp.data() : nullptr, report_write.get(), go_read.get(),
-                 go_write.get(), dev_null.get(), exe.get());
+    Intermediate(o, setup, argv.data(), o.env ? envp.data() : nullptr, report_write.get(), go_read.get(),
+                 go_write.get(), exe.get());
   }
   report_write.reset();
   go_read.reset();

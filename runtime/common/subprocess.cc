@@ -2,6 +2,7 @@
 // and pidfd-based waiting.
 #include "runtime/common/subprocess.h"
 
+#include "runtime/common/child_setup.h"
 #include "runtime/common/drop_user.h"
 #include "runtime/common/reaper.h"
 
@@ -21,6 +22,9 @@
 namespace capsule {
 namespace {
 
+// What a child reports before it exits 127, with errno.
+enum Step : int { kPdeathsig = 1, kSetsid, kDropUser, kExec, kSetUp = 100 /* + ChildStep */ };
+
 std::vector<char*> CStrings(const std::vector<std::string>& v) {
   std::vector<char*> out;
   out.reserve(v.size() + 1);
@@ -29,35 +33,12 @@ std::vector<char*> CStrings(const std::vector<std::string>& v) {
   return out;
 }
 
-// Lowest fd number above every extra_fds target.
-int ExtraFdFloor(const SpawnOptions& o) {
-  int floor = 3;
-  for (const auto& [child_fd, parent_fd] : o.extra_fds) floor = std::max(floor, child_fd + 1);
-  return floor;
-}
-
-// Places extra_fds at their child numbers. Sources first move above every
-// target so no dup2 clobbers a source still needed; `scratch` is
-// preallocated by the parent (no malloc after fork). Returns false on error.
-bool PlaceExtraFds(const SpawnOptions& o, int* scratch) {
-  const int floor = ExtraFdFloor(o);
-  for (size_t i = 0; i < o.extra_fds.size(); ++i) {
-    scratch[i] = ::fcntl(o.extra_fds[i].second, F_DUPFD_CLOEXEC, floor);
-    if (scratch[i] < 0) return false;
-  }
-  for (size_t i = 0; i < o.extra_fds.size(); ++i) {
-    // dup2 onto a different number clears CLOEXEC on the new descriptor.
-    if (::dup2(scratch[i], o.extra_fds[i].first) < 0) return false;
-  }
-  return true;
-}
-
 // Child side between fork and exec: only async-signal-safe calls.
-[[noreturn]] void ExecChild(const SpawnOptions& o, char** argv, char** envp, int err_fd,
-                            int dev_null, int* scratch) {
-  // The error pipe must survive PlaceExtraFds: lift it above every target.
-  if (!o.extra_fds.empty()) {
-    const int moved = ::fcntl(err_fd, F_DUPFD_CLOEXEC, ExtraFdFloor(o));
+[[noreturn]] void ExecChild(const SpawnOptions& o, const ChildSetup& setup, char** argv, char** envp, int err_fd) {
+  // The error pipe must survive the extra fds' placement: lift it above
+  // every target.
+  if (setup.extra_count > 0) {
+    const int moved = ::fcntl(err_fd, F_DUPFD_CLOEXEC, ChildFdFloor(setup));
     if (moved < 0) ::_exit(127);
     err_fd = moved;
   }
@@ -66,39 +47,18 @@ bool PlaceExtraFds(const SpawnOptions& o, int* scratch) {
     (void)!::write(err_fd, data, sizeof data);
     ::_exit(127);
   };
-  if (o.die_with_parent && ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(1);
-  if (o.new_session && ::setsid() < 0) fail(2);
-  // Move the requested stdio fds out of the 0..2 range first so dup2 order
-  // cannot clobber one with another.
-  int src[3] = {o.stdin_fd, o.stdout_fd, o.stderr_fd};
-  for (int& fd : src) {
-    if (fd < 0) fd = dev_null;
-    if (fd <= 2) {
-      fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
-      if (fd < 0) fail(3);
-    }
-  }
-  for (int i = 0; i < 3; ++i) {
-    if (::dup2(src[i], i) < 0) fail(4);
-  }
-  for (int fd : o.keep_fds) {
-    int flags = ::fcntl(fd, F_GETFD);
-    if (flags < 0 || ::fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC) < 0) fail(5);
-  }
-  if (!PlaceExtraFds(o, scratch)) fail(5);
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) fail(6);
+  if (o.die_with_parent && ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(kPdeathsig);
+  if (o.new_session && ::setsid() < 0) fail(kSetsid);
+  if (auto failed = SetUpChild(setup)) fail(kSetUp + static_cast<int>(*failed));
   if (o.uid >= 0 && DropToUser(static_cast<uid_t>(o.uid), static_cast<gid_t>(o.gid < 0 ? o.uid : o.gid), nullptr, 0) !=
                         DropStep::kDone)
-    fail(8);
+    fail(kDropUser);
   if (envp != nullptr) {
     ::execve(argv[0], argv, envp);
   } else {
     ::execv(argv[0], argv);
   }
-  fail(7);
+  fail(kExec);
   ::_exit(127);
 }
 
@@ -106,16 +66,14 @@ bool PlaceExtraFds(const SpawnOptions& o, int* scratch) {
 // was reaped before its pidfd could be opened (it is being stored then).
 constexpr std::chrono::milliseconds kReapedStatusWait{1000};
 
-const char* StepName(int step) {
+std::string StepName(int step) {
   switch (step) {
-    case 1: return "prctl(PDEATHSIG)";
-    case 2: return "setsid";
-    case 3: case 4: return "set up stdio";
-    case 5: return "pass fds";
-    case 6: return "chdir";
-    case 8: return "drop to its user";
-    default: return "exec";
+    case kPdeathsig: return "prctl(PDEATHSIG)";
+    case kSetsid: return "setsid";
+    case kDropUser: return "drop to its user";
+    case kExec: return "exec";
   }
+  return ChildStepName(static_cast<ChildStep>(step - kSetUp));
 }
 
 }  // namespace
@@ -139,9 +97,20 @@ Result<ChildProcess> ChildProcess::Spawn(const SpawnOptions& o) {
       return InvalidArgument("spawn " + prog + ": extra_fds must map fds > 2 to fds > 2");
   }
   std::vector<int> scratch(o.extra_fds.size() + 1);
+  ChildSetup setup;
+  setup.stdio[0] = o.stdin_fd;
+  setup.stdio[1] = o.stdout_fd;
+  setup.stdio[2] = o.stderr_fd;
+  setup.keep_fds = o.keep_fds.data();
+  setup.keep_count = o.keep_fds.size();
+  setup.extra_fds = o.extra_fds.data();
+  setup.extra_count = o.extra_fds.size();
+  setup.scratch = scratch.data();
+  setup.cwd = o.cwd.c_str();
 
   UniqueFd dev_null(::open("/dev/null", O_RDWR | O_CLOEXEC));
   if (!dev_null) return ErrnoStatus("open /dev/null");
+  setup.dev_null = dev_null.get();
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) return ErrnoStatus("pipe2");
   UniqueFd err_read(pipefd[0]);
@@ -150,8 +119,7 @@ Result<ChildProcess> ChildProcess::Spawn(const SpawnOptions& o) {
   pid_t pid = ::fork();
   if (pid < 0) return ErrnoStatus("fork for " + prog);
   if (pid == 0) {
-    ExecChild(o, argv.data(), o.env ? envp.data() : nullptr, err_write.get(), dev_null.get(),
-              scratch.data());
+    ExecChild(o, setup, argv.data(), o.env ? envp.data() : nullptr, err_write.get());
   }
   err_write.reset();
 

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "agent/engine/cgroup_stats.h"
+#include "runtime/common/backoff.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 
@@ -265,10 +266,11 @@ Status Cgroup2::Destroy(std::chrono::milliseconds timeout) {
   RETURN_IF_ERROR_CTX(WaitEvent("populated", 0, timeout), "destroy cgroup");
   auto deadline = std::chrono::steady_clock::now() + timeout;
   // rmdir can still see EBUSY briefly while exited tasks are released.
+  Backoff poll({std::chrono::milliseconds(1), std::chrono::milliseconds(1)});
   while (::rmdir(path_.c_str()) != 0) {
     if (errno == ENOENT) break;
     if (errno != EBUSY || std::chrono::steady_clock::now() > deadline) return ErrnoStatus("rmdir " + path_);
-    ::usleep(1000);
+    poll.Wait(deadline);
   }
   for (const std::string& dir : created_parents_) {
     if (::rmdir(dir.c_str()) != 0) break;  // still used by a sibling: keep it and its parents

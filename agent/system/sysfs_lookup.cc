@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 #include <memory>
-#include <thread>
 
+#include "runtime/common/backoff.h"
 #include "runtime/common/file_util.h"
 
 namespace capsule::agent::system {
@@ -31,13 +31,14 @@ std::string ScanOnce(const std::string& dir, std::string_view attribute, std::st
 Result<std::string> FindSysfsEntry(const std::string& dir, std::string_view attribute, std::string_view value,
                                    std::chrono::milliseconds wait) {
   const auto deadline = std::chrono::steady_clock::now() + wait;
+  Backoff poll({std::chrono::milliseconds(2), std::chrono::milliseconds(2)});
   for (;;) {
     std::string name = ScanOnce(dir, attribute, value);
     if (!name.empty()) return name;
     if (std::chrono::steady_clock::now() >= deadline)
       return NotFound(fmt::format("nothing under {} has {} '{}'{}", dir, attribute, value,
                                   wait.count() > 0 ? fmt::format(" within {} ms", wait.count()) : ""));
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    poll.Wait(deadline);
   }
 }
 

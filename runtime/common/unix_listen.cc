@@ -10,10 +10,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <thread>
 
 #include <fmt/format.h>
 
+#include "runtime/common/backoff.h"
 #include "runtime/common/file_util.h"
 
 namespace capsule {
@@ -85,11 +85,9 @@ Result<UniqueFd> ListenUnix(const std::string& path, const UnixListenOptions& o)
 }
 
 Result<UniqueFd> ConnectUnix(const std::string& path, const UnixConnectOptions& o) {
-  constexpr std::chrono::milliseconds kRetryMin{1};
-  constexpr std::chrono::milliseconds kRetryMax{50};
   ASSIGN_OR_RETURN(sockaddr_un addr, UnixAddress(path));
   const auto deadline = std::chrono::steady_clock::now() + o.listen_wait;
-  auto backoff = kRetryMin;
+  Backoff backoff({std::chrono::milliseconds(1), std::chrono::milliseconds(50)});
   for (;;) {
     // Non-blocking, so a full backlog is EAGAIN (retried) instead of a wait
     // on a stalled server.
@@ -111,8 +109,7 @@ Result<UniqueFd> ConnectUnix(const std::string& path, const UnixConnectOptions& 
       return Status(Code::kUnavailable, o.listen_wait.count() > 0
                                             ? fmt::format("{} (for {} ms)", st.message(), o.listen_wait.count())
                                             : st.message());
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(backoff, deadline - now));
-    backoff = std::min(backoff * 2, kRetryMax);
+    backoff.Wait(deadline);
   }
 }
 

@@ -21,7 +21,7 @@
 #include "runtime/common/file_util.h"
 #include "runtime/common/unique_fd.h"
 #include "runtime/common/blocked_signals.h"
-#include "runtime/common/empty_read_backoff.h"
+#include "runtime/common/backoff.h"
 
 namespace capsule::guestexec {
 namespace {
@@ -71,7 +71,7 @@ void CopyOutput(agentclient::AgentClient& agent, const std::string& exec_id, boo
   req.set_exec_id(exec_id);
   req.set_len(kChunk);
   bool writable = true;
-  EmptyReadBackoff backoff;
+  Backoff backoff(kEmptyReadBackoff);
   for (;;) {
     auto r = stderr_stream ? agent.ReadStderr(req) : agent.ReadStdout(req);
     if (!r.ok() || r->eof()) return;

@@ -8,8 +8,8 @@
 // is polled with query-migrate, which also reports the incoming side.
 #include <fmt/format.h>
 
-#include <thread>
 
+#include "runtime/common/backoff.h"
 #include "runtime/common/logging.h"
 #include "runtime/hypervisor/qemu_vm.h"
 
@@ -39,6 +39,7 @@ std::string MigrationError(const json& info) {
 
 Status QemuVm::AwaitMigration(std::string_view what, milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
+  Backoff poll({kMigrationPoll, kMigrationPoll});
   for (;;) {
     auto info = qmp_->Execute("query-migrate");
     if (!info.ok()) return info.status();
@@ -50,7 +51,7 @@ Status QemuVm::AwaitMigration(std::string_view what, milliseconds timeout) {
       (void)qmp_->Execute("migrate_cancel");
       return DeadlineExceeded(fmt::format("{}: not done after {} ms (status '{}')", what, timeout.count(), status));
     }
-    std::this_thread::sleep_for(kMigrationPoll);
+    poll.Wait(deadline);
   }
 }
 

@@ -5,10 +5,10 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include <thread>
 
 #include <fmt/format.h>
 
+#include "runtime/common/backoff.h"
 #include "runtime/common/logging.h"
 
 namespace capsule::hypervisor {
@@ -30,12 +30,13 @@ Result<VmLock> VmLock::Acquire(const std::string& lock_path, bool create, std::c
     return ErrnoStatus("open " + lock_path);
   }
   const auto deadline = std::chrono::steady_clock::now() + wait;
+  Backoff poll({std::chrono::milliseconds(5), std::chrono::milliseconds(5)});
   while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK) return ErrnoStatus("flock " + lock_path);
     if (std::chrono::steady_clock::now() >= deadline)
       return FailedPrecondition(fmt::format("VM is driven by another process ({} is locked{})", lock_path,
                                             wait.count() > 0 ? fmt::format(", waited {} ms", wait.count()) : ""));
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    poll.Wait(deadline);
   }
   return VmLock(std::move(fd), lock_path);
 }

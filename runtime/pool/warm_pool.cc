@@ -276,7 +276,7 @@ void WarmPool::CloneFailedLocked(ShapeState& s, const Status& why) {
   const std::string dir = s.tpl->dir;
   s.tpl.reset();
   s.clone_failures_in_row = 0;
-  s.tpl_backoff = std::min(o_.max_backoff, s.tpl_backoff.count() == 0 ? o_.first_backoff : s.tpl_backoff * 2);
+  s.tpl_backoff = Backoffs().After(s.tpl_backoff);
   s.tpl_next_build = Clock::now() + s.tpl_backoff;
   if (Status st = vm::RemoveTemplate(o_.config, dir); !st.ok()) kLog.Warn("remove template {}: {}", dir, st.ToString());
 }
@@ -304,7 +304,7 @@ void WarmPool::TemplateBuilt(const std::string& key, Result<vm::VmTemplate> buil
   if (!built.ok()) {
     ++s.tpl_failures;
     s.tpl_last_failure = "build: " + built.status().ToString();
-    s.tpl_backoff = std::min(o_.max_backoff, s.tpl_backoff.count() == 0 ? o_.first_backoff : s.tpl_backoff * 2);
+    s.tpl_backoff = Backoffs().After(s.tpl_backoff);
     s.tpl_next_build = Clock::now() + s.tpl_backoff;
     kLog.Error("template of shape {} failed (next try in {} ms; VMs are booted meanwhile): {}", key,
                s.tpl_backoff.count(), built.status().ToString());
@@ -334,7 +334,7 @@ void WarmPool::BootFinished(const std::string& key, Result<vm::SandboxVmPtr> boo
   if (!booted.ok()) {
     ++s.failures;
     s.last_failure = booted.status().ToString();
-    s.backoff = std::min(o_.max_backoff, s.backoff.count() == 0 ? o_.first_backoff : s.backoff * 2);
+    s.backoff = Backoffs().After(s.backoff);
     s.next_boot = Clock::now() + s.backoff;
     kLog.Error("boot for shape {} failed after {:.0f} ms (next try in {} ms): {}", key, ms, s.backoff.count(),
                s.last_failure);

@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/common/backoff.h"
 #include "runtime/common/daemon.h"
 #include "runtime/common/process_cgroup.h"
 #include "runtime/common/status.h"
@@ -138,6 +139,8 @@ class WarmPool {
   // idle VMs stop and their template goes.
   void ExpireShapes();
   bool UseTemplates() const { return o_.config.pool.refill == "template"; }
+  // How long a shape waits after failed boots or template builds.
+  BackoffPolicy Backoffs() const { return {o_.first_backoff, o_.max_backoff}; }
   std::string TemplatesRoot() const { return o_.config.runtime.state_dir + "/templates"; }
   // pool.cgroup's sibling where boots and clones run until ready, at a low
   // CPU weight (kRefillCpuWeight).

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "runtime/common/empty_read_backoff.h"
+#include "runtime/common/backoff.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/unique_fd.h"
 #include "shim/io/binary_logger.h"
@@ -104,7 +104,7 @@ void ClearPendingSigpipe() {
 void OutputLoop(std::shared_ptr<StdioCopier::Shared> s, OutputStream stream, SinkPtr sink) {
   BlockSigpipe();
   bool writable = sink && sink->valid();
-  EmptyReadBackoff backoff;
+  Backoff backoff(kEmptyReadBackoff);
   for (;;) {
     auto chunk = s->process->Read(stream, kReadChunkBytes);
     if (!chunk.ok()) {

@@ -7,10 +7,10 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <thread>
 #include <utility>
 
 #include "runtime/common/file_util.h"
+#include "runtime/common/backoff.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/mount_options.h"
 #include "runtime/common/unique_fd.h"
@@ -73,12 +73,13 @@ Status LinuxMounter::Mount(const MountSpec& spec) {
 // virtiofsd's fd, at the latest when the VM stops.
 Status LinuxMounter::Unmount(const std::string& target) {
   const auto deadline = std::chrono::steady_clock::now() + kBusyUnmountWait;
+  Backoff poll({kBusyUnmountRetry, kBusyUnmountRetry});
   for (;;) {
     if (::umount2(target.c_str(), UMOUNT_NOFOLLOW) == 0) return Status::Ok();
     if (errno == EINVAL || errno == ENOENT) return Status::Ok();  // not (or no longer) mounted
     if (errno != EBUSY) return ErrnoStatus("umount " + target);
     if (std::chrono::steady_clock::now() >= deadline) break;
-    std::this_thread::sleep_for(kBusyUnmountRetry);
+    poll.Wait(deadline);
   }
   kLog.Warn("umount {}: still busy after {} ms (the guest has not released it); detaching it lazily", target,
             kBusyUnmountWait.count());

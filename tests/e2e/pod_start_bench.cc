@@ -353,20 +353,27 @@ class PodStartBench : public ::testing::Test {
                                Percentile(Of(v, mode, &Sample::start_ms), 0.5));
     }
   }
+  // The env's config with its pool section's `size: 1` line replaced by
+  // `settings`, written as <dir>/pool-<name>.yaml.
+  std::string PoolConfig(const std::string& name, const std::string& settings) {
+    auto yaml = ReadFile(env_->config_path());
+    EXPECT_TRUE(yaml.ok());
+    if (!yaml.ok()) return "";
+    std::string text = std::regex_replace(*yaml, std::regex("pool:\n  size: 1"), "pool:\n  " + settings);
+    EXPECT_NE(text, *yaml) << "the env's config has no 'pool:\n  size: 1'";
+    const std::string path = env_->dir() + "/pool-" + name + ".yaml";
+    EXPECT_TRUE(WriteFile(path, text).ok());
+    return path;
+  }
   // CONCURRENCY pods against a pool of `size` ready VMs that refills by
   // `refill` ("template" or "boot") with two refills at once: a daemon of
   // its own config (same image, so the same shape key as the shim's).
   void Burst(const std::string& variant, const std::string& refill, uint32_t size, int n) {
     if (pool_) StopPool(*pool_);
     pool_.reset();
-    auto yaml = ReadFile(env_->config_path());
-    ASSERT_TRUE(yaml.ok());
-    const std::string path = env_->dir() + "/pool-" + refill + ".yaml";
-    std::string text = std::regex_replace(
-        *yaml, std::regex("pool:\n  size: 1"),
-        fmt::format("pool:\n  size: {}\n  refill: {}\n  max_parallel_boots: 2", size, refill));
-    ASSERT_NE(text, *yaml) << "the env's config has no 'pool:\n  size: 1'";
-    ASSERT_TRUE(WriteFile(path, text).ok());
+    const std::string path = PoolConfig(refill, fmt::format("size: {}\n  refill: {}\n  max_parallel_boots: 2\n  max_idle: {}",
+                                                            size, refill, std::max(size, 8u)));
+    ASSERT_FALSE(path.empty());
     auto started = PoolDaemonProcess::Start(path, env_->pool_socket());
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     pool_ = std::move(*started);
@@ -572,7 +579,10 @@ TEST_F(PodStartBench, RuncCapsuleColdCapsuleWarmAndGvisor) {
   const int concurrency = EnvInt("CAPSULE_BENCH_CONCURRENCY", 10);
   std::cout << "pod start through CRI, containerd 1.6, CNI bridge; " << runs << " sequential pods and " << concurrency
             << " at once per variant\n";
-  auto started = PoolDaemonProcess::Start(env_->config_path(), env_->pool_socket());
+  // Resized to `concurrency` ready VMs below: idle VMs are capped by max_idle.
+  const std::string pool_config =
+      PoolConfig("main", fmt::format("size: 1\n  max_idle: {}", std::max(concurrency, 8)));
+  auto started = PoolDaemonProcess::Start(pool_config, env_->pool_socket());
   ASSERT_TRUE(started.ok()) << started.status().ToString();
   pool_ = std::move(*started);
   auto st = pool_->WaitReady(1, milliseconds(300000), true);

@@ -8,6 +8,7 @@
 #include "deploy/mkinitrd/tools.h"
 #include "runtime/common/file_util.h"
 #include "tests/deploy/cpio_reader.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::deploy {
 namespace {
@@ -17,11 +18,11 @@ using testing::ReadCpio;
 
 CpioArchive Sample() {
   CpioArchive a(1700000000);
-  EXPECT_TRUE(a.AddFile("/init", "#!agent", 0755).ok());
-  EXPECT_TRUE(a.AddFile("/lib/x86_64-linux-gnu/libc.so.6", std::string(13, 'c'), 0644).ok());
-  EXPECT_TRUE(a.AddCharDevice("/dev/console", 0600, 5, 1).ok());
-  EXPECT_TRUE(a.AddSymlink("/bin/sh", "/bin/busybox").ok());
-  EXPECT_TRUE(a.AddDirectory("/tmp", 01777).ok());
+  EXPECT_OK(a.AddFile("/init", "#!agent", 0755));
+  EXPECT_OK(a.AddFile("/lib/x86_64-linux-gnu/libc.so.6", std::string(13, 'c'), 0644));
+  EXPECT_OK(a.AddCharDevice("/dev/console", 0600, 5, 1));
+  EXPECT_OK(a.AddSymlink("/bin/sh", "/bin/busybox"));
+  EXPECT_OK(a.AddDirectory("/tmp", 01777));
   return a;
 }
 
@@ -75,33 +76,33 @@ TEST(CpioWriter, TypesModesDataAndDevices) {
 
 TEST(CpioWriter, SameInputSameBytesWhateverTheInsertionOrder) {
   CpioArchive a(7), b(7);
-  ASSERT_TRUE(a.AddFile("/x/1", "one", 0644).ok());
-  ASSERT_TRUE(a.AddFile("/y", "two", 0644).ok());
-  ASSERT_TRUE(b.AddFile("/y", "two", 0644).ok());
-  ASSERT_TRUE(b.AddFile("/x/1", "one", 0644).ok());
+  ASSERT_OK(a.AddFile("/x/1", "one", 0644));
+  ASSERT_OK(a.AddFile("/y", "two", 0644));
+  ASSERT_OK(b.AddFile("/y", "two", 0644));
+  ASSERT_OK(b.AddFile("/x/1", "one", 0644));
   EXPECT_EQ(a.Serialize(), b.Serialize());
 }
 
 TEST(CpioWriter, ConflictsAndBadPathsAreErrors) {
   CpioArchive a(0);
-  ASSERT_TRUE(a.AddFile("/f", "1", 0644).ok());
-  EXPECT_TRUE(a.AddFile("/f", "1", 0644).ok()) << "same content twice is fine";
+  ASSERT_OK(a.AddFile("/f", "1", 0644));
+  EXPECT_OK(a.AddFile("/f", "1", 0644)) << "same content twice is fine";
   EXPECT_EQ(a.AddFile("/f", "2", 0644).code(), Code::kInvalidArgument);
   EXPECT_EQ(a.AddFile("/f/under-a-file", "x", 0644).code(), Code::kInvalidArgument);
   EXPECT_EQ(a.AddFile("/a/../b", "x", 0644).code(), Code::kInvalidArgument);
   EXPECT_EQ(a.AddFile("/", "x", 0644).code(), Code::kInvalidArgument);
   EXPECT_EQ(a.AddSymlink("/l", "").code(), Code::kInvalidArgument);
-  ASSERT_TRUE(a.AddFile("/d/f", "x", 0644).ok());
-  EXPECT_TRUE(a.AddDirectory("/d", 0700).ok()) << "explicit mode for an implicit parent";
+  ASSERT_OK(a.AddFile("/d/f", "x", 0644));
+  EXPECT_OK(a.AddDirectory("/d", 0700)) << "explicit mode for an implicit parent";
 }
 
 TEST(CpioWriter, GnuCpioListsTheArchive) {
   auto cpio = FindProgram("cpio", "cpio");
-  ASSERT_TRUE(cpio.ok()) << cpio.status().ToString();
+  ASSERT_OK(cpio);
   auto dir = TempDir::Create("cpio");
-  ASSERT_TRUE(dir.ok());
-  ASSERT_TRUE(WriteFile(dir->Join("a.cpio"), Sample().Serialize()).ok());
-  ASSERT_TRUE(RunFilter({*cpio, "-it", "--quiet"}, dir->Join("a.cpio"), dir->Join("list")).ok());
+  ASSERT_OK(dir);
+  ASSERT_OK(WriteFile(dir->Join("a.cpio"), Sample().Serialize()));
+  ASSERT_OK(RunFilter({*cpio, "-it", "--quiet"}, dir->Join("a.cpio"), dir->Join("list")));
   EXPECT_EQ(*ReadFile(dir->Join("list")),
             "bin\nbin/sh\ndev\ndev/console\ninit\nlib\nlib/x86_64-linux-gnu\nlib/x86_64-linux-gnu/libc.so.6\ntmp\n");
 }

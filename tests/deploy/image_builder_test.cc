@@ -6,6 +6,7 @@
 
 #include "deploy/mkinitrd/compress.h"
 #include "runtime/common/file_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::deploy {
 namespace {
@@ -18,7 +19,7 @@ constexpr std::string_view kLdd = R"(	linux-vdso.so.1 (0x00007ffcbf5d2000)
 
 TEST(Ldd, LibrariesAndLoaderInOrderVdsoSkipped) {
   auto libs = ParseLddOutput(kLdd);
-  ASSERT_TRUE(libs.ok()) << libs.status().ToString();
+  ASSERT_OK(libs);
   EXPECT_EQ(*libs, (std::vector<std::string>{"/lib/x86_64-linux-gnu/libgrpc++.so.1.51",
                                              "/lib/x86_64-linux-gnu/libc.so.6", "/lib64/ld-linux-x86-64.so.2"}));
 }
@@ -36,7 +37,7 @@ TEST(Ldd, StaticBinaryIsAnError) {
 
 TEST(FindKernel, MissingKernelSaysRunMakeDeps) {
   auto dir = TempDir::Create("kernel");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   auto k = FindKernel(dir->Join("nothing-here"));
   ASSERT_FALSE(k.ok());
   EXPECT_EQ(k.status().code(), Code::kFailedPrecondition);
@@ -45,13 +46,13 @@ TEST(FindKernel, MissingKernelSaysRunMakeDeps) {
 
 TEST(FindKernel, FindsAnUnpackedTree) {
   auto dir = TempDir::Create("kernel");
-  ASSERT_TRUE(dir.ok());
-  ASSERT_TRUE(MkdirAll(dir->Join("lib/modules/6.1.0-9-amd64")).ok());
-  ASSERT_TRUE(MkdirAll(dir->Join("boot")).ok());
-  ASSERT_TRUE(WriteFile(dir->Join("lib/modules/6.1.0-9-amd64/modules.dep"), "").ok());
-  ASSERT_TRUE(WriteFile(dir->Join("boot/vmlinuz-6.1.0-9-amd64"), "k").ok());
+  ASSERT_OK(dir);
+  ASSERT_OK(MkdirAll(dir->Join("lib/modules/6.1.0-9-amd64")));
+  ASSERT_OK(MkdirAll(dir->Join("boot")));
+  ASSERT_OK(WriteFile(dir->Join("lib/modules/6.1.0-9-amd64/modules.dep"), ""));
+  ASSERT_OK(WriteFile(dir->Join("boot/vmlinuz-6.1.0-9-amd64"), "k"));
   auto k = FindKernel(dir->path());
-  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  ASSERT_OK(k);
   EXPECT_EQ(k->release, "6.1.0-9-amd64");
   EXPECT_EQ(k->vmlinuz, dir->Join("boot/vmlinuz-6.1.0-9-amd64"));
 }
@@ -59,16 +60,16 @@ TEST(FindKernel, FindsAnUnpackedTree) {
 TEST(Compression, NamesAndDeterministicZstd) {
   EXPECT_FALSE(ParseCompression("lz4").ok());
   auto dir = TempDir::Create("zst");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   std::string data(100000, 'z');
-  ASSERT_TRUE(WriteCompressed(data, Compression::kZstd, 0, dir->Join("a.zst")).ok());
-  ASSERT_TRUE(WriteCompressed(data, Compression::kZstd, 0, dir->Join("b.zst")).ok());
+  ASSERT_OK(WriteCompressed(data, Compression::kZstd, 0, dir->Join("a.zst")));
+  ASSERT_OK(WriteCompressed(data, Compression::kZstd, 0, dir->Join("b.zst")));
   auto a = ReadFile(dir->Join("a.zst"));
-  ASSERT_TRUE(a.ok());
+  ASSERT_OK(a);
   EXPECT_EQ(*a, *ReadFile(dir->Join("b.zst")));
   EXPECT_LT(a->size(), data.size() / 10);
   EXPECT_EQ(a->substr(0, 4), std::string("\x28\xb5\x2f\xfd", 4));  // zstd frame magic
-  ASSERT_TRUE(WriteCompressed(data, Compression::kNone, 0, dir->Join("c")).ok());
+  ASSERT_OK(WriteCompressed(data, Compression::kNone, 0, dir->Join("c")));
   EXPECT_EQ(*ReadFile(dir->Join("c")), data);
   EXPECT_FALSE(PathExists(dir->Join("c.cpio.tmp")));
 }

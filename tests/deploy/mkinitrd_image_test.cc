@@ -10,6 +10,7 @@
 #include "deploy/mkinitrd/tools.h"
 #include "runtime/common/file_util.h"
 #include "tests/deploy/cpio_reader.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::deploy {
 namespace {
@@ -33,17 +34,17 @@ Result<std::string> Unpacked(const std::string& image) {
 
 TEST(GuestImage, TwoBuildsAreByteIdentical) {
   auto dir = TempDir::Create("repro");
-  ASSERT_TRUE(dir.ok());
-  ASSERT_TRUE(Build(dir->Join("a.img")).ok());
-  ASSERT_TRUE(Build(dir->Join("b.img")).ok());
+  ASSERT_OK(dir);
+  ASSERT_OK(Build(dir->Join("a.img")));
+  ASSERT_OK(Build(dir->Join("b.img")));
   auto a = ReadFile(dir->Join("a.img"));
-  ASSERT_TRUE(a.ok());
+  ASSERT_OK(a);
   EXPECT_TRUE(*a == *ReadFile(dir->Join("b.img"))) << "image is not reproducible";
 }
 
 TEST(GuestImage, HoldsInitLibrariesModulesAndLoadOrder) {
   auto raw = Unpacked(BuildDir() + "/deploy/capsule-initrd.img");
-  ASSERT_TRUE(raw.ok()) << raw.status().ToString();
+  ASSERT_OK(raw);
   std::string error;
   auto entries = testing::ReadCpio(*raw, &error);
   ASSERT_EQ(error, "");
@@ -56,11 +57,11 @@ TEST(GuestImage, HoldsInitLibrariesModulesAndLoadOrder) {
   EXPECT_EQ(files.count("bin/busybox"), 0u) << "the production image has no shell";
 
   auto kernel = FindKernel(SourceDir() + "/.cache/guest-kernel/current");
-  ASSERT_TRUE(kernel.ok());
+  ASSERT_OK(kernel);
   std::string mod_dir = "lib/modules/" + kernel->release + "/";
   ASSERT_EQ(files.count(mod_dir + "capsule-modules.order"), 1u);
   auto index = agent::modules::ModuleIndex::Parse(files[mod_dir + "modules.dep"], "image modules.dep");
-  ASSERT_TRUE(index.ok());
+  ASSERT_OK(index);
   // Every requested module is there, each after its dependencies.
   std::vector<std::string> seen;
   std::string order = files[mod_dir + "capsule-modules.order"];
@@ -72,7 +73,7 @@ TEST(GuestImage, HoldsInitLibrariesModulesAndLoadOrder) {
     EXPECT_EQ(files.count(mod_dir + line), 1u) << line;
     std::string name = agent::modules::ModuleNameFromPath(line);
     auto deps = index->DependenciesOf(name);
-    ASSERT_TRUE(deps.ok()) << name;
+    ASSERT_OK(deps) << name;
     for (const auto& dep : *deps) {
       EXPECT_NE(std::find(seen.begin(), seen.end(), dep), seen.end()) << dep << " after " << name;
     }

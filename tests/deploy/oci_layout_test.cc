@@ -13,6 +13,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/sha256.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::oci {
 namespace {
@@ -58,7 +59,7 @@ class OciLayoutTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto t = TempDir::Create("oci-tree");
-    ASSERT_TRUE(t.ok());
+    ASSERT_OK(t);
     tree_ = std::make_unique<TempDir>(std::move(*t));
     Put("usr/local/bin/capsule-runtime", "binary", 0700);
     Put("usr/local/share/capsule/capsule-initrd.img", std::string(1000, 'i'), 0600);
@@ -67,8 +68,8 @@ class OciLayoutTest : public ::testing::Test {
   }
   void Put(const std::string& rel, const std::string& data, mode_t mode) {
     std::string path = tree_->path() + "/" + rel;
-    ASSERT_TRUE(MkdirAll(path.substr(0, path.rfind('/'))).ok());
-    ASSERT_TRUE(WriteFile(path, data).ok());
+    ASSERT_OK(MkdirAll(path.substr(0, path.rfind('/'))));
+    ASSERT_OK(WriteFile(path, data));
     ASSERT_EQ(::chmod(path.c_str(), mode), 0);
   }
   ImageOptions Options() const {
@@ -98,7 +99,7 @@ std::string Resolve(const std::map<std::string, TarEntry>& layout, const json& d
 
 TEST_F(OciLayoutTest, DigestsAndSizesMatchTheBlobsAndTheLayerIsTheTree) {
   auto image = BuildImageLayout(Options());
-  ASSERT_TRUE(image.ok()) << image.status().ToString();
+  ASSERT_OK(image);
   auto layout = ReadTar(*image);
   ASSERT_TRUE(layout.count("oci-layout"));
   EXPECT_EQ(json::parse(layout["oci-layout"].data)["imageLayoutVersion"], "1.0.0");
@@ -143,21 +144,21 @@ TEST_F(OciLayoutTest, DigestsAndSizesMatchTheBlobsAndTheLayerIsTheTree) {
 
 TEST_F(OciLayoutTest, SameTreeGivesTheSameBytes) {
   auto a = BuildImageLayout(Options());
-  ASSERT_TRUE(a.ok());
+  ASSERT_OK(a);
   ::utimes((tree_->path() + "/usr/local/bin/capsule-runtime").c_str(), nullptr);  // touch: mtimes are not kept
   auto b = BuildImageLayout(Options());
-  ASSERT_TRUE(b.ok());
+  ASSERT_OK(b);
   EXPECT_TRUE(*a == *b);
 }
 
 TEST_F(OciLayoutTest, ExtraFilesJoinAtTheirOwnPath) {
   ImageOptions o = Options();
   auto libs = LddDependencies("/bin/true");
-  ASSERT_TRUE(libs.ok()) << libs.status().ToString();
+  ASSERT_OK(libs);
   ASSERT_FALSE(libs->empty());
   o.extra_files = *libs;
   auto image = BuildImageLayout(o);
-  ASSERT_TRUE(image.ok());
+  ASSERT_OK(image);
   auto layout = ReadTar(*image);
   json index = json::parse(layout["index.json"].data);
   json manifest = json::parse(Resolve(layout, index["manifests"][0]));

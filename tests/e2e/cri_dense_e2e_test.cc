@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "tests/e2e/cri_e2e_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -50,17 +51,17 @@ class CriDenseE2eTest : public CriPoolFixture {
 
 TEST_F(CriDenseE2eTest, APodRunsOnACopyOnWriteCloneWithItsFilesOnErofsDisks) {
   StartPool();
-  ASSERT_TRUE(pool_->WaitReady(1, kBootBudget).ok()) << pool_->log();
-  EXPECT_TRUE(pool_->WaitForLog("rehearsed a container's start in", seconds(10)).ok())
+  ASSERT_OK(pool_->WaitReady(1, kBootBudget)) << pool_->log();
+  EXPECT_OK(pool_->WaitForLog("rehearsed a container's start in", seconds(10)))
       << "the dense clone was offered without its rehearsal: " << pool_->log();
   const v1::PodSandboxConfig pod = Pod("capsule-dense", v1::POD);
   auto pod_id = RunPod(pod);
-  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  ASSERT_OK(pod_id);
   std::string log = ctrd_->LogTail(8 << 20);
   EXPECT_NE(log.find("sandbox " + *pod_id + ": claimed pooled VM"), std::string::npos) << "the pod cold-booted";
   // The pool says what its VMs are made of and what they cost.
   auto st = pool_->WaitReady(1, kBootBudget, /*settled=*/true);
-  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  ASSERT_OK(st);
   ASSERT_FALSE(st->shapes.empty());
   EXPECT_EQ(st->shapes[0].device_set, "dense");
   EXPECT_GE(st->shapes[0].template_shared_bytes, 16ull << 20) << "the template's sealed RAM";
@@ -72,11 +73,11 @@ TEST_F(CriDenseE2eTest, APodRunsOnACopyOnWriteCloneWithItsFilesOnErofsDisks) {
   const pid_t vmm = VmmOf(*pod_id);
   ASSERT_GT(vmm, 0);
   auto cmdline = ReadFile("/proc/" + std::to_string(vmm) + "/cmdline");
-  ASSERT_TRUE(cmdline.ok());
+  ASSERT_OK(cmdline);
   EXPECT_NE(cmdline->find("share=off"), std::string::npos);
   EXPECT_EQ(cmdline->find("vhost-user"), std::string::npos);
   auto maps = ReadFile("/proc/" + std::to_string(vmm) + "/maps");
-  ASSERT_TRUE(maps.ok());
+  ASSERT_OK(maps);
   const size_t ram = maps->find("memfd:capsule-template-");
   ASSERT_NE(ram, std::string::npos) << "QEMU does not map the template's sealed RAM";
   const size_t line = maps->rfind('\n', ram) + 1;
@@ -86,19 +87,19 @@ TEST_F(CriDenseE2eTest, APodRunsOnACopyOnWriteCloneWithItsFilesOnErofsDisks) {
     EXPECT_EQ(cmd.find(env_->state_dir()), std::string::npos) << "a dense VM has a virtiofsd: " << cmd;
 
   auto c1 = StartContainer(*pod_id, pod, "one", {"sh", "-c", "echo from-the-rootfs > /written; exec sleep 3600"});
-  ASSERT_TRUE(c1.ok()) << c1.status().ToString();
+  ASSERT_OK(c1);
   EXPECT_EQ(Images().size(), 1u) << "one rootfs image for the busybox layers";
   log = ctrd_->LogTail(8 << 20);
   EXPECT_NE(log.find("rootfs image " + env_->image_cache_dir()), std::string::npos);
   // The rootfs is an overlay (erofs below, guest memory above) and takes writes.
   auto root = Exec(*c1, "for i in $(seq 100); do [ -e /written ] && break; sleep 0.1; done; cat /written; "
                         "awk '$2==\"/\"{print $3}' /proc/mounts; ls /bin/busybox");
-  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  ASSERT_OK(root);
   EXPECT_EQ(*root, "from-the-rootfs\noverlay\n/bin/busybox\n");
   // CRI's host files came along, readable and writable in the guest.
   auto hosts = Exec(*c1, "grep -c localhost /etc/hosts; cat /etc/hostname; echo 10.9.9.9 extra >> /etc/hosts && "
                          "grep -c extra /etc/hosts");
-  ASSERT_TRUE(hosts.ok()) << hosts.status().ToString();
+  ASSERT_OK(hosts);
   char host[256] = {};
   ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
   // containerd names a pod without a hostname after the node.
@@ -107,20 +108,20 @@ TEST_F(CriDenseE2eTest, APodRunsOnACopyOnWriteCloneWithItsFilesOnErofsDisks) {
   // A second pod of the same image: the cached rootfs image serves it.
   const v1::PodSandboxConfig pod2 = Pod("capsule-dense-2", v1::POD);
   auto pod2_id = RunPod(pod2);
-  ASSERT_TRUE(pod2_id.ok()) << pod2_id.status().ToString();
+  ASSERT_OK(pod2_id);
   auto c2 = StartContainer(*pod2_id, pod2, "two", {"sleep", "3600"});
-  ASSERT_TRUE(c2.ok()) << c2.status().ToString();
+  ASSERT_OK(c2);
   EXPECT_EQ(Images().size(), 1u) << ::testing::PrintToString(Images());
   log = ctrd_->LogTail(8 << 20);
   EXPECT_NE(log.find("(cached,"), std::string::npos) << "the second pod's rootfs image was built again";
   auto other = Exec(*c2, "cat /written 2>/dev/null || echo none");
-  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  ASSERT_OK(other);
   EXPECT_EQ(*other, "none\n") << "a pod's writes reached the shared image";
 
   // A read-write host directory cannot be shared: refused by name.
   const std::string data = env_->dir() + "/hostdata";
-  ASSERT_TRUE(MkdirAll(data).ok());
-  ASSERT_TRUE(WriteFile(data + "/f", "x").ok());
+  ASSERT_OK(MkdirAll(data));
+  ASSERT_OK(WriteFile(data + "/f", "x"));
   cri::ContainerOptions opts;
   opts.name = "rw-volume";
   opts.image = kBusyboxImage;
@@ -133,20 +134,20 @@ TEST_F(CriDenseE2eTest, APodRunsOnACopyOnWriteCloneWithItsFilesOnErofsDisks) {
   m->set_host_path(data);
   m->set_container_path("/data");
   auto created = cri_->CreateContainer(*pod2_id, pod2, config);
-  ASSERT_TRUE(created.ok()) << created.status().ToString();  // CRI makes the task at start
+  ASSERT_OK(created);  // CRI makes the task at start
   Status refused = cri_->StartContainer(*created);
   EXPECT_FALSE(refused.ok()) << "a read-write host directory was accepted";
   EXPECT_NE(refused.message().find(data + " is read-write"), std::string::npos) << refused.ToString();
-  EXPECT_TRUE(cri_->RemoveContainer(*created).ok());
+  EXPECT_OK(cri_->RemoveContainer(*created));
   // The refused container left the pod working.
   auto still = Exec(*c2, "echo alive");
-  ASSERT_TRUE(still.ok()) << still.status().ToString();
+  ASSERT_OK(still);
 
   // An emptyDir lives in the guest: one directory the pod's containers
   // share (one of them read-only), kept when the container that wrote it is
   // replaced, and never written through to the host's directory.
   const std::string empty_dir = env_->dir() + "/kubelet/pods/uid-2/volumes/kubernetes.io~empty-dir/cache";
-  ASSERT_TRUE(MkdirAll(empty_dir).ok());
+  ASSERT_OK(MkdirAll(empty_dir));
   auto with_cache = [&](const std::string& name, bool read_only, std::vector<std::string> command) {
     cri::ContainerOptions o;
     o.name = name;
@@ -163,28 +164,28 @@ TEST_F(CriDenseE2eTest, APodRunsOnACopyOnWriteCloneWithItsFilesOnErofsDisks) {
     return cri_->CreateContainer(*pod2_id, pod2, cc);
   };
   auto writer = with_cache("writer", false, {"sh", "-c", "echo shared > /cache/note; exec sleep 3600"});
-  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
-  ASSERT_TRUE(cri_->StartContainer(*writer).ok());
+  ASSERT_OK(writer);
+  ASSERT_OK(cri_->StartContainer(*writer));
   auto reader = with_cache("reader", true, {"sleep", "3600"});
-  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
-  ASSERT_TRUE(cri_->StartContainer(*reader).ok());
+  ASSERT_OK(reader);
+  ASSERT_OK(cri_->StartContainer(*reader));
   auto seen = Exec(*reader, "for i in $(seq 100); do [ -e /cache/note ] && break; sleep 0.1; done; cat /cache/note; "
                             "touch /cache/mine 2>/dev/null && echo wrote || echo read-only");
-  ASSERT_TRUE(seen.ok()) << seen.status().ToString();
+  ASSERT_OK(seen);
   EXPECT_EQ(*seen, "shared\nread-only\n") << "the reader does not see the writer's emptyDir";
-  ASSERT_TRUE(cri_->StopContainer(*writer, 5).ok());
-  ASSERT_TRUE(cri_->RemoveContainer(*writer).ok());
+  ASSERT_OK(cri_->StopContainer(*writer, 5));
+  ASSERT_OK(cri_->RemoveContainer(*writer));
   auto again = with_cache("writer-2", false, {"sleep", "3600"});
-  ASSERT_TRUE(again.ok()) << again.status().ToString();
-  ASSERT_TRUE(cri_->StartContainer(*again).ok());
+  ASSERT_OK(again);
+  ASSERT_OK(cri_->StartContainer(*again));
   auto kept = Exec(*again, "cat /cache/note; stat -c %a /cache");
-  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  ASSERT_OK(kept);
   EXPECT_EQ(*kept, "shared\n777\n") << "the emptyDir did not outlive the container that wrote it";
   EXPECT_TRUE(DirEntries(empty_dir).empty()) << "guest writes reached the host's emptyDir";
 
   for (const auto& id : {*pod_id, *pod2_id}) {
-    ASSERT_TRUE(cri_->StopPod(id).ok());
-    ASSERT_TRUE(cri_->RemovePod(id).ok());
+    ASSERT_OK(cri_->StopPod(id));
+    ASSERT_OK(cri_->RemovePod(id));
   }
   // Only the cache's image stays: the mounts images were the containers' own.
   EXPECT_EQ(Images().size(), 1u) << ::testing::PrintToString(Images());

@@ -26,6 +26,7 @@
 #include "tests/support/containerd_leaks.h"
 #include "tests/support/images/test_images.h"
 #include "tests/support/pool_daemon.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 
@@ -74,7 +75,7 @@ class CriE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto env = E2eEnv::Create(boot_nic_);
-    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    ASSERT_OK(env);
     env_.emplace(std::move(*env));
     ContainerdOptions o;
     o.path_prepend = {E2eEnv::ShimDir()};
@@ -82,15 +83,15 @@ class CriE2eTest : public ::testing::Test {
     o.cri->cni = true;
     o.cri->runtimes = {{"capsule", kCapsuleRuntimeType, {{"ConfigPath", env_->config_path()}}}};
     auto c = ContainerdHarness::Start(o);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_OK(c);
     ctrd_ = std::move(*c);
     for (const char* image : {"busybox", "pause"}) {
       Status imported = ctrd_->ImportImage(TestImageTar(image), kCriNs);
-      ASSERT_TRUE(imported.ok()) << imported.ToString();
+      ASSERT_OK(imported);
     }
     Connect();
     logs_ = ctrd_->dir() + "/pod-logs";
-    ASSERT_TRUE(MkdirAll(logs_).ok());
+    ASSERT_OK(MkdirAll(logs_));
   }
   void TearDown() override {
     cri_.reset();
@@ -136,7 +137,7 @@ class CriE2eTest : public ::testing::Test {
   }
   void Connect() {
     auto client = CriClient::Connect(ctrd_->grpc_address(), milliseconds(20000));
-    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    ASSERT_OK(client);
     cri_ = std::move(*client);
     cri_->set_call_timeout(milliseconds(180000));  // a cold boot under TCG
   }
@@ -166,7 +167,7 @@ class CriE2eTest : public ::testing::Test {
     const pid_t pid = VmmOf(pod_id);
     ASSERT_GT(pid, 0) << "no VMM pid in the verbose status of pod " << pod_id;
     auto cgroups = ReadFile("/proc/" + std::to_string(pid) + "/cgroup");
-    ASSERT_TRUE(cgroups.ok()) << cgroups.status().ToString();
+    ASSERT_OK(cgroups);
     const std::string want = cgroup_parent_ + "/" + pod_id;
     EXPECT_TRUE(cgroups->find(":memory:" + want + "\n") != std::string::npos ||
                 cgroups->find("0::" + want + "\n") != std::string::npos)
@@ -207,7 +208,7 @@ class CriPoolFixture : public CriE2eTest {
  protected:
   void StartPool() {
     auto d = PoolDaemonProcess::Start(env_->config_path(), env_->pool_socket());
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    ASSERT_OK(d);
     pool_ = std::move(*d);
   }
   // Stops the daemon (it drains) and removes the pool's own cgroup

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/command.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -52,9 +53,9 @@ Result<std::string> HttpGetOnceListening(const std::string& ip) {
 TEST_F(CriE2eTest, PodOnACniNetworkWithTwoContainersExecLogsStatsAndStop) {
   const v1::PodSandboxConfig pod = Pod("capsule-pod", v1::POD);
   auto pod_id = RunPod(pod);
-  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  ASSERT_OK(pod_id);
   auto pstatus = cri_->PodStatus(*pod_id);
-  ASSERT_TRUE(pstatus.ok()) << pstatus.status().ToString();
+  ASSERT_OK(pstatus);
   EXPECT_EQ(pstatus->status().state(), v1::SANDBOX_READY);
   ExpectVmmInPodCgroup(*pod_id);
   const std::string pod_ip = pstatus->status().network().ip();
@@ -66,9 +67,9 @@ TEST_F(CriE2eTest, PodOnACniNetworkWithTwoContainersExecLogsStatsAndStop) {
                             fmt::format("echo started-one; mkdir -p /tmp/www; echo hello-from-pod > /tmp/www/index.html; "
                                         "exec httpd -f -p {} -h /tmp/www",
                                         kHttpPort)});
-  ASSERT_TRUE(c1.ok()) << c1.status().ToString();
+  ASSERT_OK(c1);
   auto c2 = StartContainer(*pod_id, pod, "two", {"sleep", "3601"});
-  ASSERT_TRUE(c2.ok()) << c2.status().ToString();
+  ASSERT_OK(c2);
 
   // The pod's IP is the VM's: the host reaches a server in the guest
   // through the bridge, the veth, the tc mirror and the VM's NIC.
@@ -80,44 +81,44 @@ TEST_F(CriE2eTest, PodOnACniNetworkWithTwoContainersExecLogsStatsAndStop) {
   EXPECT_NE(shim_log.find("container " + *pod_id + " is the pod holder in the guest"), std::string::npos)
       << "the sandbox container was not the pod holder";
   auto page = HttpGetOnceListening(pod_ip);
-  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  ASSERT_OK(page);
   EXPECT_NE(page->find("hello-from-pod"), std::string::npos) << *page;
   // And the guest sees the CNI address on eth0 and reaches the gateway.
   auto exec = cri_->ExecSync(*c2, {"ip", "-4", "addr", "show", "eth0"}, 30);
-  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  ASSERT_OK(exec);
   EXPECT_NE(exec->out.find("inet " + pod_ip + "/24"), std::string::npos) << exec->out << exec->err;
   exec = cri_->ExecSync(*c2, {"ping", "-c", "1", "-W", "5", ctrd_->cni()->gateway}, 30);
-  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  ASSERT_OK(exec);
   EXPECT_EQ(exec->exit_code, 0) << exec->out << exec->err;
 
   auto cstatus = cri_->ContainerStatus(*c1);
-  ASSERT_TRUE(cstatus.ok()) << cstatus.status().ToString();
+  ASSERT_OK(cstatus);
   EXPECT_EQ(cstatus->status().state(), v1::CONTAINER_RUNNING);
 
   exec = cri_->ExecSync(*c1, {"echo", "hi"}, 30);
-  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  ASSERT_OK(exec);
   EXPECT_EQ(exec->exit_code, 0);
   EXPECT_EQ(exec->out, "hi\n");
   exec = cri_->ExecSync(*c1, {"sh", "-c", "echo oops >&2; exit 3"}, 30);
-  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  ASSERT_OK(exec);
   EXPECT_EQ(exec->exit_code, 3);
   EXPECT_EQ(exec->err, "oops\n");
 
   // One pid namespace per pod (CRI's default): "two" sees "one"'s sleep.
   exec = cri_->ExecSync(*c2, {"ps"}, 30);
-  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  ASSERT_OK(exec);
   EXPECT_NE(exec->out.find("httpd -f"), std::string::npos) << exec->out;
   EXPECT_NE(exec->out.find("sleep 3601"), std::string::npos) << exec->out;
 
   auto stats = cri_->ListContainerStats(*pod_id);
-  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  ASSERT_OK(stats);
   EXPECT_EQ(stats->size(), 2u);
 
   // `capsule-runtime ps` names the pod as the kubelet knows it, with its VM.
   auto ps = RunCommand({std::string(std::getenv("CAPSULE_BUILD_DIR")) + "/runtime/cli/capsule-runtime", "--config",
                         env_->config_path(), "ps", "--json"},
                        milliseconds(30000));
-  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  ASSERT_OK(ps);
   ASSERT_TRUE(ps->ok()) << ps->out << ps->err;
   const auto listed = nlohmann::json::parse(ps->out, nullptr, false);
   ASSERT_TRUE(listed.is_array() && listed.size() == 1u) << ps->out;
@@ -135,14 +136,14 @@ TEST_F(CriE2eTest, PodOnACniNetworkWithTwoContainersExecLogsStatsAndStop) {
   const std::string runtime_cli = std::string(std::getenv("CAPSULE_BUILD_DIR")) + "/runtime/cli/capsule-runtime";
   auto serve = StreamingCommand::Start({runtime_cli, "--config", env_->config_path(), "metrics", "serve", "--listen",
                                         "127.0.0.1:0"});
-  ASSERT_TRUE(serve.ok()) << serve.status().ToString();
+  ASSERT_OK(serve);
   auto serving = serve->WaitForOutput("/metrics\n", milliseconds(20000));
-  ASSERT_TRUE(serving.ok()) << serving.status().ToString();
+  ASSERT_OK(serving);
   const size_t port_at = serve->output().find("http://127.0.0.1:");
   ASSERT_NE(port_at, std::string::npos) << serve->output();
   const auto port = static_cast<uint16_t>(std::stoi(serve->output().substr(port_at + 17)));
   auto scrape = HttpGet("127.0.0.1", port, milliseconds(30000), "/metrics");
-  ASSERT_TRUE(scrape.ok()) << scrape.status().ToString();
+  ASSERT_OK(scrape);
   serve->Stop(milliseconds(5000));
   const std::string pod_labels = fmt::format("sandbox_id=\"{}\",pod=\"capsule-pod\",namespace=\"default\","
                                              "containerd_namespace=\"k8s.io\"", *pod_id);
@@ -165,33 +166,33 @@ TEST_F(CriE2eTest, PodOnACniNetworkWithTwoContainersExecLogsStatsAndStop) {
   EXPECT_GT(guest_mem, 128.0 * (1 << 20)) << "a 256 MiB guest";
   EXPECT_LT(guest_mem, 256.0 * (1 << 20) + 1) << "a 256 MiB guest";
 
-  ASSERT_TRUE(cri_->StopContainer(*c1, 2).ok());
+  ASSERT_OK(cri_->StopContainer(*c1, 2));
   cstatus = cri_->ContainerStatus(*c1);
-  ASSERT_TRUE(cstatus.ok());
+  ASSERT_OK(cstatus);
   EXPECT_EQ(cstatus->status().state(), v1::CONTAINER_EXITED);
   auto log = ReadFile(logs_ + "/one.log");
-  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  ASSERT_OK(log);
   EXPECT_NE(log->find(" stdout F started-one"), std::string::npos) << *log;
 
-  ASSERT_TRUE(cri_->RemoveContainer(*c1).ok());
+  ASSERT_OK(cri_->RemoveContainer(*c1));
   // The guest let go of the container's share (its submounts and cached
   // inodes, which virtiofsd holds host fds for) before the shim unmounted
   // the rootfs and binds, so none needed a lazy detach.
   const std::string log_after_remove = ctrd_->LogTail(4000000);
   const size_t lazy = log_after_remove.find("detaching it lazily");
   EXPECT_EQ(lazy, std::string::npos) << log_after_remove.substr(lazy < 300 ? 0 : lazy - 300, 600);
-  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
+  ASSERT_OK(cri_->StopPod(*pod_id));
   cstatus = cri_->ContainerStatus(*c2);
-  ASSERT_TRUE(cstatus.ok());
+  ASSERT_OK(cstatus);
   EXPECT_EQ(cstatus->status().state(), v1::CONTAINER_EXITED) << "the pod's stop stops its containers";
   // Its containers deleted, the stop's SIGKILL to the holder ended the VM
   // without a guest call (and containerd still had the kill's answer).
   EXPECT_NE(ctrd_->LogTail(1 << 20).find("sandbox " + *pod_id + ": SIGKILL to its pod holder, the pod's last task"),
             std::string::npos)
       << "the holder's kill went to the guest";
-  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+  ASSERT_OK(cri_->RemovePod(*pod_id));
   auto pods = cri_->ListPods();
-  ASSERT_TRUE(pods.ok());
+  ASSERT_OK(pods);
   EXPECT_TRUE(pods->empty());
 }
 
@@ -204,19 +205,19 @@ TEST_F(CriE2eTest, PodOnACniNetworkWithTwoContainersExecLogsStatsAndStop) {
 TEST_F(CriE2eTest, LogReopenExecTimeoutResourceUpdateAndANewContainerInTheSameVm) {
   const v1::PodSandboxConfig pod = Pod("capsule-corners", v1::POD);
   auto pod_id = RunPod(pod);
-  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  ASSERT_OK(pod_id);
   const pid_t vmm = VmmOf(*pod_id);
   ASSERT_GT(vmm, 0);
   auto c1 = StartContainer(*pod_id, pod, "ticker",
                            {"sh", "-c", "i=0; while true; do echo tick-$i; i=$((i+1)); sleep 0.2; done"});
-  ASSERT_TRUE(c1.ok()) << c1.status().ToString();
+  ASSERT_OK(c1);
 
   // Log rotation: the kubelet renames the file, then asks for a reopen.
   const std::string log = logs_ + "/ticker.log";
   ASSERT_TRUE(WaitUntil([&] { auto t = ReadFile(log); return t.ok() && t->find("tick-3") != std::string::npos; },
                         milliseconds(20000)));
   ASSERT_EQ(::rename(log.c_str(), (log + ".1").c_str()), 0);
-  ASSERT_TRUE(cri_->ReopenContainerLog(*c1).ok());
+  ASSERT_OK(cri_->ReopenContainerLog(*c1));
   EXPECT_TRUE(WaitUntil([&] { auto t = ReadFile(log); return t.ok() && t->find(" stdout F tick-") != std::string::npos; },
                         milliseconds(20000)))
       << "nothing was written to the reopened log";
@@ -240,33 +241,33 @@ TEST_F(CriE2eTest, LogReopenExecTimeoutResourceUpdateAndANewContainerInTheSameVm
   r.set_memory_limit_in_bytes(96 << 20);
   r.set_cpu_period(100000);
   r.set_cpu_quota(50000);
-  ASSERT_TRUE(cri_->UpdateContainerResources(*c1, r).ok());
+  ASSERT_OK(cri_->UpdateContainerResources(*c1, r));
   // The container's own cgroup, wherever the guest put it.
   auto cgroup_file = [&](const std::string& file) {
     return cri_->ExecSync(*c1, {"sh", "-c", "cat /sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)/" + file}, 30);
   };
   auto mem = cgroup_file("memory.max");
-  ASSERT_TRUE(mem.ok()) << mem.status().ToString();
+  ASSERT_OK(mem);
   EXPECT_EQ(mem->out, std::to_string(96 << 20) + "\n") << mem->err;
   auto cpu = cgroup_file("cpu.max");
-  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  ASSERT_OK(cpu);
   EXPECT_EQ(cpu->out, "50000 100000\n") << cpu->err;
 
   // The pod's only container exits: the pod and its VM stay.
-  ASSERT_TRUE(cri_->StopContainer(*c1, 2).ok());
+  ASSERT_OK(cri_->StopContainer(*c1, 2));
   auto pstatus = cri_->PodStatus(*pod_id);
-  ASSERT_TRUE(pstatus.ok());
+  ASSERT_OK(pstatus);
   EXPECT_EQ(pstatus->status().state(), v1::SANDBOX_READY);
   EXPECT_EQ(::kill(vmm, 0), 0) << "the VM went with the pod's last container";
-  ASSERT_TRUE(cri_->RemoveContainer(*c1).ok());
+  ASSERT_OK(cri_->RemoveContainer(*c1));
   // A new container (a restart, as the kubelet makes one) runs in the same VM.
   auto c2 = StartContainer(*pod_id, pod, "again", {"sh", "-c", "echo again-in-the-same-vm; exec sleep 600"});
-  ASSERT_TRUE(c2.ok()) << c2.status().ToString();
+  ASSERT_OK(c2);
   auto hello = cri_->ExecSync(*c2, {"cat", "/proc/1/cmdline"}, 30);
-  ASSERT_TRUE(hello.ok()) << hello.status().ToString();
+  ASSERT_OK(hello);
   EXPECT_EQ(VmmOf(*pod_id), vmm) << "the new container got another VM";
-  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
-  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+  ASSERT_OK(cri_->StopPod(*pod_id));
+  ASSERT_OK(cri_->RemovePod(*pod_id));
 }
 
 // Mount propagation across the VM. Host -> container (CRI's
@@ -276,7 +277,7 @@ TEST_F(CriE2eTest, LogReopenExecTimeoutResourceUpdateAndANewContainerInTheSameVm
 // VM: the container is refused, naming the mount.
 TEST_F(CriE2eTest, HostMountsReachARunningContainerAndBidirectionalPropagationIsRefused) {
   const std::string vol = ctrd_->dir() + "/propagated";
-  ASSERT_TRUE(MkdirAll(vol).ok());
+  ASSERT_OK(MkdirAll(vol));
   // CRI wants a shared source for either propagation (as the kubelet's
   // /var/lib/kubelet is on a systemd host).
   ASSERT_EQ(::mount(vol.c_str(), vol.c_str(), nullptr, MS_BIND, nullptr), 0);
@@ -288,11 +289,11 @@ TEST_F(CriE2eTest, HostMountsReachARunningContainerAndBidirectionalPropagationIs
     }
   } unmount{vol};
   ASSERT_EQ(::mount(nullptr, vol.c_str(), nullptr, MS_SHARED, nullptr), 0);
-  ASSERT_TRUE(MkdirAll(vol + "/sub").ok());
+  ASSERT_OK(MkdirAll(vol + "/sub"));
 
   const v1::PodSandboxConfig pod = Pod("capsule-propagation", v1::POD);
   auto pod_id = RunPod(pod);
-  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  ASSERT_OK(pod_id);
   auto with_mount = [&](const char* name, v1::MountPropagation propagation) {
     ContainerOptions c;
     c.name = name;
@@ -308,26 +309,26 @@ TEST_F(CriE2eTest, HostMountsReachARunningContainerAndBidirectionalPropagationIs
   };
   // containerd makes the task (and so the shim sees the spec) at start.
   auto bidi = with_mount("both-ways", v1::PROPAGATION_BIDIRECTIONAL);
-  ASSERT_TRUE(bidi.ok()) << bidi.status().ToString();
+  ASSERT_OK(bidi);
   Status bidi_started = cri_->StartContainer(*bidi);
   ASSERT_FALSE(bidi_started.ok()) << "a bidirectional mount was accepted";
   EXPECT_NE(bidi_started.message().find("bidirectional mount propagation"), std::string::npos) << bidi_started.ToString();
-  ASSERT_TRUE(cri_->RemoveContainer(*bidi).ok());
+  ASSERT_OK(cri_->RemoveContainer(*bidi));
 
   auto c = with_mount("watcher", v1::PROPAGATION_HOST_TO_CONTAINER);
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
-  ASSERT_TRUE(cri_->StartContainer(*c).ok());
+  ASSERT_OK(c);
+  ASSERT_OK(cri_->StartContainer(*c));
   // After the start: a tmpfs mounted on the host under the volume.
   ASSERT_EQ(::mount("tmpfs", (vol + "/sub").c_str(), "tmpfs", 0, "size=1m"), 0);
-  ASSERT_TRUE(WriteFile(vol + "/sub/late.txt", "mounted-after-start\n").ok());
+  ASSERT_OK(WriteFile(vol + "/sub/late.txt", "mounted-after-start\n"));
   std::string seen;
   EXPECT_TRUE(WaitUntil([&] {
     auto r = cri_->ExecSync(*c, {"cat", "/data/sub/late.txt"}, 30);
     seen = r.ok() ? r->out + r->err : r.status().ToString();
     return r.ok() && r->out == "mounted-after-start\n";
   }, milliseconds(15000))) << "the host's later mount did not reach the container: " << seen;
-  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
-  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+  ASSERT_OK(cri_->StopPod(*pod_id));
+  ASSERT_OK(cri_->RemovePod(*pod_id));
 }
 
 // guest.boot_nic off: the pod's NIC is hot-plugged (the path every NIC
@@ -340,20 +341,20 @@ class CriHotplugNicE2eTest : public CriE2eTest {
 TEST_F(CriHotplugNicE2eTest, PodOnAHotpluggedNicSurvivesAContainerdRestart) {
   const v1::PodSandboxConfig pod = Pod("capsule-restart", v1::POD);
   auto pod_id = RunPod(pod);
-  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  ASSERT_OK(pod_id);
   EXPECT_NE(ctrd_->LogTail(8 << 20).find("(hot-plugged NIC)"), std::string::npos) << "the NIC was not hot-plugged";
   auto c1 = StartContainer(*pod_id, pod, "one",
                            {"sh", "-c",
                             fmt::format("mkdir -p /tmp/www; echo hotplugged > /tmp/www/index.html; "
                                         "exec httpd -f -p {} -h /tmp/www",
                                         kHttpPort)});
-  ASSERT_TRUE(c1.ok()) << c1.status().ToString();
+  ASSERT_OK(c1);
   auto before = cri_->PodStatus(*pod_id);
-  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  ASSERT_OK(before);
   const std::string pod_ip = before->status().network().ip();
 
   cri_.reset();
-  ASSERT_TRUE(ctrd_->Restart().ok());
+  ASSERT_OK(ctrd_->Restart());
   Connect();
   // CRI answers "server is not initialized yet" until it has recovered its
   // state (reloaded the shims); containerd offers no event for that.
@@ -363,18 +364,18 @@ TEST_F(CriHotplugNicE2eTest, PodOnAHotpluggedNicSurvivesAContainerdRestart) {
     ::usleep(100 * 1000);
     pstatus = cri_->PodStatus(*pod_id);
   }
-  ASSERT_TRUE(pstatus.ok()) << pstatus.status().ToString();
+  ASSERT_OK(pstatus);
   EXPECT_EQ(pstatus->status().state(), v1::SANDBOX_READY) << "the shim was reconnected";
   auto exec = cri_->ExecSync(*c1, {"echo", "still-here"}, 30);
-  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  ASSERT_OK(exec);
   EXPECT_EQ(exec->out, "still-here\n");
   // The hot-plugged NIC carries the pod's traffic.
   auto page = HttpGetOnceListening(pod_ip);
-  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  ASSERT_OK(page);
   EXPECT_NE(page->find("hotplugged"), std::string::npos) << *page;
 
-  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
-  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+  ASSERT_OK(cri_->StopPod(*pod_id));
+  ASSERT_OK(cri_->RemovePod(*pod_id));
 }
 
 // An exec whose binary does not exist (or is missing from the image) fails
@@ -385,9 +386,9 @@ TEST_F(CriHotplugNicE2eTest, PodOnAHotpluggedNicSurvivesAContainerdRestart) {
 TEST_F(CriE2eTest, AnExecThatCannotStartFailsAtOnceAndThePodLeavesNothing) {
   const v1::PodSandboxConfig pod = Pod("capsule-badexec", v1::POD);
   auto pod_id = RunPod(pod);
-  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  ASSERT_OK(pod_id);
   auto c1 = StartContainer(*pod_id, pod, "one", {"sleep", "3600"});
-  ASSERT_TRUE(c1.ok()) << c1.status().ToString();
+  ASSERT_OK(c1);
 
   for (const std::vector<std::string>& cmd :
        {std::vector<std::string>{"/no/such/binary"}, std::vector<std::string>{"nosuchcommand", "arg"}}) {
@@ -408,11 +409,11 @@ TEST_F(CriE2eTest, AnExecThatCannotStartFailsAtOnceAndThePodLeavesNothing) {
     EXPECT_LT(took, std::chrono::seconds(20)) << exec.status().ToString();
   }
   auto exec = cri_->ExecSync(*c1, {"echo", "still-fine"}, 30);
-  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  ASSERT_OK(exec);
   EXPECT_EQ(exec->out, "still-fine\n");
 
-  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
-  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+  ASSERT_OK(cri_->StopPod(*pod_id));
+  ASSERT_OK(cri_->RemovePod(*pod_id));
   EXPECT_TRUE(LeaksAfterExit().empty()) << "the pod's shim, VM or mounts outlived it";
 }
 
@@ -437,7 +438,7 @@ TEST_F(CriE2eTest, APodAskingForAHostNamespaceIsRefusedAndLeavesNothing) {
     EXPECT_NE(id.status().message().find(c.field), std::string::npos) << id.status().ToString();
     EXPECT_NE(id.status().message().find("runc RuntimeClass"), std::string::npos) << id.status().ToString();
     auto pods = cri_->ListPods();
-    ASSERT_TRUE(pods.ok());
+    ASSERT_OK(pods);
     for (const auto& p : *pods) pods_.push_back(p.id());
   }
   EXPECT_EQ(ctrd_->LogTail(2000000).find("booting VM"), std::string::npos) << "no VM is booted for a refused pod";
@@ -450,9 +451,9 @@ TEST_F(CriE2eTest, APodAskingForAHostNamespaceIsRefusedAndLeavesNothing) {
 TEST_F(CriE2eTest, ASigtermedShimStopsItsVmAndExits) {
   const v1::PodSandboxConfig pod = Pod("capsule-sigterm", v1::POD);
   auto pod_id = RunPod(pod);
-  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  ASSERT_OK(pod_id);
   auto c1 = StartContainer(*pod_id, pod, "one", {"sleep", "3600"});
-  ASSERT_TRUE(c1.ok()) << c1.status().ToString();
+  ASSERT_OK(c1);
   // An exec that could not start once left a Wait blocked for ever, and the
   // shim then ignored SIGTERM.
   ASSERT_FALSE(cri_->ExecSync(*c1, {"/no/such/binary"}, 30).ok());
@@ -471,10 +472,10 @@ TEST_F(CriE2eTest, ASigtermedShimStopsItsVmAndExits) {
     ::usleep(100 * 1000);
     cstatus = cri_->ContainerStatus(*c1);
   }
-  ASSERT_TRUE(cstatus.ok()) << cstatus.status().ToString();
+  ASSERT_OK(cstatus);
   EXPECT_EQ(cstatus->status().state(), v1::CONTAINER_EXITED) << "containerd saw the task end";
-  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
-  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+  ASSERT_OK(cri_->StopPod(*pod_id));
+  ASSERT_OK(cri_->RemovePod(*pod_id));
 }
 
 // The VMM dies under a running pod (the host's OOM killer, a QEMU crash,
@@ -483,11 +484,11 @@ TEST_F(CriE2eTest, ASigtermedShimStopsItsVmAndExits) {
 TEST_F(CriE2eTest, AKilledVmmEndsEveryContainerAndThePodIsRemovedCleanly) {
   const v1::PodSandboxConfig pod = Pod("capsule-vmmkill", v1::POD);
   auto pod_id = RunPod(pod);
-  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  ASSERT_OK(pod_id);
   std::vector<std::string> containers;
   for (const char* name : {"one", "two"}) {
     auto c = StartContainer(*pod_id, pod, name, {"sleep", "3600"});
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_OK(c);
     containers.push_back(*c);
   }
   const pid_t vmm = VmmOf(*pod_id);
@@ -506,7 +507,7 @@ TEST_F(CriE2eTest, AKilledVmmEndsEveryContainerAndThePodIsRemovedCleanly) {
       ::usleep(100 * 1000);
       st = cri_->ContainerStatus(cid);
     }
-    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    ASSERT_OK(st);
     EXPECT_EQ(st->status().state(), v1::CONTAINER_EXITED) << cid << " still runs after its VM died";
     EXPECT_NE(st->status().exit_code(), 0) << cid << " reported a clean exit although its VM was killed";
   }
@@ -517,10 +518,10 @@ TEST_F(CriE2eTest, AKilledVmmEndsEveryContainerAndThePodIsRemovedCleanly) {
     ::usleep(100 * 1000);
     ps = cri_->PodStatus(*pod_id, false);
   }
-  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  ASSERT_OK(ps);
   EXPECT_EQ(ps->status().state(), v1::SANDBOX_NOTREADY);
-  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
-  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+  ASSERT_OK(cri_->StopPod(*pod_id));
+  ASSERT_OK(cri_->RemovePod(*pod_id));
   EXPECT_TRUE(LeaksAfterExit().empty()) << "the pod's shim, VM daemons, mounts or taps outlived it";
 }
 

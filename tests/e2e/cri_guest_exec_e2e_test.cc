@@ -12,6 +12,7 @@
 
 #include "tests/e2e/cri_e2e_fixture.h"
 #include "tests/e2e/pty_command.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -35,28 +36,28 @@ class CriGuestExecE2eTest : public CriE2eTest {
 TEST_F(CriGuestExecE2eTest, ExecRunsOutsideTheContainersWithStdinTtySignalsAndExitStatus) {
   const v1::PodSandboxConfig pod = Pod("ge-pod", v1::POD);
   auto pod_id = RunPod(pod);
-  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  ASSERT_OK(pod_id);
   auto tools = StartContainer(*pod_id, pod, "tools", {"sleep", "3600"});
-  ASSERT_TRUE(tools.ok()) << tools.status().ToString();
+  ASSERT_OK(tools);
 
   // The guest's pid namespace: PID 1 is the agent (the container's own PID 1
   // is its sleep), and the container's process is there under the guest's pid.
   auto ps = RunInGuest(*pod_id, *tools, "cat /proc/1/comm; ps -o pid,args");
-  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  ASSERT_OK(ps);
   ASSERT_EQ(ps->exit_code, 0) << ps->out << ps->err;
   EXPECT_EQ(ps->out.substr(0, ps->out.find('\n')), "init") << ps->out;
   EXPECT_NE(ps->out.find("sleep 3600"), std::string::npos) << ps->out;
   // From inside the container, PID 1 is the pod's: the guest's pod holder,
   // named pause as the process it stands for.
   auto inside = cri_->ExecSync(*tools, {"cat", "/proc/1/comm", "/proc/1/cmdline"}, 30);
-  ASSERT_TRUE(inside.ok()) << inside.status().ToString();
+  ASSERT_OK(inside);
   EXPECT_EQ(inside->out.substr(0, inside->out.find('\n') + 1), "pause\n") << inside->out;
   EXPECT_NE(inside->out.find("--pod-holder"), std::string::npos) << inside->out;
 
   // The pod and the tools' container by the names kubectl shows, the
   // command's exit status, stderr apart.
   auto status = RunInGuest("default/ge-pod", "tools", "echo to-err >&2; exit 7");
-  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  ASSERT_OK(status);
   EXPECT_EQ(status->exit_code, 7) << status->err;
   EXPECT_EQ(status->err, "to-err\n");
 
@@ -65,11 +66,11 @@ TEST_F(CriGuestExecE2eTest, ExecRunsOutsideTheContainersWithStdinTtySignalsAndEx
                            fmt::format("printf 'through-stdin\\n' | '{}' --config '{}' exec -i {} --tools-from {} -- cat",
                                        Cli(), env_->config_path(), pod_id->substr(0, 12), *tools)},
                           kCommandTimeout);
-  ASSERT_TRUE(piped.ok()) << piped.status().ToString();
+  ASSERT_OK(piped);
   EXPECT_EQ(piped->exit_code, 0) << piped->err;
   EXPECT_EQ(piped->out, "through-stdin\n");
   auto no_stdin = RunCommand(Exec({*pod_id, "--tools-from", *tools, "--", "cat"}), kCommandTimeout);
-  ASSERT_TRUE(no_stdin.ok()) << no_stdin.status().ToString();
+  ASSERT_OK(no_stdin);
   EXPECT_EQ(no_stdin->exit_code, 0) << no_stdin->err;
   EXPECT_EQ(no_stdin->out, "");
 
@@ -80,39 +81,39 @@ TEST_F(CriGuestExecE2eTest, ExecRunsOutsideTheContainersWithStdinTtySignalsAndEx
                                         "| head -n 2",
                                         Cli(), env_->config_path(), *pod_id)},
                            kCommandTimeout);
-  ASSERT_TRUE(headed.ok()) << headed.status().ToString();
+  ASSERT_OK(headed);
   EXPECT_EQ(headed->out, "y\ny\n");
   EXPECT_NE(headed->err.find("exec=141"), std::string::npos) << headed->err;
 
   // -t: a terminal of the caller's size that follows a resize; every key,
   // Ctrl-C included, goes to the guest's shell.
   auto tty = PtyCommand::Start(Exec({"-it", *pod_id, "--tools-from", *tools, "--", "sh"}), 30, 100);
-  ASSERT_TRUE(tty.ok()) << tty.status().ToString();
-  ASSERT_TRUE(tty->Write("stty size\n").ok());
-  EXPECT_TRUE(tty->WaitForOutput("30 100", kCommandTimeout).ok()) << tty->output();
+  ASSERT_OK(tty);
+  ASSERT_OK(tty->Write("stty size\n"));
+  EXPECT_OK(tty->WaitForOutput("30 100", kCommandTimeout)) << tty->output();
   tty->Consume();
-  ASSERT_TRUE(tty->Resize(45, 123).ok());
+  ASSERT_OK(tty->Resize(45, 123));
   ::usleep(500 * 1000);  // SIGWINCH reaches the CLI, which resizes the guest's pty
-  ASSERT_TRUE(tty->Write("stty size\n").ok());
-  EXPECT_TRUE(tty->WaitForOutput("45 123", kCommandTimeout).ok()) << tty->output();
-  ASSERT_TRUE(tty->Write("sleep 1000\n").ok());
+  ASSERT_OK(tty->Write("stty size\n"));
+  EXPECT_OK(tty->WaitForOutput("45 123", kCommandTimeout)) << tty->output();
+  ASSERT_OK(tty->Write("sleep 1000\n"));
   ::usleep(500 * 1000);
-  ASSERT_TRUE(tty->Write("\x03").ok());  // Ctrl-C ends the sleep, not the session
-  ASSERT_TRUE(tty->Write("echo after-$((40+2))\n").ok());
-  EXPECT_TRUE(tty->WaitForOutput("after-42", kCommandTimeout).ok()) << tty->output();
-  ASSERT_TRUE(tty->Write("exit 5\n").ok());
+  ASSERT_OK(tty->Write("\x03"));  // Ctrl-C ends the sleep, not the session
+  ASSERT_OK(tty->Write("echo after-$((40+2))\n"));
+  EXPECT_OK(tty->WaitForOutput("after-42", kCommandTimeout)) << tty->output();
+  ASSERT_OK(tty->Write("exit 5\n"));
   auto tty_exit = tty->Wait(kCommandTimeout);
-  ASSERT_TRUE(tty_exit.ok()) << tty_exit.status().ToString();
+  ASSERT_OK(tty_exit);
   EXPECT_EQ(*tty_exit, 5) << tty->output();
 
   // SIGTERM to the CLI goes to the guest command; the CLI exits as it did.
   auto long_run = StreamingCommand::Start(Exec({*pod_id, "--tools-from", *tools, "--", "sh", "-c",
                                                 "echo started; exec sleep 3599"}));
-  ASSERT_TRUE(long_run.ok()) << long_run.status().ToString();
-  ASSERT_TRUE(long_run->WaitForOutput("started", kCommandTimeout).ok()) << long_run->output();
-  ASSERT_TRUE(long_run->Signal(SIGTERM).ok());
+  ASSERT_OK(long_run);
+  ASSERT_OK(long_run->WaitForOutput("started", kCommandTimeout)) << long_run->output();
+  ASSERT_OK(long_run->Signal(SIGTERM));
   auto wstatus = long_run->Wait(kCommandTimeout);
-  ASSERT_TRUE(wstatus.ok()) << wstatus.status().ToString();
+  ASSERT_OK(wstatus);
   ASSERT_TRUE(WIFEXITED(*wstatus)) << "the CLI died of the signal instead of passing it on";
   EXPECT_EQ(WEXITSTATUS(*wstatus), 128 + SIGTERM) << long_run->output();
 
@@ -121,7 +122,7 @@ TEST_F(CriGuestExecE2eTest, ExecRunsOutsideTheContainersWithStdinTtySignalsAndEx
   auto timed = RunCommand(Exec({"--timeout", "2", *pod_id, "--tools-from", *tools, "--", "sh", "-c",
                                 "sleep 1000 & exec sleep 1000"}),
                           kCommandTimeout);
-  ASSERT_TRUE(timed.ok()) << timed.status().ToString();
+  ASSERT_OK(timed);
   EXPECT_EQ(timed->exit_code, 124) << timed->err;
   EXPECT_NE(timed->err.find("ran past"), std::string::npos) << timed->err;
 
@@ -129,22 +130,22 @@ TEST_F(CriGuestExecE2eTest, ExecRunsOutsideTheContainersWithStdinTtySignalsAndEx
   // the checking command's own cgroup.
   auto left = RunInGuest(*pod_id, *tools, "ps -o args | grep -c '^sleep 3599\\|^sleep 1000\\|^yes'; "
                                           "ls -d /sys/fs/cgroup/capsule-debug-* | wc -l");
-  ASSERT_TRUE(left.ok()) << left.status().ToString();
+  ASSERT_OK(left);
   EXPECT_EQ(left->out, "0\n1\n") << left->err;
 
   // The production guest image has no shell: without --tools-from, "sh" is
   // an error of the guest's (126) naming the way out; an unknown pod is ours (125).
   auto no_tools = RunCommand(Exec({*pod_id, "--", "sh"}), kCommandTimeout);
-  ASSERT_TRUE(no_tools.ok()) << no_tools.status().ToString();
+  ASSERT_OK(no_tools);
   EXPECT_EQ(no_tools->exit_code, 126) << no_tools->err;
   EXPECT_NE(no_tools->err.find("\"sh\""), std::string::npos) << no_tools->err;
   EXPECT_NE(no_tools->err.find("--tools-from"), std::string::npos) << no_tools->err;
   auto no_pod = RunCommand(Exec({"no-such-pod", "--", "true"}), kCommandTimeout);
-  ASSERT_TRUE(no_pod.ok()) << no_pod.status().ToString();
+  ASSERT_OK(no_pod);
   EXPECT_EQ(no_pod->exit_code, 125);
   EXPECT_NE(no_pod->err.find("no-such-pod"), std::string::npos) << no_pod->err;
   auto no_container = RunCommand(Exec({*pod_id, "--tools-from", "no-such-container", "--", "true"}), kCommandTimeout);
-  ASSERT_TRUE(no_container.ok()) << no_container.status().ToString();
+  ASSERT_OK(no_container);
   EXPECT_EQ(no_container->exit_code, 126);
   EXPECT_NE(no_container->err.find("no-such-container"), std::string::npos) << no_container->err;
 
@@ -153,7 +154,7 @@ TEST_F(CriGuestExecE2eTest, ExecRunsOutsideTheContainersWithStdinTtySignalsAndEx
   // and without the guest's root (/proc/1/root); --tools-as-root is the
   // operator's explicit choice of the guest's root.
   auto own_caps = cri_->ExecSync(*tools, {"grep", "CapEff", "/proc/self/status"}, 30);
-  ASSERT_TRUE(own_caps.ok()) << own_caps.status().ToString();
+  ASSERT_OK(own_caps);
   auto planted = cri_->ExecSync(
       *tools,
       {"/bin/busybox", "sh", "-c",
@@ -161,19 +162,19 @@ TEST_F(CriGuestExecE2eTest, ExecRunsOutsideTheContainersWithStdinTtySignalsAndEx
        "'ls /proc/1/root/ >/dev/null 2>&1 && echo guest-root-visible' 'exec /bin/busybox sh \"$@\"' > /bin/sh && "
        "chmod 755 /bin/sh"},
       30);
-  ASSERT_TRUE(planted.ok()) << planted.status().ToString();
+  ASSERT_OK(planted);
   ASSERT_EQ(planted->exit_code, 0) << planted->err;
   auto confined = RunInGuest(*pod_id, *tools, "id -u");
-  ASSERT_TRUE(confined.ok()) << confined.status().ToString();
+  ASSERT_OK(confined);
   EXPECT_EQ(confined->out, own_caps->out + "0\n") << confined->err;
   auto rooted = RunCommand(Exec({*pod_id, "--tools-from", *tools, "--tools-as-root", "--", "sh", "-c", "id -u"}),
                            kCommandTimeout);
-  ASSERT_TRUE(rooted.ok()) << rooted.status().ToString();
+  ASSERT_OK(rooted);
   EXPECT_NE(rooted->out.find("guest-root-visible\n0\n"), std::string::npos) << rooted->out << rooted->err;
   EXPECT_EQ(rooted->out.find(own_caps->out), std::string::npos) << rooted->out;
 
-  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
-  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+  ASSERT_OK(cri_->StopPod(*pod_id));
+  ASSERT_OK(cri_->RemovePod(*pod_id));
 }
 
 }  // namespace

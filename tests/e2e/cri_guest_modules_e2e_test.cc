@@ -8,6 +8,7 @@
 // allowlist do not load, for an unprivileged container's rare socket
 // families or a privileged one's vcan link. One VM boot.
 #include "tests/e2e/cri_e2e_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -18,12 +19,12 @@ class CriGuestModulesE2eTest : public CriE2eTest {
     CriE2eTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
     Status imported = ctrd_->ImportImage(TestImageTar("netadmin"), kCriNs);
-    ASSERT_TRUE(imported.ok()) << imported.ToString();
+    ASSERT_OK(imported);
   }
   // ExecSync that must succeed; its stdout.
   std::string MustRun(const std::string& id, const std::vector<std::string>& cmd) {
     auto r = cri_->ExecSync(id, cmd, 60);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_OK(r);
     if (!r.ok()) return "";
     EXPECT_EQ(r->exit_code, 0) << fmt::format("{}", fmt::join(cmd, " ")) << ": " << r->out << r->err;
     return r->out;
@@ -38,13 +39,13 @@ TEST_F(CriGuestModulesE2eTest, APrivilegedContainersBridgeAndNatRulesLoadTheirMo
   v1::PodSandboxConfig pod = Pod("modules-pod", v1::POD);
   pod.mutable_linux()->mutable_security_context()->set_privileged(true);
   auto pod_id = RunPod(pod);
-  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  ASSERT_OK(pod_id);
   auto web = StartContainer(*pod_id, pod, "web",
                             {"sh", "-c",
                              fmt::format("mkdir -p /tmp/www; echo hello-redirected > /tmp/www/index.html; "
                                          "exec httpd -f -p {} -h /tmp/www",
                                          kHttpPort)});
-  ASSERT_TRUE(web.ok()) << web.status().ToString();
+  ASSERT_OK(web);
   ContainerOptions c;
   c.name = "netadmin";
   c.image = kNetadminImage;
@@ -52,8 +53,8 @@ TEST_F(CriGuestModulesE2eTest, APrivilegedContainersBridgeAndNatRulesLoadTheirMo
   c.log_path = "netadmin.log";
   c.privileged = true;
   auto net = cri_->CreateContainer(*pod_id, pod, c);
-  ASSERT_TRUE(net.ok()) << net.status().ToString();
-  ASSERT_TRUE(cri_->StartContainer(*net).ok());
+  ASSERT_OK(net);
+  ASSERT_OK(cri_->StartContainer(*net));
 
   // Not in the image, not loaded at boot. Only ip_tables and ip6_tables,
   // which a node has loaded anyway and iptables-legacy cannot load itself,
@@ -76,7 +77,7 @@ TEST_F(CriGuestModulesE2eTest, APrivilegedContainersBridgeAndNatRulesLoadTheirMo
 
   // The rules redirect the pod's traffic, as a mesh's init container's do.
   auto status = cri_->PodStatus(*pod_id);
-  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  ASSERT_OK(status);
   const std::string ip = status->status().network().ip();
   for (uint16_t port : {uint16_t{8081}, uint16_t{8082}}) {
     Result<std::string> page = Unavailable("not tried");
@@ -85,7 +86,7 @@ TEST_F(CriGuestModulesE2eTest, APrivilegedContainersBridgeAndNatRulesLoadTheirMo
       if (page.ok()) break;
       ::usleep(500 * 1000);
     }
-    ASSERT_TRUE(page.ok()) << "port " << port << ": " << page.status().ToString();
+    ASSERT_OK(page) << "port " << port << ": " << page.status().ToString();
     EXPECT_NE(page->find("hello-redirected"), std::string::npos) << *page;
   }
 
@@ -99,16 +100,16 @@ TEST_F(CriGuestModulesE2eTest, APrivilegedContainersBridgeAndNatRulesLoadTheirMo
   u.command = {"sleep", "3600"};
   u.log_path = "prober.log";
   auto prober = cri_->CreateContainer(*pod_id, pod, u);
-  ASSERT_TRUE(prober.ok()) << prober.status().ToString();
-  ASSERT_TRUE(cri_->StartContainer(*prober).ok());
+  ASSERT_OK(prober);
+  ASSERT_OK(cri_->StartContainer(*prober));
   for (auto [family, type] : {std::pair{"38", "5"}, std::pair{"29", "3"}}) {
     auto r = cri_->ExecSync(*prober, {"socket-probe", family, type}, 60);
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_OK(r);
     EXPECT_EQ(r->exit_code, 1) << "family " << family << ": " << r->out << r->err;
     EXPECT_NE(r->out.find("not supported"), std::string::npos) << r->out;
   }
   auto vcan = cri_->ExecSync(*net, {"ip", "link", "add", "vc0", "type", "vcan"}, 60);
-  ASSERT_TRUE(vcan.ok()) << vcan.status().ToString();
+  ASSERT_OK(vcan);
   EXPECT_NE(vcan->exit_code, 0) << "a vcan link was made: " << vcan->out;
   const std::string refused = MustRun(*net, {"cat", "/proc/modules"});
   for (const char* m : {"af_alg", "can", "vcan"}) EXPECT_FALSE(Loaded(refused, m)) << m << " loaded:\n" << refused;
@@ -117,8 +118,8 @@ TEST_F(CriGuestModulesE2eTest, APrivilegedContainersBridgeAndNatRulesLoadTheirMo
                         "module vcan (asked for as 'rtnl-link-vcan')"})
     EXPECT_NE(kmsg.find(m), std::string::npos) << m << " not in the guest's kernel log:\n" << kmsg;
 
-  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
-  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+  ASSERT_OK(cri_->StopPod(*pod_id));
+  ASSERT_OK(cri_->RemovePod(*pod_id));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "tests/e2e/cri_e2e_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -34,18 +35,18 @@ class CriPoolE2eTest : public CriPoolFixture {
 
 TEST_F(CriPoolE2eTest, APodTakesAPooledVmSurvivesTheDaemonsDeathAndStartsColdWithoutIt) {
   StartPool();
-  ASSERT_TRUE(pool_->WaitReady(1, kBootBudget).ok());
+  ASSERT_OK(pool_->WaitReady(1, kBootBudget));
   const v1::PodSandboxConfig pod = Pod("capsule-warm", v1::POD);
   auto pod_id = RunPod(pod);
-  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  ASSERT_OK(pod_id);
   std::string log = Log();
   EXPECT_NE(log.find("sandbox " + *pod_id + ": claimed pooled VM"), std::string::npos) << "the pod cold-booted";
   EXPECT_NE(log.find("reseed 1 since its boot"), std::string::npos) << "the claimed VM's RNG was not reseeded";
   EXPECT_NE(log.find("(boot NIC)"), std::string::npos) << "the pooled VM's boot NIC was not taken over";
-  EXPECT_TRUE(pool_->WaitForLog("with the boot NIC's take-over", seconds(10)).ok())
+  EXPECT_OK(pool_->WaitForLog("with the boot NIC's take-over", seconds(10)))
       << "the pooled VM was offered without its rehearsal: " << pool_->log();
   auto st = pool_->Status();
-  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  ASSERT_OK(st);
   ASSERT_FALSE(st->shapes.empty());
   EXPECT_EQ(st->shapes[0].claimed, 1u);
   EXPECT_EQ(st->shapes[0].refill, "template") << st->shapes[0].template_last_failure;
@@ -58,9 +59,9 @@ TEST_F(CriPoolE2eTest, APodTakesAPooledVmSurvivesTheDaemonsDeathAndStartsColdWit
                             fmt::format("mkdir -p /tmp/www; echo warm-pod > /tmp/www/index.html; "
                                         "exec httpd -f -p {} -h /tmp/www",
                                         kHttpPort)});
-  ASSERT_TRUE(c1.ok()) << c1.status().ToString();
+  ASSERT_OK(c1);
   auto pstatus = cri_->PodStatus(*pod_id);
-  ASSERT_TRUE(pstatus.ok());
+  ASSERT_OK(pstatus);
   const std::string ip = pstatus->status().network().ip();
   Result<std::string> page = Unavailable("not tried");
   for (int i = 0; i < 100; ++i) {
@@ -68,40 +69,40 @@ TEST_F(CriPoolE2eTest, APodTakesAPooledVmSurvivesTheDaemonsDeathAndStartsColdWit
     if (page.ok() || page.status().code() == Code::kDeadlineExceeded) break;
     ::usleep(300 * 1000);
   }
-  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  ASSERT_OK(page);
   EXPECT_NE(page->find("warm-pod"), std::string::npos) << *page;
 
   // SIGKILL with this pod's VM claimed and (once refilled) one idling.
-  ASSERT_TRUE(pool_->WaitReady(1, kBootBudget, /*settled=*/true).ok());
+  ASSERT_OK(pool_->WaitReady(1, kBootBudget, /*settled=*/true));
   pool_->Kill();
   // The clone's kernel RNG and identity are its own (vmgenid, the claim's
   // reseed): readable from a container like on any node.
   auto random = cri_->ExecSync(*c1, {"sh", "-c", "head -c 16 /dev/urandom | od -An -tx1; cat /proc/sys/kernel/random/boot_id"}, 30);
-  ASSERT_TRUE(random.ok()) << random.status().ToString();
+  ASSERT_OK(random);
   EXPECT_EQ(random->exit_code, 0) << random->err;
   EXPECT_GT(random->out.size(), 40u) << random->out;
   auto exec = cri_->ExecSync(*c1, {"echo", "still-here"}, 30);
-  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  ASSERT_OK(exec);
   EXPECT_EQ(exec->out, "still-here\n");
   StartPool();
-  EXPECT_TRUE(pool_->WaitForLog("an idle VM left by an earlier pool daemon", seconds(30)).ok()) << pool_->log();
+  EXPECT_OK(pool_->WaitForLog("an idle VM left by an earlier pool daemon", seconds(30))) << pool_->log();
   exec = cri_->ExecSync(*c1, {"echo", "after-restart"}, 30);
-  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  ASSERT_OK(exec);
   pool_->Stop();  // drains; its socket goes
 
   const v1::PodSandboxConfig cold = Pod("capsule-cold", v1::POD);
   auto cold_id = RunPod(cold);
-  ASSERT_TRUE(cold_id.ok()) << cold_id.status().ToString();
+  ASSERT_OK(cold_id);
   log = Log();
   const size_t at = log.find("sandbox " + *cold_id + ": cold-booting VM");
   ASSERT_NE(at, std::string::npos) << "no cold-boot line for the pod started without a daemon";
   EXPECT_NE(log.find("no pool daemon", at), std::string::npos) << log.substr(at, 400);
   auto c2 = StartContainer(*cold_id, cold, "one", {"sleep", "3600"});
-  ASSERT_TRUE(c2.ok()) << c2.status().ToString();
+  ASSERT_OK(c2);
 
   for (const auto& id : {*pod_id, *cold_id}) {
-    ASSERT_TRUE(cri_->StopPod(id).ok());
-    ASSERT_TRUE(cri_->RemovePod(id).ok());
+    ASSERT_OK(cri_->StopPod(id));
+    ASSERT_OK(cri_->RemovePod(id));
   }
 }
 
@@ -111,23 +112,23 @@ TEST_F(CriPoolE2eTest, APodTakesAPooledVmSurvivesTheDaemonsDeathAndStartsColdWit
 // an unset clock that far behind, well past the check's one second.
 TEST_F(CriPoolE2eTest, AVmThatIdledPausedGetsTheHostsClockAtClaim) {
   StartPool();
-  ASSERT_TRUE(pool_->WaitReady(1, kBootBudget, /*settled=*/true).ok());
+  ASSERT_OK(pool_->WaitReady(1, kBootBudget, /*settled=*/true));
   std::this_thread::sleep_for(seconds(6));
   const v1::PodSandboxConfig pod = Pod("capsule-clock", v1::POD);
   auto pod_id = RunPod(pod);
-  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  ASSERT_OK(pod_id);
   ASSERT_NE(Log().find("sandbox " + *pod_id + ": claimed pooled VM"), std::string::npos) << "the pod cold-booted";
   auto c1 = StartContainer(*pod_id, pod, "one", {"sleep", "3600"});
-  ASSERT_TRUE(c1.ok()) << c1.status().ToString();
+  ASSERT_OK(c1);
   const time_t before = ::time(nullptr);
   auto exec = cri_->ExecSync(*c1, {"date", "+%s"}, 30);
   const time_t after = ::time(nullptr);
-  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  ASSERT_OK(exec);
   const long guest = std::atol(exec->out.c_str());
   EXPECT_GE(guest, before - 1) << "guest clock " << exec->out << " behind the host's " << before;
   EXPECT_LE(guest, after + 1) << "guest clock " << exec->out << " ahead of the host's " << after;
-  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
-  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+  ASSERT_OK(cri_->StopPod(*pod_id));
+  ASSERT_OK(cri_->RemovePod(*pod_id));
 }
 
 }  // namespace

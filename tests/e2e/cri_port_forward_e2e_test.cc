@@ -12,6 +12,7 @@
 #include "runtime/network/loopback_redirect.h"
 #include "tests/e2e/cri_e2e_fixture.h"
 #include "tests/support/streaming/channel_stream.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -42,14 +43,14 @@ class CriPortForwardE2eTest : public CriE2eTest {
 TEST_F(CriPortForwardE2eTest, PortForwardReachesAServerOnTheGuestsLoopbackManyAtOnceAndAClosedPortIsAnError) {
   const v1::PodSandboxConfig pod = Pod("pf-pod", v1::POD);
   auto pod_id = RunPod(pod);
-  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  ASSERT_OK(pod_id);
   auto web = StartContainer(*pod_id, pod, "web",
                             {"sh", "-c",
                              fmt::format("mkdir -p /tmp/www; echo hello-through-port-forward > /tmp/www/index.html; "
                                          "dd if=/dev/urandom of=/tmp/www/big bs=1024 count={} 2>/dev/null; "
                                          "exec httpd -f -p 127.0.0.1:{} -h /tmp/www",
                                          kBigBytes / 1024, kHttpPort)});
-  ASSERT_TRUE(web.ok()) << web.status().ToString();
+  ASSERT_OK(web);
   bool up = false;
   for (int i = 0; i < 60 && !up; ++i) {
     auto probe = cri_->ExecSync(*web, {"wget", "-q", "-O", "/dev/null", fmt::format("http://127.0.0.1:{}/", kHttpPort)}, 30);
@@ -60,12 +61,12 @@ TEST_F(CriPortForwardE2eTest, PortForwardReachesAServerOnTheGuestsLoopbackManyAt
 
   // Only the loopback listens: the pod's IP does not reach the server.
   auto status = cri_->PodStatus(*pod_id);
-  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  ASSERT_OK(status);
   EXPECT_FALSE(HttpGet(status->status().network().ip(), kHttpPort, milliseconds(5000)).ok());
 
   // The redirect lives in the pod's netns (the sandbox spec's) and nowhere else.
   auto verbose = cri_->PodStatus(*pod_id, /*verbose=*/true);
-  ASSERT_TRUE(verbose.ok()) << verbose.status().ToString();
+  ASSERT_OK(verbose);
   std::string netns;
   const auto info = nlohmann::json::parse(verbose->info().at("info"), nullptr, false);
   for (const auto& ns : info.value("/runtimeSpec/linux/namespaces"_json_pointer, nlohmann::json::array())) {
@@ -73,11 +74,11 @@ TEST_F(CriPortForwardE2eTest, PortForwardReachesAServerOnTheGuestsLoopbackManyAt
   }
   ASSERT_FALSE(netns.empty()) << "no network namespace in the pod's spec";
   const std::string list = std::string("list table inet ") + network::kPortForwardTable + "\n";
-  EXPECT_TRUE(network::RunNftablesIn(netns, list).ok()) << netns;
+  EXPECT_OK(network::RunNftablesIn(netns, list)) << netns;
   EXPECT_FALSE(network::RunNftablesIn("/proc/self/ns/net", list).ok()) << "the redirect is in the host's netns";
 
   auto page = GetThroughPortForward(*pod_id, kHttpPort, "/");
-  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  ASSERT_OK(page);
   EXPECT_NE(page->Of(PortForwardDataChannel(0)).find("hello-through-port-forward"), std::string::npos)
       << page->Of(PortForwardDataChannel(0));
   EXPECT_EQ(page->Of(PortForwardErrorChannel(0)), "");
@@ -110,14 +111,14 @@ TEST_F(CriPortForwardE2eTest, PortForwardReachesAServerOnTheGuestsLoopbackManyAt
   // A port nothing listens on in the guest: an error on the port's error
   // channel and no data, as on a node (there, a refused connect).
   auto closed = GetThroughPortForward(*pod_id, 9, "/");
-  ASSERT_TRUE(closed.ok()) << closed.status().ToString();
+  ASSERT_OK(closed);
   EXPECT_EQ(closed->Of(PortForwardDataChannel(0)), "");
   EXPECT_NE(closed->Of(PortForwardErrorChannel(0)).find("reset by peer"), std::string::npos)
       << "error channel: " << closed->Of(PortForwardErrorChannel(0));
   EXPECT_NE(ctrd_->LogTail(8 << 20).find("port-forward to 127.0.0.1:9 in the guest refused"), std::string::npos);
 
-  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
-  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+  ASSERT_OK(cri_->StopPod(*pod_id));
+  ASSERT_OK(cri_->RemovePod(*pod_id));
 }
 
 }  // namespace

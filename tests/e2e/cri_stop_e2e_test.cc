@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "tests/e2e/cri_e2e_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -36,7 +37,7 @@ class CriStopE2eTest : public CriE2eTest, public ::testing::WithParamInterface<v
     auto ps = RunCommand({Cli(), "--config", env_->config_path(), "exec", pod_id, "--tools-from", tools, "--", "ps",
                           "-o", "pid,args"},
                          kCommandTimeout);
-    EXPECT_TRUE(ps.ok()) << ps.status().ToString();
+    EXPECT_OK(ps);
     if (!ps.ok()) return "";
     EXPECT_EQ(ps->exit_code, 0) << ps->out << ps->err;
     return ps->out;
@@ -68,12 +69,12 @@ class CriStopE2eTest : public CriE2eTest, public ::testing::WithParamInterface<v
     const auto t0 = steady_clock::now();
     Status st = cri_->StopContainer(id, grace_seconds);
     const auto took = std::chrono::duration_cast<milliseconds>(steady_clock::now() - t0);
-    EXPECT_TRUE(st.ok()) << st.ToString();
+    EXPECT_OK(st);
     return took;
   }
   void ExpectExited(const std::string& id, int32_t exit_code) {
     auto status = cri_->ContainerStatus(id);
-    ASSERT_TRUE(status.ok()) << status.status().ToString();
+    ASSERT_OK(status);
     EXPECT_EQ(status->status().state(), v1::CONTAINER_EXITED);
     EXPECT_EQ(status->status().exit_code(), exit_code);
   }
@@ -82,14 +83,14 @@ class CriStopE2eTest : public CriE2eTest, public ::testing::WithParamInterface<v
 TEST_P(CriStopE2eTest, AnInitThatHandlesSigtermDecidesItselfAndItsChildrenGoWithIt) {
   const v1::PodSandboxConfig pod = Pod("stop-pod", v1::POD);
   auto pod_id = RunPod(pod);
-  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  ASSERT_OK(pod_id);
   auto tools = StartContainer(*pod_id, pod, "tools", {"sleep", "3600"});
-  ASSERT_TRUE(tools.ok()) << tools.status().ToString();
+  ASSERT_OK(tools);
 
   // An init that ignores SIGTERM while its foreground child runs (a shell
   // runs its trap once the child is done).
   auto ignores = Start(*pod_id, pod, "ignores", "trap 'echo ignored-term' TERM; sleep 7301");
-  ASSERT_TRUE(ignores.ok()) << ignores.status().ToString();
+  ASSERT_OK(ignores);
   ASSERT_NO_FATAL_FAILURE(AwaitInGuest(*pod_id, *tools, "sleep 7301"));
 
   // A stop whose caller gives up after 1 s of a 3 s grace period fails with
@@ -99,7 +100,7 @@ TEST_P(CriStopE2eTest, AnInitThatHandlesSigtermDecidesItselfAndItsChildrenGoWith
   EXPECT_EQ(cut.code(), Code::kDeadlineExceeded) << cut.ToString();
   ::usleep(1000 * 1000);  // a container the SIGTERM wrongly ended would be gone by now
   auto running = cri_->ContainerStatus(*ignores);
-  ASSERT_TRUE(running.ok()) << running.status().ToString();
+  ASSERT_OK(running);
   EXPECT_EQ(running->status().state(), v1::CONTAINER_RUNNING);
   EXPECT_NE(GuestProcesses(*pod_id, *tools).find("sleep 7301"), std::string::npos) << "the init's child died";
 
@@ -115,7 +116,7 @@ TEST_P(CriStopE2eTest, AnInitThatHandlesSigtermDecidesItselfAndItsChildrenGoWith
   // An init whose handler exits: status 0, well within its grace period,
   // although the child it leaves behind holds the container's stdout.
   auto handles = Start(*pod_id, pod, "handles", "trap 'echo handled-term; exit 0' TERM; sleep 7302 & wait");
-  ASSERT_TRUE(handles.ok()) << handles.status().ToString();
+  ASSERT_OK(handles);
   ASSERT_NO_FATAL_FAILURE(AwaitInGuest(*pod_id, *tools, "sleep 7302"));
   const milliseconds quick = TimedStop(*handles, 10);
   std::cout << "stop past a 2 s grace period: " << took.count() << " ms; stop ended by the init's handler: "
@@ -123,17 +124,17 @@ TEST_P(CriStopE2eTest, AnInitThatHandlesSigtermDecidesItselfAndItsChildrenGoWith
   EXPECT_LT(quick, kStopLatency) << "the stop waited for more than the init's exit";
   ExpectExited(*handles, 0);
   auto log = ReadFile(logs_ + "/handles.log");
-  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  ASSERT_OK(log);
   EXPECT_NE(log->find(" stdout F handled-term"), std::string::npos) << *log;
   const std::string after = GuestProcesses(*pod_id, *tools);
   EXPECT_EQ(after.find("sleep 7302"), std::string::npos) << "the init's child outlived it:\n" << after;
 
   for (const auto& id : {*ignores, *handles}) {
     Status removed = cri_->RemoveContainer(id);
-    EXPECT_TRUE(removed.ok()) << removed.ToString();
+    EXPECT_OK(removed);
   }
-  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
-  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+  ASSERT_OK(cri_->StopPod(*pod_id));
+  ASSERT_OK(cri_->RemovePod(*pod_id));
 }
 
 INSTANTIATE_TEST_SUITE_P(PidModes, CriStopE2eTest, ::testing::Values(v1::POD, v1::CONTAINER),

@@ -13,6 +13,7 @@
 #include "tests/e2e/cri_e2e_fixture.h"
 #include "tests/support/streaming/channel_stream.h"
 #include "tests/support/streaming/exec_status.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -61,13 +62,13 @@ class CriStreamingE2eTest : public CriE2eTest {
     SCOPED_TRACE("exec, no tty, exit 3");
     auto stream = OpenUrl(cri_->Exec(id, {"sh", "-c", "echo out; echo err >&2; exit 3"},
                                      StreamingOptions{.stdin = false, .stdout = true, .stderr = true, .tty = false}));
-    ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+    ASSERT_OK(stream);
     auto out = stream->CollectUntilClose(kStreamTimeout);
-    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ASSERT_OK(out);
     EXPECT_EQ(out->Of(kStdoutChannel), "out\n");
     EXPECT_EQ(out->Of(kStderrChannel), "err\n");
     auto status = ParseExecStatus(out->Of(kErrorChannel));
-    ASSERT_TRUE(status.ok()) << status.status().ToString();
+    ASSERT_OK(status);
     EXPECT_FALSE(status->success) << status->message;
     EXPECT_EQ(status->exit_code, std::optional<int>(3)) << status->reason << ": " << status->message;
     EXPECT_EQ(status->reason, "NonZeroExitCode");
@@ -78,15 +79,15 @@ class CriStreamingE2eTest : public CriE2eTest {
     SCOPED_TRACE("exec, stdin, no tty");
     auto stream = OpenUrl(cri_->Exec(id, {"sh", "-c", "read x; echo got-$x"},
                                      StreamingOptions{.stdin = true, .stdout = true, .stderr = true, .tty = false}));
-    ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+    ASSERT_OK(stream);
     Status sent = stream->Send(kStdinChannel, "hello\n");
-    ASSERT_TRUE(sent.ok()) << sent.ToString();
+    ASSERT_OK(sent);
     auto out = stream->CollectUntilClose(kStreamTimeout);
-    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ASSERT_OK(out);
     EXPECT_EQ(out->Of(kStdoutChannel), "got-hello\n");
     EXPECT_EQ(out->Of(kStderrChannel), "");
     auto status = ParseExecStatus(out->Of(kErrorChannel));
-    ASSERT_TRUE(status.ok()) << status.status().ToString();
+    ASSERT_OK(status);
     EXPECT_TRUE(status->success) << status->reason << ": " << status->message;
   }
 
@@ -104,24 +105,24 @@ class CriStreamingE2eTest : public CriE2eTest {
                     "i=$((i+1)); done; "
                     "stty size; read x; echo got-$x"},
                    StreamingOptions{.stdin = true, .stdout = true, .stderr = false, .tty = true}));
-    ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+    ASSERT_OK(stream);
     Status resized = stream->SendResize(123, 45);
-    ASSERT_TRUE(resized.ok()) << resized.ToString();
+    ASSERT_OK(resized);
     auto sized =
         stream->CollectUntil([](const ChannelOutput& o) { return Has(o.Of(kStdoutChannel), "\n"); }, kStreamTimeout);
-    ASSERT_TRUE(sized.ok()) << sized.status().ToString();
+    ASSERT_OK(sized);
     EXPECT_EQ(sized->Of(kStdoutChannel), "45 123\r\n") << "the terminal was not resized before the command gave up";
     Status sent = stream->Send(kStdinChannel, "tty-in\n");
-    ASSERT_TRUE(sent.ok()) << sent.ToString();
+    ASSERT_OK(sent);
     auto rest = stream->CollectUntilClose(kStreamTimeout);
-    ASSERT_TRUE(rest.ok()) << rest.status().ToString();
+    ASSERT_OK(rest);
     const std::string all = sized->Of(kStdoutChannel) + rest->Of(kStdoutChannel);
     std::cout << "tty exec output: " << ::testing::PrintToString(all) << "\n";
     EXPECT_TRUE(Has(all, "45 123")) << all;
     EXPECT_TRUE(Has(all, "got-tty-in\r\n")) << all;
     EXPECT_EQ(rest->Of(kStderrChannel), "") << "a terminal has one output stream";
     auto status = ParseExecStatus(rest->Of(kErrorChannel));
-    ASSERT_TRUE(status.ok()) << status.status().ToString();
+    ASSERT_OK(status);
     EXPECT_TRUE(status->success) << status->reason << ": " << status->message;
   }
 
@@ -129,55 +130,55 @@ class CriStreamingE2eTest : public CriE2eTest {
     SCOPED_TRACE("attach, no tty");
     auto id = StartInteractive(pod_id, pod, "lines",
                                {"sh", "-c", "while read l; do echo out-$l; echo err-$l >&2; done"}, /*tty=*/false);
-    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    ASSERT_OK(id);
     auto stream =
         OpenUrl(cri_->Attach(*id, StreamingOptions{.stdin = true, .stdout = true, .stderr = true, .tty = false}));
-    ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+    ASSERT_OK(stream);
     Status sent = stream->Send(kStdinChannel, "one\n");
-    ASSERT_TRUE(sent.ok()) << sent.ToString();
+    ASSERT_OK(sent);
     auto out = stream->CollectUntil(
         [](const ChannelOutput& o) {
           return Has(o.Of(kStdoutChannel), "out-one\n") && Has(o.Of(kStderrChannel), "err-one\n");
         },
         kStreamTimeout);
-    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ASSERT_OK(out);
     EXPECT_EQ(out->Of(kStdoutChannel), "out-one\n");
     EXPECT_EQ(out->Of(kStderrChannel), "err-one\n");
     EXPECT_FALSE(out->ended) << "the attach ended by itself";
     Status closed = stream->Close(kStreamTimeout);
-    EXPECT_TRUE(closed.ok()) << closed.ToString();
+    EXPECT_OK(closed);
     // Detaching leaves the container running.
     auto status = cri_->ContainerStatus(*id);
-    ASSERT_TRUE(status.ok()) << status.status().ToString();
+    ASSERT_OK(status);
     EXPECT_EQ(status->status().state(), v1::CONTAINER_RUNNING);
   }
 
   void AttachWithTty(const std::string& pod_id, const v1::PodSandboxConfig& pod) {
     SCOPED_TRACE("attach, tty");
     auto id = StartInteractive(pod_id, pod, "cat", {"cat"}, /*tty=*/true);
-    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    ASSERT_OK(id);
     auto stream =
         OpenUrl(cri_->Attach(*id, StreamingOptions{.stdin = true, .stdout = true, .stderr = false, .tty = true}));
-    ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+    ASSERT_OK(stream);
     Status sent = stream->Send(kStdinChannel, "ping\n");
-    ASSERT_TRUE(sent.ok()) << sent.ToString();
+    ASSERT_OK(sent);
     auto out =
         stream->CollectUntil([](const ChannelOutput& o) { return Has(o.Of(kStdoutChannel), "ping"); }, kStreamTimeout);
-    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ASSERT_OK(out);
     std::cout << "tty attach output: " << ::testing::PrintToString(out->Of(kStdoutChannel)) << "\n";
     EXPECT_TRUE(Has(out->Of(kStdoutChannel), "ping")) << out->Of(kStdoutChannel);
     EXPECT_EQ(out->Of(kStderrChannel), "");
     Status closed = stream->Close(kStreamTimeout);
-    EXPECT_TRUE(closed.ok()) << closed.ToString();
+    EXPECT_OK(closed);
   }
 };
 
 TEST_F(CriStreamingE2eTest, ExecAttachAndPortForwardThroughContainerdsStreamingServer) {
   const v1::PodSandboxConfig pod = Pod("capsule-streaming", v1::POD);
   auto pod_id = RunPod(pod);
-  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  ASSERT_OK(pod_id);
   auto idle = StartContainer(*pod_id, pod, "idle", {"sleep", "3600"});
-  EXPECT_TRUE(idle.ok()) << idle.status().ToString();
+  EXPECT_OK(idle);
   if (idle.ok()) {
     ExecWithoutTtyKeepsStdoutAndStderrApartAndReportsTheExitCode(*idle);
     ExecReadsStdin(*idle);
@@ -187,11 +188,11 @@ TEST_F(CriStreamingE2eTest, ExecAttachAndPortForwardThroughContainerdsStreamingS
   AttachWithTty(*pod_id, pod);
 
   auto url = cri_->PortForward(*pod_id, {kHttpPort});
-  ASSERT_TRUE(url.ok()) << url.status().ToString();
+  ASSERT_OK(url);
   EXPECT_TRUE(url->starts_with("http://")) << *url;
 
-  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
-  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+  ASSERT_OK(cri_->StopPod(*pod_id));
+  ASSERT_OK(cri_->RemovePod(*pod_id));
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "tests/e2e/containerd_tasks.h"
 #include "tests/e2e/ctr_e2e_fixture.h"
 #include "tests/e2e/pty_command.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -89,7 +90,7 @@ class CtrE2eFeaturesTest : public CtrE2eTest {
   // `ctr task exec` of `sh -c script` in `id`; its stdout.
   std::string ExecSh(const std::string& id, const std::string& exec_id, const std::string& script) {
     auto r = Ctr({"task", "exec", "--exec-id", exec_id, id, "sh", "-c", script});
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_OK(r);
     if (!r.ok()) return "";
     EXPECT_EQ(r->exit_code, 0) << exec_id << ": " << r->err;
     return r->out;
@@ -101,16 +102,16 @@ class CtrE2eFeaturesTest : public CtrE2eTest {
 // CloseIO) reaches `cat` as EOF, so it exits 0 having echoed every byte.
 TEST_F(CtrE2eFeaturesTest, RunWithStdinEchoesEveryByteAndEndsOnEof) {
   auto tmp = TempDir::Create("ctr-e2e-stdin", env_->dir());
-  ASSERT_TRUE(tmp.ok()) << tmp.status().ToString();
+  ASSERT_OK(tmp);
   const std::string input = NumberedLines(6000);  // ~190 KiB
   const std::string in_file = tmp->Join("input");
-  ASSERT_TRUE(WriteFile(in_file, input).ok());
+  ASSERT_OK(WriteFile(in_file, input));
   ids_.push_back("stdin");
   auto r = CtrWithStdin(*ctrd_,
                         {"-n", kNs, "run", "--runtime", kCapsuleRuntimeType, "--runtime-config-path",
                          env_->config_path(), "--rm", kBusyboxImage, "stdin", "cat"},
                         in_file, kRunTimeout);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->exit_code, 0) << "stderr: " << r->err;
   EXPECT_EQ(r->out.size(), input.size()) << "stderr: " << r->err;
   EXPECT_TRUE(r->out == input) << "the output differs from the input; first 200 bytes: " << r->out.substr(0, 200);
@@ -126,14 +127,14 @@ TEST_F(CtrE2eFeaturesTest, RunWithTtyIsInteractiveAndFollowsTheWindowSize) {
                                                "--runtime-config-path", env_->config_path(), "-t", "--rm",
                                                kBusyboxImage, "tty", "sh"}),
                                30, 100);
-  ASSERT_TRUE(pty.ok()) << pty.status().ToString();
+  ASSERT_OK(pty);
   Status prompt = pty->WaitForOutput("# ", kRunTimeout);
-  ASSERT_TRUE(prompt.ok()) << prompt.ToString();
+  ASSERT_OK(prompt);
 
   pty->Consume();
-  ASSERT_TRUE(pty->Write("tty\n").ok());
+  ASSERT_OK(pty->Write("tty\n"));
   Status tty = pty->WaitForOutput("/dev/pts/", seconds(60));
-  EXPECT_TRUE(tty.ok()) << tty.ToString();
+  EXPECT_OK(tty);
 
   // The typed line echoes as "R$(stty ...)"; only the shell's output reads
   // "R<rows>x<cols>". ctr sends its size right after Start, so the first
@@ -150,14 +151,14 @@ TEST_F(CtrE2eFeaturesTest, RunWithTtyIsInteractiveAndFollowsTheWindowSize) {
     return st;
   };
   Status initial = await_size("R30x100");
-  EXPECT_TRUE(initial.ok()) << "ctr's window size reached the guest: " << initial.ToString();
-  ASSERT_TRUE(pty->Resize(40, 120).ok());
+  EXPECT_OK(initial) << "ctr's window size reached the guest: " << initial.ToString();
+  ASSERT_OK(pty->Resize(40, 120));
   Status resized = await_size("R40x120");
-  EXPECT_TRUE(resized.ok()) << "a resize of ctr's terminal reached the guest: " << resized.ToString();
+  EXPECT_OK(resized) << "a resize of ctr's terminal reached the guest: " << resized.ToString();
 
-  ASSERT_TRUE(pty->Write("exit 7\n").ok());
+  ASSERT_OK(pty->Write("exit 7\n"));
   auto code = pty->Wait(seconds(60));
-  ASSERT_TRUE(code.ok()) << code.status().ToString() << "; output: " << pty->output();
+  ASSERT_OK(code) << "; output: " << pty->output();
   EXPECT_EQ(*code, 7) << "output: " << pty->output();
 }
 
@@ -167,19 +168,19 @@ TEST_F(CtrE2eFeaturesTest, RunWithTtyIsInteractiveAndFollowsTheWindowSize) {
 // line the shim had read just before the pause may land after it.
 TEST_F(CtrE2eFeaturesTest, PauseResumeUpdateAndExecsOnOneTask) {
   auto tmp = TempDir::Create("ctr-e2e-long", env_->dir());
-  ASSERT_TRUE(tmp.ok()) << tmp.status().ToString();
+  ASSERT_OK(tmp);
   const std::string log = tmp->Join("counter.log");
   auto r = Run("longrun", {"sh", "-c", "i=0; while true; do i=$((i+1)); echo $i; sleep 0.2; done"},
                /*detach=*/true,
                // ctr's default spec, unlike CRI's, mounts no cgroup fs: add one to look at.
                {"--log-uri", "file://" + log, "--mount", "type=cgroup,src=cgroup,dst=/sys/fs/cgroup,options=ro"});
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   ASSERT_EQ(r->exit_code, 0) << r->err;
   ASSERT_GE(WaitForCountAbove(log, 2, milliseconds(60000)), 3) << "the counter runs";
   EXPECT_EQ(TaskStatus("longrun"), "RUNNING");
 
   auto pause = Ctr({"task", "pause", "longrun"});
-  ASSERT_TRUE(pause.ok());
+  ASSERT_OK(pause);
   ASSERT_EQ(pause->exit_code, 0) << pause->err;
   EXPECT_EQ(TaskStatus("longrun"), "PAUSED");
   const long at_pause = LastCount(log);
@@ -188,7 +189,7 @@ TEST_F(CtrE2eFeaturesTest, PauseResumeUpdateAndExecsOnOneTask) {
   EXPECT_LE(after_wait, at_pause + 1) << "the counter ran on while paused";
 
   auto resume = Ctr({"task", "resume", "longrun"});
-  ASSERT_TRUE(resume.ok());
+  ASSERT_OK(resume);
   ASSERT_EQ(resume->exit_code, 0) << resume->err;
   EXPECT_EQ(TaskStatus("longrun"), "RUNNING");
   EXPECT_GT(WaitForCountAbove(log, after_wait + 1, milliseconds(60000)), after_wait + 1)
@@ -201,16 +202,16 @@ TEST_F(CtrE2eFeaturesTest, PauseResumeUpdateAndExecsOnOneTask) {
       << "no limits before the update";
   Status up = UpdateTaskResources(ctrd_->grpc_address(), kNs, "longrun",
                                   R"({"memory":{"limit":100663296},"pids":{"limit":77}})");
-  ASSERT_TRUE(up.ok()) << up.ToString();
+  ASSERT_OK(up);
   EXPECT_EQ(ExecSh("longrun", "cg2", "cat " + cg + "/memory.max " + cg + "/pids.max"), "100663296\n77\n")
       << "the update reached the guest's cgroup";
 
   const std::string input = NumberedLines(3000);
   const std::string in_file = tmp->Join("exec-input");
-  ASSERT_TRUE(WriteFile(in_file, input).ok());
+  ASSERT_OK(WriteFile(in_file, input));
   auto exec = CtrWithStdin(*ctrd_, {"-n", kNs, "task", "exec", "--exec-id", "in1", "longrun", "md5sum"}, in_file,
                            seconds(60));
-  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  ASSERT_OK(exec);
   EXPECT_EQ(exec->exit_code, 0) << exec->err;
   auto want = RunCommand({"/bin/sh", "-c", "md5sum < " + ShellQuote(in_file)}, seconds(10));
   ASSERT_TRUE(want.ok() && want->ok());
@@ -223,9 +224,9 @@ TEST_F(CtrE2eFeaturesTest, PauseResumeUpdateAndExecsOnOneTask) {
                       "tty; while [ \"$(stty size)\" = '0 0' ]; do sleep 0.1; done; echo S$(stty size | tr ' ' x); "
                       "exit 3"}),
       25, 90);
-  ASSERT_TRUE(tty.ok()) << tty.status().ToString();
+  ASSERT_OK(tty);
   auto tty_code = tty->Wait(seconds(60));
-  ASSERT_TRUE(tty_code.ok()) << tty_code.status().ToString() << "; output: " << tty->output();
+  ASSERT_OK(tty_code) << "; output: " << tty->output();
   EXPECT_EQ(*tty_code, 3) << tty->output();
   EXPECT_NE(tty->output().find("/dev/pts/"), std::string::npos) << tty->output();
   EXPECT_NE(tty->output().find("S25x90"), std::string::npos) << tty->output();
@@ -238,18 +239,18 @@ TEST_F(CtrE2eFeaturesTest, PauseResumeUpdateAndExecsOnOneTask) {
 // before its /tasks/exit.
 TEST_F(CtrE2eFeaturesTest, RunOverItsMemoryLimitIsOomKilled) {
   auto events = SubscribeEvents("oom");
-  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  ASSERT_OK(events);
   // The string doubles until one copy no longer fits in 32 MiB.
   auto r = Run("oom", {"sh", "-c", "x=0123456789abcdef; while true; do x=$x$x; done"}, false,
                {"--memory-limit", "33554432"});
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->exit_code, 137) << "stdout: " << r->out << " stderr: " << r->err;
   const std::string oom_topic = "/tasks/oom {\"container_id\":\"oom\"}";
   const std::string exit_topic = "/tasks/exit {\"container_id\":\"oom\"";
   auto oom = events->WaitForOutput(oom_topic, seconds(30));
-  EXPECT_TRUE(oom.ok()) << oom.status().ToString();
+  EXPECT_OK(oom);
   auto exit = events->WaitForOutput(exit_topic, seconds(30));
-  ASSERT_TRUE(exit.ok()) << exit.status().ToString();
+  ASSERT_OK(exit);
   // CRI records the reason from /tasks/oom; the shim sends it first.
   EXPECT_LT(exit->find(oom_topic), exit->find(exit_topic)) << *exit;
   events->Stop();

@@ -18,6 +18,7 @@
 #include "tests/e2e/e2e_env.h"
 #include "tests/support/containerd_harness.h"
 #include "tests/support/images/test_images.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 
@@ -39,12 +40,12 @@ class CtrE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     auto env = E2eEnv::Create();
-    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    ASSERT_OK(env);
     env_ = new E2eEnv(std::move(*env));
     ContainerdOptions o;
     o.env = {{"PATH", E2eEnv::PathWithShim()}};
     auto h = ContainerdHarness::Start(o);
-    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    ASSERT_OK(h);
     ctrd_ = h->release();
     auto imported = ctrd_->Ctr({"-n", kNs, "images", "import", TestImageTar("busybox")}, seconds(120));
     ASSERT_TRUE(imported.ok() && imported->ok()) << (imported.ok() ? imported->err : imported.status().ToString());
@@ -111,10 +112,10 @@ class CtrE2eTest : public ::testing::Test {
     task_rm.insert(task_rm.end(), task_rm_flags.begin(), task_rm_flags.end());
     task_rm.push_back(id);
     auto rm = Ctr(task_rm, timeout);
-    ASSERT_TRUE(rm.ok());
+    ASSERT_OK(rm);
     EXPECT_EQ(rm->exit_code, 0) << rm->err;
     auto crm = Ctr({"containers", "rm", id});
-    ASSERT_TRUE(crm.ok());
+    ASSERT_OK(crm);
     EXPECT_EQ(crm->exit_code, 0) << crm->err;
   }
 

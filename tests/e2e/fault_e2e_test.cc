@@ -28,6 +28,7 @@
 #include "tests/support/containerd_harness.h"
 #include "tests/support/cri/cri_client.h"
 #include "tests/support/images/test_images.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -53,25 +54,25 @@ class FaultE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     auto env = E2eEnv::Create();
-    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    ASSERT_OK(env);
     env_ = new E2eEnv(std::move(*env));
     fault_config_ = new std::string(env_->dir() + "/fault.yaml");
     Status written = env_->WriteFaultConfig(*fault_config_, "", kAgentTimeoutMs);
-    ASSERT_TRUE(written.ok()) << written.ToString();
+    ASSERT_OK(written);
     ContainerdOptions o;
     o.path_prepend = {E2eEnv::ShimDir()};
     o.cri.emplace();
     o.cri->cni = true;
     o.cri->runtimes = {{kHandler, kCapsuleRuntimeType, {{"ConfigPath", *fault_config_}}}};
     auto c = ContainerdHarness::Start(o);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_OK(c);
     ctrd_ = c->release();
     for (const char* image : {"busybox", "pause"}) {
       Status imported = ctrd_->ImportImage(TestImageTar(image), kCriNs);
-      ASSERT_TRUE(imported.ok()) << imported.ToString();
+      ASSERT_OK(imported);
     }
     Status imported = ctrd_->ImportImage(TestImageTar("busybox"), kCtrNs);
-    ASSERT_TRUE(imported.ok()) << imported.ToString();
+    ASSERT_OK(imported);
   }
   static void TearDownTestSuite() {
     if (ctrd_ != nullptr && env_ != nullptr) env_->Reap(ctrd_->grpc_address(), {ctrd_->dir()});
@@ -88,11 +89,11 @@ class FaultE2eTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_NE(ctrd_, nullptr) << "containerd did not start";
     auto client = CriClient::Connect(ctrd_->grpc_address(), milliseconds(20000));
-    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    ASSERT_OK(client);
     cri_ = std::move(*client);
     cri_->set_call_timeout(kCriTimeout);
     logs_ = ctrd_->dir() + "/pod-logs";
-    ASSERT_TRUE(MkdirAll(logs_).ok());
+    ASSERT_OK(MkdirAll(logs_));
   }
   void TearDown() override {
     if (ctrd_ == nullptr) return;
@@ -138,7 +139,7 @@ class FaultE2eTest : public ::testing::Test {
 
   void Arm(const std::string& kernel_params, uint32_t agent_timeout_ms = kAgentTimeoutMs) {
     Status st = env_->WriteFaultConfig(*fault_config_, kernel_params, agent_timeout_ms);
-    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_OK(st);
   }
   v1::PodSandboxConfig Pod(const std::string& name) {
     cri::PodOptions pod;
@@ -180,14 +181,14 @@ TEST_F(FaultE2eTest, AHungCreateContainerFailsNamingItAndThePodIsTornDown) {
   Arm("capsule.fault=CreateContainer:hang");
   const v1::PodSandboxConfig pod = Pod("hung-create");
   auto pod_id = RunPod(pod);
-  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  ASSERT_OK(pod_id);
   cri::ContainerOptions c;
   c.name = "app";
   c.image = kBusyboxImage;
   c.command = {"sleep", "3600"};
   c.log_path = "app.log";
   auto cid = cri_->CreateContainer(*pod_id, pod, c);  // CRI makes no task yet
-  ASSERT_TRUE(cid.ok()) << cid.status().ToString();
+  ASSERT_OK(cid);
 
   const auto t0 = Clock::now();
   Status started = cri_->StartContainer(*cid);
@@ -208,13 +209,13 @@ TEST_F(FaultE2eTest, AHungCreateContainerFailsNamingItAndThePodIsTornDown) {
     ::usleep(100 * 1000);
     ps = cri_->PodStatus(*pod_id);
   }
-  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  ASSERT_OK(ps);
   EXPECT_EQ(ps->status().state(), v1::SANDBOX_NOTREADY) << "a pod whose agent hangs is left running";
   std::cout << "the pod was reported not ready " << Since(t0).count() << " ms after StartContainer began\n";
   EXPECT_NE(ctrd_->LogTail(8 << 20).find("stopping VM"), std::string::npos) << "the shim did not say why";
 
-  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
-  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+  ASSERT_OK(cri_->StopPod(*pod_id));
+  ASSERT_OK(cri_->RemovePod(*pod_id));
   const auto t1 = Clock::now();
   EXPECT_TRUE(LeaksAfterExit(seconds(15)).empty());
   std::cout << "nothing of the pod left " << Since(t1).count() << " ms after RemovePodSandbox\n";
@@ -248,7 +249,7 @@ TEST_F(FaultE2eTest, ARunPodSandboxContainerdGaveUpOnLeavesNoVmAndNoShim) {
                              << leaks.front();
   std::cout << "nothing of the forgotten pod left " << clean.count() << " ms after the client's deadline\n";
   auto pods = cri_->ListPods();
-  ASSERT_TRUE(pods.ok()) << pods.status().ToString();
+  ASSERT_OK(pods);
   EXPECT_TRUE(pods->empty()) << "CRI still lists " << pods->size() << " pod(s)";
   // containerd's Delete, right after its client gave up, usually comes a
   // moment before the shim's own copy of the deadline: either cancels.
@@ -292,7 +293,7 @@ TEST_F(FaultE2eTest, StateAndKillAnswerWhileAStartIsSlow) {
   t0 = Clock::now();
   auto kill = Ctr({"task", "kill", "-s", "SIGKILL", id});
   const milliseconds kill_took = Since(t0);
-  ASSERT_TRUE(kill.ok());
+  ASSERT_OK(kill);
   EXPECT_TRUE(kill->ok()) << kill->err;
   EXPECT_NE(run.wait_for(milliseconds(0)), std::future_status::ready) << "the start was no longer in flight";
   std::cout << "during a start held " << kDelayMs << " ms: State answered in " << state_took.count()
@@ -302,7 +303,7 @@ TEST_F(FaultE2eTest, StateAndKillAnswerWhileAStartIsSlow) {
 
   ASSERT_EQ(run.wait_for(seconds(60)), std::future_status::ready) << "ctr run did not end after the held start";
   auto ran = run.get();
-  ASSERT_TRUE(ran.ok()) << ran.status().ToString();
+  ASSERT_OK(ran);
   std::cout << "ctr run -d ended with " << ran->exit_code << ": " << ran->err << "\n";
   // Killed before it ran: stopped either way (a failed start or the kill).
   Result<CommandResult> after = Internal("not asked");
@@ -311,13 +312,13 @@ TEST_F(FaultE2eTest, StateAndKillAnswerWhileAStartIsSlow) {
     if (after.ok() && after->out.find("STOPPED") != std::string::npos) break;
     ::usleep(100 * 1000);
   }
-  ASSERT_TRUE(after.ok());
+  ASSERT_OK(after);
   EXPECT_NE(after->out.find("STOPPED"), std::string::npos) << after->out;
   auto rm = Ctr({"task", "rm", id});
-  ASSERT_TRUE(rm.ok());
+  ASSERT_OK(rm);
   EXPECT_TRUE(rm->ok()) << rm->err;
   auto crm = Ctr({"containers", "rm", id});
-  ASSERT_TRUE(crm.ok());
+  ASSERT_OK(crm);
   EXPECT_TRUE(crm->ok()) << crm->err;
 }
 

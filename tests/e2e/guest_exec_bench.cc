@@ -14,6 +14,7 @@
 
 #include "tests/e2e/bench_stats.h"
 #include "tests/e2e/cri_e2e_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -27,9 +28,9 @@ TEST_F(GuestExecBench, OperatorExecAgainstCriExecSyncOnOnePod) {
   const int runs = std::max(1, runs_env != nullptr ? std::atoi(runs_env) : 20);
   const v1::PodSandboxConfig pod = Pod("exec-bench", v1::POD);
   auto pod_id = RunPod(pod);
-  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  ASSERT_OK(pod_id);
   auto tools = StartContainer(*pod_id, pod, "tools", {"sleep", "3600"});
-  ASSERT_TRUE(tools.ok()) << tools.status().ToString();
+  ASSERT_OK(tools);
   const std::vector<std::string> exec = {std::string(std::getenv("CAPSULE_BUILD_DIR")) + "/runtime/cli/capsule-runtime",
                                          "--config", env_->config_path(), "exec", *pod_id, "--tools-from", "tools",
                                          "--", "true"};
@@ -38,11 +39,11 @@ TEST_F(GuestExecBench, OperatorExecAgainstCriExecSyncOnOnePod) {
     const auto t0 = Clock::now();
     auto r = RunCommand(exec, milliseconds(60000));
     const auto t1 = Clock::now();
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_OK(r);
     ASSERT_EQ(r->exit_code, 0) << r->err;
     auto s = cri_->ExecSync(*tools, {"true"}, 60);
     const auto t2 = Clock::now();
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    ASSERT_OK(s);
     ASSERT_EQ(s->exit_code, 0);
     if (i == 0) continue;  // warm-up
     operator_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
@@ -55,8 +56,8 @@ TEST_F(GuestExecBench, OperatorExecAgainstCriExecSyncOnOnePod) {
             << fmt::format("  CRI ExecSync true (kubectl exec's path)    p50 {:7.1f}  p90 {:7.1f}  max {:7.1f}\n", cri.p50,
                            cri.p90, cri.max)
             << fmt::format("  ratio operator/CRI at p50: {:.2f}\n", op.p50 / cri.p50);
-  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
-  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+  ASSERT_OK(cri_->StopPod(*pod_id));
+  ASSERT_OK(cri_->RemovePod(*pod_id));
 }
 
 }  // namespace

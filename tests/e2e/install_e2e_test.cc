@@ -24,6 +24,7 @@
 #include "tests/support/containerd_harness.h"
 #include "tests/support/cri/cri_client.h"
 #include "tests/support/images/test_images.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -53,7 +54,7 @@ TEST(InstallE2eTest, AnInstalledNodeRunsACapsulePodThroughCriAndUninstallRestore
   ASSERT_EQ(::unshare(CLONE_NEWNS), 0);
   ASSERT_EQ(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0);
   auto env = E2eEnv::Create(true);
-  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  ASSERT_OK(env);
   const std::string stage = env->dir() + "/stage";
   const std::string root = env->dir() + "/node";
   auto staged = RunCommand({CAPSULE_CMAKE_COMMAND, "--install", BuildDir(), "--prefix", "/usr/local"}, milliseconds(180000),
@@ -63,16 +64,16 @@ TEST(InstallE2eTest, AnInstalledNodeRunsACapsulePodThroughCriAndUninstallRestore
   // defaults (guest kernel and initrd under /usr/local/share/capsule) with
   // this test's state dir and pool socket.
   auto defaults = ReadFile(stage + "/usr/local/share/capsule/config.yaml");
-  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  ASSERT_OK(defaults);
   std::string node_config = std::regex_replace(*defaults, std::regex("state_dir: /run/capsule"),
                                                "state_dir: " + env->state_dir());
   node_config = std::regex_replace(node_config, std::regex("socket: /run/capsule/pool.sock"),
                                    "socket: " + env->pool_socket());
   node_config = std::regex_replace(node_config, std::regex("boot_timeout_ms: 60000"), "boot_timeout_ms: 90000");
   ASSERT_NE(node_config.find(env->state_dir()), std::string::npos) << node_config;
-  ASSERT_TRUE(MkdirAll(root + "/etc/capsule").ok());
-  ASSERT_TRUE(MkdirAll(root + "/etc/containerd").ok());
-  ASSERT_TRUE(WriteFile(root + "/etc/capsule/config.yaml", node_config).ok());
+  ASSERT_OK(MkdirAll(root + "/etc/capsule"));
+  ASSERT_OK(MkdirAll(root + "/etc/containerd"));
+  ASSERT_OK(WriteFile(root + "/etc/capsule/config.yaml", node_config));
 
   // The binds end with this process's mount namespace; the mount point it
   // made on the host's /etc goes with the test, failed or not.
@@ -106,37 +107,37 @@ TEST(InstallE2eTest, AnInstalledNodeRunsACapsulePodThroughCriAndUninstallRestore
     return node_ctrd_config;
   };
   auto ctrd = ContainerdHarness::Start(o);
-  ASSERT_TRUE(ctrd.ok()) << ctrd.status().ToString();
+  ASSERT_OK(ctrd);
   auto node_text = ReadFile(node_ctrd_config);
-  ASSERT_TRUE(node_text.ok());
+  ASSERT_OK(node_text);
   EXPECT_NE(*node_text, original) << "the installer left containerd's config as it was";
   EXPECT_TRUE(PathExists("/usr/local/bin/containerd-shim-capsule-v2")) << "the shim is not on containerd's PATH";
   for (const char* image : {"busybox", "pause"}) {
     Status imported = (*ctrd)->ImportImage(TestImageTar(image), "k8s.io");
-    ASSERT_TRUE(imported.ok()) << imported.ToString();
+    ASSERT_OK(imported);
   }
   auto cri = cri::CriClient::Connect((*ctrd)->grpc_address(), milliseconds(20000));
-  ASSERT_TRUE(cri.ok()) << cri.status().ToString();
+  ASSERT_OK(cri);
   (*cri)->set_call_timeout(milliseconds(180000));
   cri::PodOptions pod;
   pod.name = "installed-pod";
   pod.network = ::runtime::v1::POD;
   pod.log_directory = (*ctrd)->dir() + "/pod-logs";
   pod.runtime_handler = "capsule";
-  ASSERT_TRUE(MkdirAll(pod.log_directory).ok());
+  ASSERT_OK(MkdirAll(pod.log_directory));
   const auto config = cri::MakePodConfig(pod);
   auto pod_id = (*cri)->RunPod(config, "capsule");
-  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString() << "\n" << (*ctrd)->LogTail(20000);
+  ASSERT_OK(pod_id) << "\n" << (*ctrd)->LogTail(20000);
   cri::ContainerOptions c;
   c.name = "hello";
   c.image = kBusyboxImage;
   c.command = {"sh", "-c", "echo from-the-installed-runtime; uname -r; sleep 600"};
   c.log_path = "hello.log";
   auto cid = (*cri)->CreateContainer(*pod_id, config, c);
-  ASSERT_TRUE(cid.ok()) << cid.status().ToString();
+  ASSERT_OK(cid);
   ASSERT_TRUE((*cri)->StartContainer(*cid).ok());
   auto exec = (*cri)->ExecSync(*cid, {"cat", "/proc/version"}, 30);
-  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  ASSERT_OK(exec);
   EXPECT_EQ(exec->out.find(HostKernelRelease()), std::string::npos)
       << "the container runs on the host's kernel, not in a microVM: " << exec->out;
   // It is the installed shim that serves the pod.
@@ -160,7 +161,7 @@ TEST(InstallE2eTest, AnInstalledNodeRunsACapsulePodThroughCriAndUninstallRestore
   auto removed = RunCommand({CapsuleRuntime(), "uninstall", "--root", root}, milliseconds(60000));
   ASSERT_TRUE(removed.ok() && removed->ok()) << (removed.ok() ? removed->out + removed->err : removed.status().ToString());
   auto after = ReadFile(node_ctrd_config);
-  ASSERT_TRUE(after.ok());
+  ASSERT_OK(after);
   EXPECT_EQ(*after, original) << "uninstall did not restore containerd's config byte for byte";
   EXPECT_FALSE(PathExists(root + "/usr/local/bin/containerd-shim-capsule-v2"));
   EXPECT_FALSE(PathExists(root + "/usr/local/share/capsule/capsule-initrd.img"));

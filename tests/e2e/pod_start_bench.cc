@@ -59,6 +59,7 @@
 #include "tests/support/cri/cri_client.h"
 #include "tests/support/images/test_images.h"
 #include "tests/support/pool_daemon.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -191,14 +192,14 @@ class PodStartBench : public ::testing::Test {
     const char* boot_nic = std::getenv("CAPSULE_BENCH_BOOT_NIC");
     boot_nic_ = boot_nic == nullptr || std::string(boot_nic) != "0";
     auto env = E2eEnv::Create(boot_nic_);
-    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    ASSERT_OK(env);
     env_.emplace(std::move(*env));
     // capsule-cold: the same config with the pool off.
     cold_config_ = env_->dir() + "/capsule-cold.yaml";
     auto yaml = ReadFile(env_->config_path());
-    ASSERT_TRUE(yaml.ok());
+    ASSERT_OK(yaml);
     std::string cold = std::regex_replace(*yaml, std::regex("pool:\n  size: 1"), "pool:\n  size: 0");
-    ASSERT_TRUE(WriteFile(cold_config_, cold).ok());
+    ASSERT_OK(WriteFile(cold_config_, cold));
     // capsule-dense: guest.device_set dense with a pool of its own (socket,
     // cgroup, state dir: its templates are not the other pool's).
     dense_config_ = env_->dir() + "/capsule-dense.yaml";
@@ -207,7 +208,7 @@ class PodStartBench : public ::testing::Test {
     dense = std::regex_replace(dense, std::regex(env_->pool_socket()), dense_socket_);
     dense = std::regex_replace(dense, std::regex("cgroup: /capsule-pool-"), "cgroup: /capsule-pool-dense-");
     dense = std::regex_replace(dense, std::regex("state_dir: " + env_->state_dir()), "state_dir: " + env_->dir() + "/dense-state");
-    ASSERT_TRUE(WriteFile(dense_config_, dense).ok());
+    ASSERT_OK(WriteFile(dense_config_, dense));
     ContainerdOptions o;
     o.path_prepend = {E2eEnv::ShimDir()};
     o.cri.emplace();
@@ -217,14 +218,14 @@ class PodStartBench : public ::testing::Test {
                        {"capsule-dense", kCapsuleRuntimeType, {{"ConfigPath", dense_config_}}}};
     if (GvisorUsable()) o.cri->runtimes.push_back({"runsc", "io.containerd.runc.v2", {{"BinaryName", "/usr/bin/runsc"}}});
     auto c = ContainerdHarness::Start(o);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_OK(c);
     ctrd_ = std::move(*c);
     for (const char* image : {"busybox", "pause"}) {
       Status imported = ctrd_->ImportImage(TestImageTar(image));
-      ASSERT_TRUE(imported.ok()) << imported.ToString();
+      ASSERT_OK(imported);
     }
     auto client = cri::CriClient::Connect(ctrd_->grpc_address(), milliseconds(20000));
-    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    ASSERT_OK(client);
     cri_ = std::move(*client);
     cri_->set_call_timeout(milliseconds(300000));
   }
@@ -280,16 +281,16 @@ class PodStartBench : public ::testing::Test {
     const auto t0 = Clock::now();
     auto id = cri_->RunPod(config, handler == "runc" ? "" : handler);
     const auto t1 = Clock::now();
-    EXPECT_TRUE(id.ok()) << handler << ": " << id.status().ToString();
+    EXPECT_OK(id) << handler << ": " << id.status().ToString();
     if (!id.ok()) return t;
     *pod_id = *id;
     auto cid = cri_->CreateContainer(*id, config, c);
     const auto t2 = Clock::now();
     if (cid.ok() && container_id != nullptr) *container_id = *cid;
-    EXPECT_TRUE(cid.ok()) << cid.status().ToString();
+    EXPECT_OK(cid);
     Status started = cid.ok() ? cri_->StartContainer(*cid) : cid.status();
     const auto t3 = Clock::now();
-    EXPECT_TRUE(started.ok()) << started.ToString();
+    EXPECT_OK(started);
     if (!started.ok()) return t;
     t = {ms(t0, t3), ms(t0, t1), ms(t1, t2), ms(t2, t3)};
     return t;
@@ -310,7 +311,7 @@ class PodStartBench : public ::testing::Test {
   void Sequential(const std::string& variant, const std::string& handler, int runs, bool refill_first) {
     for (int i = 0; i < runs; ++i) {
       if (refill_first) {
-        ASSERT_TRUE(pool_->WaitReady(1, milliseconds(300000), /*settled=*/true).ok());
+        ASSERT_OK(pool_->WaitReady(1, milliseconds(300000), /*settled=*/true));
       }
       std::string id, container;
       Record(variant, "sequential", StartPod(handler, fmt::format("{}-{}", variant, i), &id, &container));
@@ -357,12 +358,12 @@ class PodStartBench : public ::testing::Test {
   // `settings`, written as <dir>/pool-<name>.yaml.
   std::string PoolConfig(const std::string& name, const std::string& settings) {
     auto yaml = ReadFile(env_->config_path());
-    EXPECT_TRUE(yaml.ok());
+    EXPECT_OK(yaml);
     if (!yaml.ok()) return "";
     std::string text = std::regex_replace(*yaml, std::regex("pool:\n  size: 1"), "pool:\n  " + settings);
     EXPECT_NE(text, *yaml) << "the env's config has no 'pool:\n  size: 1'";
     const std::string path = env_->dir() + "/pool-" + name + ".yaml";
-    EXPECT_TRUE(WriteFile(path, text).ok());
+    EXPECT_OK(WriteFile(path, text));
     return path;
   }
   // CONCURRENCY pods against a pool of `size` ready VMs that refills by
@@ -375,10 +376,10 @@ class PodStartBench : public ::testing::Test {
                                                             size, refill, std::max(size, 8u)));
     ASSERT_FALSE(path.empty());
     auto started = PoolDaemonProcess::Start(path, env_->pool_socket());
-    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    ASSERT_OK(started);
     pool_ = std::move(*started);
     auto st = pool_->WaitReady(size, milliseconds(900000), /*settled=*/true);
-    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    ASSERT_OK(st);
     Concurrent(variant, "capsule", n);
     st = pool_->Status();
     if (st.ok() && !st->shapes.empty()) {
@@ -583,10 +584,10 @@ TEST_F(PodStartBench, RuncCapsuleColdCapsuleWarmAndGvisor) {
   const std::string pool_config =
       PoolConfig("main", fmt::format("size: 1\n  max_idle: {}", std::max(concurrency, 8)));
   auto started = PoolDaemonProcess::Start(pool_config, env_->pool_socket());
-  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  ASSERT_OK(started);
   pool_ = std::move(*started);
   auto st = pool_->WaitReady(1, milliseconds(300000), true);
-  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  ASSERT_OK(st);
   std::cout << "pod NICs: " << (boot_nic_ ? "the VM's boot NIC taken over (guest.boot_nic)" : "hot-plugged (guest.boot_nic off)")
             << "\n";
   std::cout << "accelerator: " << st->accelerator << "; KSM " << (st->ksm.empty() ? "absent" : st->ksm) << "\n";
@@ -602,8 +603,8 @@ TEST_F(PodStartBench, RuncCapsuleColdCapsuleWarmAndGvisor) {
 
   Concurrent("runc", "runc", concurrency);
   Concurrent("capsule-cold", "capsule-cold", concurrency);
-  ASSERT_TRUE(pool_->client().Resize(static_cast<uint32_t>(concurrency), milliseconds(5000)).ok());
-  ASSERT_TRUE(pool_->WaitReady(static_cast<uint32_t>(concurrency), milliseconds(900000), true).ok());
+  ASSERT_OK(pool_->client().Resize(static_cast<uint32_t>(concurrency), milliseconds(5000)));
+  ASSERT_OK(pool_->WaitReady(static_cast<uint32_t>(concurrency), milliseconds(900000), true));
   PrintIdleMemoryWithAndWithoutKsm();
   Concurrent("capsule-warm", "capsule", concurrency);
   if (gvisor_skip_.empty()) Concurrent("gvisor", "runsc", concurrency);
@@ -661,15 +662,15 @@ TEST_F(PodStartBench, PerPodOverheadForTheRuntimeClass) {
   // The dense handler's pods come from a pool of n copy-on-write clones of
   // one template, as a node's would.
   auto dense_yaml = ReadFile(dense_config_);
-  ASSERT_TRUE(dense_yaml.ok());
+  ASSERT_OK(dense_yaml);
   ASSERT_TRUE(WriteFile(dense_config_, std::regex_replace(*dense_yaml, std::regex("pool:\n  size: 1"),
                                                           fmt::format("pool:\n  size: {}\n  max_idle: {}", n, n)))
                   .ok());
   auto dense_pool = PoolDaemonProcess::Start(dense_config_, dense_socket_);
-  ASSERT_TRUE(dense_pool.ok()) << dense_pool.status().ToString();
+  ASSERT_OK(dense_pool);
   dense_pool_ = std::move(*dense_pool);
   auto dense_ready = dense_pool_->WaitReady(static_cast<uint32_t>(n), milliseconds(900000), /*settled=*/true);
-  ASSERT_TRUE(dense_ready.ok()) << dense_ready.status().ToString() << dense_pool_->log();
+  ASSERT_OK(dense_ready) << dense_pool_->log();
   std::vector<std::string> runc_ids, capsule_ids, dense_ids;
   for (int i = 0; i < n; ++i) {
     std::string dense_id;
@@ -810,9 +811,9 @@ TEST_F(PodStartBench, PerPodOverheadForTheRuntimeClass) {
 TEST_F(PodStartBench, DenseClaimThatRestoresAgainstAReadyClone) {
   const int runs = EnvInt("CAPSULE_BENCH_RUNS", 20) / 2 + 1;
   auto dense_pool = PoolDaemonProcess::Start(dense_config_, dense_socket_);
-  ASSERT_TRUE(dense_pool.ok()) << dense_pool.status().ToString();
+  ASSERT_OK(dense_pool);
   dense_pool_ = std::move(*dense_pool);
-  ASSERT_TRUE(dense_pool_->WaitReady(1, milliseconds(900000), /*settled=*/true).ok()) << dense_pool_->log();
+  ASSERT_OK(dense_pool_->WaitReady(1, milliseconds(900000), /*settled=*/true)) << dense_pool_->log();
   std::map<std::string, std::vector<double>> ms;
   auto run = [&](const std::string& variant, const std::string& handler, int i) {
     std::string pod;
@@ -823,16 +824,16 @@ TEST_F(PodStartBench, DenseClaimThatRestoresAgainstAReadyClone) {
   };
   for (int i = 0; i < runs; ++i) {
     run("runc", "runc", i);
-    ASSERT_TRUE(dense_pool_->WaitReady(1, milliseconds(300000), /*settled=*/true).ok()) << dense_pool_->log();
+    ASSERT_OK(dense_pool_->WaitReady(1, milliseconds(300000), /*settled=*/true)) << dense_pool_->log();
     run("dense-ready", "capsule-dense", i);
   }
   // No ready clone from here on: every claim restores its own.
-  ASSERT_TRUE(dense_pool_->client().Resize(0, milliseconds(5000)).ok());
+  ASSERT_OK(dense_pool_->client().Resize(0, milliseconds(5000)));
   for (int i = 0; i < runs; ++i) {
     run("runc", "runc", runs + i);
     run("dense-restore", "capsule-dense", i);
   }
-  EXPECT_TRUE(dense_pool_->WaitForLog("restored for sandbox", milliseconds(10000)).ok()) << "no claim restored its clone";
+  EXPECT_OK(dense_pool_->WaitForLog("restored for sandbox", milliseconds(10000))) << "no claim restored its clone";
   std::cout << "\ndense pod start (RunPodSandbox -> container running), sequential:\n";
   for (const char* v : {"runc", "dense-ready", "dense-restore"})
     std::cout << fmt::format("  {:14} {}\n", v, Summary(ms[v]));
@@ -845,9 +846,9 @@ TEST_F(PodStartBench, DenseClaimThatRestoresAgainstAReadyClone) {
 TEST_F(PodStartBench, FileIoOnTheVirtioFsAndDenseDeviceSets) {
   const int runs = EnvInt("CAPSULE_BENCH_IO_RUNS", 5);
   auto dense_pool = PoolDaemonProcess::Start(dense_config_, dense_socket_);
-  ASSERT_TRUE(dense_pool.ok()) << dense_pool.status().ToString();
+  ASSERT_OK(dense_pool);
   dense_pool_ = std::move(*dense_pool);
-  ASSERT_TRUE(dense_pool_->WaitReady(1, milliseconds(900000), /*settled=*/true).ok()) << dense_pool_->log();
+  ASSERT_OK(dense_pool_->WaitReady(1, milliseconds(900000), /*settled=*/true)) << dense_pool_->log();
   struct Op {
     const char* name;
     const char* script;
@@ -870,7 +871,7 @@ TEST_F(PodStartBench, FileIoOnTheVirtioFsAndDenseDeviceSets) {
         const auto t0 = std::chrono::steady_clock::now();
         auto out = cri_->ExecSync(ctr, {"sh", "-c", op.script}, 300);
         const double took = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        ASSERT_TRUE(out.ok()) << handler << " " << op.name << ": " << out.status().ToString();
+        ASSERT_OK(out) << handler << " " << op.name << ": " << out.status().ToString();
         ASSERT_EQ(out->exit_code, 0) << handler << " " << op.name << ": " << out->err;
         ms[handler][op.name].push_back(took);
       }

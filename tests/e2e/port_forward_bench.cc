@@ -19,6 +19,7 @@
 #include "tests/e2e/bench_stats.h"
 #include "tests/e2e/cri_e2e_fixture.h"
 #include "tests/support/streaming/channel_stream.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -110,9 +111,9 @@ TEST_F(PortForwardBench, RuncAgainstCapsuleOnOneContainerd) {
   const char* runs_env = std::getenv("CAPSULE_BENCH_RUNS");
   const int runs = std::max(1, runs_env != nullptr ? std::atoi(runs_env) : 20);
   auto runc = ServingPod("pf-bench-runc", "");
-  ASSERT_TRUE(runc.ok()) << runc.status().ToString();
+  ASSERT_OK(runc);
   auto capsule = ServingPod("pf-bench-capsule", "capsule");
-  ASSERT_TRUE(capsule.ok()) << capsule.status().ToString();
+  ASSERT_OK(capsule);
   const Figures r = Measure(*runc, runs);
   const Figures c = Measure(*capsule, runs);
   auto line = [](const char* what, const Summary& s) {
@@ -124,8 +125,8 @@ TEST_F(PortForwardBench, RuncAgainstCapsuleOnOneContainerd) {
             << fmt::format("  capsule/runc at p50: latency {:.2f}x, throughput {:.2f}x\n",
                            c.latency_ms.p50 / r.latency_ms.p50, c.mib_per_s.p50 / r.mib_per_s.p50);
   for (const std::string& id : {*runc, *capsule}) {
-    EXPECT_TRUE(cri_->StopPod(id).ok());
-    EXPECT_TRUE(cri_->RemovePod(id).ok());
+    EXPECT_OK(cri_->StopPod(id));
+    EXPECT_OK(cri_->RemovePod(id));
   }
 }
 

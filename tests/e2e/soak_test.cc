@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "tests/e2e/cri_e2e_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -139,8 +140,8 @@ TEST_F(SoakTest, PodsCreatedExecdLoggedAndRemovedInALoopLeaveTheHostFlat) {
     for (const auto& e : errors) EXPECT_EQ(e, "");
     EXPECT_EQ(during.shims, static_cast<size_t>(pods)) << "one shim per pod";
     for (const auto& id : ids) {
-      EXPECT_TRUE(cri_->StopPod(id).ok()) << id;
-      EXPECT_TRUE(cri_->RemovePod(id).ok()) << id;
+      EXPECT_OK(cri_->StopPod(id)) << id;
+      EXPECT_OK(cri_->RemovePod(id)) << id;
     }
     const auto leaks = LeaksAfterExit();
     EXPECT_TRUE(leaks.empty()) << "round " << round << ": " << leaks.size() << " leaks, first: " << leaks.front();

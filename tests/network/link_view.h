@@ -8,6 +8,7 @@
 
 #include "runtime/netlink/netlink_socket.h"
 #include "runtime/network/netns.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::network::testing {
 
@@ -20,12 +21,12 @@ struct LinkView {
 inline LinkView ViewLink(const std::string& netns, const std::string& name) {
   LinkView v;
   auto guard = NetnsGuard::Enter(netns);
-  EXPECT_TRUE(guard.ok()) << guard.status().ToString();
+  EXPECT_OK(guard);
   auto sock = netlink::NetlinkSocket::Open();
-  EXPECT_TRUE(sock.ok()) << sock.status().ToString();
+  EXPECT_OK(sock);
   if (!guard.ok() || !sock.ok()) return v;
   auto links = (*sock)->Links();
-  EXPECT_TRUE(links.ok());
+  EXPECT_OK(links);
   if (!links.ok()) return v;
   if (rtnl_link* l = rtnl_link_get_by_name(links->get(), name.c_str())) {
     v.index = rtnl_link_get_ifindex(l);

@@ -7,6 +7,7 @@
 
 #include "runtime/network/tap_redirect.h"
 #include "tests/network/pod_netns_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::network {
 namespace {
@@ -20,7 +21,7 @@ using ReadNetnsTest = testing::PodNetnsTest;
 
 TEST_F(ReadNetnsTest, ReturnsThePodInterfaceWithMacMtuAndGlobalAddresses) {
   auto snap = ReadNetns(pod());
-  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  ASSERT_OK(snap);
   ASSERT_EQ(snap->interfaces.size(), 1u) << "lo must be left out";
   const PodInterface& eth = snap->interfaces[0];
   EXPECT_EQ(eth.name, kPodIf);
@@ -33,7 +34,7 @@ TEST_F(ReadNetnsTest, ReturnsThePodInterfaceWithMacMtuAndGlobalAddresses) {
 
 TEST_F(ReadNetnsTest, ReturnsRoutesButNotTheKernelsPrefixRoutes) {
   auto snap = ReadNetns(pod());
-  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  ASSERT_OK(snap);
   EXPECT_THAT(snap->routes,
               ::testing::UnorderedElementsAre(
                   Route{AF_INET, "", "10.88.0.1", kPodIf, "", RT_SCOPE_UNIVERSE},
@@ -43,12 +44,12 @@ TEST_F(ReadNetnsTest, ReturnsRoutesButNotTheKernelsPrefixRoutes) {
 
 TEST_F(ReadNetnsTest, LeavesOutOurTap) {
   auto tap = TapRedirect::Create(pod(), kPodIf, "tap_cap0");
-  ASSERT_TRUE(tap.ok()) << tap.status().ToString();
+  ASSERT_OK(tap);
   auto snap = ReadNetns(pod());
-  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  ASSERT_OK(snap);
   ASSERT_EQ(snap->interfaces.size(), 1u);
   EXPECT_EQ(snap->interfaces[0].name, kPodIf);
-  ASSERT_TRUE(tap->Remove().ok());
+  ASSERT_OK(tap->Remove());
 }
 
 TEST_F(ReadNetnsTest, LeavesOutLinksThatAreDownOrNotEthernet) {
@@ -59,7 +60,7 @@ TEST_F(ReadNetnsTest, LeavesOutLinksThatAreDownOrNotEthernet) {
   ASSERT_NO_FATAL_FAILURE(testing::IpIn(pod(), {"tuntap", "add", "dev", "l3tun0", "mode", "tun"}));
   ASSERT_NO_FATAL_FAILURE(testing::IpIn(pod(), {"link", "set", "l3tun0", "up"}));
   auto snap = ReadNetns(pod());
-  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  ASSERT_OK(snap);
   ASSERT_EQ(snap->interfaces.size(), 1u);
   EXPECT_EQ(snap->interfaces[0].name, kPodIf);
 }

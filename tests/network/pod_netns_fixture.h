@@ -11,6 +11,7 @@
 
 #include "runtime/common/file_util.h"
 #include "tests/network/test_netns.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::network::testing {
 
@@ -24,13 +25,13 @@ class PodNetnsTest : public ::testing::Test {
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root (netns, veth, tc)";
     auto dir = TempDir::Create("capsule-net-test");
-    ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+    ASSERT_OK(dir);
     dir_.emplace(std::move(*dir));
     auto host = TestNetns::Create(dir_->Join("host"));
-    ASSERT_TRUE(host.ok()) << host.status().ToString();
+    ASSERT_OK(host);
     host_.emplace(std::move(*host));
     auto pod = TestNetns::Create(dir_->Join("pod"));
-    ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+    ASSERT_OK(pod);
     pod_.emplace(std::move(*pod));
     ASSERT_NO_FATAL_FAILURE(MakePodNetwork());
   }

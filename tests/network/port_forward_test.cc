@@ -29,6 +29,7 @@
 #include "runtime/network/netns.h"
 #include "runtime/network/port_forward_listener.h"
 #include "tests/network/test_netns.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::network {
 namespace {
@@ -148,20 +149,20 @@ class PortForwardTest : public ::testing::Test {
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
     auto dir = TempDir::Create("capsule-pf");
-    ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+    ASSERT_OK(dir);
     tmp_.emplace(std::move(*dir));
     dir_ = tmp_->path();
     // This program's own netns (network_test_main.cc) plays the guest.
     IpIn("/proc/" + std::to_string(::getpid()) + "/ns/net", {"link", "set", "lo", "up"});
     auto ns = TestNetns::Create(dir_ + "/pod-netns");
-    ASSERT_TRUE(ns.ok()) << ns.status().ToString();
+    ASSERT_OK(ns);
     pod_.emplace(std::move(*ns));
     IpIn(pod_->path(), {"link", "set", "lo", "up"});  // CNI's loopback plugin does this
-    ASSERT_TRUE(WriteFile(dir_ + "/token", token_).ok());
+    ASSERT_OK(WriteFile(dir_ + "/token", token_));
     agent::server::Endpoint ep{agent::server::Endpoint::Kind::kUnix, 0, dir_ + "/forward.sock"};
     auto fwd = agent::forward::PortForwarder::Start(
         ep, [t = token_]() -> Result<std::optional<std::string>> { return std::optional<std::string>(t); });
-    ASSERT_TRUE(fwd.ok()) << fwd.status().ToString();
+    ASSERT_OK(fwd);
     forwarder_ = std::move(*fwd);
   }
   void TearDown() override {
@@ -180,7 +181,7 @@ class PortForwardTest : public ::testing::Test {
   }
   void StartListener(PortForwardListener::Dial dial) {
     auto l = PortForwardListener::Start(pod_->path(), std::move(dial), "pod test");
-    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    ASSERT_OK(l);
     listener_ = std::move(*l);
   }
 
@@ -227,7 +228,7 @@ TEST_F(PortForwardTest, LoopbackConnectionsInThePodNetnsReachTheGuestPortBothFam
   EXPECT_EQ(good.load(), kClients);
   for (const auto& f : failures) EXPECT_TRUE(f.empty()) << f;
 
-  ASSERT_TRUE(listener_->Stop().ok());
+  ASSERT_OK(listener_->Stop());
   EXPECT_FALSE(TableIn(pod_->path())) << "Stop left the redirect in the pod netns";
 }
 
@@ -247,13 +248,13 @@ TEST_F(PortForwardTest, AClosedGuestPortIsAResetAndTheListenerGoesOn) {
     closed = ntohs(sa.sin_port);
   }
   UniqueFd fd = SocketIn(pod_->path(), AF_INET);
-  ASSERT_TRUE(Connect(fd.get(), AF_INET, closed).ok());
+  ASSERT_OK(Connect(fd.get(), AF_INET, closed));
   int err = 0;
   EXPECT_EQ(EchoThrough(fd.get(), "hello", &err), "");
   EXPECT_EQ(err, ECONNRESET) << std::strerror(err);
   // The next connection to an open port still works.
   UniqueFd again = SocketIn(pod_->path(), AF_INET);
-  ASSERT_TRUE(Connect(again.get(), AF_INET, guest.port()).ok());
+  ASSERT_OK(Connect(again.get(), AF_INET, guest.port()));
   EXPECT_EQ(EchoThrough(again.get(), "hello", &err), "hello");
 }
 
@@ -268,7 +269,7 @@ TEST_F(PortForwardTest, EachGuestPortHasItsOwnBudgetOfRelays) {
   options.max_connections_per_port = 2;
   auto fwd = agent::forward::PortForwarder::Start(
       ep, [t = token_]() -> Result<std::optional<std::string>> { return std::optional<std::string>(t); }, options);
-  ASSERT_TRUE(fwd.ok()) << fwd.status().ToString();
+  ASSERT_OK(fwd);
   auto open = [&](uint16_t port, UniqueFd* out) -> Status {
     ASSIGN_OR_RETURN(UniqueFd fd, ConnectUnix(ep.path, {.listen_wait = milliseconds(5000)}));
     RETURN_IF_ERROR(agent_auth::Prove(fd.get(), token_, milliseconds(5000)));
@@ -280,19 +281,19 @@ TEST_F(PortForwardTest, EachGuestPortHasItsOwnBudgetOfRelays) {
     return Status::Ok();
   };
   UniqueFd a1, a2, a3, b1;
-  ASSERT_TRUE(open(a.port(), &a1).ok());
-  ASSERT_TRUE(open(a.port(), &a2).ok());
+  ASSERT_OK(open(a.port(), &a1));
+  ASSERT_OK(open(a.port(), &a2));
   Status full = open(a.port(), &a3);
   EXPECT_FALSE(full.ok());
   EXPECT_NE(full.message().find("to port " + std::to_string(a.port())), std::string::npos) << full.ToString();
-  EXPECT_TRUE(open(b.port(), &b1).ok()) << "another port was refused";
+  EXPECT_OK(open(b.port(), &b1)) << "another port was refused";
   a1.reset();  // its relay ends and gives its place back
   Status again = Unavailable("not tried");
   for (int i = 0; i < 100 && !again.ok(); ++i) {
     again = open(a.port(), &a3);
     if (!again.ok()) std::this_thread::sleep_for(milliseconds(20));
   }
-  EXPECT_TRUE(again.ok()) << again.ToString();
+  EXPECT_OK(again);
 }
 
 TEST_F(PortForwardTest, AWrongTokenOrALyingAgentIsAResetNeverData) {
@@ -300,11 +301,11 @@ TEST_F(PortForwardTest, AWrongTokenOrALyingAgentIsAResetNeverData) {
   // A host with the wrong token: the agent's gate refuses it.
   StartListener(AgentDial(std::string(64, 'b')));
   UniqueFd fd = SocketIn(pod_->path(), AF_INET);
-  ASSERT_TRUE(Connect(fd.get(), AF_INET, guest.port()).ok());
+  ASSERT_OK(Connect(fd.get(), AF_INET, guest.port()));
   int err = 0;
   EXPECT_EQ(EchoThrough(fd.get(), "hello", &err), "");
   EXPECT_EQ(err, ECONNRESET);
-  ASSERT_TRUE(listener_->Stop().ok());
+  ASSERT_OK(listener_->Stop());
   listener_.reset();
 
   // An "agent" that answers a flood instead of OK, or a reset.
@@ -323,10 +324,10 @@ TEST_F(PortForwardTest, AWrongTokenOrALyingAgentIsAResetNeverData) {
       return ours;
     });
     UniqueFd c = SocketIn(pod_->path(), AF_INET);
-    ASSERT_TRUE(Connect(c.get(), AF_INET, guest.port()).ok());
+    ASSERT_OK(Connect(c.get(), AF_INET, guest.port()));
     EXPECT_EQ(EchoThrough(c.get(), "hello", &err), "") << answer.substr(0, 10);
     EXPECT_EQ(err, ECONNRESET) << answer.substr(0, 10);
-    ASSERT_TRUE(listener_->Stop().ok());
+    ASSERT_OK(listener_->Stop());
     listener_.reset();
   }
 }
@@ -335,11 +336,11 @@ TEST_F(PortForwardTest, StopResetsConnectionsInFlightAndAMissingNetnsIsNamed) {
   EchoServer guest;
   StartListener(AgentDial(token_));
   UniqueFd fd = SocketIn(pod_->path(), AF_INET);
-  ASSERT_TRUE(Connect(fd.get(), AF_INET, guest.port()).ok());
+  ASSERT_OK(Connect(fd.get(), AF_INET, guest.port()));
   ASSERT_EQ(::send(fd.get(), "x", 1, MSG_NOSIGNAL), 1);
   char c;
   ASSERT_EQ(::read(fd.get(), &c, 1), 1);  // relayed, and now idle
-  ASSERT_TRUE(listener_->Stop().ok());
+  ASSERT_OK(listener_->Stop());
   EXPECT_EQ(::read(fd.get(), &c, 1), -1);
   EXPECT_EQ(errno, ECONNRESET);
   EXPECT_FALSE(TableIn(pod_->path()));

@@ -20,6 +20,7 @@
 #include "tests/network/link_view.h"
 #include "tests/network/pod_netns_fixture.h"
 #include "tests/runtime/hypervisor/vm_test_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::network {
 namespace {
@@ -58,7 +59,7 @@ class QemuTapFdTest : public testing::PodNetnsTest {
     ASSERT_NO_FATAL_FAILURE(PodNetnsTest::SetUp());
     if (IsSkipped()) return;
     auto dir = TempDir::Create("qemu-tapfd");
-    ASSERT_TRUE(dir.ok());
+    ASSERT_OK(dir);
     root_.emplace(std::move(*dir));
     cfg_.runtime.state_dir = root_->path();
   }
@@ -92,43 +93,43 @@ class QemuTapFdTest : public testing::PodNetnsTest {
 TEST_F(QemuTapFdTest, HotplugNicOnPassedTapFdThenUnplug) {
   hypervisor::QemuHypervisor hv(cfg_);
   auto vm = Launch(hv, "vm-tapfd");
-  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_OK(vm);
   auto tap = TapRedirect::Create(pod(), kPodIf, kTap);
-  ASSERT_TRUE(tap.ok()) << tap.status().ToString();
+  ASSERT_OK(tap);
   const pid_t qemu = (*vm)->vmm_pid();
   EXPECT_EQ(TunFdsHeldBy(qemu), 0u);
 
   Status passed = (*vm)->PassFd("tapfd0", tap->tap_fd());
-  ASSERT_TRUE(passed.ok()) << passed.ToString();
+  ASSERT_OK(passed);
   EXPECT_EQ(TunFdsHeldBy(qemu), 1u) << "QEMU should hold its copy of the tap fd";
   NetDevice nic{"net0", kTap, kPodMac, "tapfd0"};
   Status plugged = (*vm)->HotplugDevice(nic);
-  ASSERT_TRUE(plugged.ok()) << plugged.ToString();
+  ASSERT_OK(plugged);
 
   auto mac = Qmp(**vm, "qom-get", json{{"path", "/machine/peripheral/net0"}, {"property", "mac"}});
-  ASSERT_TRUE(mac.ok()) << mac.status().ToString();
+  ASSERT_OK(mac);
   EXPECT_EQ(*mac, kPodMac);
   auto rx = Qmp(**vm, "query-rx-filter", json{{"name", "net0"}});
-  ASSERT_TRUE(rx.ok()) << rx.status().ToString();
+  ASSERT_OK(rx);
   ASSERT_EQ(rx->size(), 1u);
   EXPECT_EQ((*rx)[0]["main-mac"], kPodMac);
   // The record keeps the fd name, for an adopting process to see.
   auto rec = hypervisor::VmRecordFromJson(*ReadFile(hypervisor::VmPaths(
                                               hypervisor::DefaultVmStateDir(root_->path(), "vm-tapfd")).record()),
                                           "vm.json");
-  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  ASSERT_OK(rec);
   ASSERT_EQ(rec->hotplugged.size(), 1u);
   EXPECT_EQ(rec->hotplugged[0].device, hypervisor::Device(nic));
 
   Status unplugged = (*vm)->UnplugDevice("net0", milliseconds(10000));
-  ASSERT_TRUE(unplugged.ok()) << unplugged.ToString();
+  ASSERT_OK(unplugged);
   EXPECT_EQ(Qmp(**vm, "qom-get", json{{"path", "/machine/peripheral/net0"}, {"property", "mac"}}).status().code(),
             Code::kNotFound);
   EXPECT_EQ(TunFdsHeldBy(qemu), 0u) << "netdev_del should close QEMU's copy";
   // Our tap and its redirect are untouched by QEMU's close.
   EXPECT_GE(tap->tap_fd(), 0);
   ASSERT_TRUE((*vm)->Stop(milliseconds(0)).ok());
-  ASSERT_TRUE(tap->Remove().ok());
+  ASSERT_OK(tap->Remove());
 }
 
 // guest.boot_nic's host side: QEMU opens a tap by name in its own netns at
@@ -138,7 +139,7 @@ TEST_F(QemuTapFdTest, BootNicTapMovesIntoThePodNetnsWhileQemuHoldsIt) {
   hypervisor::QemuHypervisor hv(cfg_);
   const std::string boot_tap = "tap_cap_b0a0b0c";
   auto vm = Launch(hv, "vm-bootnic", {NetDevice{"netboot", boot_tap, "02:11:22:33:44:55", ""}});
-  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_OK(vm);
   const pid_t qemu = (*vm)->vmm_pid();
   const std::string qemu_netns = "/proc/" + std::to_string(qemu) + "/ns/net";
   EXPECT_EQ(TunFdsHeldBy(qemu), 1u);
@@ -151,7 +152,7 @@ TEST_F(QemuTapFdTest, BootNicTapMovesIntoThePodNetnsWhileQemuHoldsIt) {
   EXPECT_NE(ViewLink(qemu_netns, boot_tap).index, 0);
 
   auto tap = TapRedirect::AdoptTap(qemu_netns, boot_tap, pod(), kPodIf, kTap);
-  ASSERT_TRUE(tap.ok()) << tap.status().ToString();
+  ASSERT_OK(tap);
   EXPECT_EQ(tap->tap_fd(), -1) << "the fd is QEMU's";
   EXPECT_EQ(ViewLink(qemu_netns, boot_tap).index, 0) << "the tap should have left QEMU's netns";
   const LinkView moved = ViewLink(pod(), kTap);
@@ -160,7 +161,7 @@ TEST_F(QemuTapFdTest, BootNicTapMovesIntoThePodNetnsWhileQemuHoldsIt) {
   EXPECT_TRUE(moved.up);
   EXPECT_EQ(TunFdsHeldBy(qemu), 1u);
   auto rx = Qmp(**vm, "query-rx-filter", json{{"name", "netboot"}});
-  ASSERT_TRUE(rx.ok()) << rx.status().ToString();
+  ASSERT_OK(rx);
 
   // Taken once: a second take-over finds nothing to move.
   auto again = TapRedirect::AdoptTap(qemu_netns, boot_tap, pod(), kPodIf, "tap_cap1");
@@ -168,7 +169,7 @@ TEST_F(QemuTapFdTest, BootNicTapMovesIntoThePodNetnsWhileQemuHoldsIt) {
   EXPECT_THAT(again.status().message(), HasSubstr(boot_tap));
   EXPECT_EQ(ViewLink(pod(), "tap_cap1").index, 0);
 
-  ASSERT_TRUE(tap->Remove().ok());
+  ASSERT_OK(tap->Remove());
   EXPECT_EQ(ViewLink(pod(), kTap).index, 0);
   ASSERT_TRUE((*vm)->Stop(milliseconds(0)).ok());
 }
@@ -176,7 +177,7 @@ TEST_F(QemuTapFdTest, BootNicTapMovesIntoThePodNetnsWhileQemuHoldsIt) {
 TEST_F(QemuTapFdTest, BadFdsAndNamesGiveClearErrors) {
   hypervisor::QemuHypervisor hv(cfg_);
   auto vm = Launch(hv, "vm-badfd");
-  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_OK(vm);
   Status st = (*vm)->PassFd("tapfd0", -1);
   EXPECT_EQ(st.code(), Code::kInvalidArgument);
   EXPECT_THAT(st.message(), HasSubstr("not an open file descriptor"));

@@ -24,6 +24,7 @@
 #include "runtime/network/tc.h"
 #include "tests/network/link_view.h"
 #include "tests/network/pod_netns_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::network {
 namespace {
@@ -69,9 +70,9 @@ int RedirectTarget(netlink::NetlinkSocket& sock, int ifindex) {
 TcView ReadTc(const std::string& netns) {
   TcView v;
   auto guard = NetnsGuard::Enter(netns);
-  EXPECT_TRUE(guard.ok()) << guard.status().ToString();
+  EXPECT_OK(guard);
   auto sock = netlink::NetlinkSocket::Open();
-  EXPECT_TRUE(sock.ok()) << sock.status().ToString();
+  EXPECT_OK(sock);
   if (!guard.ok() || !sock.ok()) return v;
   v.veth_index = testing::ViewLink(netns, kPodIf).index;
   const testing::LinkView tap = testing::ViewLink(netns, kTap);
@@ -146,7 +147,7 @@ class TapRedirectTest : public testing::PodNetnsTest {
   // An AF_PACKET socket on the veth's peer, in the host netns.
   UniqueFd HostPacketSocket() {
     auto guard = NetnsGuard::Enter(host());
-    EXPECT_TRUE(guard.ok()) << guard.status().ToString();
+    EXPECT_OK(guard);
     UniqueFd fd(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, htons(ETH_P_ALL)));
     EXPECT_TRUE(fd.valid()) << std::strerror(errno);
     sockaddr_ll sll{};
@@ -161,7 +162,7 @@ class TapRedirectTest : public testing::PodNetnsTest {
 
 TEST_F(TapRedirectTest, CreateMakesTheTapAndRedirectsBothWays) {
   auto r = TapRedirect::Create(pod(), kPodIf, kTap);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_GE(r->tap_fd(), 0);
   EXPECT_EQ(r->tap_name(), kTap);
   TcView v = ReadTc(pod());
@@ -172,25 +173,25 @@ TEST_F(TapRedirectTest, CreateMakesTheTapAndRedirectsBothWays) {
   EXPECT_TRUE(v.tap_ingress);
   EXPECT_EQ(v.veth_redirect_to, v.tap_index);
   EXPECT_EQ(v.tap_redirect_to, v.veth_index);
-  ASSERT_TRUE(r->Remove().ok());
+  ASSERT_OK(r->Remove());
 }
 
 TEST_F(TapRedirectTest, RemoveLeavesNoTapNoQdiscAndIsIdempotent) {
   auto r = TapRedirect::Create(pod(), kPodIf, kTap);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   Status st = r->Remove();
-  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_OK(st);
   EXPECT_EQ(r->tap_fd(), -1);
   TcView v = ReadTc(pod());
   EXPECT_EQ(v.tap_index, 0);
   EXPECT_FALSE(v.veth_ingress);
-  EXPECT_TRUE(r->Remove().ok());
+  EXPECT_OK(r->Remove());
 }
 
 TEST_F(TapRedirectTest, DestructorRemoves) {
   {
     auto r = TapRedirect::Create(pod(), kPodIf, kTap);
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_OK(r);
     TapRedirect moved = std::move(*r);  // the moved-from object must not remove anything
     ASSERT_NE(ReadTc(pod()).tap_index, 0);
   }
@@ -241,16 +242,16 @@ TEST_F(TapRedirectTest, TapNameWithoutPrefixIsRefused) {
 
 TEST_F(TapRedirectTest, RemoveAfterTheNetnsIsGoneIsNotAnError) {
   auto r = TapRedirect::Create(pod(), kPodIf, kTap);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   DestroyPodNetns();
   Status st = r->Remove();
-  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_OK(st);
   EXPECT_EQ(r->tap_fd(), -1);
 }
 
 TEST_F(TapRedirectTest, FrameWrittenToTheTapLeavesThroughTheVethPeer) {
   auto r = TapRedirect::Create(pod(), kPodIf, kTap);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   UniqueFd host_sock = HostPacketSocket();
   ASSERT_TRUE(host_sock.valid());
   int hdr = 0;
@@ -262,12 +263,12 @@ TEST_F(TapRedirectTest, FrameWrittenToTheTapLeavesThroughTheVethPeer) {
   out.insert(out.end(), frame.begin(), frame.end());
   ASSERT_EQ(::write(r->tap_fd(), out.data(), out.size()), static_cast<ssize_t>(out.size())) << std::strerror(errno);
   EXPECT_TRUE(WaitForFrame(host_sock.get(), 0, payload)) << "the frame never reached " << kHostIf;
-  ASSERT_TRUE(r->Remove().ok());
+  ASSERT_OK(r->Remove());
 }
 
 TEST_F(TapRedirectTest, FrameSentIntoTheVethPeerIsReadFromTheTap) {
   auto r = TapRedirect::Create(pod(), kPodIf, kTap);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   UniqueFd host_sock = HostPacketSocket();
   ASSERT_TRUE(host_sock.valid());
   const std::string payload = "capsule veth->tap";
@@ -277,7 +278,7 @@ TEST_F(TapRedirectTest, FrameSentIntoTheVethPeerIsReadFromTheTap) {
   int hdr = 0;
   ASSERT_EQ(::ioctl(r->tap_fd(), TUNGETVNETHDRSZ, &hdr), 0);
   EXPECT_TRUE(WaitForFrame(r->tap_fd(), static_cast<size_t>(hdr), payload)) << "the frame never reached the tap";
-  ASSERT_TRUE(r->Remove().ok());
+  ASSERT_OK(r->Remove());
 }
 
 }  // namespace

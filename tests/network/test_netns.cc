@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "runtime/common/mount_table.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::network::testing {
 namespace {
@@ -63,7 +64,7 @@ void IpIn(const std::string& netns_path, const std::vector<std::string>& args) {
   std::vector<std::string> argv = {"ip"};
   argv.insert(argv.end(), args.begin(), args.end());
   auto r = RunIn(netns_path, argv);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   ASSERT_TRUE(r->ok()) << "ip " << ::testing::PrintToString(args) << " in " << netns_path << ": " << r->err;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "runtime/common/file_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::shim::task {
 namespace {
@@ -19,13 +20,13 @@ BundleRecord AsTheShimWritesIt(const std::string& state_dir = "/run/capsule/vm/p
 
 TEST(BundleRecordTest, WhatTheShimWritesReadsBack) {
   auto dir = TempDir::Create("capsule-bundle-record");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   // A state root configured with a trailing slash gives "//": still fine.
   for (const BundleRecord& r : {AsTheShimWritesIt(), AsTheShimWritesIt("/var/lib/capsule//vm/p"),
                                 BundleRecord{"s", "", "", "", ""}}) {
-    ASSERT_TRUE(WriteBundleRecord(dir->path(), r).ok());
+    ASSERT_OK(WriteBundleRecord(dir->path(), r));
     auto back = ReadBundleRecord(dir->path());
-    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    ASSERT_OK(back);
     EXPECT_EQ(*back, r);
   }
 }

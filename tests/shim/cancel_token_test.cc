@@ -2,6 +2,7 @@
 // run once (at once when registered late), an unregistered one never runs,
 // and a Deadline cancels only if it is still alive when its time comes.
 #include "shim/task/cancel_token.h"
+#include "tests/support/status_matchers.h"
 
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -20,10 +21,10 @@ bool Readable(int fd) {
 
 TEST(CancelToken, FirstReasonWinsAndTheFdBecomesReadable) {
   auto t = CancelToken::Make();
-  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_OK(t);
   CancelToken& token = **t;
   EXPECT_FALSE(token.cancelled());
-  EXPECT_TRUE(token.reason().ok());
+  EXPECT_OK(token.reason());
   EXPECT_FALSE(Readable(token.fd()));
   int runs = 0;
   auto reg = token.OnCancel([&] { ++runs; });
@@ -40,7 +41,7 @@ TEST(CancelToken, FirstReasonWinsAndTheFdBecomesReadable) {
 
 TEST(CancelToken, AnUnregisteredCallbackNeverRuns) {
   auto t = CancelToken::Make();
-  ASSERT_TRUE(t.ok());
+  ASSERT_OK(t);
   int runs = 0;
   { auto reg = (*t)->OnCancel([&] { ++runs; }); }
   (*t)->Cancel(Cancelled("gone"));
@@ -49,7 +50,7 @@ TEST(CancelToken, AnUnregisteredCallbackNeverRuns) {
 
 TEST(CancelToken, ADeadlineCancelsOnlyWhileItLives) {
   auto t = CancelToken::Make();
-  ASSERT_TRUE(t.ok());
+  ASSERT_OK(t);
   { CancelToken::Deadline d(*t, std::chrono::steady_clock::now() + milliseconds(5000), DeadlineExceeded("late")); }
   EXPECT_FALSE((*t)->cancelled()) << "the work ended first";
   std::atomic<bool> ran{false};

@@ -13,6 +13,7 @@
 #include "runtime/common/file_util.h"
 #include "runtime/common/unique_fd.h"
 #include "tests/shim/fakes/fake_mounter.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::shim::task {
 namespace {
@@ -23,14 +24,14 @@ mount::MountSpec Overlay(const std::string& lower, const std::string& upper) {
 
 TEST(DenseFilesTest, TheCacheKeyIsTheLayersWhileNothingWasWrittenOnThem) {
   auto dir = TempDir::Create("dense-key");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   const std::string upper = dir->Join("upper");
-  ASSERT_TRUE(MkdirAll(upper).ok());
+  ASSERT_OK(MkdirAll(upper));
   const std::string key = RootfsCacheKey({Overlay("/s/2/fs:/s/1/fs", upper)});
   EXPECT_EQ(key.size(), 64u);
   EXPECT_EQ(RootfsCacheKey({Overlay("/s/2/fs:/s/1/fs", upper)}), key) << "stable";
   EXPECT_NE(RootfsCacheKey({Overlay("/s/3/fs:/s/1/fs", upper)}), key) << "other layers, other image";
-  ASSERT_TRUE(WriteFile(upper + "/written", "x").ok());
+  ASSERT_OK(WriteFile(upper + "/written", "x"));
   EXPECT_EQ(RootfsCacheKey({Overlay("/s/2/fs:/s/1/fs", upper)}), "") << "a used upper layer is the container's own";
   EXPECT_EQ(RootfsCacheKey({{"bind", "/some/dir", "", {"rbind"}}}), "");
   EXPECT_EQ(RootfsCacheKey({}), "");
@@ -54,7 +55,7 @@ TEST(DenseFilesTest, AContainerGetsItsLayersAsOverlaysOnATmpfsOfItsOwn) {
 TEST(DenseFilesTest, AReadWriteHostDirectoryIsRefusedByName) {
   std::vector<ShareBind> binds = {{"/etc/hosts-of-pod", "c/mounts/0-hosts", false, {"rbind", "rw"}},
                                   {"/var/secret", "c/mounts/1-secret", true, {"rbind", "ro"}}};
-  EXPECT_TRUE(RefuseSharedDirectories(binds).ok()) << "files and read-only directories are copied";
+  EXPECT_OK(RefuseSharedDirectories(binds)) << "files and read-only directories are copied";
   binds.push_back({"/srv/data", "c/mounts/2-data", true, {"rbind"}});
   Status st = RefuseSharedDirectories(binds);
   EXPECT_EQ(st.code(), Code::kFailedPrecondition);
@@ -100,9 +101,9 @@ TEST(DenseFilesTest, EmptyDirBindsBecomeOneLocalVolumeEachAndLeaveTheRest) {
 
 TEST(DenseFilesTest, HostFilesOverTheBoundAreRefusedBeforeAnythingIsMounted) {
   auto dir = TempDir::Create("dense-mounts");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   const std::string big = dir->Join("volume");
-  ASSERT_TRUE(MkdirAll(big + "/sub").ok());
+  ASSERT_OK(MkdirAll(big + "/sub"));
   {
     UniqueFd fd(::open((big + "/sub/huge").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
     ASSERT_TRUE(fd);

@@ -10,13 +10,14 @@
 #include "shim/launcher/flags.h"
 #include "shim/launcher/runtime_options.h"
 #include "shim/launcher/socket.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::shim::launcher {
 namespace {
 
 ShimFlags MustParse(const std::vector<std::string>& args) {
   auto f = ParseFlags(args);
-  EXPECT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_OK(f);
   return f.ok() ? *f : ShimFlags{};
 }
 
@@ -30,7 +31,7 @@ TEST(FlagsTest, ParsesContainerdStartCommandLine) {
   EXPECT_EQ(f.id, "abc");
   EXPECT_TRUE(f.debug);
   EXPECT_EQ(f.action, Action::kStart);
-  EXPECT_TRUE(ValidateFlags(f).ok());
+  EXPECT_OK(ValidateFlags(f));
 }
 
 TEST(FlagsTest, ParsesDeleteWithBundle) {
@@ -101,7 +102,7 @@ TEST(FlagsTest, ValidationNamesTheMissingOrBadFlag) {
 
 TEST(FlagsTest, IdentifierRuleMatchesContainerd) {
   const std::vector<std::string> good = {"a", "k8s.io", "moby", "abc_def-1.2", std::string(76, 'a')};
-  for (const auto& ok : good) EXPECT_TRUE(ValidateIdentifier("x", ok).ok()) << ok;
+  for (const auto& ok : good) EXPECT_OK(ValidateIdentifier("x", ok)) << ok;
   const std::vector<std::string> bad = {"", "-a", "a-", "a..b", "a/b", "a b", ".", std::string(77, 'a')};
   for (const auto& b : bad) EXPECT_FALSE(ValidateIdentifier("x", b).ok()) << b;
 }
@@ -116,7 +117,7 @@ TEST(FlagsTest, DaemonArgsRoundTrip) {
   EXPECT_EQ(d.config_path, "/etc/capsule/x.yaml");
   EXPECT_EQ(d.publish_binary, "/b");
   EXPECT_TRUE(d.debug);
-  EXPECT_TRUE(ValidateFlags(d).ok());
+  EXPECT_OK(ValidateFlags(d));
 }
 
 TEST(SocketTest, CleanPathFollowsGo) {
@@ -149,11 +150,11 @@ TEST(SocketTest, PathFromAddress) {
 
 TEST(SocketTest, ListenProbeAndBoundPath) {
   auto dir = TempDir::Create("shimsock");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   const std::string path = dir->Join("sub/dir/sock");  // parents are created
   EXPECT_FALSE(CanConnect(path));
   auto fd = ListenUnix(path);
-  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  ASSERT_OK(fd);
   struct stat st{};
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
@@ -171,7 +172,7 @@ TEST(SocketTest, ListenProbeAndBoundPath) {
 TEST(RuntimeOptionsTest, ParsesBareAndPrefixedTypeUrls) {
   for (const char* url : {"runtimeoptions.v1.Options", "type.googleapis.com/runtimeoptions.v1.Options"}) {
     auto o = ParseRuntimeOptions(SerializeRuntimeOptions({"/etc/capsule/c.yaml"}, url));
-    ASSERT_TRUE(o.ok()) << url << ": " << o.status().ToString();
+    ASSERT_OK(o) << url << ": " << o.status().ToString();
     EXPECT_EQ(o->config_path, "/etc/capsule/c.yaml");
   }
   EXPECT_EQ(ParseRuntimeOptions("")->config_path, "");
@@ -188,16 +189,16 @@ TEST(RuntimeOptionsTest, RejectsOtherTypesAndGarbage) {
 
 TEST(BundleTest, GroupFromSandboxAnnotationElseId) {
   auto dir = TempDir::Create("bundle");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   ASSERT_TRUE(WriteFile(dir->Join("config.json"),
                         R"({"ociVersion":"1.0.2","annotations":{"io.kubernetes.cri.sandbox-id":"pod7"}})").ok());
   EXPECT_EQ(*ShimGroup(dir->path(), "c1"), "pod7");
-  ASSERT_TRUE(WriteFile(dir->Join("config.json"), R"({"ociVersion":"1.0.2"})").ok());
+  ASSERT_OK(WriteFile(dir->Join("config.json"), R"({"ociVersion":"1.0.2"})"));
   EXPECT_EQ(*ShimGroup(dir->path(), "c1"), "c1");
-  ASSERT_TRUE(WriteFile(dir->Join("config.json"), R"({"annotations":{"io.kubernetes.cri.sandbox-id":3}})").ok());
+  ASSERT_OK(WriteFile(dir->Join("config.json"), R"({"annotations":{"io.kubernetes.cri.sandbox-id":3}})"));
   EXPECT_NE(ShimGroup(dir->path(), "c1").status().message().find("io.kubernetes.cri.sandbox-id"),
             std::string::npos);
-  ASSERT_TRUE(WriteFile(dir->Join("config.json"), "{not json").ok());
+  ASSERT_OK(WriteFile(dir->Join("config.json"), "{not json"));
   EXPECT_NE(ShimGroup(dir->path(), "c1").status().message().find("config.json"), std::string::npos);
   ASSERT_EQ(::unlink(dir->Join("config.json").c_str()), 0);
   EXPECT_EQ(ShimGroup(dir->path(), "c1").status().code(), Code::kNotFound);
@@ -205,9 +206,9 @@ TEST(BundleTest, GroupFromSandboxAnnotationElseId) {
 
 TEST(BundleTest, AddressFileRoundTrip) {
   auto dir = TempDir::Create("bundle");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   EXPECT_EQ(ReadAddressFile(dir->path()).status().code(), Code::kNotFound);
-  ASSERT_TRUE(WriteAddressFile(dir->path(), "unix:///run/containerd/s/abc").ok());
+  ASSERT_OK(WriteAddressFile(dir->path(), "unix:///run/containerd/s/abc"));
   EXPECT_EQ(*ReadAddressFile(dir->path()), "unix:///run/containerd/s/abc");
 }
 

@@ -28,6 +28,7 @@
 #include "runtime/common/subprocess.h"
 #include "shim/launcher/runtime_options.h"
 #include "shim/launcher/socket.h"
+#include "tests/support/status_matchers.h"
 
 extern char** environ;
 
@@ -101,7 +102,7 @@ class LauncherProcessTest : public ::testing::Test {
     // the test can reap them and prove none is left.
     ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
     auto dir = TempDir::Create("shimproc");
-    ASSERT_TRUE(dir.ok());
+    ASSERT_OK(dir);
     dir_ = std::make_unique<TempDir>(std::move(*dir));
     socket_dir_ = dir_->Join("s");
   }
@@ -122,12 +123,12 @@ class LauncherProcessTest : public ::testing::Test {
   // hold open as containerd does (O_RDWR|O_NONBLOCK).
   std::string MakeBundle(const std::string& id, const std::string& sandbox_id) {
     const std::string bundle = dir_->Join("bundles/" + id);
-    EXPECT_TRUE(MkdirAll(bundle).ok());
+    EXPECT_OK(MkdirAll(bundle));
     std::string config = R"({"ociVersion":"1.0.2")";
     if (!sandbox_id.empty())
       config += R"(,"annotations":{"io.kubernetes.cri.sandbox-id":")" + sandbox_id + "\"}";
     config += "}";
-    EXPECT_TRUE(WriteFile(bundle + "/config.json", config).ok());
+    EXPECT_OK(WriteFile(bundle + "/config.json", config));
     EXPECT_EQ(::mkfifo((bundle + "/log").c_str(), 0700), 0);
     int fd = ::open((bundle + "/log").c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
     EXPECT_GE(fd, 0);
@@ -171,7 +172,7 @@ class LauncherProcessTest : public ::testing::Test {
     o.stdout_fd = out_w.get();
     o.stderr_fd = separate_stderr ? err_w.get() : out_w.get();
     auto child = ChildProcess::Spawn(o);
-    EXPECT_TRUE(child.ok()) << child.status().ToString();
+    EXPECT_OK(child);
     if (!child.ok()) return res;
     out_w.reset();
     err_w.reset();
@@ -183,7 +184,7 @@ class LauncherProcessTest : public ::testing::Test {
     res.out_eof = ReadToEof(out_r.get(), &res.out, deadline);
     if (separate_stderr) ReadToEof(err_r.get(), &res.err, deadline);
     auto st = child->Wait(kProcessTimeout);
-    EXPECT_TRUE(st.ok()) << st.status().ToString();
+    EXPECT_OK(st);
     if (st.ok()) res.exit_code = ExitCode(*st);
     return res;
   }
@@ -207,14 +208,14 @@ class LauncherProcessTest : public ::testing::Test {
     auto path = SocketPathFromAddress(address);
     if (!path.ok()) return {};
     auto reply = Ask(*path, "info");
-    EXPECT_TRUE(reply.ok()) << reply.status().ToString();
+    EXPECT_OK(reply);
     return reply.ok() ? ParseInfo(*reply) : std::map<std::string, std::string>{};
   }
 
   // Waits for a daemon (our child via the subreaper) to exit; its status.
   int WaitDaemon(pid_t pid) {
     auto pidfd = OpenPidfd(pid);
-    EXPECT_TRUE(pidfd.ok());
+    EXPECT_OK(pidfd);
     pollfd p{pidfd->get(), POLLIN, 0};
     EXPECT_EQ(::poll(&p, 1, static_cast<int>(kProcessTimeout.count())), 1) << "daemon " << pid << " still running";
     int status = 0;
@@ -348,7 +349,7 @@ TEST_F(LauncherProcessTest, StaleSocketIsReplaced) {
   const std::string bundle = MakeBundle("c1", "");
   const std::string address = SocketAddress(kContainerdAddress, "k8s.io", "c1", socket_dir_);
   const std::string path = *SocketPathFromAddress(address);
-  { auto fd = ListenUnix(path); ASSERT_TRUE(fd.ok()); }  // closed: file stays, nobody listens
+  { auto fd = ListenUnix(path); ASSERT_OK(fd); }  // closed: file stays, nobody listens
   ASSERT_TRUE(PathExists(path));
   RunResult r = Start("c1", bundle);
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -365,7 +366,7 @@ TEST_F(LauncherProcessTest, DaemonRemovesItsSocketOnShutdownAndOnSigterm) {
   ASSERT_EQ(r2.exit_code, 0);
   const pid_t p1 = std::stoi(Info(r1.out)["pid"]);
   const pid_t p2 = std::stoi(Info(r2.out)["pid"]);
-  ASSERT_TRUE(Ask(*SocketPathFromAddress(r1.out), "exit").ok());  // the service's Shutdown
+  ASSERT_OK(Ask(*SocketPathFromAddress(r1.out), "exit"));  // the service's Shutdown
   int st1 = WaitDaemon(p1);
   ASSERT_EQ(::kill(p2, SIGTERM), 0);
   int st2 = WaitDaemon(p2);
@@ -383,7 +384,7 @@ TEST_F(LauncherProcessTest, DeleteAfterDaemonDiedCleansUpAndReports137) {
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   WaitDaemon(pid);
   ASSERT_FALSE(SocketDirEmpty()) << "a killed daemon leaves its socket";
-  ASSERT_TRUE(WriteFile(bundle + "/test-vmm-pid", "4242").ok());
+  ASSERT_OK(WriteFile(bundle + "/test-vmm-pid", "4242"));
 
   timespec before{};
   ::clock_gettime(CLOCK_REALTIME, &before);
@@ -409,7 +410,7 @@ TEST_F(LauncherProcessTest, DeleteKeepsTheSocketOfALiveGroupDaemon) {
   RunResult r = Start("c2", c2);
   ASSERT_EQ(r.exit_code, 0);
   // The daemon's clean-up would report this pid: the launcher answered alone.
-  ASSERT_TRUE(WriteFile(c2 + "/test-vmm-pid", "4242").ok());
+  ASSERT_OK(WriteFile(c2 + "/test-vmm-pid", "4242"));
   RunResult d = Run({"-namespace", "k8s.io", "-address", kContainerdAddress, "-id", "c2",
                      "-bundle", c2, "delete"}, "/", "", true);
   ASSERT_EQ(d.exit_code, 0) << d.err;

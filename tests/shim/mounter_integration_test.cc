@@ -9,6 +9,7 @@
 #include "runtime/common/file_util.h"
 #include "runtime/common/mount_table.h"
 #include "shim/mount/mounter.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -22,17 +23,17 @@ class MounterTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto t = TempDir::Create("shimmount");
-    ASSERT_TRUE(t.ok());
+    ASSERT_OK(t);
     tmp_.emplace(std::move(*t));
     for (const char* d : {"lower1", "lower2", "upper", "work", "target", "src"})
-      ASSERT_TRUE(MkdirAll(tmp_->Join(d), 0755).ok());
-    ASSERT_TRUE(WriteFileAtomic(tmp_->Join("lower1/a"), "from lower1").ok());
-    ASSERT_TRUE(WriteFileAtomic(tmp_->Join("lower2/b"), "from lower2").ok());
-    ASSERT_TRUE(WriteFileAtomic(tmp_->Join("src/f"), "bound").ok());
+      ASSERT_OK(MkdirAll(tmp_->Join(d), 0755));
+    ASSERT_OK(WriteFileAtomic(tmp_->Join("lower1/a"), "from lower1"));
+    ASSERT_OK(WriteFileAtomic(tmp_->Join("lower2/b"), "from lower2"));
+    ASSERT_OK(WriteFileAtomic(tmp_->Join("src/f"), "bound"));
   }
   void TearDown() override {
     auto left = MountsUnder(tmp_->path(), true);
-    ASSERT_TRUE(left.ok());
+    ASSERT_OK(left);
     EXPECT_TRUE(left->empty()) << "left mounted: " << left->front();
     (void)capsule::UnmountTree(tmp_->path());
   }
@@ -46,10 +47,10 @@ TEST_F(MounterTest, OverlayFromContainerdsMountIsWritableAndGoesAway) {
                "lowerdir=" + tmp_->Join("lower1") + ":" + tmp_->Join("lower2")}};
   {
     auto sm = ScopedMount::Make(&mounter_, m);
-    ASSERT_TRUE(sm.ok()) << sm.status().ToString();
+    ASSERT_OK(sm);
     EXPECT_EQ(*ReadFile(tmp_->Join("target/a")), "from lower1");
     EXPECT_EQ(*ReadFile(tmp_->Join("target/b")), "from lower2");
-    ASSERT_TRUE(WriteFileAtomic(tmp_->Join("target/new"), "x").ok());
+    ASSERT_OK(WriteFileAtomic(tmp_->Join("target/new"), "x"));
     EXPECT_TRUE(PathExists(tmp_->Join("upper/new"))) << "writes land in the upper dir";
     EXPECT_EQ(MountsUnder(tmp_->path())->size(), 1u);
   }
@@ -60,12 +61,12 @@ TEST_F(MounterTest, OverlayFromContainerdsMountIsWritableAndGoesAway) {
 TEST_F(MounterTest, ReadOnlyBindRefusesWrites) {
   MountSpec m{"bind", tmp_->Join("src"), tmp_->Join("target"), {"rbind", "ro"}};
   auto sm = ScopedMount::Make(&mounter_, m);
-  ASSERT_TRUE(sm.ok()) << sm.status().ToString();
+  ASSERT_OK(sm);
   EXPECT_EQ(*ReadFile(tmp_->Join("target/f")), "bound");
   EXPECT_EQ(::mkdir(tmp_->Join("target/d").c_str(), 0755), -1);
   EXPECT_EQ(errno, EROFS);
-  ASSERT_TRUE(sm->Unmount().ok());
-  EXPECT_TRUE(sm->Unmount().ok()) << "idempotent";
+  ASSERT_OK(sm->Unmount());
+  EXPECT_OK(sm->Unmount()) << "idempotent";
 }
 
 TEST_F(MounterTest, OptionsLongerThanAPageAreRefusedByName) {
@@ -83,16 +84,16 @@ TEST_F(MounterTest, FailedMountNamesTheTargetAndLeavesNothing) {
 }
 
 TEST_F(MounterTest, UnmountTreeDetachesNestedMountsDeepestFirst) {
-  ASSERT_TRUE(mounter_.Mount({"bind", tmp_->Join("lower1"), tmp_->Join("target"), {"rbind"}}).ok());
-  ASSERT_TRUE(MkdirAll(tmp_->Join("target/nested"), 0755).ok());
-  ASSERT_TRUE(mounter_.Mount({"bind", tmp_->Join("src"), tmp_->Join("target/nested"), {"rbind"}}).ok());
+  ASSERT_OK(mounter_.Mount({"bind", tmp_->Join("lower1"), tmp_->Join("target"), {"rbind"}}));
+  ASSERT_OK(MkdirAll(tmp_->Join("target/nested"), 0755));
+  ASSERT_OK(mounter_.Mount({"bind", tmp_->Join("src"), tmp_->Join("target/nested"), {"rbind"}}));
   auto under = MountsUnder(tmp_->path());
-  ASSERT_TRUE(under.ok());
+  ASSERT_OK(under);
   ASSERT_EQ(under->size(), 2u);
   EXPECT_EQ(under->front(), tmp_->Join("target/nested")) << "deepest first";
-  ASSERT_TRUE(capsule::UnmountTree(tmp_->path()).ok());
+  ASSERT_OK(capsule::UnmountTree(tmp_->path()));
   EXPECT_TRUE(MountsUnder(tmp_->path())->empty());
-  ASSERT_TRUE(RemoveAll(tmp_->Join("lower1/nested")).ok());
+  ASSERT_OK(RemoveAll(tmp_->Join("lower1/nested")));
 }
 
 }  // namespace

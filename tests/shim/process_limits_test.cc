@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "shim/task/guest_spec.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::shim::task {
 namespace {
@@ -15,11 +16,11 @@ using nlohmann::json;
 json Process() { return json{{"args", {"sh", "-c", "true"}}, {"env", {"PATH=/bin", "A=1"}}, {"cwd", "/"}}; }
 
 TEST(ProcessLimitsTest, AnOrdinaryProcessAndOneWithoutArgsOrEnvPass) {
-  EXPECT_TRUE(CheckProcessLimits(Process(), "process").ok());
-  EXPECT_TRUE(CheckProcessLimits(json{{"cwd", "/"}}, "process").ok());
+  EXPECT_OK(CheckProcessLimits(Process(), "process"));
+  EXPECT_OK(CheckProcessLimits(json{{"cwd", "/"}}, "process"));
   json at_limit = Process();
   at_limit["env"][1] = std::string(kMaxProcessStringBytes - 1, 'x');  // plus its NUL
-  EXPECT_TRUE(CheckProcessLimits(at_limit, "process").ok());
+  EXPECT_OK(CheckProcessLimits(at_limit, "process"));
 }
 
 TEST(ProcessLimitsTest, OneStringOverWhatAnExecTakesIsNamedByIndex) {
@@ -77,7 +78,7 @@ TEST(GuestSpecMountsTest, BidirectionalPropagationIsRefusedAndHostToContainerPas
             std::string::npos)
       << refused.status().message();
   auto slave = MakeGuestSpec(spec_with("rslave"), in);
-  ASSERT_TRUE(slave.ok()) << slave.status().ToString();
+  ASSERT_OK(slave);
   ASSERT_EQ(slave->binds.size(), 1u);
   EXPECT_EQ(slave->binds[0].host_source, "/tmp");
 }

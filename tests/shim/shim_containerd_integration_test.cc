@@ -17,6 +17,7 @@
 #include "tests/support/cri/cri_client.h"
 #include "tests/support/containerd_harness.h"
 #include "tests/support/images/test_images.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -48,11 +49,11 @@ class ShimWithContainerdTest : public ::testing::Test {
     o.cri.emplace();
     o.cri->runtimes = {{"capsule", "io.containerd.capsule.v2", {{"ConfigPath", "/etc/capsule/from-cri.yaml"}}}};
     auto c = ContainerdHarness::Start(o);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_OK(c);
     ctrd_ = std::move(*c);
     for (const char* image : {"busybox", "pause"}) {
       Status imported = ctrd_->ImportImage(TestImageTar(image), kNs);
-      ASSERT_TRUE(imported.ok()) << imported.ToString();
+      ASSERT_OK(imported);
     }
     sockets_before_ = Entries(std::string(shim::launcher::kDefaultSocketDir));
   }
@@ -83,7 +84,7 @@ TEST_F(ShimWithContainerdTest, CtrRunStartsTheShimWithItsFlagsAndOptions) {
   ASSERT_FALSE(run.ok()) << "the config file is missing: creating the task must fail";
   EXPECT_NE(run.status().message().find("/etc/capsule/from-ctr.yaml"), std::string::npos)
       << "the error names the missing config file: " << run.status().message();
-  EXPECT_TRUE(Ctr({"containers", "rm", "shim-ctr-1"}).ok());
+  EXPECT_OK(Ctr({"containers", "rm", "shim-ctr-1"}));
   // start ran with containerd's flags, got the options from stdin, and its
   // log lines went through the bundle's log FIFO into containerd's log.
   const std::string log = Log();
@@ -94,7 +95,7 @@ TEST_F(ShimWithContainerdTest, CtrRunStartsTheShimWithItsFlagsAndOptions) {
 
 TEST_F(ShimWithContainerdTest, CriRunPodSandboxFindsTheShimAndPassesConfigPath) {
   auto client = cri::CriClient::Connect(ctrd_->grpc_address(), milliseconds(10000));
-  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ASSERT_OK(client);
   cri::PodOptions pod;
   pod.name = "shim-cri";
   pod.runtime_handler = "capsule";
@@ -106,7 +107,7 @@ TEST_F(ShimWithContainerdTest, CriRunPodSandboxFindsTheShimAndPassesConfigPath) 
   EXPECT_NE(log.find("info shim.start: started shim daemon pid"), std::string::npos) << log;
   EXPECT_NE(log.find("(config /etc/capsule/from-cri.yaml)"), std::string::npos) << log;
   auto pods = (*client)->ListPods();
-  ASSERT_TRUE(pods.ok());
+  ASSERT_OK(pods);
   EXPECT_TRUE(pods->empty()) << "CRI removes the failed sandbox";
 }
 
@@ -116,17 +117,17 @@ TEST_F(ShimWithContainerdTest, RestartedContainerdRunsDeleteForADeadShim) {
   ASSERT_TRUE(Ctr({"containers", "create", "--runtime", CAPSULE_SHIM_BINARY, kBusyboxImage,
                           "dead-1"}).ok());
   const std::string bundle = ctrd_->state() + "/io.containerd.runtime.v2.task/k8s.io/dead-1";
-  ASSERT_TRUE(MkdirAll(bundle).ok());
+  ASSERT_OK(MkdirAll(bundle));
   const std::string address = shim::launcher::SocketAddress(ctrd_->grpc_address(), "k8s.io", "dead-1",
                                                             shim::launcher::kDefaultSocketDir);
   const std::string socket = *shim::launcher::SocketPathFromAddress(address);
-  { auto fd = shim::launcher::ListenUnix(socket); ASSERT_TRUE(fd.ok()); }  // stale
-  ASSERT_TRUE(WriteFile(bundle + "/address", address).ok());
+  { auto fd = shim::launcher::ListenUnix(socket); ASSERT_OK(fd); }  // stale
+  ASSERT_OK(WriteFile(bundle + "/address", address));
 
   // containerd reloads shims while it boots: the dial fails, so it runs our
   // `delete` in the bundle and parses the DeleteResponse, before it reports
   // booted.
-  ASSERT_TRUE(ctrd_->Restart().ok());
+  ASSERT_OK(ctrd_->Restart());
   const std::string log = Log();
   EXPECT_NE(log.find("cleaning up after shim disconnected"), std::string::npos) << log;
   EXPECT_NE(log.find("cleaning up dead shim"), std::string::npos) << log;
@@ -135,7 +136,7 @@ TEST_F(ShimWithContainerdTest, RestartedContainerdRunsDeleteForADeadShim) {
   struct stat st{};
   EXPECT_NE(::lstat(socket.c_str(), &st), 0) << "delete removes the dead shim's socket";
   EXPECT_FALSE(PathExists(bundle)) << "containerd removes the bundle once delete succeeded";
-  EXPECT_TRUE(Ctr({"containers", "rm", "dead-1"}).ok());
+  EXPECT_OK(Ctr({"containers", "rm", "dead-1"}));
 }
 
 }  // namespace

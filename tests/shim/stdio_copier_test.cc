@@ -18,6 +18,7 @@
 #include "shim/io/stdio_copier.h"
 #include "shim/io/stdio_uri.h"
 #include "tests/shim/fake_process_stdio.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::shim::io {
 namespace {
@@ -104,7 +105,7 @@ class StdioCopierTest : public ::testing::Test {
   void SetUp() override {
     fds_before_ = FdCount();
     auto dir = TempDir::Create("stdio");
-    ASSERT_TRUE(dir.ok());
+    ASSERT_OK(dir);
     dir_ = std::make_unique<TempDir>(std::move(*dir));
     spec_.container_id = "c1";
     spec_.ns = "k8s.io";
@@ -130,7 +131,7 @@ TEST_F(StdioCopierTest, FifoOutputsArriveCompleteThenEof) {
   spec_.stderr_path = Fifo("err");
   FifoReader out(spec_.stdout_path), err(spec_.stderr_path);
   auto copier = StdioCopier::Open(spec_);
-  ASSERT_TRUE(copier.ok()) << copier.status().ToString();
+  ASSERT_OK(copier);
   auto proc = std::make_shared<FakeProcessStdio>();
   ASSERT_TRUE((*copier)->Start(proc).ok());
   out.Start();
@@ -154,7 +155,7 @@ TEST_F(StdioCopierTest, OpensWithoutReaderAndSurvivesTheReaderLeaving) {
   spec_.stdout_path = Fifo("out");
   // No reader yet (containerd not attached): Open neither blocks nor fails.
   auto copier = StdioCopier::Open(spec_);
-  ASSERT_TRUE(copier.ok()) << copier.status().ToString();
+  ASSERT_OK(copier);
   auto proc = std::make_shared<FakeProcessStdio>();
   ASSERT_TRUE((*copier)->Start(proc).ok());
   proc->Emit(OutputStream::kStdout, "before-reader;");
@@ -178,7 +179,7 @@ TEST_F(StdioCopierTest, WaitOutputWaitsForEveryStream) {
   spec_.stderr_path = Fifo("err");
   FifoReader out(spec_.stdout_path), err(spec_.stderr_path);
   auto copier = StdioCopier::Open(spec_);
-  ASSERT_TRUE(copier.ok());
+  ASSERT_OK(copier);
   EXPECT_EQ((*copier)->WaitOutput(kQuiet).code(), Code::kFailedPrecondition);
   auto proc = std::make_shared<FakeProcessStdio>();
   ASSERT_TRUE((*copier)->Start(proc).ok());
@@ -192,7 +193,7 @@ TEST_F(StdioCopierTest, WaitOutputWaitsForEveryStream) {
 TEST_F(StdioCopierTest, StdinIsForwardedAndItsEofClosesTheProcessStdin) {
   spec_.stdin_path = Fifo("in");
   auto copier = StdioCopier::Open(spec_);  // no writer yet: must not block
-  ASSERT_TRUE(copier.ok()) << copier.status().ToString();
+  ASSERT_OK(copier);
   auto proc = std::make_shared<FakeProcessStdio>();
   ASSERT_TRUE((*copier)->Start(proc).ok());
   // "No writer yet" is not EOF.
@@ -216,7 +217,7 @@ TEST_F(StdioCopierTest, StdinIsForwardedAndItsEofClosesTheProcessStdin) {
 TEST_F(StdioCopierTest, CloseIoForwardsPendingInputThenClosesStdin) {
   spec_.stdin_path = Fifo("in");
   auto copier = StdioCopier::Open(spec_);
-  ASSERT_TRUE(copier.ok());
+  ASSERT_OK(copier);
   auto proc = std::make_shared<FakeProcessStdio>();
   UniqueFd w(::open(spec_.stdin_path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
   ASSERT_TRUE(w);
@@ -233,12 +234,12 @@ TEST_F(StdioCopierTest, CloseIoForwardsPendingInputThenClosesStdin) {
 
 TEST_F(StdioCopierTest, FileSchemeAppendsBothStreamsToOneFile) {
   const std::string log = dir_->Join("logs/sub/c1.log");
-  ASSERT_TRUE(MkdirAll(dir_->Join("logs/sub")).ok());
-  ASSERT_TRUE(WriteFile(log, "old line\n").ok());
+  ASSERT_OK(MkdirAll(dir_->Join("logs/sub")));
+  ASSERT_OK(WriteFile(log, "old line\n"));
   spec_.stdout_path = "file://" + log;
   spec_.stderr_path = "file://" + log;
   auto copier = StdioCopier::Open(spec_);
-  ASSERT_TRUE(copier.ok()) << copier.status().ToString();
+  ASSERT_OK(copier);
   EXPECT_EQ((*copier)->target().kind, StdioKind::kFile);
   auto proc = std::make_shared<FakeProcessStdio>();
   ASSERT_TRUE((*copier)->Start(proc).ok());
@@ -248,7 +249,7 @@ TEST_F(StdioCopierTest, FileSchemeAppendsBothStreamsToOneFile) {
   proc->End(OutputStream::kStderr);
   ASSERT_TRUE((*copier)->WaitOutput(kWait).ok());
   auto text = ReadFile(log);
-  ASSERT_TRUE(text.ok());
+  ASSERT_OK(text);
   EXPECT_EQ(text->rfind("old line\n", 0), 0u) << "appended, not truncated";
   EXPECT_NE(text->find("out line\n"), std::string::npos);
   EXPECT_NE(text->find("err line\n"), std::string::npos);
@@ -259,7 +260,7 @@ TEST_F(StdioCopierTest, FileSchemeCreatesMissingDirectories) {
   const std::string log = dir_->Join("new/dir/c1.log");
   spec_.stdout_path = "file://" + log;
   auto copier = StdioCopier::Open(spec_);
-  ASSERT_TRUE(copier.ok()) << copier.status().ToString();
+  ASSERT_OK(copier);
   EXPECT_TRUE(PathExists(log));
 }
 
@@ -267,7 +268,7 @@ TEST_F(StdioCopierTest, BinaryLoggerGetsStreamsOnFds3And4WithContainersEnv) {
   const std::string prefix = dir_->Join("logger");
   spec_.stdout_path = "binary://" CAPSULE_TEST_LOGGER "?out=" + prefix + "&ready=byte&flag&sp=a+b%21";
   auto copier = StdioCopier::Open(spec_);
-  ASSERT_TRUE(copier.ok()) << copier.status().ToString();
+  ASSERT_OK(copier);
   auto proc = std::make_shared<FakeProcessStdio>();
   ASSERT_TRUE((*copier)->Start(proc).ok());
   const std::string big = RandomBytes(300000, 2);
@@ -291,7 +292,7 @@ TEST_F(StdioCopierTest, BinaryLoggerInTerminalModeGetsEofOnStderr) {
   spec_.stdout_path = "binary://" CAPSULE_TEST_LOGGER "?out=" + prefix;  // ready by closing fd 5
   spec_.terminal = true;
   auto copier = StdioCopier::Open(spec_);
-  ASSERT_TRUE(copier.ok()) << copier.status().ToString();
+  ASSERT_OK(copier);
   auto proc = std::make_shared<FakeProcessStdio>();
   ASSERT_TRUE((*copier)->Start(proc).ok());
   proc->Emit(OutputStream::kStdout, "tty output\r\n");
@@ -307,7 +308,7 @@ TEST_F(StdioCopierTest, DeadLoggerMeansDiscardedOutputNotADeadShim) {
   const std::string prefix = dir_->Join("logger");
   spec_.stdout_path = "binary://" CAPSULE_TEST_LOGGER "?out=" + prefix + "&ready=then-exit";
   auto copier = StdioCopier::Open(spec_);
-  ASSERT_TRUE(copier.ok()) << copier.status().ToString();
+  ASSERT_OK(copier);
   auto proc = std::make_shared<FakeProcessStdio>();
   ASSERT_TRUE((*copier)->Start(proc).ok());
   // More than the pipe holds: writes hit EPIPE (SIGPIPE is not ignored in
@@ -331,7 +332,7 @@ TEST_F(StdioCopierTest, TerminalReadsOnlyStdout) {
   spec_.terminal = true;
   FifoReader out(spec_.stdout_path);
   auto copier = StdioCopier::Open(spec_);
-  ASSERT_TRUE(copier.ok());
+  ASSERT_OK(copier);
   auto proc = std::make_shared<FakeProcessStdio>();
   ASSERT_TRUE((*copier)->Start(proc).ok());
   out.Start();
@@ -348,7 +349,7 @@ TEST_F(StdioCopierTest, BrokenProcessStreamEndsAndClosesTheFifo) {
   spec_.stderr_path = Fifo("err");
   FifoReader out(spec_.stdout_path), err(spec_.stderr_path);
   auto copier = StdioCopier::Open(spec_);
-  ASSERT_TRUE(copier.ok());
+  ASSERT_OK(copier);
   auto proc = std::make_shared<FakeProcessStdio>();
   ASSERT_TRUE((*copier)->Start(proc).ok());
   out.Start();
@@ -364,7 +365,7 @@ TEST_F(StdioCopierTest, BrokenProcessStreamEndsAndClosesTheFifo) {
 TEST_F(StdioCopierTest, DestructionCancelsAWriteBlockedOnAFullFifo) {
   spec_.stdout_path = Fifo("out");
   auto copier = StdioCopier::Open(spec_);  // nobody will ever read
-  ASSERT_TRUE(copier.ok());
+  ASSERT_OK(copier);
   auto proc = std::make_shared<FakeProcessStdio>();
   ASSERT_TRUE((*copier)->Start(proc).ok());
   proc->Emit(OutputStream::kStdout, RandomBytes(1 << 20, 3));  // far beyond the pipe buffer
@@ -391,7 +392,7 @@ TEST_F(StdioCopierTest, OpenErrorsNameThePath) {
 
 TEST_F(StdioCopierTest, NullStdioRunsNoThreadsAndIsDoneAtOnce) {
   auto copier = StdioCopier::Open(spec_);  // the pod sandbox: all ""
-  ASSERT_TRUE(copier.ok());
+  ASSERT_OK(copier);
   EXPECT_EQ((*copier)->target().kind, StdioKind::kNull);
   auto proc = std::make_shared<FakeProcessStdio>();
   ASSERT_TRUE((*copier)->Start(proc).ok());
@@ -405,7 +406,7 @@ TEST(StdioUriTest, ResolvesContainerdForms) {
   s.stdout_path = "/run/containerd/fifo/1/c-stdout";
   s.stderr_path = "/run/containerd/fifo/1/c-stderr";
   auto t = ResolveStdio(s);
-  ASSERT_TRUE(t.ok());
+  ASSERT_OK(t);
   EXPECT_EQ(t->kind, StdioKind::kFifo);
   EXPECT_EQ(t->stdin_fifo, s.stdin_path);
   EXPECT_EQ(t->stderr_path, s.stderr_path);
@@ -415,14 +416,14 @@ TEST(StdioUriTest, ResolvesContainerdForms) {
   s = {};
   s.stdout_path = "file:///var/log/pods/x%20y.log";
   t = ResolveStdio(s);
-  ASSERT_TRUE(t.ok());
+  ASSERT_OK(t);
   EXPECT_EQ(t->kind, StdioKind::kFile);
   EXPECT_EQ(t->stdout_path, "/var/log/pods/x y.log");
   EXPECT_EQ(t->stderr_path, t->stdout_path);
 
   s.stdout_path = "binary://host/usr/bin/logger?a=1&b&a=2&c=x+y%2Fz";
   t = ResolveStdio(s);
-  ASSERT_TRUE(t.ok());
+  ASSERT_OK(t);
   EXPECT_EQ(t->kind, StdioKind::kBinary);
   EXPECT_EQ(t->binary, "/usr/bin/logger");
   EXPECT_EQ(t->binary_args, (std::vector<std::string>{"a", "1", "b", "", "c", "x y/z"}));

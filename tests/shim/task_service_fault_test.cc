@@ -11,6 +11,7 @@
 #include <future>
 
 #include "tests/shim/task_service_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -48,7 +49,7 @@ class TaskServiceFaultTest : public TaskServiceTest {
 };
 
 TEST_F(TaskServiceFaultTest, AStartTheAgentIsSlowToAnswerBlocksNeitherStateNorKillNorWait) {
-  ASSERT_TRUE(service_->Create(CreateReq("c1", BaseSpec())).ok());
+  ASSERT_OK(service_->Create(CreateReq("c1", BaseSpec())));
   std::promise<void> entered;
   Agent("c1")->HoldNext("StartContainer", [&] { entered.set_value(); });
   unblock_ = [this] { Agent("c1")->Release("StartContainer"); };
@@ -60,7 +61,7 @@ TEST_F(TaskServiceFaultTest, AStartTheAgentIsSlowToAnswerBlocksNeitherStateNorKi
   ASSERT_EQ(entered.get_future().wait_for(seconds(5)), std::future_status::ready);
 
   auto state = Promptly([&] { return State("c1"); });
-  ASSERT_TRUE(state.ok()) << state.status().ToString();
+  ASSERT_OK(state);
   EXPECT_EQ(state->status(), containerd::v1::types::CREATED) << "running only once the agent said so";
   auto deleted = Promptly([&] { return Delete("c1"); });
   EXPECT_EQ(deleted.status().code(), Code::kFailedPrecondition) << deleted.status().ToString();
@@ -73,22 +74,22 @@ TEST_F(TaskServiceFaultTest, AStartTheAgentIsSlowToAnswerBlocksNeitherStateNorKi
   EXPECT_EQ(again.status().code(), Code::kFailedPrecondition) << again.status().ToString();
   auto waited = std::async(std::launch::async, [&] { return Wait("c1"); });
   Status killed = Promptly([&] { return Kill("c1", SIGKILL); });
-  EXPECT_TRUE(killed.ok()) << killed.ToString();
+  EXPECT_OK(killed);
   EXPECT_FALSE(ReadyWithin(waited, milliseconds(100))) << "the start's outcome decides the exit";
 
   Agent("c1")->Release("StartContainer");
   ASSERT_TRUE(ReadyWithin(start, seconds(5)));
   auto started = start.get();
-  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  ASSERT_OK(started);
   ASSERT_TRUE(ReadyWithin(waited, seconds(5))) << "the watcher of the started process sees its kill";
   auto w = waited.get();
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_OK(w);
   EXPECT_EQ(w->exit_status(), 137u);
-  ASSERT_TRUE(Delete("c1").ok());
+  ASSERT_OK(Delete("c1"));
 }
 
 TEST_F(TaskServiceFaultTest, ADeadVmDuringASlowStartLeavesTheProcessStopped) {
-  ASSERT_TRUE(service_->Create(CreateReq("c1", BaseSpec())).ok());
+  ASSERT_OK(service_->Create(CreateReq("c1", BaseSpec())));
   std::promise<void> entered;
   Agent("c1")->HoldNext("StartContainer", [&] { entered.set_value(); });
   auto start = std::async(std::launch::async, [&] {
@@ -101,10 +102,10 @@ TEST_F(TaskServiceFaultTest, ADeadVmDuringASlowStartLeavesTheProcessStopped) {
   ASSERT_TRUE(ReadyWithin(start, seconds(5)));
   EXPECT_FALSE(start.get().ok());
   auto w = Wait("c1");
-  ASSERT_TRUE(w.ok());
+  ASSERT_OK(w);
   EXPECT_NE(w->exit_status(), 0u);
   EXPECT_EQ(State("c1")->status(), containerd::v1::types::STOPPED);
-  ASSERT_TRUE(Delete("c1").ok());
+  ASSERT_OK(Delete("c1"));
 }
 
 // An exec without stdin has it closed in the agent as its output copying
@@ -112,7 +113,7 @@ TEST_F(TaskServiceFaultTest, ADeadVmDuringASlowStartLeavesTheProcessStopped) {
 TEST_F(TaskServiceFaultTest, AnExecWhoseStdinCloseIsSlowStillAnswersState) {
   RunSleeper("c1");
   Agent("c1")->SetScript("c1", "e1", {"", "", 0});
-  ASSERT_TRUE(Exec("c1", "e1").ok());
+  ASSERT_OK(Exec("c1", "e1"));
   std::promise<void> entered;
   Agent("c1")->HoldNext("CloseStdin", [&] { entered.set_value(); });
   unblock_ = [this] { Agent("c1")->Release("CloseStdin"); };
@@ -124,20 +125,20 @@ TEST_F(TaskServiceFaultTest, AnExecWhoseStdinCloseIsSlowStillAnswersState) {
   });
   ASSERT_EQ(entered.get_future().wait_for(seconds(5)), std::future_status::ready);
   auto state = Promptly([&] { return State("c1", "e1"); });
-  ASSERT_TRUE(state.ok()) << state.status().ToString();
+  ASSERT_OK(state);
   EXPECT_EQ(state->status(), containerd::v1::types::RUNNING);
   Agent("c1")->Release("CloseStdin");
   ASSERT_TRUE(ReadyWithin(start, seconds(5)));
-  ASSERT_TRUE(start.get().ok());
-  ASSERT_TRUE(Wait("c1", "e1").ok());
-  ASSERT_TRUE(Delete("c1", "e1").ok());
+  ASSERT_OK(start.get());
+  ASSERT_OK(Wait("c1", "e1"));
+  ASSERT_OK(Delete("c1", "e1"));
   StopAndDelete("c1");
 }
 
 TEST_F(TaskServiceFaultTest, ASlowPauseBlocksNeitherStateNorASecondCall) {
-  ASSERT_TRUE(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))).ok());
+  ASSERT_OK(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))));
   MustStart("pod1");
-  ASSERT_TRUE(service_->Create(CreateReq("app", BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}}))).ok());
+  ASSERT_OK(service_->Create(CreateReq("app", BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}}))));
   MustStart("app");
   std::promise<void> entered;
   Agent("pod1")->HoldNext("PauseContainer", [&] { entered.set_value(); });
@@ -147,18 +148,18 @@ TEST_F(TaskServiceFaultTest, ASlowPauseBlocksNeitherStateNorASecondCall) {
   auto paused = std::async(std::launch::async, [&] { return service_->Pause(pause); });
   ASSERT_EQ(entered.get_future().wait_for(seconds(5)), std::future_status::ready);
   auto state = Promptly([&] { return State("app"); });
-  ASSERT_TRUE(state.ok()) << state.status().ToString();
+  ASSERT_OK(state);
   EXPECT_EQ(state->status(), containerd::v1::types::RUNNING);
   auto second = Promptly([&] { return service_->Pause(pause); });
   EXPECT_EQ(second.status().code(), Code::kFailedPrecondition) << second.status().ToString();
-  EXPECT_TRUE(Promptly([&] { return Exec("app", "e1"); }).ok()) << "the container's lock is free";
+  EXPECT_OK(Promptly([&] { return Exec("app", "e1"); })) << "the container's lock is free";
   Agent("pod1")->Release("PauseContainer");
   ASSERT_TRUE(ReadyWithin(paused, seconds(5)));
-  ASSERT_TRUE(paused.get().ok());
+  ASSERT_OK(paused.get());
   EXPECT_EQ(State("app")->status(), containerd::v1::types::PAUSED);
   v2::ResumeRequest resume;
   resume.set_id("app");
-  ASSERT_TRUE(service_->Resume(resume).ok());
+  ASSERT_OK(service_->Resume(resume));
   StopAndDelete("app");
   StopAndDelete("pod1");
 }
@@ -168,7 +169,7 @@ TEST_F(TaskServiceFaultTest, ASlowPauseBlocksNeitherStateNorASecondCall) {
 // not left half-alive: its VM is stopped, its sandbox process reported
 // killed, and it is deleted cleanly.
 TEST_F(TaskServiceFaultTest, AnUnansweredCallFailsNamingItAndStopsThePodsVm) {
-  ASSERT_TRUE(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))).ok());
+  ASSERT_OK(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))));
   MustStart("pod1");
   Agent("pod1")->TimeOutNext("CreateContainer", milliseconds(250));
   auto t0 = Clock::now();
@@ -181,14 +182,14 @@ TEST_F(TaskServiceFaultTest, AnUnansweredCallFailsNamingItAndStopsThePodsVm) {
   }
   EXPECT_LT(Clock::now() - t0, seconds(5));
   auto w = Wait("pod1");
-  ASSERT_TRUE(w.ok());
+  ASSERT_OK(w);
   EXPECT_EQ(w->exit_status(), 137u) << "the pod's processes die with its VM";
   ASSERT_TRUE(events_.WaitFor("/tasks/exit"));
   FakeVmm& vmm = vms_->vm(VmId("pod1"))->fake_vmm();
   for (int i = 0; i < 100 && vmm.state() != hypervisor::VmState::kExited; ++i) ::usleep(20 * 1000);
   EXPECT_EQ(vmm.state(), hypervisor::VmState::kExited) << "the VMM of a pod whose agent hung still runs";
   EXPECT_EQ(Kill("pod1", SIGKILL).code(), Code::kNotFound);
-  ASSERT_TRUE(Delete("pod1").ok());
+  ASSERT_OK(Delete("pod1"));
   EXPECT_EQ(vms_->live_vms(), 0);
 }
 
@@ -200,7 +201,7 @@ TEST_F(TaskServiceFaultTest, ADeadlineErrorTheAgentAnswersQuicklyLeavesThePodAlo
   v2::StatsRequest req;
   req.set_id("c1");
   EXPECT_EQ(service_->Stats(req).status().code(), Code::kDeadlineExceeded);
-  EXPECT_TRUE(service_->Stats(req).ok());
+  EXPECT_OK(service_->Stats(req));
   EXPECT_EQ(State("c1")->status(), containerd::v1::types::RUNNING);
   EXPECT_EQ(vms_->vm(VmId("c1"))->fake_vmm().state(), hypervisor::VmState::kRunning);
   StopAndDelete("c1");
@@ -226,7 +227,7 @@ TEST_F(TaskServiceFaultTest, ADeleteDuringCreateCancelsItAndLeavesNoVm) {
   EXPECT_NE(r.status().message().find("deleted the task while it was being created"), std::string::npos)
       << r.status().message();
   EXPECT_TRUE(events_.topics().empty()) << "no event for a task containerd never had";
-  ASSERT_TRUE(service_->Shutdown(v2::ShutdownRequest()).ok());
+  ASSERT_OK(service_->Shutdown(v2::ShutdownRequest()));
   EXPECT_NE(ShutdownReason(), "");
 }
 
@@ -247,15 +248,15 @@ TEST_F(TaskServiceFaultTest, ACreatePastContainerdsDeadlineIsUndone) {
   ASSERT_TRUE(idle);
   EXPECT_TRUE(idle->had_task) << "a forgotten creation lets the shim exit as after its last task";
   EXPECT_EQ(Delete("c1").status().code(), Code::kNotFound);
-  ASSERT_TRUE(service_->Create(CreateReq("c1", BaseSpec()), Clock::now() + seconds(30)).ok()) << "the id is free";
-  ASSERT_TRUE(Delete("c1").ok());
+  ASSERT_OK(service_->Create(CreateReq("c1", BaseSpec()), Clock::now() + seconds(30))) << "the id is free";
+  ASSERT_OK(Delete("c1"));
 }
 
 // A container joining a pod: its CreateContainer (the pod's agent is
 // shared, so it is not cut) answers after containerd gave up; the container
 // it made is removed from the guest and unmounted, the pod goes on.
 TEST_F(TaskServiceFaultTest, AJoiningCreateThatFinishesAfterTheDeadlineIsUndone) {
-  ASSERT_TRUE(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))).ok());
+  ASSERT_OK(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))));
   MustStart("pod1");
   std::promise<void> entered;
   Agent("pod1")->HoldNext("CreateContainer", [&] { entered.set_value(); });
@@ -288,7 +289,7 @@ TEST_F(TaskServiceFaultTest, AShutdownDuringTheOnlyCreateCancelsItAndTheShimExit
   vms_->next_agent()->HoldNext("CreateSandbox", [&] { entered.set_value(); });
   auto create = std::async(std::launch::async, [&] { return service_->Create(CreateReq("c1", BaseSpec())); });
   ASSERT_EQ(entered.get_future().wait_for(seconds(5)), std::future_status::ready);
-  ASSERT_TRUE(service_->Shutdown(v2::ShutdownRequest()).ok());
+  ASSERT_OK(service_->Shutdown(v2::ShutdownRequest()));
   ASSERT_TRUE(ReadyWithin(create, seconds(5)));
   EXPECT_EQ(create.get().status().code(), Code::kCancelled);
   EXPECT_EQ(vms_->live_vms(), 0);

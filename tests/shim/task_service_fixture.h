@@ -19,6 +19,7 @@
 #include "tests/shim/fakes/fake_vm.h"
 #include "tests/shim/fakes/recording_publisher.h"
 #include "tests/shim/fakes/test_bundle.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 
@@ -36,7 +37,7 @@ class TaskServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto t = TempDir::Create("shimsvc");
-    ASSERT_TRUE(t.ok());
+    ASSERT_OK(t);
     tmp_.emplace(std::move(*t));
     vms_ = std::make_unique<FakeVmProvider>(tmp_->Join("state"));
     shim::task::TaskManagerDeps d;
@@ -81,7 +82,7 @@ class TaskServiceTest : public ::testing::Test {
     req.set_id(id);
     req.set_exec_id(exec_id);
     auto r = service_->Start(req);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_OK(r);
     return r.ok() ? *r : v2::StartResponse();
   }
   Result<v2::WaitResponse> Wait(const std::string& id, const std::string& exec_id = "") {
@@ -127,14 +128,14 @@ class TaskServiceTest : public ::testing::Test {
   // Creates and starts a long-running ctr-style container.
   void RunSleeper(const std::string& id) {
     auto r = service_->Create(CreateReq(id, BaseSpec()));
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_OK(r);
     MustStart(id);
   }
   // Kills it (SIGKILL), waits and deletes it.
   void StopAndDelete(const std::string& id) {
-    ASSERT_TRUE(Kill(id, SIGKILL).ok());
-    ASSERT_TRUE(Wait(id).ok());
-    ASSERT_TRUE(Delete(id).ok());
+    ASSERT_OK(Kill(id, SIGKILL));
+    ASSERT_OK(Wait(id));
+    ASSERT_OK(Delete(id));
   }
 
   // Set by a derived fixture before TaskServiceTest::SetUp().

@@ -17,6 +17,7 @@
 #include "shim/task/host_namespaces.h"
 #include "shim/task/pod_network.h"
 #include "tests/shim/task_service_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -28,20 +29,20 @@ TEST_F(TaskServiceTest, AnAgentReadLongerThanAskedForEndsTheStream) {
   vms_->next_agent()->SetScript("c1", "", {std::string(256 * 1024, 'x'), "", 0});
   vms_->next_agent()->set_oversized_reads(true);
   auto created = service_->Create(CreateReq("c1", BaseSpec(), out.path()));
-  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  ASSERT_OK(created);
   out.Start();
   MustStart("c1");
   auto w = Wait("c1");
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_OK(w);
   EXPECT_EQ(out.Get(), "") << "an oversized chunk reached containerd's FIFO";
-  ASSERT_TRUE(Delete("c1").ok());
+  ASSERT_OK(Delete("c1"));
 }
 
 TEST_F(TaskServiceTest, CtrRunLifecycleWithOutputExitAndOrderedEvents) {
   FifoReader out(Fifo("out"));
   vms_->next_agent()->SetScript("c1", "", {"hello\n", "", 0});
   auto created = service_->Create(CreateReq("c1", BaseSpec(), out.path()));
-  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  ASSERT_OK(created);
   out.Start();
   EXPECT_EQ(created->pid(), static_cast<uint32_t>(::getpid())) << "the task pid is the VMM's";
   ASSERT_EQ(vms_->boots().size(), 1u);
@@ -53,7 +54,7 @@ TEST_F(TaskServiceTest, CtrRunLifecycleWithOutputExitAndOrderedEvents) {
   EXPECT_EQ(waited.wait_for(milliseconds(50)), std::future_status::timeout);
   EXPECT_EQ(MustStart("c1").pid(), created->pid());
   auto w = waited.get();
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_OK(w);
   EXPECT_EQ(w->exit_status(), 0u);
   EXPECT_EQ(w->exited_at().seconds(), 1700000000);
   EXPECT_EQ(out.Get(), "hello\n");
@@ -62,7 +63,7 @@ TEST_F(TaskServiceTest, CtrRunLifecycleWithOutputExitAndOrderedEvents) {
   EXPECT_EQ(st->stdout(), out.path());
 
   auto del = Delete("c1");
-  ASSERT_TRUE(del.ok()) << del.status().ToString();
+  ASSERT_OK(del);
   EXPECT_EQ(del->pid(), created->pid());
   EXPECT_EQ(del->exit_status(), 0u);
   EXPECT_EQ(del->exited_at().seconds(), 1700000000);
@@ -76,7 +77,7 @@ TEST_F(TaskServiceTest, CtrRunLifecycleWithOutputExitAndOrderedEvents) {
   EXPECT_EQ(exit.id(), "c1");
   EXPECT_EQ(exit.pid(), created->pid());
 
-  ASSERT_TRUE(service_->Shutdown(v2::ShutdownRequest()).ok());
+  ASSERT_OK(service_->Shutdown(v2::ShutdownRequest()));
   EXPECT_NE(ShutdownReason(), "") << "no task left: the shim exits";
 }
 
@@ -88,7 +89,7 @@ class HeldOutputTest : public TaskServiceTest {
     agent->SetScript("c1", "", {output, "", 0});
     std::promise<void> reading;
     agent->HoldNext("ReadStdout", [&] { reading.set_value(); });
-    ASSERT_TRUE(service_->Create(CreateReq("c1", BaseSpec(), out.path())).ok());
+    ASSERT_OK(service_->Create(CreateReq("c1", BaseSpec(), out.path())));
     out.Start();
     MustStart("c1");
     ASSERT_EQ(reading.get_future().wait_for(milliseconds(10000)), std::future_status::ready);
@@ -108,9 +109,9 @@ TEST_F(HeldOutputTest, TheExitIsReportedAfterTheOutputInFlight) {
       << "the exit was reported with its output still in the guest";
   agent->Release("ReadStdout");
   auto w = waited.get();
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_OK(w);
   EXPECT_EQ(out.Get().size(), output.size());
-  EXPECT_TRUE(Delete("c1").ok());
+  EXPECT_OK(Delete("c1"));
 }
 
 // Output that stays in flight past the grace does not hold the exit back;
@@ -122,31 +123,31 @@ TEST_F(HeldOutputTest, OutputPastTheGraceIsWaitedForByDeleteNotByTheExit) {
   auto agent = vms_->next_agent();
   ASSERT_NO_FATAL_FAILURE(StartWithHeldOutput(agent, out, output));
   auto w = Wait("c1");
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_OK(w);
   EXPECT_EQ(w->exit_status(), 0u) << "the exit is reported while output is still held";
 
   auto deleted = std::async(std::launch::async, [&] { return Delete("c1"); });
   EXPECT_EQ(deleted.wait_for(milliseconds(200)), std::future_status::timeout) << "Delete did not wait for the output";
   agent->Release("ReadStdout");
   auto del = deleted.get();
-  ASSERT_TRUE(del.ok()) << del.status().ToString();
+  ASSERT_OK(del);
   EXPECT_EQ(out.Get().size(), output.size()) << "output was lost to the delete";
 }
 
 TEST_F(TaskServiceTest, ExitCodeSignalAndKillAfterExit) {
   vms_->next_agent()->SetScript("c1", "", {"", "", 3});
-  ASSERT_TRUE(service_->Create(CreateReq("c1", BaseSpec())).ok());
+  ASSERT_OK(service_->Create(CreateReq("c1", BaseSpec())));
   MustStart("c1");
   EXPECT_EQ(Wait("c1")->exit_status(), 3u);
   EXPECT_EQ(State("c1")->exit_status(), 3u);
   Status k = Kill("c1", SIGTERM);
   EXPECT_EQ(k.code(), Code::kNotFound) << "CRI's stop relies on NotFound for an exited task: " << k.ToString();
-  ASSERT_TRUE(Delete("c1").ok());
+  ASSERT_OK(Delete("c1"));
 
   RunSleeper("c2");
-  ASSERT_TRUE(Kill("c2", SIGKILL).ok());
+  ASSERT_OK(Kill("c2", SIGKILL));
   EXPECT_EQ(Wait("c2")->exit_status(), 137u) << "128 + SIGKILL";
-  ASSERT_TRUE(Delete("c2").ok());
+  ASSERT_OK(Delete("c2"));
 }
 
 TEST_F(TaskServiceTest, DeleteOfARunningTaskNamesBothStates) {
@@ -165,7 +166,7 @@ TEST_F(TaskServiceTest, ExecLifecycleClosesItsOutputAndRejectsDuplicates) {
   RunSleeper("c1");
   FifoReader out(Fifo("exec-out"));
   Agent("c1")->SetScript("c1", "e1", {"hi\n", "", 7});
-  ASSERT_TRUE(Exec("c1", "e1", out.path()).ok());
+  ASSERT_OK(Exec("c1", "e1", out.path()));
   out.Start();
   EXPECT_EQ(Exec("c1", "e1").code(), Code::kAlreadyExists);
   EXPECT_EQ(State("c1", "e1")->status(), containerd::v1::types::CREATED);
@@ -174,7 +175,7 @@ TEST_F(TaskServiceTest, ExecLifecycleClosesItsOutputAndRejectsDuplicates) {
   EXPECT_EQ(waited.get()->exit_status(), 7u);
   EXPECT_EQ(out.Get(), "hi\n") << "the exec's output FIFO must close after it exits (CRI ExecSync)";
   EXPECT_EQ(Kill("c1", SIGKILL, "e1").code(), Code::kNotFound);
-  ASSERT_TRUE(Delete("c1", "e1").ok());
+  ASSERT_OK(Delete("c1", "e1"));
   EXPECT_TRUE(Agent("c1")->called("RemoveProcess"));
   EXPECT_EQ(State("c1", "e1").status().code(), Code::kNotFound);
   EXPECT_EQ(State("c1")->status(), containerd::v1::types::RUNNING) << "the init keeps running";
@@ -192,7 +193,7 @@ TEST_F(TaskServiceTest, ExecLifecycleClosesItsOutputAndRejectsDuplicates) {
 }
 
 TEST_F(TaskServiceTest, ExecNeedsARunningContainerAndAValidSpec) {
-  ASSERT_TRUE(service_->Create(CreateReq("c1", BaseSpec())).ok());
+  ASSERT_OK(service_->Create(CreateReq("c1", BaseSpec())));
   Status st = Exec("c1", "e1");
   EXPECT_EQ(st.code(), Code::kFailedPrecondition) << st.ToString();
   EXPECT_NE(st.message().find("state created"), std::string::npos) << st.message();
@@ -209,7 +210,7 @@ TEST_F(TaskServiceTest, StdinIsForwardedAndCloseIOClosesIt) {
   ASSERT_EQ(::mkfifo(in_path.c_str(), 0600), 0);
   auto req = CreateReq("c1", BaseSpec());
   req.set_stdin(in_path);
-  ASSERT_TRUE(service_->Create(req).ok());
+  ASSERT_OK(service_->Create(req));
   MustStart("c1");
   UniqueFd w(::open(in_path.c_str(), O_WRONLY | O_CLOEXEC));
   ASSERT_TRUE(w.valid());
@@ -217,7 +218,7 @@ TEST_F(TaskServiceTest, StdinIsForwardedAndCloseIOClosesIt) {
   v2::CloseIORequest close;
   close.set_id("c1");
   close.set_stdin(true);
-  ASSERT_TRUE(service_->CloseIO(close).ok());
+  ASSERT_OK(service_->CloseIO(close));
   auto agent = Agent("c1");
   for (int i = 0; i < 500 && !agent->stdin_closed("c1", ""); ++i) std::this_thread::sleep_for(milliseconds(10));
   EXPECT_TRUE(agent->stdin_closed("c1", ""));
@@ -232,7 +233,7 @@ TEST_F(TaskServiceTest, CriPodSharesOneVmSizedFromItsAnnotations) {
                                 {"io.kubernetes.cri.sandbox-cpu-period", "100000"}});
   sandbox_spec["mounts"].push_back({{"destination", "/dev/shm"}, {"type", "bind"}, {"source", "/dev/shm"},
                                     {"options", {"rbind", "ro"}}});
-  ASSERT_TRUE(service_->Create(CreateReq("pod1", sandbox_spec)).ok());
+  ASSERT_OK(service_->Create(CreateReq("pod1", sandbox_spec)));
   MustStart("pod1");
   ASSERT_EQ(vms_->boots().size(), 1u);
   EXPECT_EQ(vms_->boots()[0].memory_mib, 256u + 128u);
@@ -246,13 +247,13 @@ TEST_F(TaskServiceTest, CriPodSharesOneVmSizedFromItsAnnotations) {
   EXPECT_EQ(sb.storages(1).mount_point(), "/run/capsule/pod-shm");
 
   const std::string hosts = tmp_->Join("hosts");
-  ASSERT_TRUE(WriteFile(hosts, "127.0.0.1 localhost\n").ok());
+  ASSERT_OK(WriteFile(hosts, "127.0.0.1 localhost\n"));
   auto spec = BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}});
   spec["linux"]["namespaces"] = {{{"type", "pid"}, {"path", "/proc/1/ns/pid"}}, {{"type", "mount"}},
                                  {{"type", "network"}, {"path", "/var/run/netns/cni-1"}}};
   spec["mounts"].push_back({{"destination", "/etc/hosts"}, {"type", "bind"}, {"source", hosts},
                             {"options", {"rbind", "rprivate", "ro"}}});
-  ASSERT_TRUE(service_->Create(CreateReq("app", spec)).ok());
+  ASSERT_OK(service_->Create(CreateReq("app", spec)));
   EXPECT_EQ(vms_->boots().size(), 1u) << "a CRI container joins its pod's VM";
   auto created = agent->created("app");
   ASSERT_TRUE(created.has_value());
@@ -269,11 +270,11 @@ TEST_F(TaskServiceTest, CriPodSharesOneVmSizedFromItsAnnotations) {
 
   StopAndDelete("app");
   EXPECT_EQ(vms_->live_vms(), 1) << "the pod's VM stays while its sandbox exists";
-  ASSERT_TRUE(service_->Shutdown(v2::ShutdownRequest()).ok());
+  ASSERT_OK(service_->Shutdown(v2::ShutdownRequest()));
   EXPECT_EQ(ShutdownReason(), "") << "a shim with a task left must not exit";
   StopAndDelete("pod1");
   EXPECT_EQ(vms_->live_vms(), 0);
-  ASSERT_TRUE(service_->Shutdown(v2::ShutdownRequest()).ok());
+  ASSERT_OK(service_->Shutdown(v2::ShutdownRequest()));
   EXPECT_NE(ShutdownReason(), "");
 }
 
@@ -282,7 +283,7 @@ TEST_F(TaskServiceTest, CriPodSharesOneVmSizedFromItsAnnotations) {
 // newcomer's CreateContainer. The stop cuts that call; the newcomer fails
 // naming itself and leaves nothing; the VM is gone and the shim may exit.
 TEST_F(TaskServiceTest, ACreateJoiningAPodWhoseSandboxIsDeletedMeanwhileFailsAndLeavesNothing) {
-  ASSERT_TRUE(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))).ok());
+  ASSERT_OK(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))));
   MustStart("pod1");
   auto agent = Agent("pod1");
   std::promise<void> entered;
@@ -303,7 +304,7 @@ TEST_F(TaskServiceTest, ACreateJoiningAPodWhoseSandboxIsDeletedMeanwhileFailsAnd
   v2::StateRequest state;
   state.set_id("app");
   EXPECT_FALSE(service_->State(state).ok());
-  ASSERT_TRUE(service_->Shutdown(v2::ShutdownRequest()).ok());
+  ASSERT_OK(service_->Shutdown(v2::ShutdownRequest()));
   EXPECT_NE(ShutdownReason(), "") << "a shim with no task left exits";
 }
 
@@ -369,9 +370,9 @@ TEST_F(TaskServiceTest, FailedCreatesLeaveNoVmNoMountAndFreeTheId) {
   EXPECT_NE(r.status().message().find("no-such-fifo"), std::string::npos) << r.status().message();
   EXPECT_EQ(vms_->live_vms(), 0);
 
-  ASSERT_TRUE(service_->Create(CreateReq("c1", BaseSpec())).ok()) << "the id is free again";
+  ASSERT_OK(service_->Create(CreateReq("c1", BaseSpec()))) << "the id is free again";
   EXPECT_EQ(service_->Create(CreateReq("c1", BaseSpec())).status().code(), Code::kAlreadyExists);
-  ASSERT_TRUE(Delete("c1").ok()) << "a never-started task can be deleted";
+  ASSERT_OK(Delete("c1")) << "a never-started task can be deleted";
 }
 
 TEST_F(TaskServiceTest, AVmThatDiesKillsItsProcesses) {
@@ -379,11 +380,11 @@ TEST_F(TaskServiceTest, AVmThatDiesKillsItsProcesses) {
   auto waited = std::async(std::launch::async, [&] { return Wait("c1"); });
   vms_->vm(VmId("c1"))->Crash();
   auto w = waited.get();
-  ASSERT_TRUE(w.ok());
+  ASSERT_OK(w);
   EXPECT_EQ(w->exit_status(), 137u);
   ASSERT_TRUE(events_.WaitFor("/tasks/exit"));
   EXPECT_EQ(Kill("c1", SIGKILL).code(), Code::kNotFound);
-  ASSERT_TRUE(Delete("c1").ok());
+  ASSERT_OK(Delete("c1"));
 }
 
 TEST_F(TaskServiceTest, OomKillsArePublished) {
@@ -423,7 +424,7 @@ TEST_F(TaskServiceTest, AnOomKilledExitPublishesOomBeforeTheExit) {
   RunSleeper("c1");
   Agent("c1")->ExitOomKilled("c1", "");
   auto w = Wait("c1");
-  ASSERT_TRUE(w.ok());
+  ASSERT_OK(w);
   EXPECT_EQ(w->exit_status(), 137u);
   ASSERT_TRUE(events_.WaitFor("/tasks/exit"));
   std::vector<std::string> topics = events_.topics();
@@ -433,7 +434,7 @@ TEST_F(TaskServiceTest, AnOomKilledExitPublishesOomBeforeTheExit) {
   EXPECT_LT(oom, exit) << "/tasks/oom comes before /tasks/exit";
   EXPECT_EQ(events_.Last<cev::TaskOOM>("/tasks/oom").container_id(), "c1");
   EXPECT_EQ(std::count(topics.begin(), topics.end(), "/tasks/oom"), 1);
-  ASSERT_TRUE(Delete("c1").ok());
+  ASSERT_OK(Delete("c1"));
 }
 
 TEST_F(TaskServiceTest, AnOomTheWatcherReportedIsNotRepeatedAtExit) {
@@ -441,9 +442,9 @@ TEST_F(TaskServiceTest, AnOomTheWatcherReportedIsNotRepeatedAtExit) {
   Agent("c1")->InjectOom("c1");
   ASSERT_TRUE(events_.WaitFor("/tasks/oom"));
   Agent("c1")->ExitOomKilled("c1", "");
-  ASSERT_TRUE(Wait("c1").ok());
+  ASSERT_OK(Wait("c1"));
   ASSERT_TRUE(events_.WaitFor("/tasks/exit"));
-  ASSERT_TRUE(Delete("c1").ok());
+  ASSERT_OK(Delete("c1"));
   const std::vector<std::string> topics = events_.topics();
   EXPECT_EQ(std::count(topics.begin(), topics.end(), "/tasks/oom"), 1);
 }
@@ -453,7 +454,7 @@ TEST_F(TaskServiceTest, StatsPidsAndUpdateGoToTheAgent) {
   v2::StatsRequest sreq;
   sreq.set_id("c1");
   auto stats = service_->Stats(sreq);
-  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  ASSERT_OK(stats);
   EXPECT_EQ(stats->stats().type_url(), "io.containerd.cgroups.v2.Metrics") << "bare, as CRI's typeurl wants it";
   io::containerd::cgroups::v2::Metrics m;
   ASSERT_TRUE(m.ParseFromString(stats->stats().value()));
@@ -462,14 +463,14 @@ TEST_F(TaskServiceTest, StatsPidsAndUpdateGoToTheAgent) {
   v2::PidsRequest preq;
   preq.set_id("c1");
   auto pids = service_->Pids(preq);
-  ASSERT_TRUE(pids.ok());
+  ASSERT_OK(pids);
   ASSERT_EQ(pids->processes_size(), 1);
   EXPECT_EQ(pids->processes(0).pid(), 100u) << "guest pids";
 
   v2::UpdateTaskRequest ureq;
   ureq.set_id("c1");
   ureq.mutable_resources()->set_value(R"({"memory":{"limit":1048576}})");
-  ASSERT_TRUE(service_->Update(ureq).ok());
+  ASSERT_OK(service_->Update(ureq));
   EXPECT_EQ(Agent("c1")->last_update(), R"({"memory":{"limit":1048576}})");
   ureq.mutable_resources()->set_value(R"({"memory":{"limit":"lots"}})");
   EXPECT_EQ(service_->Update(ureq).status().code(), Code::kInvalidArgument);
@@ -477,29 +478,29 @@ TEST_F(TaskServiceTest, StatsPidsAndUpdateGoToTheAgent) {
 }
 
 TEST_F(TaskServiceTest, PauseResumeStopsTheVmOfASandboxButNotOfAPodMember) {
-  ASSERT_TRUE(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))).ok());
+  ASSERT_OK(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))));
   v2::PauseRequest pause;
   pause.set_id("pod1");
   EXPECT_EQ(service_->Pause(pause).status().code(), Code::kFailedPrecondition) << "created, not running";
   MustStart("pod1");
-  ASSERT_TRUE(service_->Pause(pause).ok());
+  ASSERT_OK(service_->Pause(pause));
   EXPECT_EQ(State("pod1")->status(), containerd::v1::types::PAUSED);
   EXPECT_EQ(vms_->vm(VmId("pod1"))->fake_vmm().pauses, 1);
   v2::ResumeRequest resume;
   resume.set_id("pod1");
-  ASSERT_TRUE(service_->Resume(resume).ok());
+  ASSERT_OK(service_->Resume(resume));
   EXPECT_EQ(vms_->vm(VmId("pod1"))->fake_vmm().resumes, 1);
   EXPECT_EQ(State("pod1")->status(), containerd::v1::types::RUNNING);
   EXPECT_EQ(service_->Resume(resume).status().code(), Code::kFailedPrecondition);
 
-  ASSERT_TRUE(service_->Create(CreateReq("app", BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}}))).ok());
+  ASSERT_OK(service_->Create(CreateReq("app", BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}}))));
   MustStart("app");
   pause.set_id("app");
-  ASSERT_TRUE(service_->Pause(pause).ok());
+  ASSERT_OK(service_->Pause(pause));
   EXPECT_TRUE(Agent("pod1")->called("PauseContainer"));
   EXPECT_EQ(vms_->vm(VmId("pod1"))->fake_vmm().pauses, 1) << "the VM keeps running";
   resume.set_id("app");
-  ASSERT_TRUE(service_->Resume(resume).ok());
+  ASSERT_OK(service_->Resume(resume));
   EXPECT_EQ(events_.topics().size(), 8u);
   StopAndDelete("app");
   StopAndDelete("pod1");
@@ -510,7 +511,7 @@ TEST_F(TaskServiceTest, ConnectCheckpointAndUnknownIds) {
   v2::ConnectRequest creq;
   creq.set_id("c1");
   auto c = service_->Connect(creq);
-  ASSERT_TRUE(c.ok());
+  ASSERT_OK(c);
   EXPECT_EQ(c->shim_pid(), static_cast<uint32_t>(::getpid()));
   EXPECT_EQ(c->task_pid(), static_cast<uint32_t>(::getpid())) << "the VMM's pid (CRI reads its netns)";
   creq.set_id("other");
@@ -531,7 +532,7 @@ TEST_F(TaskServiceTest, StopAllEndsBlockedWaitsAndStopsEveryVm) {
   shim::task::ProcessPtr init;
   {
     auto c1 = tasks_->Get("c1");
-    ASSERT_TRUE(c1.ok());
+    ASSERT_OK(c1);
     init = (*c1)->init();
   }
   auto waited = std::async(std::launch::async, [init] { return init->Wait(); });
@@ -548,7 +549,7 @@ TEST_F(TaskServiceTest, StopAllEndsBlockedWaitsAndStopsEveryVm) {
 TEST_F(TaskServiceTest, AnExecThatCannotStartIsStoppedAtOnce) {
   RunSleeper("c1");
   Agent("c1")->FailNext("ExecProcess", NotFound("exec \"/no/such/binary\": executable file not found in $PATH"));
-  ASSERT_TRUE(Exec("c1", "e1").ok());
+  ASSERT_OK(Exec("c1", "e1"));
   auto waited = std::async(std::launch::async, [&] { return Wait("c1", "e1"); });
   v2::StartRequest start;
   start.set_id("c1");
@@ -562,14 +563,14 @@ TEST_F(TaskServiceTest, AnExecThatCannotStartIsStoppedAtOnce) {
   EXPECT_EQ(waited.get()->exit_status(), 127u);
   EXPECT_EQ(State("c1", "e1")->status(), containerd::v1::types::STOPPED);
   EXPECT_EQ(Kill("c1", SIGKILL, "e1", true).code(), Code::kNotFound);
-  ASSERT_TRUE(Delete("c1", "e1").ok());
+  ASSERT_OK(Delete("c1", "e1"));
   EXPECT_FALSE(Agent("c1")->called("RemoveProcess")) << "the agent never had it";
   const std::vector<std::string> topics = events_.topics();
   EXPECT_EQ(std::count(topics.begin(), topics.end(), "/tasks/exec-started"), 0);
   EXPECT_EQ(std::count(topics.begin(), topics.end(), "/tasks/exit"), 0) << "an exec that never started has no exit";
 
   Agent("c1")->FailNext("ExecProcess", Internal("fork: out of memory"));
-  ASSERT_TRUE(Exec("c1", "e2").ok());
+  ASSERT_OK(Exec("c1", "e2"));
   start.set_exec_id("e2");
   EXPECT_FALSE(service_->Start(start).ok());
   EXPECT_EQ(Wait("c1", "e2")->exit_status(), 126u);
@@ -578,7 +579,7 @@ TEST_F(TaskServiceTest, AnExecThatCannotStartIsStoppedAtOnce) {
 }
 
 TEST_F(TaskServiceTest, AnInitThatCannotStartIsStoppedAndReportsItsExit) {
-  ASSERT_TRUE(service_->Create(CreateReq("c1", BaseSpec())).ok());
+  ASSERT_OK(service_->Create(CreateReq("c1", BaseSpec())));
   auto waited = std::async(std::launch::async, [&] { return Wait("c1"); });
   Agent("c1")->FailNext("StartContainer", NotFound("exec \"nope\": executable file not found in $PATH"));
   v2::StartRequest start;
@@ -589,14 +590,14 @@ TEST_F(TaskServiceTest, AnInitThatCannotStartIsStoppedAndReportsItsExit) {
   ASSERT_TRUE(events_.WaitFor("/tasks/exit"));
   EXPECT_EQ(Kill("c1", SIGKILL, "", true).code(), Code::kNotFound);
   auto del = Delete("c1");
-  ASSERT_TRUE(del.ok()) << del.status().ToString();
+  ASSERT_OK(del);
   EXPECT_EQ(del->exit_status(), 127u);
   EXPECT_EQ(vms_->live_vms(), 0);
 }
 
 TEST_F(TaskServiceTest, DeletingAContainerEndsTheWaitOfAnExecNeverStarted) {
   RunSleeper("c1");
-  ASSERT_TRUE(Exec("c1", "e1").ok());
+  ASSERT_OK(Exec("c1", "e1"));
   auto waited = std::async(std::launch::async, [&] { return Wait("c1", "e1"); });
   EXPECT_EQ(waited.wait_for(milliseconds(50)), std::future_status::timeout);
   StopAndDelete("c1");
@@ -606,15 +607,15 @@ TEST_F(TaskServiceTest, DeletingAContainerEndsTheWaitOfAnExecNeverStarted) {
 
 TEST_F(TaskServiceTest, StopAllEndsTheWaitsOfProcessesNeverStarted) {
   RunSleeper("c1");
-  ASSERT_TRUE(Exec("c1", "e1").ok());
-  ASSERT_TRUE(service_->Create(CreateReq("c2", BaseSpec())).ok());
+  ASSERT_OK(Exec("c1", "e1"));
+  ASSERT_OK(service_->Create(CreateReq("c2", BaseSpec())));
   shim::task::ProcessPtr exec, init;
   {
     auto c1 = tasks_->Get("c1");
     auto c2 = tasks_->Get("c2");
     ASSERT_TRUE(c1.ok() && c2.ok());
     auto e = (*c1)->Find("e1");
-    ASSERT_TRUE(e.ok());
+    ASSERT_OK(e);
     exec = *e;
     init = (*c2)->init();
   }
@@ -665,8 +666,8 @@ TEST_F(TaskServiceTest, APodAskingForAHostNamespaceIsRefusedBeforeAnyBoot) {
   // ctr run (no CRI annotations) without a network namespace still runs, with no NIC.
   auto spec = BaseSpec();
   spec["linux"]["namespaces"] = {{{"type", "pid"}}, {{"type", "mount"}}};
-  ASSERT_TRUE(service_->Create(CreateReq("c1", spec)).ok());
-  ASSERT_TRUE(Delete("c1").ok());
+  ASSERT_OK(service_->Create(CreateReq("c1", spec)));
+  ASSERT_OK(Delete("c1"));
 }
 
 TEST(HostNamespacesTest, NamesEachFieldWhoseNamespaceIsLeftOut) {
@@ -697,7 +698,7 @@ TEST_F(TaskServiceTest, IdleTimeIsCountedFromTheLastTask) {
 // running, killed and reaped. StopPodSandbox's SIGKILL, once the pod's
 // containers are deleted, ends the VM instead of a guest call.
 TEST_F(TaskServiceTest, ACriSandboxContainerIsTheGuestsPodHolder) {
-  ASSERT_TRUE(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))).ok());
+  ASSERT_OK(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))));
   auto agent = Agent("pod1");
   ASSERT_NE(agent, nullptr);
   EXPECT_TRUE(mounter_.live().empty()) << "the pause image is not mounted";
@@ -710,18 +711,18 @@ TEST_F(TaskServiceTest, ACriSandboxContainerIsTheGuestsPodHolder) {
   EXPECT_EQ(std::count(calls.begin(), calls.end(), "StartContainer"), 0) << "nor started";
 
   // Its pod's containers are created as before, and join it in the guest.
-  ASSERT_TRUE(service_->Create(CreateReq("app", BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}}))).ok());
+  ASSERT_OK(service_->Create(CreateReq("app", BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}}))));
   MustStart("app");
   StopAndDelete("app");
   calls = agent->calls();
   const auto signals = std::count(calls.begin(), calls.end(), "SignalProcess");
   auto* vm = vms_->vm(VmId("pod1"));
   ASSERT_NE(vm, nullptr);
-  ASSERT_TRUE(Kill("pod1", SIGKILL).ok());
+  ASSERT_OK(Kill("pod1", SIGKILL));
   EXPECT_TRUE(vm->stopped()) << "the holder's kill ended the VM";
   EXPECT_EQ(Wait("pod1")->exit_status(), 137u);
   EXPECT_EQ(State("pod1")->status(), containerd::v1::types::STOPPED);
-  ASSERT_TRUE(Delete("pod1").ok());
+  ASSERT_OK(Delete("pod1"));
   calls = agent->calls();
   EXPECT_EQ(std::count(calls.begin(), calls.end(), "SignalProcess"), signals) << "no guest call for the holder's kill";
   EXPECT_EQ(std::count(calls.begin(), calls.end(), "RemoveContainer"), 1) << "app's; the holder went with its VM";
@@ -732,7 +733,7 @@ TEST_F(TaskServiceTest, ACriSandboxContainerIsTheGuestsPodHolder) {
 // removal from the guest and its unmounts follow the answer. The pod's stop
 // waits for such a removal in flight, so the share is unmounted last.
 TEST_F(TaskServiceTest, AContainersRemovalFromTheGuestFollowsTheDeletesAnswer) {
-  ASSERT_TRUE(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))).ok());
+  ASSERT_OK(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))));
   auto agent = Agent("pod1");
   ASSERT_NE(agent, nullptr);
   MustStart("pod1");
@@ -741,10 +742,10 @@ TEST_F(TaskServiceTest, AContainersRemovalFromTheGuestFollowsTheDeletesAnswer) {
     return std::count(calls.begin(), calls.end(), "RemoveContainer");
   };
   for (const std::string id : {"app", "app2"}) {
-    ASSERT_TRUE(service_->Create(CreateReq(id, BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}}))).ok());
+    ASSERT_OK(service_->Create(CreateReq(id, BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}}))));
     MustStart(id);
-    ASSERT_TRUE(Kill(id, SIGKILL).ok());
-    ASSERT_TRUE(Wait(id).ok());
+    ASSERT_OK(Kill(id, SIGKILL));
+    ASSERT_OK(Wait(id));
   }
   const size_t mounted = mounter_.live().size();
   ASSERT_GT(mounted, 0u);
@@ -755,7 +756,7 @@ TEST_F(TaskServiceTest, AContainersRemovalFromTheGuestFollowsTheDeletesAnswer) {
   v2::DeleteRequest req;
   req.set_id("app");
   auto deleted = service_->Delete(req, ctx);
-  ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+  ASSERT_OK(deleted);
   EXPECT_EQ(deleted->exit_status(), 137u);
   EXPECT_EQ(removals(), 0) << "the guest call waits for the answer";
   EXPECT_EQ(mounter_.live().size(), mounted);
@@ -769,7 +770,7 @@ TEST_F(TaskServiceTest, AContainersRemovalFromTheGuestFollowsTheDeletesAnswer) {
   // VM's stop waits for it.
   after_reply.clear();
   req.set_id("app2");
-  ASSERT_TRUE(service_->Delete(req, ctx).ok());
+  ASSERT_OK(service_->Delete(req, ctx));
   ASSERT_EQ(after_reply.size(), 1u);
   auto* vm = vms_->vm(VmId("pod1"));
   ASSERT_NE(vm, nullptr);
@@ -779,10 +780,10 @@ TEST_F(TaskServiceTest, AContainersRemovalFromTheGuestFollowsTheDeletesAnswer) {
   EXPECT_FALSE(vm->stopped());
   after_reply[0]();
   after_reply.clear();  // as the server does once the work ran
-  ASSERT_TRUE(kill.get().ok());
+  ASSERT_OK(kill.get());
   EXPECT_TRUE(vm->stopped());
   EXPECT_EQ(removals(), 2) << "app2's removal ran to its end before the VM's stop";
-  ASSERT_TRUE(Delete("pod1").ok());
+  ASSERT_OK(Delete("pod1"));
   EXPECT_TRUE(mounter_.live().empty());
   EXPECT_EQ(vms_->live_vms(), 0);
 }
@@ -791,9 +792,9 @@ TEST_F(TaskServiceTest, AContainersRemovalFromTheGuestFollowsTheDeletesAnswer) {
 // containerd then deletes the task and closes its connection, losing the
 // kill's answer. So a delete is answered only after the task's kills.
 TEST_F(TaskServiceTest, ADeleteIsAnsweredOnlyAfterTheTasksKills) {
-  ASSERT_TRUE(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))).ok());
+  ASSERT_OK(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))));
   MustStart("pod1");
-  ASSERT_TRUE(service_->Create(CreateReq("app", BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}}))).ok());
+  ASSERT_OK(service_->Create(CreateReq("app", BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}}))));
   MustStart("app");
   std::vector<std::function<void()>> after_reply;
   ttrpc::CallContext ctx;
@@ -801,14 +802,14 @@ TEST_F(TaskServiceTest, ADeleteIsAnsweredOnlyAfterTheTasksKills) {
   v2::KillRequest kill;
   kill.set_id("app");
   kill.set_signal(SIGKILL);
-  ASSERT_TRUE(service_->Kill(kill, ctx).ok());
-  ASSERT_TRUE(Wait("app").ok()) << "the exit is reported while the kill's answer is still to be written";
+  ASSERT_OK(service_->Kill(kill, ctx));
+  ASSERT_OK(Wait("app")) << "the exit is reported while the kill's answer is still to be written";
   auto deleted = std::async(std::launch::async, [&] { return Delete("app"); });
   EXPECT_EQ(deleted.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout)
       << "the delete was answered before the kill";
   for (auto& work : after_reply) work();  // the server does this once the kill's answer is out
   auto r = deleted.get();
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->exit_status(), 137u);
 }
 
@@ -816,32 +817,32 @@ TEST_F(TaskServiceTest, ADeleteIsAnsweredOnlyAfterTheTasksKills) {
 // with a container still there (running, or exited and not yet deleted),
 // or for any signal but SIGKILL, it goes to the guest.
 TEST_F(TaskServiceTest, AHolderKillGoesToTheGuestWhileThePodHasAnotherTask) {
-  ASSERT_TRUE(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))).ok());
+  ASSERT_OK(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))));
   auto agent = Agent("pod1");
   ASSERT_NE(agent, nullptr);
   MustStart("pod1");
-  ASSERT_TRUE(service_->Create(CreateReq("app", BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}}))).ok());
+  ASSERT_OK(service_->Create(CreateReq("app", BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}}))));
   MustStart("app");
-  ASSERT_TRUE(Kill("pod1", SIGKILL).ok());
+  ASSERT_OK(Kill("pod1", SIGKILL));
   EXPECT_FALSE(vms_->vm(VmId("pod1"))->stopped()) << "app still runs in the VM";
   auto calls = agent->calls();
   EXPECT_EQ(std::count(calls.begin(), calls.end(), "SignalProcess"), 1) << "the kill went to the guest";
   EXPECT_EQ(Wait("pod1")->exit_status(), 137u);
   StopAndDelete("app");
-  ASSERT_TRUE(Delete("pod1").ok());
+  ASSERT_OK(Delete("pod1"));
   EXPECT_EQ(vms_->live_vms(), 0);
 
   // Alone, but SIGTERM: the holder decides (it exits 0 in a real guest).
-  ASSERT_TRUE(service_->Create(CreateReq("pod2", BaseSpec({{kTypeKey, "sandbox"}}))).ok());
+  ASSERT_OK(service_->Create(CreateReq("pod2", BaseSpec({{kTypeKey, "sandbox"}}))));
   auto agent2 = Agent("pod2");
   ASSERT_NE(agent2, nullptr);
   MustStart("pod2");
-  ASSERT_TRUE(Kill("pod2", SIGTERM).ok());
+  ASSERT_OK(Kill("pod2", SIGTERM));
   EXPECT_FALSE(vms_->vm(VmId("pod2"))->stopped());
   calls = agent2->calls();
   EXPECT_EQ(std::count(calls.begin(), calls.end(), "SignalProcess"), 1) << "SIGTERM went to the guest";
   EXPECT_EQ(Wait("pod2")->exit_status(), 128u + SIGTERM);
-  ASSERT_TRUE(Delete("pod2").ok());
+  ASSERT_OK(Delete("pod2"));
   EXPECT_EQ(vms_->live_vms(), 0);
 }
 
@@ -850,11 +851,11 @@ TEST_F(TaskServiceTest, AHolderKillGoesToTheGuestWhileThePodHasAnotherTask) {
 // and before anything runs its clock is set and its RNG reseeded.
 TEST_F(TaskServiceTest, APodClaimsAPooledVmRecordsItAndRefreshesItsClockAndRng) {
   vms_->AddPoolVms(1);
-  ASSERT_TRUE(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))).ok());
+  ASSERT_OK(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))));
   EXPECT_TRUE(vms_->boots().empty()) << "a claimed VM is not booted";
   EXPECT_EQ(vms_->claims(), std::vector<std::string>{"pod1"});
   auto record = shim::task::ReadBundleRecord(tmp_->Join("pod1"));
-  ASSERT_TRUE(record.ok()) << record.status().ToString();
+  ASSERT_OK(record);
   EXPECT_EQ(record->vm_id, "pool-fake-1");
   EXPECT_EQ(record->vm_state_dir, vms_->StateDirFor("pool-fake-1"));
   auto agent = vms_->agent_of("pool-fake-1");
@@ -873,25 +874,25 @@ TEST_F(TaskServiceTest, APodClaimsAPooledVmRecordsItAndRefreshesItsClockAndRng) 
   for (const char* step : {"SetGuestTime", "AddRandomness", "CreateSandbox"})
     EXPECT_EQ(std::count(calls.begin(), calls.end(), step), 1) << step << " outside SetupSandbox";
 
-  ASSERT_TRUE(service_->Create(CreateReq("app", BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}}))).ok());
+  ASSERT_OK(service_->Create(CreateReq("app", BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}}))));
   auto app_record = shim::task::ReadBundleRecord(tmp_->Join("app"));
-  ASSERT_TRUE(app_record.ok());
+  ASSERT_OK(app_record);
   EXPECT_EQ(app_record->vm_id, "pool-fake-1");
   EXPECT_EQ(app_record->container_share_dir, vms_->StateDirFor("pool-fake-1") + "/mounts/app");
   EXPECT_EQ(mounter_.live().count(vms_->StateDirFor("pool-fake-1") + "/mounts/app/rootfs"), 1u);
-  ASSERT_TRUE(Delete("app").ok());
-  ASSERT_TRUE(Delete("pod1").ok());
+  ASSERT_OK(Delete("app"));
+  ASSERT_OK(Delete("pod1"));
   EXPECT_EQ(vms_->live_vms(), 0) << "the pod's end is its VM's end";
 }
 
 TEST_F(TaskServiceTest, APoolMissColdBootsAndRecordsTheBootedVm) {
-  ASSERT_TRUE(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))).ok());
+  ASSERT_OK(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))));
   ASSERT_EQ(vms_->boots().size(), 1u);
   auto record = shim::task::ReadBundleRecord(tmp_->Join("pod1"));
-  ASSERT_TRUE(record.ok());
+  ASSERT_OK(record);
   EXPECT_EQ(record->vm_id, VmId("pod1"));
   EXPECT_EQ(Agent("pod1")->reseeds(), 1u) << "a cold VM is reseeded too";
-  ASSERT_TRUE(Delete("pod1").ok());
+  ASSERT_OK(Delete("pod1"));
 }
 
 class TaskServiceBadConfigTest : public TaskServiceTest {

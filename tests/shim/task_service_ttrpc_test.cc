@@ -24,6 +24,7 @@
 #include "tests/shim/fakes/fake_mounter.h"
 #include "tests/shim/fakes/fake_vm.h"
 #include "tests/shim/fakes/test_bundle.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -51,7 +52,7 @@ class FakeEventsService {
           return Empty();
         });
     Status st = server_.Listen(path);
-    EXPECT_TRUE(st.ok()) << st.ToString();
+    EXPECT_OK(st);
   }
   bool WaitForCount(size_t n, milliseconds timeout = milliseconds(10000)) {
     std::unique_lock lock(mu_);
@@ -78,7 +79,7 @@ class TaskServiceTtrpcTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto t = TempDir::Create("shimwire");
-    ASSERT_TRUE(t.ok());
+    ASSERT_OK(t);
     tmp_.emplace(std::move(*t));
     events_server_ = std::make_unique<FakeEventsService>(tmp_->Join("containerd.sock.ttrpc"));
     publisher_ = std::make_unique<shim::events::QueuedPublisher>(
@@ -95,9 +96,9 @@ class TaskServiceTtrpcTest : public ::testing::Test {
     });
     server_ = std::make_unique<ttrpc::Server>();
     service_->Register(*server_);
-    ASSERT_TRUE(server_->Listen(tmp_->Join("shim.sock")).ok());
+    ASSERT_OK(server_->Listen(tmp_->Join("shim.sock")));
     auto c = ttrpc::Client::Dial(tmp_->Join("shim.sock"), milliseconds(2000));
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_OK(c);
     client_ = std::move(*c);
   }
   void TearDown() override {
@@ -142,13 +143,13 @@ class TaskServiceTtrpcTest : public ::testing::Test {
 TEST_F(TaskServiceTtrpcTest, CtrRunOverTheWireDeliversOrderedBareEnvelopes) {
   vms_->next_agent()->SetScript("c1", "", {"", "", 3});
   v2::CreateTaskResponse created;
-  ASSERT_TRUE(Call("Create", CreateReq("c1"), &created).ok());
+  ASSERT_OK(Call("Create", CreateReq("c1"), &created));
   EXPECT_EQ(created.pid(), static_cast<uint32_t>(::getpid()));
 
   v2::ConnectRequest conn_req;
   conn_req.set_id("c1");
   v2::ConnectResponse conn;
-  ASSERT_TRUE(Call("Connect", conn_req, &conn).ok());
+  ASSERT_OK(Call("Connect", conn_req, &conn));
   EXPECT_EQ(conn.shim_pid(), static_cast<uint32_t>(::getpid()));
   EXPECT_EQ(conn.task_pid(), created.pid());
 
@@ -164,9 +165,9 @@ TEST_F(TaskServiceTtrpcTest, CtrRunOverTheWireDeliversOrderedBareEnvelopes) {
   v2::StartRequest start_req;
   start_req.set_id("c1");
   v2::StartResponse started;
-  ASSERT_TRUE(Call("Start", start_req, &started).ok());
+  ASSERT_OK(Call("Start", start_req, &started));
   auto [wait_status, wait_resp] = waited.get();
-  ASSERT_TRUE(wait_status.ok()) << wait_status.ToString();
+  ASSERT_OK(wait_status);
   EXPECT_EQ(wait_resp.exit_status(), 3u);
 
   v2::KillRequest kill_req;
@@ -178,10 +179,10 @@ TEST_F(TaskServiceTtrpcTest, CtrRunOverTheWireDeliversOrderedBareEnvelopes) {
   v2::DeleteRequest del_req;
   del_req.set_id("c1");
   v2::DeleteResponse deleted;
-  ASSERT_TRUE(Call("Delete", del_req, &deleted).ok());
+  ASSERT_OK(Call("Delete", del_req, &deleted));
   EXPECT_EQ(deleted.exit_status(), 3u);
   EXPECT_GT(deleted.exited_at().seconds(), 0);
-  ASSERT_TRUE(Call("Shutdown", v2::ShutdownRequest(), &empty).ok());
+  ASSERT_OK(Call("Shutdown", v2::ShutdownRequest(), &empty));
   EXPECT_TRUE(shutdown_requested_.load());
 
   ASSERT_TRUE(events_server_->WaitForCount(4)) << "events did not reach containerd";
@@ -221,12 +222,12 @@ TEST_F(TaskServiceTtrpcTest, WireErrorsCarryContainerdsCodes) {
 
   vms_->next_agent()->SetScript("c1", "", {"", "", std::nullopt});  // runs until killed
   v2::CreateTaskResponse created;
-  ASSERT_TRUE(Call("Create", CreateReq("c1"), &created).ok());
+  ASSERT_OK(Call("Create", CreateReq("c1"), &created));
   EXPECT_EQ(Call("Create", CreateReq("c1"), &created).code(), Code::kAlreadyExists);
   v2::StartRequest start_req;
   start_req.set_id("c1");
   v2::StartResponse started;
-  ASSERT_TRUE(Call("Start", start_req, &started).ok());
+  ASSERT_OK(Call("Start", start_req, &started));
   v2::DeleteRequest del_req;
   del_req.set_id("c1");
   v2::DeleteResponse deleted;
@@ -235,13 +236,13 @@ TEST_F(TaskServiceTtrpcTest, WireErrorsCarryContainerdsCodes) {
   v2::KillRequest kill_req;
   kill_req.set_id("c1");
   kill_req.set_signal(SIGKILL);
-  ASSERT_TRUE(Call("Kill", kill_req, &empty).ok());
+  ASSERT_OK(Call("Kill", kill_req, &empty));
   v2::WaitRequest wait_req;
   wait_req.set_id("c1");
   v2::WaitResponse waited;
-  ASSERT_TRUE(Call("Wait", wait_req, &waited).ok());
+  ASSERT_OK(Call("Wait", wait_req, &waited));
   EXPECT_EQ(waited.exit_status(), 128u + SIGKILL);
-  ASSERT_TRUE(Call("Delete", del_req, &deleted).ok());
+  ASSERT_OK(Call("Delete", del_req, &deleted));
   EXPECT_EQ(Call("Delete", del_req, &deleted).code(), Code::kNotFound);
 }
 

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "runtime/config/config.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::shim::task {
 namespace {
@@ -15,7 +16,7 @@ TEST(VmSizingTest, QuotaAndMemoryNearInt64MaxAreCappedNotOverflowed) {
   const std::string max = std::to_string(std::numeric_limits<int64_t>::max());
   auto limits = LimitsFromAnnotations(
       {{kAnnotationCpuQuota, max}, {kAnnotationCpuPeriod, "2"}, {kAnnotationMemory, max}});
-  ASSERT_TRUE(limits.ok()) << limits.status().ToString();
+  ASSERT_OK(limits);
   const config::GuestConfig guest;
   VmSize s = SizeVm(*limits, guest);
   EXPECT_EQ(s.vcpus, guest.max_vcpus);

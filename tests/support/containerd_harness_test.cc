@@ -13,6 +13,7 @@
 #include <regex>
 
 #include "runtime/common/daemon.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -30,15 +31,15 @@ TEST(ContainerdHarnessTest, StartsPrivateDaemonAndCleansUpCompletely) {
   // An extra plugin section using @DIR@, as CRI/CNI set-ups will.
   o.extra_toml = {"[plugins.\"io.containerd.snapshotter.v1.native\"]\n  root_path = \"@DIR@/native\""};
   auto h = ContainerdHarness::Start(o);
-  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  ASSERT_OK(h);
   const std::string dir = (*h)->dir();
   const pid_t pid = (*h)->pid();
 
   auto config = ReadFile((*h)->config_path());
-  ASSERT_TRUE(config.ok());
+  ASSERT_OK(config);
   EXPECT_NE(config->find("root_path = \"" + dir + "/native\""), std::string::npos) << *config;
   auto environ = ReadFile("/proc/" + std::to_string(pid) + "/environ");
-  ASSERT_TRUE(environ.ok());
+  ASSERT_OK(environ);
   EXPECT_NE(environ->find(std::string("CAPSULE_HARNESS_PROBE=yes\0", 26)), std::string::npos);
 
   auto plugins = (*h)->Ctr({"plugins", "ls"});
@@ -48,7 +49,7 @@ TEST(ContainerdHarnessTest, StartsPrivateDaemonAndCleansUpCompletely) {
   EXPECT_TRUE(PathExists(dir + "/native"));  // the extra section took effect
 
   // A mount left behind by a test must not stop the clean-up.
-  ASSERT_TRUE(MkdirAll(dir + "/leftover-mount").ok());
+  ASSERT_OK(MkdirAll(dir + "/leftover-mount"));
   ASSERT_EQ(::mount("tmpfs", (dir + "/leftover-mount").c_str(), "tmpfs", 0, "size=1m"), 0);
 
   h->reset();
@@ -58,7 +59,7 @@ TEST(ContainerdHarnessTest, StartsPrivateDaemonAndCleansUpCompletely) {
 
 TEST(ContainerdHarnessTest, FailedStartReportsLogAndLeavesNothing) {
   auto parent = TempDir::Create("harness-parent");
-  ASSERT_TRUE(parent.ok());
+  ASSERT_OK(parent);
   ContainerdOptions o;
   o.temp_parent = parent->path();
   o.extra_toml = {"[plugins.\"io.containerd.grpc.v1.cri\"\nthis is not toml"};
@@ -70,9 +71,9 @@ TEST(ContainerdHarnessTest, FailedStartReportsLogAndLeavesNothing) {
 
 TEST(ContainerdHarnessTest, CtrReportsFailuresWithOutput) {
   auto h = ContainerdHarness::Start();
-  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  ASSERT_OK(h);
   auto r = (*h)->Ctr({"-n", "nope", "containers", "info", "missing"});
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_NE(r->exit_code, 0);
   EXPECT_NE(r->err.find("not found"), std::string::npos) << r->err;
   EXPECT_TRUE((*h)->Stop().ok());
@@ -101,22 +102,22 @@ Status RunIp(const std::vector<std::string>& args) {
 
 TEST(ContainerdHarnessTest, CriAndCniAreConfiguredForThisHostAndSurviveARestart) {
   auto shim_dir = TempDir::Create("harness-shims");
-  ASSERT_TRUE(shim_dir.ok());
+  ASSERT_OK(shim_dir);
   ContainerdOptions o;
   o.path_prepend = {shim_dir->path()};
   o.cri.emplace();
   o.cri->cni = true;
   o.cri->runtimes = {{"probe", "io.containerd.probe.v2", {{"ConfigPath", "/etc/probe \"quoted\".yaml"}}}};
   auto h = ContainerdHarness::Start(o);
-  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  ASSERT_OK(h);
   ContainerdHarness& c = **h;
 
   auto plugins = c.CtrOutput({"plugins", "ls"});
-  ASSERT_TRUE(plugins.ok()) << plugins.status().ToString();
+  ASSERT_OK(plugins);
   EXPECT_TRUE(std::regex_search(*plugins, std::regex("io\\.containerd\\.grpc\\.v1 +cri +[^\\n]* ok")))
       << "CRI should be enabled and initialised:\n" << *plugins;
   auto config = ReadFile(c.config_path());
-  ASSERT_TRUE(config.ok());
+  ASSERT_OK(config);
   for (const std::string& want :
        {std::string("sandbox_image = \"capsule.test/pause:latest\""), std::string("restrict_oom_score_adj = true"),
         std::string("SystemdCgroup = false"), std::string("snapshotter = \"overlayfs\""),
@@ -134,25 +135,25 @@ TEST(ContainerdHarnessTest, CriAndCniAreConfiguredForThisHostAndSurviveARestart)
   ASSERT_TRUE(std::regex_match(net.subnet, m, std::regex("10\\.(20[0-7])\\.(\\d+)\\.0/24"))) << net.subnet;
   EXPECT_EQ(net.gateway, "10." + m[1].str() + "." + m[2].str() + ".1");
   auto conflist = ReadFile(c.cni_conf_dir() + "/10-capsule-test.conflist");
-  ASSERT_TRUE(conflist.ok()) << conflist.status().ToString();
+  ASSERT_OK(conflist);
   for (const std::string& want : {"\"bridge\": \"" + net.bridge + "\"", "\"dataDir\": \"" + c.dir() + "/cni-ipam\"",
                                   "\"subnet\": \"" + net.subnet + "\"", std::string("\"type\": \"loopback\""),
                                   std::string("\"ipMasq\": false"), std::string("\"isGateway\": true")}) {
     EXPECT_NE(conflist->find(want), std::string::npos) << want << " not in\n" << *conflist;
   }
   auto environ = ReadFile("/proc/" + std::to_string(c.pid()) + "/environ");
-  ASSERT_TRUE(environ.ok());
+  ASSERT_OK(environ);
   EXPECT_NE(environ->find(std::string("\0PATH=", 6) + shim_dir->path() + ":"), std::string::npos);
   EXPECT_TRUE(c.Leaks().empty()) << c.Leaks().front();
 
   // Restart: same dir, config and log (appended), a new daemon that serves.
   const pid_t before = c.pid();
-  ASSERT_TRUE(c.CtrOutput({"namespaces", "create", "kept"}).ok());
+  ASSERT_OK(c.CtrOutput({"namespaces", "create", "kept"}));
   Status restarted = c.Restart();
-  ASSERT_TRUE(restarted.ok()) << restarted.ToString();
+  ASSERT_OK(restarted);
   EXPECT_NE(c.pid(), before);
   auto namespaces = c.CtrOutput({"namespaces", "ls"});
-  ASSERT_TRUE(namespaces.ok()) << namespaces.status().ToString();
+  ASSERT_OK(namespaces);
   EXPECT_NE(namespaces->find("kept"), std::string::npos) << "state survives: " << *namespaces;
   EXPECT_EQ(ReadFile(c.config_path()).value_or(""), *config);
   const std::string log = ReadFile(c.log_path()).value_or("");
@@ -168,7 +169,7 @@ TEST(ContainerdHarnessTest, LeaksAreReportedAndStopRemovesShimsMountsAndTheBridg
   o.cri.emplace();
   o.cri->cni = true;
   auto h = ContainerdHarness::Start(o);
-  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  ASSERT_OK(h);
   const std::string dir = (*h)->dir();
   const std::string bridge = (*h)->cni()->bridge;
   const std::string veth = "capv" + bridge.substr(5);
@@ -178,14 +179,14 @@ TEST(ContainerdHarnessTest, LeaksAreReportedAndStopRemovesShimsMountsAndTheBridg
   DaemonOptions shim;
   shim.argv = {"/bin/bash", "-c", "exec -a \"$0\" sleep 600", (*h)->grpc_address()};
   auto daemon = SpawnDaemon(shim);
-  ASSERT_TRUE(daemon.ok()) << daemon.status().ToString();
-  ASSERT_TRUE(MkdirAll(dir + "/leak-mount").ok());
+  ASSERT_OK(daemon);
+  ASSERT_OK(MkdirAll(dir + "/leak-mount"));
   ASSERT_EQ(::mount("tmpfs", (dir + "/leak-mount").c_str(), "tmpfs", 0, "size=1m"), 0);
   // The bridge as CNI makes it, with a port a pod's veth would leave.
-  ASSERT_TRUE(RunIp({"link", "add", bridge, "type", "bridge"}).ok());
+  ASSERT_OK(RunIp({"link", "add", bridge, "type", "bridge"}));
   Status port = RunIp({"link", "add", veth, "type", "veth", "peer", "name", veth + "p"});
-  ASSERT_TRUE(port.ok()) << port.ToString();
-  ASSERT_TRUE(RunIp({"link", "set", veth, "master", bridge}).ok());
+  ASSERT_OK(port);
+  ASSERT_OK(RunIp({"link", "set", veth, "master", bridge}));
 
   const std::vector<std::string> leaks = (*h)->Leaks();
   EXPECT_EQ(leaks.size(), 3u) << ::testing::PrintToString(leaks);
@@ -196,7 +197,7 @@ TEST(ContainerdHarnessTest, LeaksAreReportedAndStopRemovesShimsMountsAndTheBridg
   EXPECT_TRUE(Contains(leaks, "port " + veth + " on bridge " + bridge)) << ::testing::PrintToString(leaks);
 
   Status stopped = (*h)->Stop();
-  EXPECT_TRUE(stopped.ok()) << stopped.ToString();
+  EXPECT_OK(stopped);
   EXPECT_TRUE(PidfdWait(daemon->pidfd.get(), 0)) << "the leftover shim was killed";
   EXPECT_FALSE(PathExists("/sys/class/net/" + bridge)) << "the bridge was deleted";
   EXPECT_FALSE(PathExists(dir));
@@ -205,29 +206,29 @@ TEST(ContainerdHarnessTest, LeaksAreReportedAndStopRemovesShimsMountsAndTheBridg
 
 TEST(ContainerdHarnessTest, OnlyOurNetnsMadeSinceStartAreLeaksAndCleanUpRemovesThem) {
   auto netns = TempDir::Create("harness-netns");
-  ASSERT_TRUE(netns.ok());
+  ASSERT_OK(netns);
   auto dir = TempDir::Create("harness-scope");
-  ASSERT_TRUE(dir.ok());
-  ASSERT_TRUE(WriteFile(netns->Join("cni-old"), "").ok());
+  ASSERT_OK(dir);
+  ASSERT_OK(WriteFile(netns->Join("cni-old"), ""));
   LeakScope scope;
   scope.address = dir->Join("containerd.sock");
   scope.dir = dir->path();
   scope.bridge = "capbrnone00";  // never created: its deletion is a no-op
   scope.netns_dir = netns->path();
   scope.netns_before = DirEntries(netns->path());
-  ASSERT_TRUE(WriteFile(netns->Join("cni-new"), "").ok());
-  ASSERT_TRUE(WriteFile(netns->Join("other"), "").ok());
+  ASSERT_OK(WriteFile(netns->Join("cni-new"), ""));
+  ASSERT_OK(WriteFile(netns->Join("other"), ""));
   // Another test's containerd made this one: our metadata does not name it.
-  ASSERT_TRUE(WriteFile(netns->Join("cni-foreign"), "").ok());
+  ASSERT_OK(WriteFile(netns->Join("cni-foreign"), ""));
   scope.metadata_db = dir->Join("meta.db");
-  ASSERT_TRUE(WriteFile(scope.metadata_db, "\x01bolt{\"NetNSPath\":\"/var/run/netns/cni-new\"}\x02").ok());
+  ASSERT_OK(WriteFile(scope.metadata_db, "\x01bolt{\"NetNSPath\":\"/var/run/netns/cni-new\"}\x02"));
 
   const ContainerdLeaks leaks = ScanLeaks(scope);
   EXPECT_EQ(leaks.netns, std::vector<std::string>{netns->Join("cni-new")});
   EXPECT_TRUE(leaks.processes.empty() && leaks.mounts.empty() && leaks.bridge_ports.empty());
   EXPECT_EQ(leaks.Describe(scope), std::vector<std::string>{"netns " + netns->Join("cni-new")});
   Status cleaned = CleanUpLeaks(scope);
-  EXPECT_TRUE(cleaned.ok()) << cleaned.ToString();
+  EXPECT_OK(cleaned);
   EXPECT_FALSE(PathExists(netns->Join("cni-new")));
   EXPECT_TRUE(PathExists(netns->Join("cni-old")));
   EXPECT_TRUE(PathExists(netns->Join("cni-foreign"))) << "another test's netns is left alone";

@@ -15,6 +15,7 @@
 
 #include "runtime/common/guest_abi.h"
 #include "tests/agent/boot/qemu_guest.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::agent::testing {
 namespace {
@@ -40,15 +41,15 @@ TEST(AgentBootBench, BootToReady) {
     GuestBootOptions options;
     options.extra_append = extra ? extra : "";
     auto guest = QemuGuest::Boot(options);
-    ASSERT_TRUE(guest.ok()) << guest.status().ToString();
+    ASSERT_OK(guest);
     auto ready = (*guest)->WaitForLine(guest_abi::kAgentReadyMarker, std::chrono::milliseconds(180000));
-    ASSERT_TRUE(ready.ok()) << ready.status().ToString();
+    ASSERT_OK(ready);
     std::smatch m;
     ASSERT_TRUE(std::regex_search(*ready, m, std::regex(R"(\(([0-9.]+) s after kernel start\))"))) << *ready;
     guest_s.push_back(std::stod(m[1]));
     host_s.push_back((*guest)->ArrivalOf(guest_abi::kAgentReadyMarker)->count() / 1000.0);
     auto start = (*guest)->WaitForLine("starting (pid 1", std::chrono::milliseconds(1));
-    ASSERT_TRUE(start.ok());
+    ASSERT_OK(start);
     agent_s.push_back(LogTime(*ready) - LogTime(*start));
     std::cout << "run " << i + 1 << ": host " << host_s.back() << " s, guest " << guest_s.back() << " s, agent "
               << agent_s.back() << " s\n";

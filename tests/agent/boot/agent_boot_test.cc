@@ -18,6 +18,7 @@
 #include "runtime/common/version.h"
 #include "tests/agent/boot/qemu_guest.h"
 #include "tests/deploy/cpio_reader.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::agent::testing {
 namespace {
@@ -33,7 +34,7 @@ std::vector<std::string> BootModules() {
   auto dir = TempDir::Create("img");
   auto zstd = deploy::FindProgram("zstd", "zstd");
   EXPECT_TRUE(dir.ok() && zstd.ok());
-  EXPECT_TRUE(deploy::RunFilter({*zstd, "-dc"}, image, dir->Join("raw")).ok());
+  EXPECT_OK(deploy::RunFilter({*zstd, "-dc"}, image, dir->Join("raw")));
   std::string error;
   auto entries = deploy::testing::ReadCpio(ReadFile(dir->Join("raw")).value_or(""), &error);
   EXPECT_EQ(error, "");
@@ -57,12 +58,12 @@ TEST(AgentBoot, BootsServesAndPowersOffOnCtrlAltDel) {
   GuestBootOptions options;
   options.extra_append = "capsule.modules=9pnet_virtio,9p";
   auto guest = QemuGuest::Boot(options);
-  ASSERT_TRUE(guest.ok()) << guest.status().ToString();
+  ASSERT_OK(guest);
   QemuGuest& g = **guest;
   std::cerr << "QEMU: " << g.CommandLine() << "\n";
 
   auto ready = g.WaitForLine(guest_abi::kAgentReadyMarker, kBootTimeout);
-  ASSERT_TRUE(ready.ok()) << ready.status().ToString();
+  ASSERT_OK(ready);
   EXPECT_NE(ready->find(fmt::format("vsock:{}", guest_abi::kAgentVsockPort)), std::string::npos) << *ready;
   const std::string& log = g.console();
 
@@ -71,7 +72,7 @@ TEST(AgentBoot, BootsServesAndPowersOffOnCtrlAltDel) {
   EXPECT_NE(log.find("mounted /proc,/sys,/dev,/dev/pts,/dev/shm,/run,/tmp,/sys/fs/cgroup"), std::string::npos)
       << log;
   auto cgroups = g.WaitForLine("cgroup2 controllers enabled:", std::chrono::milliseconds(1));
-  ASSERT_TRUE(cgroups.ok()) << log;
+  ASSERT_OK(cgroups) << log;
   for (const char* c : {"cpu", "io", "memory", "pids"}) EXPECT_NE(cgroups->find(c), std::string::npos) << *cgroups;
 
   auto modules = BootModules();
@@ -89,9 +90,9 @@ TEST(AgentBoot, BootsServesAndPowersOffOnCtrlAltDel) {
   EXPECT_EQ(log.find(" error "), std::string::npos) << "error lines in the boot log:\n" << log;
 
   // Ctrl-Alt-Del reaches PID 1 as SIGINT (RB_DISABLE_CAD): orderly power-off.
-  ASSERT_TRUE(g.SendCtrlAltDel().ok());
+  ASSERT_OK(g.SendCtrlAltDel());
   auto exit_code = g.WaitExit(kPowerOffTimeout);
-  ASSERT_TRUE(exit_code.ok()) << exit_code.status().ToString() << "\n" << g.console();
+  ASSERT_OK(exit_code) << "\n" << g.console();
   EXPECT_EQ(*exit_code, 0);
   EXPECT_NE(g.console().find("stopping: signal Interrupt"), std::string::npos) << g.console();
   EXPECT_NE(g.console().find("powering off"), std::string::npos) << g.console();

@@ -7,28 +7,29 @@
 #include <gtest/gtest.h>
 
 #include "runtime/common/file_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::agent::channel {
 namespace {
 
 TEST(FindVirtioPortTest, FindsThePortByItsNameAmongOthers) {
   auto dir = TempDir::Create("virtio-ports");
-  ASSERT_TRUE(dir.ok());
-  ASSERT_TRUE(MkdirAll(dir->Join("vport0p0")).ok());
-  ASSERT_TRUE(WriteFile(dir->Join("vport0p0/name"), "org.qemu.guest_agent.0\n").ok());
-  ASSERT_TRUE(MkdirAll(dir->Join("vport1p1")).ok());
-  ASSERT_TRUE(WriteFile(dir->Join("vport1p1/name"), "capsule.vsock\n").ok());
-  ASSERT_TRUE(MkdirAll(dir->Join("vport1p2")).ok());  // a port without a name file
+  ASSERT_OK(dir);
+  ASSERT_OK(MkdirAll(dir->Join("vport0p0")));
+  ASSERT_OK(WriteFile(dir->Join("vport0p0/name"), "org.qemu.guest_agent.0\n"));
+  ASSERT_OK(MkdirAll(dir->Join("vport1p1")));
+  ASSERT_OK(WriteFile(dir->Join("vport1p1/name"), "capsule.vsock\n"));
+  ASSERT_OK(MkdirAll(dir->Join("vport1p2")));  // a port without a name file
   auto port = FindVirtioPort("capsule.vsock", {}, dir->path(), "/dev");
-  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  ASSERT_OK(port);
   EXPECT_EQ(*port, "/dev/vport1p1");
 }
 
 TEST(FindVirtioPortTest, APrefixOrAMissingTreeIsNotFoundAndSaysWhatWasLookedFor) {
   auto dir = TempDir::Create("virtio-ports");
-  ASSERT_TRUE(dir.ok());
-  ASSERT_TRUE(MkdirAll(dir->Join("vport0p1")).ok());
-  ASSERT_TRUE(WriteFile(dir->Join("vport0p1/name"), "capsule.vsock.old\n").ok());
+  ASSERT_OK(dir);
+  ASSERT_OK(MkdirAll(dir->Join("vport0p1")));
+  ASSERT_OK(WriteFile(dir->Join("vport0p1/name"), "capsule.vsock.old\n"));
   auto port = FindVirtioPort("capsule.vsock", {}, dir->path());
   ASSERT_FALSE(port.ok());
   EXPECT_EQ(port.status().code(), Code::kNotFound);

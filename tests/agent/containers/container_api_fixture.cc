@@ -1,5 +1,6 @@
 // Shared endpoint per factory, per-test sandbox, and the leak checks.
 #include "tests/agent/containers/container_api_fixture.h"
+#include "tests/support/status_matchers.h"
 
 #include <algorithm>
 #include <map>
@@ -89,7 +90,7 @@ int ContainerApiTest::CgroupDescendants() {
 
 std::vector<std::string> ContainerApiTest::AgentMounts() {
   auto info = api_->ReadFile("/proc/self/mountinfo");
-  EXPECT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_OK(info);
   if (!info.ok()) return {};
   std::vector<std::string> out;
   for (auto& m : MountPoints(*info)) {

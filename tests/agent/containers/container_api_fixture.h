@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tests/agent/containers/container_api_client.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::agent::testing {
 
@@ -46,27 +47,11 @@ class ContainerApiTest : public ::testing::TestWithParam<EndpointFactory> {
 // when the test program ends); null with the error recorded when it failed.
 AgentEndpoint* SharedEndpoint(EndpointFactory factory, Status* error);
 
-inline Status StatusOf(const Status& s) { return s; }
-template <typename T>
-Status StatusOf(const Result<T>& r) {
-  return r.status();
-}
-
-// Assertions on a Status or Result that print the code and message.
-#define ASSERT_OK(expr)                                                          \
-  do {                                                                           \
-    const ::capsule::Status capsule_st_ = ::capsule::agent::testing::StatusOf(expr); \
-    ASSERT_TRUE(capsule_st_.ok()) << #expr << ": " << capsule_st_.ToString();    \
-  } while (0)
-#define EXPECT_OK(expr)                                                          \
-  do {                                                                           \
-    const ::capsule::Status capsule_st_ = ::capsule::agent::testing::StatusOf(expr); \
-    EXPECT_TRUE(capsule_st_.ok()) << #expr << ": " << capsule_st_.ToString();    \
-  } while (0)
+// ASSERT_OK / EXPECT_OK come from tests/support/status_matchers.h.
 // The call failed with `code` and its message mentions `needle`.
 #define EXPECT_ERROR(expr, want_code, needle)                                         \
   do {                                                                           \
-    const ::capsule::Status capsule_st_ = ::capsule::agent::testing::StatusOf(expr); \
+    const ::capsule::Status capsule_st_ = ::capsule::testing::StatusOf(expr);         \
     EXPECT_EQ(capsule_st_.code(), want_code) << #expr << ": " << capsule_st_.ToString(); \
     EXPECT_NE(capsule_st_.message().find(needle), std::string::npos)            \
         << #expr << ": message lacks \"" << (needle) << "\": " << capsule_st_.message(); \

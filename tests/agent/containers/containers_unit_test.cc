@@ -11,6 +11,7 @@
 #include "agent/containers/engine_ops.h"
 #include "agent/containers/pod_namespaces.h"
 #include "agent/containers/validate.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::agent::containers {
 namespace {
@@ -20,8 +21,8 @@ using oci::NamespaceType;
 // ---- validate.h ----
 
 TEST(ValidateTest, ContainerIdsAreBoundedAndPathSafe) {
-  EXPECT_TRUE(CheckContainerId("container_id", "abc-1_2.x").ok());
-  EXPECT_TRUE(CheckContainerId("container_id", std::string(128, 'a')).ok());
+  EXPECT_OK(CheckContainerId("container_id", "abc-1_2.x"));
+  EXPECT_OK(CheckContainerId("container_id", std::string(128, 'a')));
   for (const std::string& bad : std::vector<std::string>{"", "..", ".", "a/b", "a b", std::string(129, 'a'),
                                                          std::string("a\0b", 3)}) {
     Status st = CheckContainerId("container_id", bad);
@@ -31,7 +32,7 @@ TEST(ValidateTest, ContainerIdsAreBoundedAndPathSafe) {
 }
 
 TEST(ValidateTest, ExecIdEmptyMeansTheInitOnlyWhereAllowed) {
-  EXPECT_TRUE(CheckExecId("exec_id", "", true).ok());
+  EXPECT_OK(CheckExecId("exec_id", "", true));
   Status st = CheckExecId("exec_id", "", false);
   EXPECT_EQ(st.code(), Code::kInvalidArgument);
   EXPECT_NE(st.message().find("exec_id is required"), std::string::npos);
@@ -39,21 +40,21 @@ TEST(ValidateTest, ExecIdEmptyMeansTheInitOnlyWhereAllowed) {
 }
 
 TEST(ValidateTest, ProcessTargetEmptyContainerIsTheGuestAndNeedsAnExecId) {
-  EXPECT_TRUE(CheckProcessTarget("", "dbg", false).ok());
+  EXPECT_OK(CheckProcessTarget("", "dbg", false));
   Status st = CheckProcessTarget("", "", true);
   EXPECT_EQ(st.code(), Code::kInvalidArgument);
   EXPECT_NE(st.message().find("exec_id is required for a guest process"), std::string::npos) << st.message();
   EXPECT_EQ(CheckProcessTarget("", "../x", false).code(), Code::kInvalidArgument);
-  EXPECT_TRUE(CheckProcessTarget("c1", "", true).ok());
+  EXPECT_OK(CheckProcessTarget("c1", "", true));
   EXPECT_EQ(CheckProcessTarget("c1", "", false).code(), Code::kInvalidArgument);
   EXPECT_NE(CheckProcessTarget("a/b", "e", false).message().find("container_id"), std::string::npos);
 }
 
 TEST(ValidateTest, SignalsWindowSizesAndReadLengths) {
-  EXPECT_TRUE(CheckSignal(0).ok());
-  EXPECT_TRUE(CheckSignal(64).ok());
+  EXPECT_OK(CheckSignal(0));
+  EXPECT_OK(CheckSignal(64));
   EXPECT_EQ(CheckSignal(65).code(), Code::kInvalidArgument);
-  EXPECT_TRUE(CheckWinSize(65535, 1).ok());
+  EXPECT_OK(CheckWinSize(65535, 1));
   EXPECT_NE(CheckWinSize(65536, 1).message().find("row 65536"), std::string::npos);
   EXPECT_NE(CheckWinSize(1, 70000).message().find("column 70000"), std::string::npos);
   EXPECT_EQ(ReadLen(0), 32u * 1024);
@@ -78,7 +79,7 @@ const std::map<std::string, std::string> kApp = {{"io.kubernetes.cri.container-t
 
 TEST(PodNamespacesTest, AnnotationsGiveTheRole) {
   auto none = RoleFromAnnotations(SpecWith({}));
-  ASSERT_TRUE(none.ok());
+  ASSERT_OK(none);
   EXPECT_EQ(none->kind, ContainerKind::kUnannotated);
   EXPECT_EQ(RoleFromAnnotations(SpecWith(kSandbox))->kind, ContainerKind::kSandbox);
   auto app = RoleFromAnnotations(SpecWith(kApp));
@@ -95,13 +96,13 @@ TEST(PodNamespacesTest, FirstUnannotatedContainerAnchorsAndTheNextJoinIpcAndUts)
   PodNamespaces pod(false);
   oci::Spec a = SpecWith({});
   auto first = pod.Plan("a", {}, false, &a);
-  ASSERT_TRUE(first.ok());
+  ASSERT_OK(first);
   EXPECT_TRUE(first->anchor);
   pod.Created("a", *first);
   EXPECT_EQ(pod.anchor(), "a");
   oci::Spec b = SpecWith({});
   auto second = pod.Plan("b", {}, false, &b);
-  ASSERT_TRUE(second.ok());
+  ASSERT_OK(second);
   EXPECT_FALSE(second->anchor);
   EXPECT_EQ(second->share_from, "a");
   EXPECT_EQ(second->share_types, (std::vector<NamespaceType>{NamespaceType::kIpc, NamespaceType::kUts}));
@@ -116,7 +117,7 @@ TEST(PodNamespacesTest, PidIsSharedWhenRequestSandboxOrSpecAsks) {
     pod.Created("a", *pod.Plan("a", {}, false, &a));
     oci::Spec b = SpecWith({}, way == 2 ? "/proc/77/ns/pid" : "");
     auto plan = pod.Plan("b", {}, /*request_pidns=*/way == 0, &b);
-    ASSERT_TRUE(plan.ok());
+    ASSERT_OK(plan);
     EXPECT_EQ(plan->share_types, with_pid) << "way " << way;
   }
 }
@@ -130,7 +131,7 @@ TEST(PodNamespacesTest, CriSandboxIsTheAnchorAndContainersMustNameIt) {
   oci::Spec pause = SpecWith(kSandbox);
   pod.Created("pause", *pod.Plan("pause", *RoleFromAnnotations(pause), false, &pause));
   auto plan = pod.Plan("app", *RoleFromAnnotations(app), false, &app);
-  ASSERT_TRUE(plan.ok());
+  ASSERT_OK(plan);
   EXPECT_EQ(plan->share_from, "pause");
   oci::Spec second = SpecWith(kSandbox);
   auto dup = pod.Plan("pause2", *RoleFromAnnotations(second), false, &second);
@@ -293,7 +294,7 @@ TEST_F(EngineOpsTest, WithoutASandboxContainerCallsFailWithFailedPrecondition) {
 }
 
 TEST_F(EngineOpsTest, BadRequestsNameTheirField) {
-  ASSERT_TRUE(ops_.SandboxCreated(pod_).ok());
+  ASSERT_OK(ops_.SandboxCreated(pod_));
   EXPECT_NE(Create("c1", "{oops").message().find("oci_spec_json"), std::string::npos);
   EXPECT_NE(Create("c1", "").message().find("oci_spec_json is required"), std::string::npos);
   EXPECT_NE(Create("", kSpec).message().find("container_id is required"), std::string::npos);
@@ -319,7 +320,7 @@ TEST_F(EngineOpsTest, GuestProcessesNeedASandboxAnEngineThatRunsThemAndAValidReq
   req.set_exec_id("dbg");
   req.set_process_json(R"({"args":["sh"],"cwd":"/"})");
   EXPECT_EQ(ops_.ExecGuestProcess(req).status().code(), Code::kFailedPrecondition);
-  ASSERT_TRUE(ops_.SandboxCreated(pod_).ok());
+  ASSERT_OK(ops_.SandboxCreated(pod_));
   // The fake engine has no guest processes: the protocol's "unimplemented".
   Status st = ops_.ExecGuestProcess(req).status();
   EXPECT_EQ(st.code(), Code::kUnimplemented) << st.ToString();
@@ -337,9 +338,9 @@ TEST_F(EngineOpsTest, GuestProcessesNeedASandboxAnEngineThatRunsThemAndAValidReq
 }
 
 TEST_F(EngineOpsTest, TheSecondContainerJoinsTheFirstAndDuplicatesAreRefused) {
-  ASSERT_TRUE(ops_.SandboxCreated(pod_).ok());
-  ASSERT_TRUE(Create("a", kSpec).ok());
-  ASSERT_TRUE(Create("b", kSpec, /*pidns=*/true).ok());
+  ASSERT_OK(ops_.SandboxCreated(pod_));
+  ASSERT_OK(Create("a", kSpec));
+  ASSERT_OK(Create("b", kSpec, /*pidns=*/true));
   EXPECT_TRUE(log_.created["a"].share_namespaces_from.empty());
   EXPECT_EQ(log_.created["b"].share_namespaces_from, "a");
   EXPECT_EQ(log_.created["b"].share_types.size(), 3u);
@@ -355,20 +356,20 @@ TEST_F(EngineOpsTest, TheSecondContainerJoinsTheFirstAndDuplicatesAreRefused) {
 }
 
 TEST_F(EngineOpsTest, DestroyingTheSandboxEmptiesTheEngineAndEndsCalls) {
-  ASSERT_TRUE(ops_.SandboxCreated(pod_).ok());
-  ASSERT_TRUE(Create("a", kSpec).ok());
+  ASSERT_OK(ops_.SandboxCreated(pod_));
+  ASSERT_OK(Create("a", kSpec));
   EXPECT_EQ(ops_.SandboxCreated(pod_).code(), Code::kFailedPrecondition);  // one engine per sandbox
-  ASSERT_TRUE(ops_.SandboxDestroying(pod_).ok());
+  ASSERT_OK(ops_.SandboxDestroying(pod_));
   EXPECT_EQ(log_.remove_all, 1);
   EXPECT_EQ(Create("b", kSpec).code(), Code::kFailedPrecondition);
-  ASSERT_TRUE(ops_.SandboxDestroying(pod_).ok());  // idempotent
-  ASSERT_TRUE(ops_.SandboxCreated(pod_).ok());     // and a new sandbox gets a fresh engine
-  EXPECT_TRUE(Create("a", kSpec).ok());
+  ASSERT_OK(ops_.SandboxDestroying(pod_));  // idempotent
+  ASSERT_OK(ops_.SandboxCreated(pod_));     // and a new sandbox gets a fresh engine
+  EXPECT_OK(Create("a", kSpec));
 }
 
 TEST_F(EngineOpsTest, BlockingCallsReturnCancelledOnceTheCallerGivesUp) {
-  ASSERT_TRUE(ops_.SandboxCreated(pod_).ok());
-  ASSERT_TRUE(Create("a", kSpec).ok());
+  ASSERT_OK(ops_.SandboxCreated(pod_));
+  ASSERT_OK(Create("a", kSpec));
   FlagContext ctx;
   ctx.cancelled_ = true;
   v1::WaitProcessRequest wait;
@@ -378,9 +379,9 @@ TEST_F(EngineOpsTest, BlockingCallsReturnCancelledOnceTheCallerGivesUp) {
 }
 
 TEST_F(EngineOpsTest, GetOomEventEndsWhenTheSandboxIsDestroyed) {
-  ASSERT_TRUE(ops_.SandboxCreated(pod_).ok());
+  ASSERT_OK(ops_.SandboxCreated(pod_));
   FlagContext ctx;
-  std::thread destroyer([&] { ASSERT_TRUE(ops_.SandboxDestroying(pod_).ok()); });
+  std::thread destroyer([&] { ASSERT_OK(ops_.SandboxDestroying(pod_)); });
   auto event = ops_.GetOOMEvent({}, ctx);
   destroyer.join();
   // Whether the poll saw the sandbox go or started after it went.

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "tests/agent/engine/engine_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::engine::testing {
 namespace {
@@ -29,16 +30,16 @@ TEST_F(EngineTest, CreateStartToFirstOutput) {
     const std::string id = "bench" + std::to_string(i);
     auto t0 = Clock::now();
     auto c = sandbox_->Create(id, spec, {});
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_OK(c);
     auto t1 = Clock::now();
     ASSERT_TRUE((*c)->Start().ok());
     auto t2 = Clock::now();
     auto r = (*(*c)->Io(""))->Read(Stream::kStdout, 16);
     auto t3 = Clock::now();
-    ASSERT_TRUE(r.ok());
+    ASSERT_OK(r);
     EXPECT_EQ(r->data.substr(0, 1), "h");
     ASSERT_TRUE((*c)->Wait("").ok());
-    ASSERT_TRUE(sandbox_->Remove(id, 10s).ok());
+    ASSERT_OK(sandbox_->Remove(id, 10s));
     if (i == 0) continue;
     create.push_back(Ms(t1 - t0));
     start.push_back(Ms(t2 - t1));

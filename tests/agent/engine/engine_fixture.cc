@@ -20,6 +20,7 @@
 #include "runtime/common/subprocess.h"
 #include "runtime/oci/spec_parser.h"
 #include "tests/agent/support/busybox_rootfs.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::engine::testing {
 namespace {
@@ -123,7 +124,7 @@ nlohmann::json DefaultSpec(const std::vector<std::string>& args) {
 
 oci::Spec Parse(const nlohmann::json& spec) {
   auto parsed = oci::ParseSpec(spec.dump());
-  EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_OK(parsed);
   return parsed.ok() ? *parsed : oci::Spec{};
 }
 
@@ -159,7 +160,7 @@ std::pair<std::string, std::string> Drain(const ProcessIoPtr& io) {
 void EngineTest::SetUp() {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root: the engine mounts, creates namespaces and cgroups";
   ASSERT_FALSE(BusyboxRootfs().empty()) << "could not build a busybox rootfs from /bin/busybox";
-  ASSERT_TRUE(Reaper::Instance().Start().ok());
+  ASSERT_OK(Reaper::Instance().Start());
   cgroup_root_ = FindCgroup2Root();
   cgroup_parent_ = "capsule-test-" + std::to_string(::getpid());
   EngineOptions options;
@@ -170,7 +171,7 @@ void EngineTest::SetUp() {
   const char* build = std::getenv("CAPSULE_BUILD_DIR");
   options.pod_holder_exe = build ? std::string(build) + "/agent/capsule-agent" : "/capsule-agent";
   auto sb = Sandbox::Create(options, Reaper::Instance());
-  ASSERT_TRUE(sb.ok()) << sb.status().ToString();
+  ASSERT_OK(sb);
   sandbox_ = std::move(*sb);
   mounts_before_ = OurMounts();
   fds_before_ = CountFds();
@@ -179,7 +180,7 @@ void EngineTest::SetUp() {
 void EngineTest::TearDown() {
   if (!sandbox_) return;
   Status st = sandbox_->RemoveAll(10s);
-  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_OK(st);
   EXPECT_EQ(OurMounts(), mounts_before_) << "mounts leaked into the test's mount namespace";
   ReaperBarrier();
   EXPECT_EQ(CountFds(), fds_before_) << "file descriptors leaked; open now:\n" << DescribeFds();
@@ -211,10 +212,10 @@ nlohmann::json EngineTest::WithCgroup(nlohmann::json spec, const std::string& id
 
 ContainerPtr EngineTest::StartContainer(const std::string& id, const nlohmann::json& spec, CreateOptions options) {
   auto c = sandbox_->Create(id, Parse(spec), options);
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_OK(c);
   if (!c.ok()) return nullptr;
   auto pid = (*c)->Start();
-  EXPECT_TRUE(pid.ok()) << pid.status().ToString();
+  EXPECT_OK(pid);
   return *c;
 }
 
@@ -233,14 +234,14 @@ RunResult EngineTest::Run(const std::string& id, const nlohmann::json& spec) {
   ContainerPtr c = StartContainer(id, spec);
   if (!c) return r;
   auto io = c->Io("");
-  EXPECT_TRUE(io.ok());
+  EXPECT_OK(io);
   (void)(*io)->CloseStdin();
   std::tie(r.out, r.err) = Drain(*io);
   auto exit = c->Wait("");
-  EXPECT_TRUE(exit.ok());
+  EXPECT_OK(exit);
   if (exit.ok()) r.exit = *exit;
   Status st = sandbox_->Remove(id, 10s);
-  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_OK(st);
   return r;
 }
 

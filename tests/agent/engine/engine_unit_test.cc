@@ -11,6 +11,7 @@
 #include "agent/engine/seccomp.h"
 #include "agent/engine/secure_path.h"
 #include "runtime/oci/spec_parser.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::engine {
 namespace {
@@ -49,10 +50,10 @@ TEST(CgroupStatsTest, Conversions) {
 
 TEST(ContainerStateTest, TransitionsNameBothStates) {
   using S = ContainerState;
-  EXPECT_TRUE(CheckTransition("c", S::kCreated, S::kRunning).ok());
-  EXPECT_TRUE(CheckTransition("c", S::kRunning, S::kPaused).ok());
-  EXPECT_TRUE(CheckTransition("c", S::kPaused, S::kRunning).ok());
-  EXPECT_TRUE(CheckTransition("c", S::kCreated, S::kStopped).ok());
+  EXPECT_OK(CheckTransition("c", S::kCreated, S::kRunning));
+  EXPECT_OK(CheckTransition("c", S::kRunning, S::kPaused));
+  EXPECT_OK(CheckTransition("c", S::kPaused, S::kRunning));
+  EXPECT_OK(CheckTransition("c", S::kCreated, S::kStopped));
   Status st = CheckTransition("c1", S::kStopped, S::kRunning);
   EXPECT_EQ(st.code(), Code::kFailedPrecondition);
   EXPECT_EQ(st.message(), "container c1: cannot go from stopped to running");
@@ -80,7 +81,7 @@ oci::Seccomp ProfileWith(const std::string& syscalls_json) {
   auto spec = oci::ParseSpec(R"({"root": {"path": "/r"}, "process": {"args": ["a"], "cwd": "/"},
     "linux": {"seccomp": {"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86_64"],
     "syscalls": )" + syscalls_json + "}}}");
-  EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_OK(spec);
   return *spec->linux.seccomp;
 }
 
@@ -91,7 +92,7 @@ TEST(SeccompTest, CompilesProfileWithArguments) {
     {"names": ["personality"], "action": "SCMP_ACT_ERRNO",
      "args": [{"index": 0, "value": 1, "op": "SCMP_CMP_EQ"}, {"index": 0, "value": 2, "op": "SCMP_CMP_EQ"}]},
     {"names": ["read"], "action": "SCMP_ACT_ALLOW"}])"));
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_GT(p->filter.size(), 8u);
 }
 

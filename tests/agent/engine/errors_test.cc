@@ -3,6 +3,7 @@
 // and fds after each test).
 #include "runtime/oci/spec_parser.h"
 #include "tests/agent/engine/engine_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::engine::testing {
 namespace {
@@ -99,7 +100,7 @@ TEST_F(EngineTest, ExecWithBadProcessFailsCleanly) {
   auto bad = c->Exec("e1", Parse(DefaultSpec({"not-there"})).process);
   ExpectError(bad.status(), Code::kNotFound, "exec e1 in container execfail: exec \"not-there\"");
   auto again = c->Exec("e1", Parse(DefaultSpec({"true"})).process);  // the id was released
-  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_OK(again);
   EXPECT_EQ(c->Wait("e1")->status, 0);
 }
 

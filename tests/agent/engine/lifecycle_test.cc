@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "tests/agent/engine/engine_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::engine::testing {
 namespace {
@@ -32,9 +33,9 @@ TEST_F(EngineTest, KilledInitReports128PlusSignal) {
   ASSERT_TRUE(c);
   EXPECT_EQ(c->state(), ContainerState::kRunning);
   EXPECT_EQ(ReadUntil(*c->Io(""), Stream::kStdout, "up\n"), "up\n");
-  ASSERT_TRUE(c->Signal("", SIGKILL, false).ok());
+  ASSERT_OK(c->Signal("", SIGKILL, false));
   auto exit = c->Wait("");
-  ASSERT_TRUE(exit.ok());
+  ASSERT_OK(exit);
   EXPECT_EQ(exit->status, 128 + SIGKILL);
   EXPECT_EQ(c->state(), ContainerState::kStopped);
   // containerd's rule: signalling an exited process is NOT_FOUND.
@@ -47,26 +48,26 @@ TEST_F(EngineTest, StdinRoundTripThroughCat) {
   ASSERT_TRUE(c);
   auto io = *c->Io("");
   auto n = io->Write("ping\n");
-  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_OK(n);
   EXPECT_EQ(*n, 5u);
   EXPECT_EQ(ReadUntil(io, Stream::kStdout, "ping\n"), "ping\n");
-  ASSERT_TRUE(io->CloseStdin().ok());
+  ASSERT_OK(io->CloseStdin());
   auto rest = Drain(io);
   EXPECT_EQ(rest.first, "");
   auto exit = c->Wait("");
-  ASSERT_TRUE(exit.ok());
+  ASSERT_OK(exit);
   EXPECT_EQ(exit->status, 0);
 }
 
 TEST_F(EngineTest, CreateThenStartRunsOnlyAtStart) {
   auto c = sandbox_->Create("twostep", Parse(DefaultSpec({"echo", "started"})), {});
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK(c);
   EXPECT_EQ((*c)->state(), ContainerState::kCreated);
   EXPECT_GT((*c)->init_pid(), 0);
   auto exec = (*c)->Exec("e1", Parse(DefaultSpec({"true"})).process);
   EXPECT_EQ(exec.status().code(), Code::kFailedPrecondition);
   auto pid = (*c)->Start();
-  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  ASSERT_OK(pid);
   EXPECT_EQ(*pid, (*c)->init_pid());
   EXPECT_EQ(Drain(*(*c)->Io("")).first, "started\n");
   ASSERT_TRUE((*c)->Wait("").ok());
@@ -77,11 +78,11 @@ TEST_F(EngineTest, CreateThenStartRunsOnlyAtStart) {
 
 TEST_F(EngineTest, RemovingACreatedContainerKillsItsWaitingInit) {
   auto c = sandbox_->Create("unstarted", Parse(DefaultSpec({"echo", "never"})), {});
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK(c);
   auto io = *(*c)->Io("");
-  ASSERT_TRUE(sandbox_->Remove("unstarted", 10s).ok());
+  ASSERT_OK(sandbox_->Remove("unstarted", 10s));
   auto r = io->Read(Stream::kStdout, 100);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_TRUE(r->eof);
   EXPECT_EQ(r->data, "");
   EXPECT_EQ(sandbox_->Get("unstarted").status().code(), Code::kNotFound);
@@ -94,7 +95,7 @@ TEST_F(EngineTest, IdsAreUniqueAndLookupsNameTheMissingObject) {
   EXPECT_EQ(dup.status().code(), Code::kAlreadyExists);
   EXPECT_EQ(sandbox_->Get("nope").status().code(), Code::kNotFound);
   EXPECT_EQ(sandbox_->Remove("nope", 1s).code(), Code::kNotFound);
-  ASSERT_TRUE(c->Exec("x", Parse(DefaultSpec({"sleep", "1000"})).process).ok());
+  ASSERT_OK(c->Exec("x", Parse(DefaultSpec({"sleep", "1000"})).process));
   auto again = c->Exec("x", Parse(DefaultSpec({"true"})).process);
   EXPECT_EQ(again.status().code(), Code::kAlreadyExists);
   auto missing = c->Wait("y");
@@ -108,17 +109,17 @@ TEST_F(EngineTest, ExecSharesPidNamespaceAndMounts) {
   EXPECT_EQ(ReadUntil(*c->Io(""), Stream::kStdout, "ready\n"), "ready\n");
   auto proc = Parse(DefaultSpec({"sh", "-c", "cat /tmp/m; cat /proc/1/comm; hostname; echo $$"})).process;
   auto pid = c->Exec("look", proc);
-  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  ASSERT_OK(pid);
   auto out = Drain(*c->Io("look"));
   auto exit = c->Wait("look");
-  ASSERT_TRUE(exit.ok());
+  ASSERT_OK(exit);
   EXPECT_EQ(exit->status, 0);
   // Same /tmp, same pid namespace (init is pid 1, the exec is not), same uts.
   EXPECT_EQ(out.first.substr(0, out.first.rfind('\n', out.first.size() - 2) + 1), "marker\nsleep\ncapsule-test\n");
   EXPECT_NE(out.first, "marker\nsleep\ncapsule-test\n1\n");
 
   auto procs = c->ListProcesses();
-  ASSERT_TRUE(procs.ok()) << procs.status().ToString();
+  ASSERT_OK(procs);
   ASSERT_EQ(procs->size(), 1u);  // the exec has exited
   EXPECT_EQ((*procs)[0].pid, c->init_pid());
   EXPECT_EQ((*procs)[0].command, "sleep");
@@ -128,19 +129,19 @@ TEST_F(EngineTest, SignalReachesExecAndListShowsIt) {
   ContainerPtr c = StartContainer("execsig", DefaultSpec({"sleep", "1000"}));
   ASSERT_TRUE(c);
   auto pid = c->Exec("s", Parse(DefaultSpec({"sleep", "1000"})).process);
-  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  ASSERT_OK(pid);
   auto procs = c->ListProcesses();
-  ASSERT_TRUE(procs.ok());
+  ASSERT_OK(procs);
   ASSERT_EQ(procs->size(), 2u);
   bool saw_exec = false;
   for (const auto& p : *procs) saw_exec = saw_exec || (p.exec_id == "s" && p.pid == *pid);
   EXPECT_TRUE(saw_exec);
-  ASSERT_TRUE(c->Signal("s", SIGTERM, false).ok());
+  ASSERT_OK(c->Signal("s", SIGTERM, false));
   auto exit = c->Wait("s");
-  ASSERT_TRUE(exit.ok());
+  ASSERT_OK(exit);
   EXPECT_EQ(exit->status, 128 + SIGTERM);
   EXPECT_EQ(c->Signal("s", SIGTERM, false).code(), Code::kNotFound);
-  ASSERT_TRUE(c->Signal("", SIGKILL, true).ok());  // every process in the cgroup
+  ASSERT_OK(c->Signal("", SIGKILL, true));  // every process in the cgroup
   EXPECT_EQ(c->Wait("")->status, 128 + SIGKILL);
 }
 
@@ -149,7 +150,7 @@ TEST_F(EngineTest, SecondContainerJoinsFirstPidNamespace) {
   ASSERT_TRUE(sandbox);
   EXPECT_EQ(ReadUntil(*sandbox->Io(""), Stream::kStdout, "up\n"), "up\n");
   auto path = sandbox->NamespacePath(oci::NamespaceType::kPid);
-  ASSERT_TRUE(path.ok());
+  ASSERT_OK(path);
   EXPECT_EQ(*path, "/proc/" + std::to_string(sandbox->init_pid()) + "/ns/pid");
   ContainerPtr app = StartInPodOf("pause", "app", {"sh", "-c", "cat /proc/1/comm; hostname"});
   ASSERT_TRUE(app);
@@ -171,17 +172,17 @@ TEST_F(EngineTest, AnInitInThePodsPidNamespaceTakesWhatItStartedWithIt) {
   auto io = *app->Io("");
   EXPECT_EQ(ReadUntil(io, Stream::kStdout, "started\n"), "started\n");
   auto before = app->ListProcesses();
-  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  ASSERT_OK(before);
   ASSERT_EQ(before->size(), 2u) << "the init and the child it left in the background";
 
-  ASSERT_TRUE(app->Signal("", SIGKILL, /*all=*/false).ok());  // the init alone, as a CRI stop does
+  ASSERT_OK(app->Signal("", SIGKILL, /*all=*/false));  // the init alone, as a CRI stop does
   auto exit = app->Wait("");
-  ASSERT_TRUE(exit.ok()) << exit.status().ToString();
+  ASSERT_OK(exit);
   EXPECT_EQ(exit->status, 128 + SIGKILL);
   std::vector<ProcessInfo> left;
   for (int i = 0; i < 100; ++i) {
     auto procs = app->ListProcesses();
-    ASSERT_TRUE(procs.ok()) << procs.status().ToString();
+    ASSERT_OK(procs);
     left = *procs;
     if (left.empty()) break;
     std::this_thread::sleep_for(50ms);
@@ -192,7 +193,7 @@ TEST_F(EngineTest, AnInitInThePodsPidNamespaceTakesWhatItStartedWithIt) {
   EXPECT_EQ(Drain(io).first, "");
   EXPECT_EQ(sandbox->state(), ContainerState::kRunning) << "the pod's PID 1 is not the container's";
   auto pod_procs = sandbox->ListProcesses();
-  ASSERT_TRUE(pod_procs.ok()) << pod_procs.status().ToString();
+  ASSERT_OK(pod_procs);
   EXPECT_EQ(pod_procs->size(), 1u);
 }
 
@@ -206,8 +207,8 @@ TEST_F(EngineTest, TtyCarriesOutputAndWindowSize) {
   EXPECT_TRUE(io->terminal());
   EXPECT_EQ(ReadUntil(io, Stream::kStdout, "24 80\r\n"), "24 80\r\n");
   EXPECT_TRUE(io->Read(Stream::kStderr, 10)->eof);  // a tty has one stream
-  ASSERT_TRUE(io->Resize(30, 100).ok());
-  ASSERT_TRUE(io->Write("hi\n").ok());
+  ASSERT_OK(io->Resize(30, 100));
+  ASSERT_OK(io->Write("hi\n"));
   std::string out = Drain(io).first;
   EXPECT_NE(out.find("30 100\r\n"), std::string::npos) << out;
   EXPECT_NE(out.find("got:hi\r\n"), std::string::npos) << out;
@@ -222,7 +223,7 @@ TEST_F(EngineTest, OutputOutlivesTheProcess) {
   // Wait first, read after: nothing written before exit is lost.
   ContainerPtr c = StartContainer("late", DefaultSpec({"sh", "-c", "head -c 40000 /dev/zero; echo -n end"}));
   ASSERT_TRUE(c);
-  ASSERT_TRUE(c->Wait("").ok());
+  ASSERT_OK(c->Wait(""));
   auto out = Drain(*c->Io(""));
   EXPECT_EQ(out.first.size(), 40003u);
   EXPECT_EQ(out.first.substr(40000), "end");
@@ -234,10 +235,10 @@ TEST_F(EngineTest, RemoveWakesBlockedReader) {
   auto io = *c->Io("");
   std::thread reader([io] {
     auto r = io->Read(Stream::kStdout, 10);
-    EXPECT_TRUE(r.ok());
+    EXPECT_OK(r);
     EXPECT_TRUE(r->eof);
   });
-  ASSERT_TRUE(sandbox_->Remove("blocked", 10s).ok());
+  ASSERT_OK(sandbox_->Remove("blocked", 10s));
   reader.join();
   EXPECT_EQ(c->Wait("")->status, 128 + SIGKILL);
 }
@@ -260,16 +261,16 @@ TEST_F(EngineTest, FinishedExecsReleaseTheirFdsButStillAnswerWait) {
   const size_t before = OpenFds();
   for (int i = 0; i < 5; ++i) {  // like a liveness probe
     const std::string id = "probe" + std::to_string(i);
-    ASSERT_TRUE(c->Exec(id, Parse(DefaultSpec({"echo", id})).process).ok());
+    ASSERT_OK(c->Exec(id, Parse(DefaultSpec({"echo", id})).process));
     EXPECT_EQ(Drain(*c->Io(id)).first, id + "\n");
     EXPECT_EQ(c->Wait(id)->status, 0);
   }
   EXPECT_EQ(OpenFds(), before) << "exited, waited and drained execs must not keep fds";
   auto late = c->Wait("probe0");  // a repeated Wait still answers
-  ASSERT_TRUE(late.ok());
+  ASSERT_OK(late);
   EXPECT_EQ(late->status, 0);
   auto r = (*c->Io("probe0"))->Read(Stream::kStdout, 10);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_TRUE(r->eof);
 }
 

@@ -8,6 +8,7 @@
 #include "runtime/common/file_util.h"
 #include "runtime/common/process_uids.h"
 #include "tests/agent/engine/engine_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::engine::testing {
 namespace {
@@ -18,15 +19,15 @@ std::string ProcStatusLine(pid_t pid, const std::string& key) {
 }
 
 TEST_F(EngineTest, TheAdoptedPodHolderIsConfinedAndIsPid1OfThePod) {
-  ASSERT_TRUE(sandbox_->PreparePodHolder().ok());
+  ASSERT_OK(sandbox_->PreparePodHolder());
   auto holder = sandbox_->AdoptPodHolder("pod");
-  ASSERT_TRUE(holder.ok()) << holder.status().ToString();
+  ASSERT_OK(holder);
   EXPECT_EQ((*holder)->id(), "pod");
   EXPECT_EQ((*holder)->state(), ContainerState::kRunning);
   const pid_t pid = (*holder)->init_pid();
   ASSERT_GT(pid, 0);
   auto same = sandbox_->Get("pod");
-  ASSERT_TRUE(same.ok());
+  ASSERT_OK(same);
   EXPECT_EQ(same->get(), holder->get());
 
   // Confined before it was ready: an empty root, uid 65535, no
@@ -43,8 +44,8 @@ TEST_F(EngineTest, TheAdoptedPodHolderIsConfinedAndIsPid1OfThePod) {
 
   // The pod's hostname goes into the holder's uts namespace only.
   auto uts = (*holder)->ShareNamespaces({oci::NamespaceType::kUts});
-  ASSERT_TRUE(uts.ok());
-  ASSERT_TRUE(SetHostnameIn(uts->at(oci::NamespaceType::kUts).get(), "held-pod").ok());
+  ASSERT_OK(uts);
+  ASSERT_OK(SetHostnameIn(uts->at(oci::NamespaceType::kUts).get(), "held-pod"));
 
   // A container of a shareProcessNamespace pod sees the holder as PID 1.
   ContainerPtr app = StartInPodOf("pod", "app", {"sh", "-c", "cat /proc/1/comm; hostname"});
@@ -55,13 +56,13 @@ TEST_F(EngineTest, TheAdoptedPodHolderIsConfinedAndIsPid1OfThePod) {
   // SIGTERM ends it with status 0, as it ends pause.
   ASSERT_TRUE((*holder)->Signal("", SIGTERM, false).ok());
   auto exit = (*holder)->Wait("");
-  ASSERT_TRUE(exit.ok());
+  ASSERT_OK(exit);
   EXPECT_EQ(exit->status, 0);
 }
 
 TEST_F(EngineTest, AdoptionWithoutAReadyHolderMakesOneAndAnIdInUseIsRefused) {
   auto holder = sandbox_->AdoptPodHolder("pod");
-  ASSERT_TRUE(holder.ok()) << holder.status().ToString();
+  ASSERT_OK(holder);
   EXPECT_EQ((*holder)->state(), ContainerState::kRunning);
   EXPECT_EQ(sandbox_->AdoptPodHolder("pod").status().code(), Code::kAlreadyExists);
   EXPECT_EQ(sandbox_->AdoptPodHolder("../x").status().code(), Code::kInvalidArgument);
@@ -69,8 +70,8 @@ TEST_F(EngineTest, AdoptionWithoutAReadyHolderMakesOneAndAnIdInUseIsRefused) {
 
 // TearDown's checks (no cgroup, mount or fd left) cover the holder too.
 TEST_F(EngineTest, AHolderNeverAdoptedGoesWithTheEngine) {
-  ASSERT_TRUE(sandbox_->PreparePodHolder().ok());
-  ASSERT_TRUE(sandbox_->PreparePodHolder().ok());  // a no-op while it is ready
+  ASSERT_OK(sandbox_->PreparePodHolder());
+  ASSERT_OK(sandbox_->PreparePodHolder());  // a no-op while it is ready
   EXPECT_TRUE(PathExists(cgroup_root_ + "/" + cgroup_parent_ + "/" + kPodHolderId));
 }
 

@@ -6,6 +6,7 @@
 #include "runtime/common/file_util.h"
 #include "runtime/oci/spec_parser.h"
 #include "tests/agent/engine/engine_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::engine::testing {
 namespace {
@@ -30,14 +31,14 @@ TEST_F(EngineTest, ProcessesLandInTheContainerCgroupAndNamespace) {
 TEST_F(EngineTest, PauseAndResumeFreezeTheCgroup) {
   ContainerPtr c = StartContainer("frz", WithCgroup(DefaultSpec({"cat"}), "frz"));
   ASSERT_TRUE(c);
-  ASSERT_TRUE(c->Pause().ok());
+  ASSERT_OK(c->Pause());
   EXPECT_EQ(c->state(), ContainerState::kPaused);
   EXPECT_EQ(EventValue(Read(CgroupDir("frz") + "/cgroup.events"), "frozen"), 1u);
   EXPECT_EQ(c->Pause().code(), Code::kFailedPrecondition);
   EXPECT_EQ(c->Exec("e", Parse(DefaultSpec({"true"})).process).status().code(), Code::kFailedPrecondition);
   auto io = *c->Io("");
-  ASSERT_TRUE(io->Write("while-frozen\n").ok());  // sits in the pipe
-  ASSERT_TRUE(c->Resume().ok());
+  ASSERT_OK(io->Write("while-frozen\n"));  // sits in the pipe
+  ASSERT_OK(c->Resume());
   EXPECT_EQ(c->state(), ContainerState::kRunning);
   EXPECT_EQ(EventValue(Read(CgroupDir("frz") + "/cgroup.events"), "frozen"), 0u);
   EXPECT_EQ(ReadUntil(io, Stream::kStdout, "while-frozen\n"), "while-frozen\n");
@@ -49,8 +50,8 @@ TEST_F(EngineTest, PauseAndResumeFreezeTheCgroup) {
 TEST_F(EngineTest, RemovingAPausedContainerWorks) {
   ContainerPtr c = StartContainer("frzrm", DefaultSpec({"sleep", "1000"}));
   ASSERT_TRUE(c);
-  ASSERT_TRUE(c->Pause().ok());
-  ASSERT_TRUE(sandbox_->Remove("frzrm", 10s).ok());
+  ASSERT_OK(c->Pause());
+  ASSERT_OK(sandbox_->Remove("frzrm", 10s));
   EXPECT_EQ(c->Wait("")->status, 128 + SIGKILL);
 }
 
@@ -59,7 +60,7 @@ TEST_F(EngineTest, StatsReportCpuUsage) {
   ASSERT_TRUE(c);
   EXPECT_EQ(ReadUntil(*c->Io(""), Stream::kStdout, "done\n"), "done\n");
   auto m = c->Stats();
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_OK(m);
   ASSERT_TRUE(m->cpu.has_value());
   EXPECT_GT(m->cpu->usage_usec, 0u);
   EXPECT_GT(m->cpu->user_usec + m->cpu->system_usec, 0u);
@@ -83,8 +84,8 @@ TEST_F(EngineTest, CpuLimitAndUpdateWriteCpuMax) {
   EXPECT_EQ(Read(CgroupDir("cpu") + "/cpu.max"), "50000 100000\n");
   EXPECT_EQ(Read(CgroupDir("cpu") + "/cpu.weight"), "39\n");
   auto update = oci::ParseLinuxResources(R"({"cpu": {"quota": -1, "period": 200000}})");
-  ASSERT_TRUE(update.ok());
-  ASSERT_TRUE(c->Update(*update).ok());
+  ASSERT_OK(update);
+  ASSERT_OK(c->Update(*update));
   EXPECT_EQ(Read(CgroupDir("cpu") + "/cpu.max"), "max 200000\n");
 }
 
@@ -96,14 +97,14 @@ TEST_F(EngineTest, MemoryLimitOomKillsAndRaisesEvent) {
   ASSERT_TRUE(c);
   EXPECT_EQ(Read(CgroupDir("oom") + "/memory.max"), std::to_string(16 << 20) + "\n");
   auto exit = c->Wait("");
-  ASSERT_TRUE(exit.ok());
+  ASSERT_OK(exit);
   EXPECT_EQ(exit->status, 128 + SIGKILL);
   EXPECT_TRUE(exit->oom_killed);
   auto event = sandbox_->WaitOomEvent(10s);
   ASSERT_TRUE(event.has_value());
   EXPECT_EQ(*event, "oom");
   auto m = c->Stats();
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   ASSERT_TRUE(m->memory_events.has_value());
   EXPECT_GE(m->memory_events->oom_kill, 1u);
 }
@@ -120,10 +121,10 @@ TEST_F(EngineTest, PidsLimitMakesForkFail) {
   EXPECT_EQ(out.first, "");
   EXPECT_NE(out.second.find("Resource temporarily unavailable"), std::string::npos) << out.second;
   auto exit = c->Wait("");
-  ASSERT_TRUE(exit.ok());
+  ASSERT_OK(exit);
   EXPECT_NE(exit->status, 0);
   auto m = c->Stats();
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   ASSERT_TRUE(m->pids.has_value());
   EXPECT_EQ(m->pids->limit, 4u);
 }

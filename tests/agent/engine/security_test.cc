@@ -8,6 +8,7 @@
 
 #include "runtime/common/file_util.h"
 #include "tests/agent/engine/engine_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::engine::testing {
 namespace {
@@ -139,8 +140,8 @@ namespace {
 
 TEST_F(EngineTest, FileBindMountIsReadOnly) {
   auto dir = TempDir::Create("bindsrc");
-  ASSERT_TRUE(dir.ok());
-  ASSERT_TRUE(WriteFile(dir->Join("hosts"), "10.0.0.1 pod\n").ok());
+  ASSERT_OK(dir);
+  ASSERT_OK(WriteFile(dir->Join("hosts"), "10.0.0.1 pod\n"));
   auto spec = DefaultSpec({"sh", "-c", "cat /etc/hosts-test; echo x >> /etc/hosts-test"});
   spec["mounts"].push_back({{"destination", "/etc/hosts-test"}, {"type", "bind"}, {"source", dir->Join("hosts")},
                             {"options", {"rbind", "rprivate", "ro"}}});

@@ -11,6 +11,7 @@
 #include "agent/engine/stdio.h"
 #include "agent/engine/sync_channel.h"
 #include "runtime/common/file_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::engine {
 namespace {
@@ -20,12 +21,12 @@ using namespace std::chrono_literals;
 TEST(ProcessIoTest, OutputThenEofAfterLastWriterCloses) {
   ChildStdio child;
   auto io = ProcessIo::CreatePipes(&child);
-  ASSERT_TRUE(io.ok()) << io.status().ToString();
+  ASSERT_OK(io);
   int extra_writer = ::dup(child.out.get());  // like a background process holding stdout
   ASSERT_EQ(::write(child.out.get(), "abc", 3), 3);
   child.out.reset();
   auto r = (*io)->Read(Stream::kStdout, 2);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(r->data, "ab");
   EXPECT_FALSE(r->eof);
   r = (*io)->Read(Stream::kStdout, 100);
@@ -46,9 +47,9 @@ TEST(ProcessIoTest, OutputThenEofAfterLastWriterCloses) {
 TEST(ProcessIoTest, StdinWriteAndClose) {
   ChildStdio child;
   auto io = ProcessIo::CreatePipes(&child);
-  ASSERT_TRUE(io.ok());
+  ASSERT_OK(io);
   auto n = (*io)->Write("hello");
-  ASSERT_TRUE(n.ok());
+  ASSERT_OK(n);
   EXPECT_EQ(*n, 5u);
   ASSERT_TRUE((*io)->CloseStdin().ok());
   char buf[16];
@@ -60,7 +61,7 @@ TEST(ProcessIoTest, StdinWriteAndClose) {
 TEST(ProcessIoTest, WriteToGoneReaderFailsWithoutSigpipe) {
   ChildStdio child;
   auto io = ProcessIo::CreatePipes(&child);
-  ASSERT_TRUE(io.ok());
+  ASSERT_OK(io);
   child.in.reset();
   auto n = (*io)->Write("x");  // SIGPIPE's default action would kill the test
   ASSERT_FALSE(n.ok());
@@ -70,10 +71,10 @@ TEST(ProcessIoTest, WriteToGoneReaderFailsWithoutSigpipe) {
 TEST(ProcessIoTest, ShutdownWakesBlockedReader) {
   ChildStdio child;
   auto io = ProcessIo::CreatePipes(&child);
-  ASSERT_TRUE(io.ok());
+  ASSERT_OK(io);
   std::thread reader([&] {
     auto r = (*io)->Read(Stream::kStdout, 10);
-    EXPECT_TRUE(r.ok());
+    EXPECT_OK(r);
     EXPECT_TRUE(r->eof);
   });
   (*io)->Shutdown();
@@ -84,13 +85,13 @@ TEST(ProcessIoTest, ShutdownWakesBlockedReader) {
 
 TEST(SyncChannelTest, MessagesErrorsAndFds) {
   auto pair = MakeSyncPair();
-  ASSERT_TRUE(pair.ok());
+  ASSERT_OK(pair);
   int p[2];
   ASSERT_EQ(::pipe(p), 0);
-  ASSERT_TRUE(SendSync(pair->child.get(), SyncType::kConsole, 7, p[1]).ok());
+  ASSERT_OK(SendSync(pair->child.get(), SyncType::kConsole, 7, p[1]));
   ::close(p[1]);
   auto r = RecvSync(pair->parent.get(), 1000ms);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   ASSERT_TRUE(r->message.has_value());
   EXPECT_EQ(r->message->type, SyncType::kConsole);
   EXPECT_EQ(r->message->value, 7);
@@ -100,9 +101,9 @@ TEST(SyncChannelTest, MessagesErrorsAndFds) {
   ASSERT_EQ(::read(p[0], &c, 1), 1);
   ::close(p[0]);
 
-  ASSERT_TRUE(SendSyncError(pair->child.get(), NotFound("mount proc on /proc: gone")).ok());
+  ASSERT_OK(SendSyncError(pair->child.get(), NotFound("mount proc on /proc: gone")));
   r = RecvSync(pair->parent.get(), 1000ms);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   Status st = SyncErrorStatus(*r->message);
   EXPECT_EQ(st.code(), Code::kNotFound);
   EXPECT_EQ(st.message(), "mount proc on /proc: gone");
@@ -110,22 +111,22 @@ TEST(SyncChannelTest, MessagesErrorsAndFds) {
   EXPECT_EQ(RecvSync(pair->parent.get(), 10ms).status().code(), Code::kDeadlineExceeded);
   pair->child.reset();
   r = RecvSync(pair->parent.get(), 1000ms);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_FALSE(r->message.has_value());  // end of stream
 }
 
 TEST(OomWatcherTest, QueuesContainerWhenOomKillGrows) {
   auto dir = TempDir::Create("oomw");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   const std::string events = dir->Join("memory.events");
-  ASSERT_TRUE(WriteFile(events, "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n").ok());
+  ASSERT_OK(WriteFile(events, "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n"));
   auto w = OomWatcher::Create();
-  ASSERT_TRUE(w.ok());
+  ASSERT_OK(w);
   ASSERT_TRUE((*w)->Watch("c1", events).ok());
   // A change that is not an OOM kill queues nothing.
-  ASSERT_TRUE(WriteFile(events, "low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\n").ok());
+  ASSERT_OK(WriteFile(events, "low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\n"));
   EXPECT_FALSE((*w)->Next(100ms).has_value());
-  ASSERT_TRUE(WriteFile(events, "low 0\nhigh 0\nmax 4\noom 2\noom_kill 2\n").ok());
+  ASSERT_OK(WriteFile(events, "low 0\nhigh 0\nmax 4\noom 2\noom_kill 2\n"));
   auto id = (*w)->Next(5000ms);
   ASSERT_TRUE(id.has_value());
   EXPECT_EQ(*id, "c1");

@@ -11,6 +11,7 @@
 
 #include "runtime/common/file_util.h"
 #include "tests/agent/server/agent_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::agent::testing {
 namespace {
@@ -34,7 +35,7 @@ milliseconds Since(Clock::time_point t) { return std::chrono::duration_cast<mill
 TEST(FaultAgent, HeldAndDelayedRpcsWhileTheOthersAnswer) {
   auto agent = AgentUnderTest::Start({"--fault", "Version:hang,Check:delay=600:once"},
                                      BuildDir() + "/agent/faults/capsule-agent-faults");
-  ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+  ASSERT_OK(agent);
   v1::Agent::Stub& stub = (*agent)->stub();
 
   // Held: the caller's deadline ends it, and nothing answers before.
@@ -55,21 +56,21 @@ TEST(FaultAgent, HeldAndDelayedRpcsWhileTheOthersAnswer) {
   read.set_path("/proc/self/status");
   read.set_max_bytes(64);
   v1::ReadGuestFileResponse file;
-  EXPECT_TRUE(stub.ReadGuestFile(CtxWithin(milliseconds(5000)).get(), read, &file).ok());
+  EXPECT_OK(stub.ReadGuestFile(CtxWithin(milliseconds(5000)).get(), read, &file));
   EXPECT_LT(Since(t0), milliseconds(2000));
   EXPECT_EQ(held.get(), grpc::StatusCode::DEADLINE_EXCEEDED);
 
   // Delayed once: the first Check answers after 600 ms, the next at once.
   v1::CheckResponse check;
   t0 = Clock::now();
-  ASSERT_TRUE(stub.Check(CtxWithin(milliseconds(10000)).get(), v1::CheckRequest(), &check).ok());
+  ASSERT_OK(stub.Check(CtxWithin(milliseconds(10000)).get(), v1::CheckRequest(), &check));
   EXPECT_GE(Since(t0), milliseconds(600));
   t0 = Clock::now();
-  ASSERT_TRUE(stub.Check(CtxWithin(milliseconds(10000)).get(), v1::CheckRequest(), &check).ok());
+  ASSERT_OK(stub.Check(CtxWithin(milliseconds(10000)).get(), v1::CheckRequest(), &check));
   EXPECT_LT(Since(t0), milliseconds(500));
 
   auto code = (*agent)->Stop();
-  ASSERT_TRUE(code.ok()) << code.status().ToString();
+  ASSERT_OK(code);
   EXPECT_EQ(*code, 0) << "a held call must not keep the agent from stopping";
 }
 
@@ -77,9 +78,9 @@ TEST(FaultAgent, HeldAndDelayedRpcsWhileTheOthersAnswer) {
 // none of the fault code, not even its log lines, is in the binary.
 TEST(FaultAgent, TheProductionAgentHasNoFaultSwitch) {
   auto prod = ReadFile(BuildDir() + "/agent/capsule-agent");
-  ASSERT_TRUE(prod.ok()) << prod.status().ToString();
+  ASSERT_OK(prod);
   auto faults = ReadFile(BuildDir() + "/agent/faults/capsule-agent-faults");
-  ASSERT_TRUE(faults.ok()) << faults.status().ToString();
+  ASSERT_OK(faults);
   for (const char* marker : {"fault switch armed", "until its caller gives up"}) {
     EXPECT_NE(faults->find(marker), std::string::npos) << marker << ": the test build should have it";
     EXPECT_EQ(prod->find(marker), std::string::npos) << marker << ": found in the production agent";

@@ -1,6 +1,7 @@
 // capsule.fault's grammar: RPC:hang | RPC:delay=MS, then :once and/or
 // :skip=N, comma separated; a wrong rule is refused naming it.
 #include "agent/faults/fault_plan.h"
+#include "tests/support/status_matchers.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +12,7 @@ using std::chrono::milliseconds;
 
 TEST(FaultPlan, ParsesHangDelayAndOnce) {
   auto plan = FaultPlan::Parse("CreateContainer:hang,StartContainer:delay=4000:once");
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   EXPECT_EQ(plan->ToString(), "CreateContainer:hang,StartContainer:delay=4000:once");
   auto hang = plan->Take("CreateContainer");
   ASSERT_TRUE(hang);
@@ -28,7 +29,7 @@ TEST(FaultPlan, ParsesHangDelayAndOnce) {
 
 TEST(FaultPlan, TwoOnceRulesOfOneRpcApplyToItsFirstTwoCalls) {
   auto plan = FaultPlan::Parse("Version:delay=10:once,Version:hang:once");
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   EXPECT_EQ(plan->Take("Version")->action, FaultRule::Action::kDelay);
   EXPECT_EQ(plan->Take("Version")->action, FaultRule::Action::kHang);
   EXPECT_FALSE(plan->Take("Version"));
@@ -38,7 +39,7 @@ TEST(FaultPlan, TwoOnceRulesOfOneRpcApplyToItsFirstTwoCalls) {
 // lets it through and holds the pod's first app container.
 TEST(FaultPlan, SkipLetsTheFirstCallsThrough) {
   auto plan = FaultPlan::Parse("CreateContainer:hang:skip=1,StartContainer:delay=5:skip=2:once");
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   EXPECT_EQ(plan->ToString(), "CreateContainer:hang:skip=1,StartContainer:delay=5:once:skip=2");
   EXPECT_FALSE(plan->Take("CreateContainer"));
   EXPECT_TRUE(plan->Take("CreateContainer"));
@@ -51,7 +52,7 @@ TEST(FaultPlan, SkipLetsTheFirstCallsThrough) {
 
 TEST(FaultPlan, EmptySpecArmsNothing) {
   auto plan = FaultPlan::Parse("");
-  ASSERT_TRUE(plan.ok());
+  ASSERT_OK(plan);
   EXPECT_TRUE(plan->empty());
 }
 

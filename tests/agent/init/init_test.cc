@@ -8,6 +8,7 @@
 #include "agent/init/mounts.h"
 #include "agent/init/root.h"
 #include "runtime/common/file_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::agent::init {
 namespace {
@@ -25,11 +26,11 @@ TEST(EarlyMounts, TableHasApiFilesystemsParentsFirst) {
 
 TEST(Cgroups, EnablesOfferedControllersAndReportsTheRest) {
   auto dir = TempDir::Create("cg");
-  ASSERT_TRUE(dir.ok());
-  ASSERT_TRUE(WriteFile(dir->Join("cgroup.controllers"), "cpuset cpu io memory pids\n").ok());
-  ASSERT_TRUE(WriteFile(dir->Join("cgroup.subtree_control"), "").ok());
+  ASSERT_OK(dir);
+  ASSERT_OK(WriteFile(dir->Join("cgroup.controllers"), "cpuset cpu io memory pids\n"));
+  ASSERT_OK(WriteFile(dir->Join("cgroup.subtree_control"), ""));
   auto report = EnableControllers(dir->path(), {"cpu", "memory", "hugetlb", "pids"});
-  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_OK(report);
   EXPECT_EQ(report->enabled, (std::vector<std::string>{"cpu", "memory", "pids"}));
   EXPECT_EQ(report->unavailable, (std::vector<std::string>{"hugetlb"}));
   // A plain file keeps the last write; the kernel file would accumulate.
@@ -46,7 +47,7 @@ TEST(Root, HostRootIsNotTheInitramfs) {
   // On the build host "/" is a disk (or overlay) mount with a parent, so
   // MakeRootPivotable must leave it alone.
   EXPECT_FALSE(RootIsInitramfs());
-  EXPECT_TRUE(MakeRootPivotable().ok());
+  EXPECT_OK(MakeRootPivotable());
 }
 
 }  // namespace

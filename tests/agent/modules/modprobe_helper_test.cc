@@ -10,6 +10,7 @@
 #include "agent/modules/module_aliases.h"
 #include "agent/modules/module_policy.h"
 #include "runtime/common/file_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::agent::modules {
 namespace {
@@ -58,10 +59,10 @@ TEST(ModprobeHelperTest, TheHostTreeInTheShareComesBeforeTheImagesOwn) {
 
 TEST(ModprobeHelperTest, ARequestNoTreeKnowsIsNotFoundNamingItAndTheTreesSearched) {
   auto dir = TempDir::Create("capsule-modprobe");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   ASSERT_TRUE(WriteFile(dir->Join("modules.dep"), "kernel/net/bridge/bridge.ko: kernel/net/llc/llc.ko\n"
                                                    "kernel/net/llc/llc.ko:\n").ok());
-  ASSERT_TRUE(WriteFile(dir->Join("modules.alias"), std::string(kAliases)).ok());
+  ASSERT_OK(WriteFile(dir->Join("modules.alias"), std::string(kAliases)));
   // An alias whose module the tree does not ship, and a plain unknown name.
   for (const char* request : {"nft-chain-2-nat", "no_such_module"}) {
     Status st = LoadModuleRequest(request, {dir->path(), dir->Join("missing-tree")}, ModulePolicy::Default());
@@ -80,10 +81,10 @@ TEST(ModprobeHelperTest, ARequestNoTreeKnowsIsNotFoundNamingItAndTheTreesSearche
 // an attempt to load would fail differently).
 TEST(ModprobeHelperTest, AModuleOutsideTheAllowlistIsRefusedNamingItAndTheRequest) {
   auto dir = TempDir::Create("capsule-modprobe");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   ASSERT_TRUE(WriteFile(dir->Join("modules.dep"), "kernel/crypto/af_alg.ko:\n"
                                                    "kernel/net/can/can.ko:\n").ok());
-  ASSERT_TRUE(WriteFile(dir->Join("modules.alias"), "alias net-pf-38 af_alg\nalias net-pf-29 can\n").ok());
+  ASSERT_OK(WriteFile(dir->Join("modules.alias"), "alias net-pf-38 af_alg\nalias net-pf-29 can\n"));
   for (auto [request, module] : {std::pair{"net-pf-38", "af_alg"}, std::pair{"net-pf-29", "can"},
                                  std::pair{"af_alg", "af_alg"}}) {
     Status st = LoadModuleRequest(request, {dir->path()}, ModulePolicy::Default());
@@ -122,10 +123,10 @@ TEST(ModulePolicyTest, ExtraPatternsAddToTheBuiltInListAndTheFileRoundTrips) {
   EXPECT_TRUE(p.Allows("bridge"));
 
   auto dir = TempDir::Create("capsule-module-policy");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   // Its directory need not exist yet: at boot /run is an empty tmpfs.
   const std::string path = dir->Join("capsule/modules.allow");
-  ASSERT_TRUE(WriteModulePolicy(p, path).ok());
+  ASSERT_OK(WriteModulePolicy(p, path));
   const ModulePolicy read = ReadModulePolicy(path);
   EXPECT_EQ(read.ToText(), p.ToText());
   EXPECT_TRUE(read.Allows("sctp"));

@@ -1,5 +1,6 @@
 // Load order from a modules.dep sample taken from Debian's 6.1 kernel.
 #include "agent/modules/module_index.h"
+#include "tests/support/status_matchers.h"
 
 #include <gtest/gtest.h>
 
@@ -28,7 +29,7 @@ kernel/sound/snd-hda.ko.xz:
 
 ModuleIndex Sample() {
   auto index = ModuleIndex::Parse(kSample, "modules.dep");
-  EXPECT_TRUE(index.ok()) << index.status().ToString();
+  EXPECT_OK(index);
   return std::move(index).value();
 }
 
@@ -50,11 +51,11 @@ TEST(ModuleIndex, EveryModuleComesAfterItsDependencies) {
   auto index = Sample();
   auto order = index.LoadOrder({"virtio_pci", "vmw_vsock_virtio_transport", "virtiofs", "overlay", "virtio_net",
                                 "virtio_blk"});
-  ASSERT_TRUE(order.ok()) << order.status().ToString();
+  ASSERT_OK(order);
   EXPECT_EQ(order->size(), 15u);  // every module in the sample but snd-hda, once
   for (const auto& path : *order) {
     auto deps = index.DependenciesOf(ModuleNameFromPath(path));
-    ASSERT_TRUE(deps.ok());
+    ASSERT_OK(deps);
     for (const auto& dep : *deps) EXPECT_LT(Pos(*order, dep), Pos(*order, ModuleNameFromPath(path))) << path;
   }
   // The PCI transport first, so devices bind as their drivers arrive.
@@ -64,7 +65,7 @@ TEST(ModuleIndex, EveryModuleComesAfterItsDependencies) {
 
 TEST(ModuleIndex, RequestOrderKeptAmongIndependentModules) {
   auto order = Sample().LoadOrder({"overlay", "fuse"});
-  ASSERT_TRUE(order.ok());
+  ASSERT_OK(order);
   EXPECT_EQ(*order, (std::vector<std::string>{"kernel/fs/overlayfs/overlay.ko", "kernel/fs/fuse/fuse.ko"}));
 }
 
@@ -84,7 +85,7 @@ TEST(ModuleIndex, MissingModuleIsNotFoundAndNamesIt) {
 
 TEST(ModuleIndex, MissingDependencySaysWhoNeedsIt) {
   auto index = ModuleIndex::Parse("a.ko: b.ko\n", "dep");
-  ASSERT_TRUE(index.ok());
+  ASSERT_OK(index);
   auto order = index->LoadOrder({"a"});
   ASSERT_FALSE(order.ok());
   EXPECT_NE(order.status().message().find("needed by a"), std::string::npos);
@@ -92,7 +93,7 @@ TEST(ModuleIndex, MissingDependencySaysWhoNeedsIt) {
 
 TEST(ModuleIndex, CycleIsReported) {
   auto index = ModuleIndex::Parse("a.ko: b.ko\nb.ko: a.ko\n", "dep");
-  ASSERT_TRUE(index.ok());
+  ASSERT_OK(index);
   auto order = index->LoadOrder({"a"});
   ASSERT_FALSE(order.ok());
   EXPECT_EQ(order.status().code(), Code::kFailedPrecondition);
@@ -109,14 +110,14 @@ TEST(ModuleIndex, MalformedLineNamesFileAndLine) {
 TEST(ModuleIndex, SubsetKeepsOnlyShippedModulesAndReparses) {
   auto index = Sample();
   auto order = index.LoadOrder({"virtiofs"});
-  ASSERT_TRUE(order.ok());
+  ASSERT_OK(order);
   std::string text = index.Subset(*order);
   auto sub = ModuleIndex::Parse(text, "subset");
-  ASSERT_TRUE(sub.ok()) << text;
+  ASSERT_OK(sub) << text;
   EXPECT_EQ(sub->size(), 4u);
   EXPECT_FALSE(sub->Contains("overlay"));
   auto again = sub->LoadOrder({"virtiofs"});
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_EQ(*again, *order);
 }
 

@@ -5,6 +5,7 @@
 #include "agent/net/link_stats.h"
 #include "agent/net/validate.h"
 #include "runtime/common/file_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::agent::net {
 namespace {
@@ -20,7 +21,7 @@ TEST(NetValidateTest, MacsAreNormalisedOrRefused) {
 
 TEST(NetValidateTest, InterfaceErrorsNameTheField) {
   Interface ok{"eth0", "", 1500, {{AF_INET, "10.0.0.2", 24}, {AF_INET6, "fd00::2", 64}}, true, ""};
-  EXPECT_TRUE(ValidateInterface(ok).ok());
+  EXPECT_OK(ValidateInterface(ok));
   Interface nameless;
   EXPECT_NE(ValidateInterface(nameless).message().find("name, device_hint or hw_addr"), std::string::npos);
   Interface long_name = ok;
@@ -42,10 +43,10 @@ TEST(NetValidateTest, InterfaceErrorsNameTheField) {
 
 TEST(NetValidateTest, RouteErrorsNameTheField) {
   Route def{"", "10.0.0.1", "eth0", "", kScopeUniverse, AF_INET};
-  EXPECT_TRUE(ValidateRoute("routes[0]", def).ok());
+  EXPECT_OK(ValidateRoute("routes[0]", def));
   EXPECT_EQ(DescribeRoute(def), "default via 10.0.0.1 dev eth0");
   Route onlink{"10.1.0.0/16", "", "eth0", "10.0.0.2", kScopeLink, AF_INET};
-  EXPECT_TRUE(ValidateRoute("routes[1]", onlink).ok());
+  EXPECT_OK(ValidateRoute("routes[1]", onlink));
   EXPECT_EQ(DescribeRoute(onlink), "10.1.0.0/16 dev eth0 src 10.0.0.2");
   Route no_dev = def;
   no_dev.device = "";
@@ -66,15 +67,15 @@ TEST(NetValidateTest, RouteErrorsNameTheField) {
 
 TEST(LinkStatsTest, ReadsEveryInterfaceButLoopbackSortedByName) {
   auto dir = TempDir::Create("sysnet");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   for (const char* name : {"lo", "eth1", "eth0"}) {
     const std::string stats = dir->Join(std::string(name) + "/statistics");
-    ASSERT_TRUE(MkdirAll(stats).ok());
-    ASSERT_TRUE(WriteFile(stats + "/rx_bytes", std::string(name) == "eth0" ? "1234\n" : "7\n").ok());
-    ASSERT_TRUE(WriteFile(stats + "/tx_packets", "5\n").ok());
+    ASSERT_OK(MkdirAll(stats));
+    ASSERT_OK(WriteFile(stats + "/rx_bytes", std::string(name) == "eth0" ? "1234\n" : "7\n"));
+    ASSERT_OK(WriteFile(stats + "/tx_packets", "5\n"));
   }
   auto stats = ReadInterfaceStats(dir->path());
-  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  ASSERT_OK(stats);
   ASSERT_EQ(stats->size(), 2u);
   EXPECT_EQ((*stats)[0].name, "eth0");
   EXPECT_EQ((*stats)[0].rx_bytes, 1234u);

@@ -11,6 +11,7 @@
 
 #include "agent/net/netlink_network.h"
 #include "tests/agent/net/netns_links.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::agent::net {
 namespace {
@@ -32,12 +33,12 @@ class NetlinkNetworkTest : public ::testing::Test {
   void SetUp() override {
     if (!testing::InPrivateNetns()) GTEST_SKIP() << "needs root (runs in a private network namespace)";
     auto n = NetlinkNetwork::Open(std::chrono::milliseconds(1500));
-    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    ASSERT_OK(n);
     net_ = std::move(n).value();
   }
   void TearDown() override {
     if (net_) {
-      EXPECT_TRUE(net_->UpdateRoutes({}).ok());
+      EXPECT_OK(net_->UpdateRoutes({}));
     }
   }
   std::unique_ptr<NetlinkNetwork> net_;
@@ -47,7 +48,7 @@ TEST_F(NetlinkNetworkTest, UpdateInterfaceSetsMtuReplacesAddressesAndBringsItUp)
   VethPair veth("nt-a0", "nt-b0");
   Interface want{"nt-a0", "", 1400, {{AF_INET, "10.10.0.2", 24}, {AF_INET6, "fd00::2", 64}}, true, ""};
   auto got = net_->UpdateInterface(want);
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_OK(got);
   EXPECT_EQ(got->name, "nt-a0");
   EXPECT_EQ(got->mtu, 1400u);
   EXPECT_TRUE(got->up);
@@ -57,13 +58,13 @@ TEST_F(NetlinkNetworkTest, UpdateInterfaceSetsMtuReplacesAddressesAndBringsItUp)
   want.addresses = {{AF_INET, "10.10.0.3", 24}};
   want.up = false;
   got = net_->UpdateInterface(want);
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_OK(got);
   EXPECT_FALSE(got->up);
   EXPECT_TRUE(Has(got->addresses, {AF_INET, "10.10.0.3", 24}));
   EXPECT_FALSE(Has(got->addresses, {AF_INET, "10.10.0.2", 24}));
   EXPECT_FALSE(Has(got->addresses, {AF_INET6, "fd00::2", 64}));
   auto list = net_->ListInterfaces();
-  ASSERT_TRUE(list.ok());
+  ASSERT_OK(list);
   auto it = std::find_if(list->begin(), list->end(), [](const Interface& i) { return i.name == "nt-a0"; });
   ASSERT_NE(it, list->end());
   EXPECT_EQ(it->mtu, 1400u);
@@ -77,7 +78,7 @@ TEST_F(NetlinkNetworkTest, DeviceHintFindsTheLinkByMacAndRenamesIt) {
   // "nt-a1" exists too: the MAC wins over the name.
   Interface want{"nt-g1", "", 1300, {{AF_INET, "10.11.0.2", 24}}, true, "02:00:00:00:00:42"};
   auto got = net_->UpdateInterface(want);
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_OK(got);
   EXPECT_EQ(got->name, "nt-g1");
   EXPECT_EQ(got->hw_addr, "02:00:00:00:00:42");
   EXPECT_EQ(got->mtu, 1300u);
@@ -97,13 +98,13 @@ TEST_F(NetlinkNetworkTest, DeviceHintWithHwAddrGivesTheLinkANewMac) {
   Ip({"link", "set", "nt-b4", "address", "02:00:00:00:00:44"});
   Interface want{"nt-g4", "0A:58:0A:00:00:07", 1400, {{AF_INET, "10.12.0.2", 24}}, true, "02:00:00:00:00:44"};
   auto got = net_->UpdateInterface(want);
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_OK(got);
   EXPECT_EQ(got->name, "nt-g4");
   EXPECT_EQ(got->hw_addr, "0a:58:0a:00:00:07");
   EXPECT_TRUE(got->up);
   // Found again by the new MAC; the old one names nothing now.
   want.device_hint = "0a:58:0a:00:00:07";
-  EXPECT_TRUE(net_->UpdateInterface(want).ok());
+  EXPECT_OK(net_->UpdateInterface(want));
   Interface stale{"", "", 0, {}, true, "02:00:00:00:00:44"};
   EXPECT_EQ(net_->UpdateInterface(stale).status().code(), Code::kNotFound);
 }
@@ -119,7 +120,7 @@ TEST_F(NetlinkNetworkTest, UpdateInterfaceWaitsForALinkThatAppearsLater) {
   });
   auto got = net_->UpdateInterface({"nt-g9", "", 0, {}, true, "02:00:00:00:00:99"});
   plug.join();
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_OK(got);
   EXPECT_EQ(got->name, "nt-g9");
 }
 
@@ -135,32 +136,32 @@ TEST_F(NetlinkNetworkTest, KernelErrorsNameTheInterface) {
 
 TEST_F(NetlinkNetworkTest, UpdateRoutesReplacesTheTableAndKeepsKernelPrefixRoutes) {
   VethPair veth("nt-a3", "nt-b3");
-  ASSERT_TRUE(net_->UpdateInterface({"nt-a3", "", 0, {{AF_INET, "10.30.0.2", 24}}, true, ""}).ok());
+  ASSERT_OK(net_->UpdateInterface({"nt-a3", "", 0, {{AF_INET, "10.30.0.2", 24}}, true, ""}));
   Ip({"link", "set", "nt-b3", "up"});
   std::vector<Route> first = {{"", "10.30.0.1", "nt-a3", "", kScopeUniverse, AF_INET},
                               {"10.31.0.0/16", "", "nt-a3", "10.30.0.2", kScopeLink, AF_INET}};
   auto routes = net_->UpdateRoutes(first);
-  ASSERT_TRUE(routes.ok()) << routes.status().ToString();
+  ASSERT_OK(routes);
   EXPECT_TRUE(HasRoute(*routes, "", "10.30.0.1", "nt-a3"));
   EXPECT_TRUE(HasRoute(*routes, "10.31.0.0/16", "", "nt-a3"));
   EXPECT_TRUE(HasRoute(*routes, "10.30.0.0/24", "", "nt-a3")) << "the kernel's prefix route must stay";
   std::vector<Route> second = {{"192.168.5.0/24", "10.30.0.1", "nt-a3", "", kScopeUniverse, AF_INET}};
   routes = net_->UpdateRoutes(second);
-  ASSERT_TRUE(routes.ok()) << routes.status().ToString();
+  ASSERT_OK(routes);
   EXPECT_FALSE(HasRoute(*routes, "", "10.30.0.1", "nt-a3"));
   EXPECT_FALSE(HasRoute(*routes, "10.31.0.0/16", "", "nt-a3"));
   EXPECT_TRUE(HasRoute(*routes, "192.168.5.0/24", "10.30.0.1", "nt-a3"));
   EXPECT_TRUE(HasRoute(*routes, "10.30.0.0/24", "", "nt-a3"));
   auto listed = net_->ListRoutes();
-  ASSERT_TRUE(listed.ok());
+  ASSERT_OK(listed);
   EXPECT_EQ(listed->size(), routes->size());
 }
 
 TEST_F(NetlinkNetworkTest, AFailedRouteIsNamedAndTheOldTableComesBack) {
   VethPair veth("nt-a4", "nt-b4");
-  ASSERT_TRUE(net_->UpdateInterface({"nt-a4", "", 0, {{AF_INET, "10.40.0.2", 24}}, true, ""}).ok());
+  ASSERT_OK(net_->UpdateInterface({"nt-a4", "", 0, {{AF_INET, "10.40.0.2", 24}}, true, ""}));
   Ip({"link", "set", "nt-b4", "up"});
-  ASSERT_TRUE(net_->UpdateRoutes({{"", "10.40.0.1", "nt-a4", "", kScopeUniverse, AF_INET}}).ok());
+  ASSERT_OK(net_->UpdateRoutes({{"", "10.40.0.1", "nt-a4", "", kScopeUniverse, AF_INET}}));
   // 10.99.0.1 is on no link: the kernel refuses the gateway.
   auto bad = net_->UpdateRoutes({{"10.50.0.0/16", "", "nt-a4", "", kScopeLink, AF_INET},
                                  {"", "10.99.0.1", "nt-a4", "", kScopeUniverse, AF_INET}});
@@ -168,7 +169,7 @@ TEST_F(NetlinkNetworkTest, AFailedRouteIsNamedAndTheOldTableComesBack) {
   EXPECT_NE(bad.status().message().find("routes[1] (default via 10.99.0.1 dev nt-a4)"), std::string::npos)
       << bad.status().message();
   auto now = net_->ListRoutes();
-  ASSERT_TRUE(now.ok());
+  ASSERT_OK(now);
   EXPECT_TRUE(HasRoute(*now, "", "10.40.0.1", "nt-a4")) << "old default route not restored";
   EXPECT_FALSE(HasRoute(*now, "10.50.0.0/16", "", "nt-a4")) << "half-applied route left";
   auto no_dev = net_->UpdateRoutes({{"", "10.40.0.1", "nt-zz", "", kScopeUniverse, AF_INET}});
@@ -180,10 +181,10 @@ TEST_F(NetlinkNetworkTest, AFailedRouteIsNamedAndTheOldTableComesBack) {
 
 TEST_F(NetlinkNetworkTest, Ipv6RoutesToo) {
   VethPair veth("nt-a5", "nt-b5");
-  ASSERT_TRUE(net_->UpdateInterface({"nt-a5", "", 0, {{AF_INET6, "fd05::2", 64}}, true, ""}).ok());
+  ASSERT_OK(net_->UpdateInterface({"nt-a5", "", 0, {{AF_INET6, "fd05::2", 64}}, true, ""}));
   Ip({"link", "set", "nt-b5", "up"});
   auto routes = net_->UpdateRoutes({{"fd06::/64", "", "nt-a5", "", kScopeUniverse, AF_INET6}});
-  ASSERT_TRUE(routes.ok()) << routes.status().ToString();
+  ASSERT_OK(routes);
   auto it = std::find_if(routes->begin(), routes->end(), [](const Route& r) { return r.dest == "fd06::/64"; });
   ASSERT_NE(it, routes->end());
   EXPECT_EQ(it->family, AF_INET6);

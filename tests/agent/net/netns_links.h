@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tests/support/command.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::agent::net::testing {
 
@@ -27,7 +28,7 @@ inline void Ip(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {IpPath()};
   argv.insert(argv.end(), args.begin(), args.end());
   auto r = capsule::testing::RunCommand(argv, std::chrono::seconds(10));
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   ASSERT_TRUE(r->ok()) << "ip " << ::testing::PrintToString(args) << ": " << r->err;
 }
 

@@ -7,6 +7,7 @@
 
 #include "tests/agent/net/netns_links.h"
 #include "tests/agent/server/agent_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::agent::net {
 namespace {
@@ -21,7 +22,7 @@ class NetworkRpcTest : public ::testing::Test {
   static void SetUpTestSuite() {
     if (!testing::InPrivateNetns()) return;
     auto a = AgentUnderTest::Start();
-    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    ASSERT_OK(a);
     agent_ = std::move(a).value();
   }
   static void TearDownTestSuite() { agent_.reset(); }
@@ -47,13 +48,13 @@ TEST_F(NetworkRpcTest, UpdateInterfaceByMacThenListShowsIt) {
   a->set_prefix_len(24);
   v1::Interface got;
   grpc::Status st = stub().UpdateInterface(Ctx().get(), req, &got);
-  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_OK(st) << st.error_message();
   EXPECT_EQ(got.name(), "rpc-g0");
   EXPECT_EQ(got.mtu(), 1450u);
   EXPECT_TRUE(got.up());
   ASSERT_GE(got.addresses_size(), 1);
   v1::Interfaces list;
-  ASSERT_TRUE(stub().ListInterfaces(Ctx().get(), v1::ListInterfacesRequest(), &list).ok());
+  ASSERT_OK(stub().ListInterfaces(Ctx().get(), v1::ListInterfacesRequest(), &list));
   auto it = std::find_if(list.interfaces().begin(), list.interfaces().end(),
                          [](const v1::Interface& x) { return x.name() == "rpc-g0"; });
   ASSERT_NE(it, list.interfaces().end());
@@ -73,13 +74,13 @@ TEST_F(NetworkRpcTest, UpdateRoutesThenListRoutes) {
   def->set_device("rpc-a1");
   v1::Routes got;
   grpc::Status st = stub().UpdateRoutes(Ctx().get(), req, &got);
-  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_OK(st) << st.error_message();
   v1::Routes listed;
-  ASSERT_TRUE(stub().ListRoutes(Ctx().get(), v1::ListRoutesRequest(), &listed).ok());
+  ASSERT_OK(stub().ListRoutes(Ctx().get(), v1::ListRoutesRequest(), &listed));
   auto is_default = [](const v1::Route& r) { return r.dest().empty() && r.gateway() == "10.61.0.1"; };
   EXPECT_TRUE(std::any_of(got.routes().begin(), got.routes().end(), is_default));
   EXPECT_TRUE(std::any_of(listed.routes().begin(), listed.routes().end(), is_default));
-  ASSERT_TRUE(stub().UpdateRoutes(Ctx().get(), v1::UpdateRoutesRequest(), &got).ok());
+  ASSERT_OK(stub().UpdateRoutes(Ctx().get(), v1::UpdateRoutesRequest(), &got));
   EXPECT_FALSE(std::any_of(got.routes().begin(), got.routes().end(), is_default));
 }
 
@@ -103,7 +104,7 @@ TEST_F(NetworkRpcTest, BadRequestsAreInvalidArgumentNamingTheField) {
   EXPECT_NE(st.error_message().find("routes[0].device is required"), std::string::npos) << st.error_message();
   // Still serving.
   v1::Interfaces list;
-  EXPECT_TRUE(stub().ListInterfaces(Ctx().get(), v1::ListInterfacesRequest(), &list).ok());
+  EXPECT_OK(stub().ListInterfaces(Ctx().get(), v1::ListInterfacesRequest(), &list));
 }
 
 }  // namespace

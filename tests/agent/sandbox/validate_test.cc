@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "agent/sandbox/sandbox.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::agent::sandbox {
 namespace {
@@ -23,7 +24,7 @@ void ExpectInvalid(const SandboxSpec& s, std::string_view mention) {
   EXPECT_NE(st.message().find(mention), std::string::npos) << st.message();
 }
 
-TEST(SandboxSpec, GoodSpecPasses) { EXPECT_TRUE(ValidateSandboxSpec(Good()).ok()); }
+TEST(SandboxSpec, GoodSpecPasses) { EXPECT_OK(ValidateSandboxSpec(Good())); }
 
 TEST(SandboxSpec, IdRequiredAndPlain) {
   auto s = Good();
@@ -53,11 +54,11 @@ TEST(SandboxSpec, BadModuleName) {
 
 TEST(ResolvConf, LinesAndBareAddresses) {
   auto text = ResolvConfFromDns(Good().dns);
-  ASSERT_TRUE(text.ok());
+  ASSERT_OK(text);
   EXPECT_EQ(*text,
             "nameserver 10.96.0.10\nsearch default.svc.cluster.local svc.cluster.local\noptions ndots:5\n");
   auto v6 = ResolvConfFromDns({"nameserver fd00::a"});
-  ASSERT_TRUE(v6.ok());
+  ASSERT_OK(v6);
   EXPECT_EQ(*v6, "nameserver fd00::a\n");
 }
 

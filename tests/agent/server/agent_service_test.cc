@@ -10,6 +10,7 @@
 #include "runtime/common/guest_abi.h"
 #include "runtime/common/version.h"
 #include "tests/agent/server/agent_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::agent::testing {
 namespace {
@@ -20,7 +21,7 @@ class AgentServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto a = AgentUnderTest::Start();
-    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    ASSERT_OK(a);
     agent_ = std::move(a).value();
   }
   void TearDown() override {
@@ -28,7 +29,7 @@ class AgentServiceTest : public ::testing::Test {
     // Every test leaves the agent alive and stoppable: it never died from a
     // request, and it exits 0 on SIGTERM after tearing down.
     auto code = agent_->Stop();
-    ASSERT_TRUE(code.ok()) << code.status().ToString();
+    ASSERT_OK(code);
     EXPECT_EQ(*code, 0);
     EXPECT_NE(::access(agent_->socket_path().c_str(), F_OK), 0) << "socket left behind";
   }
@@ -62,7 +63,7 @@ class AgentServiceTest : public ::testing::Test {
   }
   std::string AgentMounts() {
     auto m = agent_->ReadInAgent("/proc/self/mountinfo");
-    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_OK(m);
     return m.value_or("");
   }
 
@@ -77,10 +78,10 @@ void ExpectCode(const grpc::Status& st, grpc::StatusCode code, std::string_view 
 TEST_F(AgentServiceTest, CheckServesTheAgentServiceOnly) {
   v1::CheckRequest req;
   v1::CheckResponse resp;
-  ASSERT_TRUE(stub().Check(Ctx().get(), req, &resp).ok());
+  ASSERT_OK(stub().Check(Ctx().get(), req, &resp));
   EXPECT_EQ(resp.status(), v1::CheckResponse::SERVING);
   req.set_service("capsule.agent.v1.Agent");
-  ASSERT_TRUE(stub().Check(Ctx().get(), req, &resp).ok());
+  ASSERT_OK(stub().Check(Ctx().get(), req, &resp));
   EXPECT_EQ(resp.status(), v1::CheckResponse::SERVING);
   req.set_service("grpc.health.v1.Nope");
   ExpectCode(stub().Check(Ctx().get(), req, &resp), grpc::StatusCode::NOT_FOUND, "grpc.health.v1.Nope");
@@ -88,7 +89,7 @@ TEST_F(AgentServiceTest, CheckServesTheAgentServiceOnly) {
 
 TEST_F(AgentServiceTest, VersionReportsBuildApiKernelAndReadyTime) {
   v1::VersionResponse resp;
-  ASSERT_TRUE(stub().Version(Ctx().get(), v1::VersionRequest(), &resp).ok());
+  ASSERT_OK(stub().Version(Ctx().get(), v1::VersionRequest(), &resp));
   EXPECT_EQ(resp.agent_version(), kVersion);
   EXPECT_EQ(resp.api_version(), guest_abi::kAgentApiVersion);
   utsname u{};
@@ -100,15 +101,15 @@ TEST_F(AgentServiceTest, VersionReportsBuildApiKernelAndReadyTime) {
 TEST_F(AgentServiceTest, ReadGuestFileIsBounded) {
   std::string content(300, 'x');
   content[0] = 'A';
-  ASSERT_TRUE(WriteFile(agent_->dir().Join("f"), content).ok());
+  ASSERT_OK(WriteFile(agent_->dir().Join("f"), content));
   auto head = agent_->ReadInAgent(agent_->dir().Join("f"), 10);
-  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  ASSERT_OK(head);
   EXPECT_EQ(*head, content.substr(0, 10));
   auto all = agent_->ReadInAgent(agent_->dir().Join("f"), 4096);
-  ASSERT_TRUE(all.ok());
+  ASSERT_OK(all);
   EXPECT_EQ(*all, content);
   auto proc = agent_->ReadInAgent("/proc/self/status", 4096);  // size 0 in stat, data on read
-  ASSERT_TRUE(proc.ok());
+  ASSERT_OK(proc);
   EXPECT_NE(proc->find("Pid:"), std::string::npos);
 }
 
@@ -131,7 +132,7 @@ TEST_F(AgentServiceTest, ReadGuestFileErrors) {
 
 TEST_F(AgentServiceTest, CreateSandboxMountsTmpfsSetsHostnameAndDns) {
   const std::string mp = agent_->dir().Join("sandbox/tmp");
-  ASSERT_TRUE(CreateSandbox(TmpfsSandbox(mp)).ok());
+  ASSERT_OK(CreateSandbox(TmpfsSandbox(mp)));
 
   std::string mounts = AgentMounts();
   size_t line = mounts.find(" " + mp + " ");
@@ -153,7 +154,7 @@ TEST_F(AgentServiceTest, CreateSandboxMountsTmpfsSetsHostnameAndDns) {
 }
 
 TEST_F(AgentServiceTest, SecondCreateSandboxIsAlreadyExists) {
-  ASSERT_TRUE(CreateSandbox(TmpfsSandbox(agent_->dir().Join("a"))).ok());
+  ASSERT_OK(CreateSandbox(TmpfsSandbox(agent_->dir().Join("a"))));
   auto again = TmpfsSandbox(agent_->dir().Join("b"));
   again.set_sandbox_id("pod-2");
   ExpectCode(CreateSandbox(again), grpc::StatusCode::ALREADY_EXISTS, "pod-1");
@@ -162,12 +163,12 @@ TEST_F(AgentServiceTest, SecondCreateSandboxIsAlreadyExists) {
 
 TEST_F(AgentServiceTest, DestroySandboxUnmountsAndAllowsANewOne) {
   const std::string mp = agent_->dir().Join("sb");
-  ASSERT_TRUE(CreateSandbox(TmpfsSandbox(mp)).ok());
+  ASSERT_OK(CreateSandbox(TmpfsSandbox(mp)));
   ASSERT_NE(AgentMounts().find(" " + mp + " "), std::string::npos);
-  ASSERT_TRUE(DestroySandbox().ok());
+  ASSERT_OK(DestroySandbox());
   EXPECT_EQ(AgentMounts().find(" " + mp + " "), std::string::npos);
-  EXPECT_TRUE(DestroySandbox().ok()) << "a second destroy is a no-op";
-  EXPECT_TRUE(CreateSandbox(TmpfsSandbox(mp)).ok());
+  EXPECT_OK(DestroySandbox()) << "a second destroy is a no-op";
+  EXPECT_OK(CreateSandbox(TmpfsSandbox(mp)));
 }
 
 TEST_F(AgentServiceTest, FailedStorageRollsBackEarlierMounts) {
@@ -179,12 +180,12 @@ TEST_F(AgentServiceTest, FailedStorageRollsBackEarlierMounts) {
   bad->set_mount_point(agent_->dir().Join("second"));
   ExpectCode(CreateSandbox(req), grpc::StatusCode::NOT_FOUND, "storages[1]");
   EXPECT_EQ(AgentMounts().find(" " + first + " "), std::string::npos) << "first storage left mounted";
-  EXPECT_TRUE(CreateSandbox(TmpfsSandbox(first)).ok()) << "the failed attempt left no sandbox behind";
+  EXPECT_OK(CreateSandbox(TmpfsSandbox(first))) << "the failed attempt left no sandbox behind";
 }
 
 TEST_F(AgentServiceTest, BindStorageIsReadOnlyWhenAsked) {
-  ASSERT_TRUE(MkdirAll(agent_->dir().Join("src")).ok());
-  ASSERT_TRUE(WriteFile(agent_->dir().Join("src/hello"), "hi").ok());
+  ASSERT_OK(MkdirAll(agent_->dir().Join("src")));
+  ASSERT_OK(WriteFile(agent_->dir().Join("src/hello"), "hi"));
   v1::CreateSandboxRequest req;
   req.set_sandbox_id("pod-b");
   auto* s = req.add_storages();
@@ -192,7 +193,7 @@ TEST_F(AgentServiceTest, BindStorageIsReadOnlyWhenAsked) {
   s->set_source(agent_->dir().Join("src"));
   s->add_options("ro");
   s->set_mount_point(agent_->dir().Join("dst"));
-  ASSERT_TRUE(CreateSandbox(req).ok());
+  ASSERT_OK(CreateSandbox(req));
   EXPECT_EQ(*agent_->ReadInAgent(agent_->dir().Join("dst/hello")), "hi");
   std::string mounts = AgentMounts();
   size_t line = mounts.find(" " + agent_->dir().Join("dst") + " ");
@@ -230,7 +231,7 @@ TEST_F(AgentServiceTest, SetupSandboxNamesTheStepThatFailedAndAppliesNoneAfterIt
 
   ExpectCode(call(req), grpc::StatusCode::FAILED_PRECONDITION, "time: the agent runs as a host process");
   EXPECT_EQ(AgentMounts().find(mp), std::string::npos) << "a step after the failed one was applied";
-  EXPECT_TRUE(CreateSandbox(TmpfsSandbox(mp)).ok()) << "no sandbox was left by the failed set-up";
+  EXPECT_OK(CreateSandbox(TmpfsSandbox(mp))) << "no sandbox was left by the failed set-up";
 }
 
 TEST_F(AgentServiceTest, BadSandboxRequestsNameTheField) {
@@ -285,21 +286,21 @@ TEST_F(AgentServiceTest, AddRandomnessChecksSizeAndCountsReseeds) {
   req.set_data(std::string(64 * 1024 + 1, 'r'));
   ExpectCode(stub().AddRandomness(Ctx().get(), req, &resp), grpc::StatusCode::INVALID_ARGUMENT, "at most");
   req.set_data(std::string(64, '\x5a'));
-  ASSERT_TRUE(stub().AddRandomness(Ctx().get(), req, &resp).ok());
+  ASSERT_OK(stub().AddRandomness(Ctx().get(), req, &resp));
   EXPECT_EQ(resp.reseeds(), 1u);
   EXPECT_EQ(resp.bytes_added(), 64u);
-  ASSERT_TRUE(stub().AddRandomness(Ctx().get(), req, &resp).ok());
+  ASSERT_OK(stub().AddRandomness(Ctx().get(), req, &resp));
   EXPECT_EQ(resp.reseeds(), 2u) << "each call reseeds the CRNG once more";
   EXPECT_EQ(resp.bytes_added(), 128u);
 }
 
 TEST_F(AgentServiceTest, DestroySandboxPowerOffRepliesThenStops) {
-  ASSERT_TRUE(CreateSandbox(TmpfsSandbox(agent_->dir().Join("p"))).ok());
+  ASSERT_OK(CreateSandbox(TmpfsSandbox(agent_->dir().Join("p"))));
   // The reply arrives (OK) although the agent goes away right after it; as a
   // host process "power off" means a clean exit.
-  ASSERT_TRUE(DestroySandbox(/*power_off=*/true).ok());
+  ASSERT_OK(DestroySandbox(/*power_off=*/true));
   auto status = agent_->process().Wait(std::chrono::milliseconds(20000));
-  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  ASSERT_OK(status);
   EXPECT_EQ(ExitCode(*status), 0);
   EXPECT_NE(::access(agent_->socket_path().c_str(), F_OK), 0) << "socket left behind";
 }

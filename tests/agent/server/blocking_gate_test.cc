@@ -7,6 +7,7 @@
 
 #include "agent/server/blocking_gate.h"
 #include "agent/server/limits.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::agent::server {
 namespace {
@@ -27,11 +28,11 @@ TEST(BlockingGateTest, ASlotGoingAwayAdmitsTheNextCall) {
   BlockingGate gate(1);
   {
     auto a = gate.Enter("WaitProcess");
-    ASSERT_TRUE(a.ok());
+    ASSERT_OK(a);
     EXPECT_FALSE(gate.Enter("WaitProcess").ok());
   }
   EXPECT_EQ(gate.in_use(), 0u);
-  EXPECT_TRUE(gate.Enter("WaitProcess").ok());
+  EXPECT_OK(gate.Enter("WaitProcess"));
 }
 
 TEST(BlockingGateTest, ConcurrentEntriesNeverExceedTheLimit) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/common/agent_auth.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::agent::server {
 namespace {
@@ -50,18 +51,18 @@ TEST(ConnectionGateTest, AVmGivenNoTokenAdmitsNoOneWhenATokenIsRequired) {
 
 TEST(ConnectionGateTest, ARequiredTokenThatIsPresentMustBeProved) {
   auto token = agent_auth::NewToken();
-  ASSERT_TRUE(token.ok()) << token.status().ToString();
+  ASSERT_OK(token);
   std::atomic<int> admitted{0};
   ConnectionGate gate(RequireToken([t = *token]() -> Result<std::optional<std::string>> { return std::optional<std::string>(t); }),
                       [&](UniqueFd) { ++admitted; }, GateOptions{8, milliseconds(2000)});
   Pair wrong = SocketPair();
   gate.Offer(std::move(wrong.theirs));
   auto other = agent_auth::NewToken();
-  ASSERT_TRUE(other.ok());
+  ASSERT_OK(other);
   EXPECT_EQ(agent_auth::Prove(wrong.ours.get(), *other, milliseconds(5000)).code(), Code::kPermissionDenied);
   Pair right = SocketPair();
   gate.Offer(std::move(right.theirs));
-  EXPECT_TRUE(agent_auth::Prove(right.ours.get(), *token, milliseconds(5000)).ok());
+  EXPECT_OK(agent_auth::Prove(right.ours.get(), *token, milliseconds(5000)));
   // The gate answers the proof, then admits: wait for the admission
   // (Close drops one still on its way).
   for (int i = 0; i < 500 && admitted.load() == 0; ++i) std::this_thread::sleep_for(milliseconds(10));
@@ -74,7 +75,7 @@ TEST(ConnectionGateTest, ARequiredTokenThatIsPresentMustBeProved) {
 // that waited longest gives way, and the host proves its token at once.
 TEST(ConnectionGateTest, SilentDialersDoNotKeepAProvingConnectionOut) {
   auto token = agent_auth::NewToken();
-  ASSERT_TRUE(token.ok());
+  ASSERT_OK(token);
   std::atomic<int> admitted{0};
   std::atomic<int> reads{0};
   ConnectionGate gate(RequireToken([&, t = *token]() -> Result<std::optional<std::string>> {
@@ -91,7 +92,7 @@ TEST(ConnectionGateTest, SilentDialersDoNotKeepAProvingConnectionOut) {
   Pair host = SocketPair();
   const auto start = std::chrono::steady_clock::now();
   gate.Offer(std::move(host.theirs));
-  EXPECT_TRUE(agent_auth::Prove(host.ours.get(), *token, milliseconds(5000)).ok());
+  EXPECT_OK(agent_auth::Prove(host.ours.get(), *token, milliseconds(5000)));
   EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(1000)) << "the host waited for the silent ones";
   for (int i = 0; i < 500 && admitted.load() == 0; ++i) std::this_thread::sleep_for(milliseconds(10));
   EXPECT_EQ(admitted.load(), 1);
@@ -134,7 +135,7 @@ TEST(ConnectionGateTest, TheTokenIsReadOnceAndAgainOnlyWhenAPeerNamesAnother) {
   EXPECT_EQ(prove(*first), Code::kPermissionDenied);
   for (int i = 0; i < 20; ++i) {
     auto wrong = agent_auth::NewToken();
-    ASSERT_TRUE(wrong.ok());
+    ASSERT_OK(wrong);
     EXPECT_EQ(prove(*wrong), Code::kPermissionDenied);
   }
   EXPECT_LE(reads.load(), 2 + 2 * static_cast<int>(kTokenRereads)) << "wrong tokens made it read the token each time";

@@ -10,6 +10,7 @@
 #include "agent/server/agent_service.h"
 #include "agent/server/grpc_server.h"
 #include "runtime/common/file_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::agent::server {
 namespace {
@@ -47,7 +48,7 @@ class ContainerOpsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto dir = TempDir::Create("seam");
-    ASSERT_TRUE(dir.ok());
+    ASSERT_OK(dir);
     dir_.emplace(std::move(dir).value());
     sandbox::SandboxEnvironment env;
     env.resolv_conf_path = dir_->Join("resolv.conf");
@@ -58,7 +59,7 @@ class ContainerOpsTest : public ::testing::Test {
   void Serve() {
     Endpoint ep{Endpoint::Kind::kUnix, 0, dir_->Join("a.sock")};
     auto server = AgentServer::Start(service_.get(), {ep});
-    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    ASSERT_OK(server);
     server_ = std::move(server).value();
     stub_ = v1::Agent::NewStub(grpc::CreateChannel("unix:" + ep.path, grpc::InsecureChannelCredentials()));
   }
@@ -95,7 +96,7 @@ TEST_F(ContainerOpsTest, EngineGetsRpcsAndSandboxLifecycle) {
   v1::StartContainerRequest req;
   req.set_container_id("c1");
   v1::StartContainerResponse resp;
-  ASSERT_TRUE(stub_->StartContainer(Ctx().get(), req, &resp).ok());
+  ASSERT_OK(stub_->StartContainer(Ctx().get(), req, &resp));
   EXPECT_EQ(resp.pid(), 42u);
   req.set_container_id("c2");
   grpc::Status missing = stub_->StartContainer(Ctx().get(), req, &resp);
@@ -110,11 +111,11 @@ TEST_F(ContainerOpsTest, EngineGetsRpcsAndSandboxLifecycle) {
   create.set_sandbox_id("pod-9");
   create.set_sandbox_pidns(true);
   google::protobuf::Empty e;
-  ASSERT_TRUE(stub_->CreateSandbox(Ctx().get(), create, &e).ok());
+  ASSERT_OK(stub_->CreateSandbox(Ctx().get(), create, &e));
   ASSERT_TRUE(engine_.created.has_value());
   EXPECT_EQ(engine_.created->id, "pod-9");
   EXPECT_TRUE(engine_.created->sandbox_pidns);
-  ASSERT_TRUE(stub_->DestroySandbox(Ctx().get(), v1::DestroySandboxRequest(), &e).ok());
+  ASSERT_OK(stub_->DestroySandbox(Ctx().get(), v1::DestroySandboxRequest(), &e));
   EXPECT_EQ(engine_.destroyed_id, "pod-9");
   EXPECT_EQ(lifecycle_.power_offs, 0);
 }
@@ -137,7 +138,7 @@ TEST_F(ContainerOpsTest, PowerOffIsRequestedOnceTheCallIsDone) {
   v1::DestroySandboxRequest req;
   req.set_power_off(true);
   google::protobuf::Empty e;
-  ASSERT_TRUE(stub_->DestroySandbox(Ctx().get(), req, &e).ok());
+  ASSERT_OK(stub_->DestroySandbox(Ctx().get(), req, &e));
   // OnDone may run just after the client saw the reply; Shutdown waits for it.
   server_->Shutdown(std::chrono::milliseconds(1000));
   EXPECT_EQ(lifecycle_.power_offs, 1);

@@ -4,18 +4,19 @@
 #include <gtest/gtest.h>
 
 #include "runtime/common/file_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::agent::server {
 namespace {
 
 TEST(Endpoint, ParsesVsockAndUnix) {
   auto v = ParseEndpoint("vsock:1024");
-  ASSERT_TRUE(v.ok());
+  ASSERT_OK(v);
   EXPECT_EQ(v->kind, Endpoint::Kind::kVsock);
   EXPECT_EQ(v->port, 1024u);
   EXPECT_EQ(v->ToString(), "vsock:1024");
   auto u = ParseEndpoint("unix:/run/a.sock");
-  ASSERT_TRUE(u.ok());
+  ASSERT_OK(u);
   EXPECT_EQ(u->kind, Endpoint::Kind::kUnix);
   EXPECT_EQ(u->path, "/run/a.sock");
 }
@@ -31,15 +32,15 @@ TEST(Endpoint, RejectsJunkNamingIt) {
 
 TEST(Endpoint, UnixListenReplacesStaleSocketButNotAFile) {
   auto dir = TempDir::Create("ep");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   Endpoint ep{Endpoint::Kind::kUnix, 0, dir->Join("a.sock")};
   {
     auto fd = Listen(ep);
-    ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+    ASSERT_OK(fd);
   }
   auto again = Listen(ep);  // the first socket file is stale now
-  EXPECT_TRUE(again.ok()) << again.status().ToString();
-  ASSERT_TRUE(WriteFile(dir->Join("file"), "x").ok());
+  EXPECT_OK(again);
+  ASSERT_OK(WriteFile(dir->Join("file"), "x"));
   auto onfile = Listen(Endpoint{Endpoint::Kind::kUnix, 0, dir->Join("file")});
   ASSERT_FALSE(onfile.ok());
   EXPECT_EQ(onfile.status().code(), Code::kFailedPrecondition);

@@ -8,6 +8,7 @@
 #include "agent/storage/block_device.h"
 #include "agent/storage/guest_path.h"
 #include "runtime/common/file_util.h"
+#include "tests/support/status_matchers.h"
 
 #include <sys/stat.h>
 
@@ -25,9 +26,9 @@ void ExpectInvalid(const StorageSpec& s, std::string_view mention) {
 }
 
 TEST(Storage, ValidSpecsPass) {
-  EXPECT_TRUE(ValidateStorage(Tmpfs()).ok());
-  EXPECT_TRUE(ValidateStorage({"virtiofs", "capsule-shared", "virtiofs", {}, "/run/capsule/shared"}).ok());
-  EXPECT_TRUE(ValidateStorage({"bind", "/run/capsule/shared/a", "", {"ro"}, "/mnt/a"}).ok());
+  EXPECT_OK(ValidateStorage(Tmpfs()));
+  EXPECT_OK(ValidateStorage({"virtiofs", "capsule-shared", "virtiofs", {}, "/run/capsule/shared"}));
+  EXPECT_OK(ValidateStorage({"bind", "/run/capsule/shared/a", "", {"ro"}, "/mnt/a"}));
 }
 
 TEST(Storage, UnknownDriver) { ExpectInvalid({"nfs", "x", "", {}, "/m"}, "storages[2].driver 'nfs'"); }
@@ -38,7 +39,7 @@ TEST(Storage, VirtioFsTagRequiredAndBounded) {
 }
 
 TEST(Storage, ABlockStorageIsAnErofsImageOnADiskNamedByItsSerial) {
-  EXPECT_TRUE(ValidateStorage({"blk", "c1-rootfs", "erofs", {}, "/run/c1"}).ok());
+  EXPECT_OK(ValidateStorage({"blk", "c1-rootfs", "erofs", {}, "/run/c1"}));
   ExpectInvalid({"blk", "", "erofs", {}, "/m"}, "storages[2].source");
   ExpectInvalid({"blk", std::string(21, 's'), "erofs", {}, "/m"}, "storages[2].source");
   ExpectInvalid({"blk", "../vda", "erofs", {}, "/m"}, "storages[2].source");
@@ -51,8 +52,8 @@ TEST(Storage, ABlockStorageIsAnErofsImageOnADiskNamedByItsSerial) {
 TEST(Storage, AnOverlayNamesItsLowerUpperAndWorkDirsAndNothingElse) {
   const StorageSpec ok{"overlay", "/run/d/c1/image", "overlay",
                        {"upperdir=/run/d/c1/rw/upper", "workdir=/run/d/c1/rw/work"}, "/run/d/c1/rootfs"};
-  EXPECT_TRUE(ValidateStorage(ok).ok()) << ValidateStorage(ok).ToString();
-  EXPECT_TRUE(ValidateStorage({"overlay", "/l", "", {"upperdir=/u,workdir=/w", "ro"}, "/m"}).ok());
+  EXPECT_OK(ValidateStorage(ok));
+  EXPECT_OK(ValidateStorage({"overlay", "/l", "", {"upperdir=/u,workdir=/w", "ro"}, "/m"}));
   ExpectInvalid({"overlay", "l", "", {"upperdir=/u", "workdir=/w"}, "/m"}, "storages[2].source");
   ExpectInvalid({"overlay", "/l:/evil", "", {"upperdir=/u", "workdir=/w"}, "/m"}, "storages[2].source");
   ExpectInvalid({"overlay", "/l", "", {"upperdir=/u"}, "/m"}, "upperdir= and a workdir=");
@@ -63,7 +64,7 @@ TEST(Storage, AnOverlayNamesItsLowerUpperAndWorkDirsAndNothingElse) {
 }
 
 TEST(Storage, ALocalVolumeIsNamedAndTakesNoOptions) {
-  EXPECT_TRUE(ValidateStorage({"local", "cache", "", {}, "/run/capsule/volumes/cache"}).ok());
+  EXPECT_OK(ValidateStorage({"local", "cache", "", {}, "/run/capsule/volumes/cache"}));
   ExpectInvalid({"local", "", "", {}, "/m"}, "storages[2].source must be a volume name");
   ExpectInvalid({"local", "..", "", {}, "/m"}, "storages[2].source");
   ExpectInvalid({"local", "a/b", "", {}, "/m"}, "storages[2].source");
@@ -78,21 +79,21 @@ TEST(Storage, ALocalVolumeIsNamedAndTakesNoOptions) {
 // something else sits at its path.
 TEST(Storage, ALocalVolumeOutlivesTheContainerThatMadeIt) {
   auto dir = TempDir::Create("local-volume");
-  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  ASSERT_OK(dir);
   const StorageSpec spec{"local", "cache", "", {}, dir->path() + "/volumes/cache"};
   {
     auto first = MountedStorage::Mount(spec);
-    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    ASSERT_OK(first);
     EXPECT_FALSE(first->mounted());
     struct stat st{};
     ASSERT_EQ(::stat(spec.mount_point.c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 07777, 0777u);
-    ASSERT_TRUE(WriteFile(spec.mount_point + "/kept", "data").ok());
+    ASSERT_OK(WriteFile(spec.mount_point + "/kept", "data"));
   }
   auto second = MountedStorage::Mount(spec);
-  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  ASSERT_OK(second);
   EXPECT_EQ(ReadFile(spec.mount_point + "/kept").value_or(""), "data");
-  ASSERT_TRUE(WriteFile(dir->path() + "/volumes/file", "").ok());
+  ASSERT_OK(WriteFile(dir->path() + "/volumes/file", ""));
   auto over_a_file = MountedStorage::Mount({"local", "file", "", {}, dir->path() + "/volumes/file"});
   EXPECT_EQ(over_a_file.status().code(), Code::kFailedPrecondition) << over_a_file.status().ToString();
   EXPECT_NE(over_a_file.status().message().find("is not a directory"), std::string::npos);
@@ -108,10 +109,10 @@ TEST(Storage, OnlyABlockStorageNeedsModules) {
 // The disk shows up in sysfs a moment after the host's hot-plug.
 TEST(BlockDevice, FoundByItsSerialOnceItAppearsElseNotFoundNamingIt) {
   auto dir = TempDir::Create("sys-block");
-  ASSERT_TRUE(dir.ok());
-  ASSERT_TRUE(MkdirAll(dir->Join("vda")).ok());
-  ASSERT_TRUE(WriteFile(dir->Join("vda/serial"), "other\n").ok());
-  ASSERT_TRUE(MkdirAll(dir->Join("loop0")).ok());  // no serial file
+  ASSERT_OK(dir);
+  ASSERT_OK(MkdirAll(dir->Join("vda")));
+  ASSERT_OK(WriteFile(dir->Join("vda/serial"), "other\n"));
+  ASSERT_OK(MkdirAll(dir->Join("loop0")));  // no serial file
   std::thread plug([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     (void)MkdirAll(dir->Join("vdb"));
@@ -119,7 +120,7 @@ TEST(BlockDevice, FoundByItsSerialOnceItAppearsElseNotFoundNamingIt) {
   });
   auto found = BlockDeviceBySerial("c1-rootfs", std::chrono::seconds(5), dir->path(), "/dev");
   plug.join();
-  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  ASSERT_OK(found);
   EXPECT_EQ(*found, "/dev/vdb");
   auto missing = BlockDeviceBySerial("c2-rootfs", std::chrono::milliseconds(30), dir->path(), "/dev");
   EXPECT_EQ(missing.status().code(), Code::kNotFound);
@@ -147,7 +148,7 @@ TEST(Storage, BadOptionsNamed) {
 }
 
 TEST(GuestPath, Checks) {
-  EXPECT_TRUE(CheckAbsolutePath("p", "/a/b..c/d").ok());
+  EXPECT_OK(CheckAbsolutePath("p", "/a/b..c/d"));
   EXPECT_FALSE(CheckAbsolutePath("p", "").ok());
   EXPECT_FALSE(CheckAbsolutePath("p", "/a/..").ok());
   EXPECT_FALSE(CheckAbsolutePath("p", std::string("/a\0b", 4)).ok());

@@ -35,6 +35,7 @@
 #include "runtime/vm/sandbox_vm.h"
 #include "tests/integration/vm/vm_test_env.h"
 #include "tests/support/pool_daemon.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::pool {
 namespace {
@@ -74,14 +75,14 @@ const ShapeStatus* DefaultShape(const PoolStatus& st, const std::string& key) {
 // agent, remove the pool's mark.
 vm::SandboxVmPtr AdoptClaimed(const config::Config& cfg, const Claimed& c) {
   auto v = vm::SandboxVm::Adopt(cfg, c.state_dir);
-  EXPECT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_OK(v);
   if (!v.ok()) return nullptr;
   auto agent = (*v)->agent();
-  EXPECT_TRUE(agent.ok()) << agent.status().ToString();
+  EXPECT_OK(agent);
   if (agent.ok()) {
     EXPECT_TRUE((*agent)->Check(milliseconds(5000)).ok()) << "the claimed VM was resumed";
   }
-  EXPECT_TRUE(RemovePoolRecord(c.state_dir).ok());
+  EXPECT_OK(RemovePoolRecord(c.state_dir));
   return std::move(*v);
 }
 
@@ -89,14 +90,14 @@ class WarmPoolVmTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto env = TestEnv::Create();
-    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    ASSERT_OK(env);
     env_ = std::move(*env);
     cfg_ = env_->config();
     cfg_.pool.size = 1;
     cfg_.pool.socket = env_->root() + "/pool.sock";
     cfg_.pool.cgroup = "/capsule-pool-test-" + std::to_string(::getpid());
     auto key = ShapeKey(cfg_, Resolve(cfg_, Shape{}));
-    ASSERT_TRUE(key.ok()) << key.status().ToString();
+    ASSERT_OK(key);
     key_ = *key;
   }
   void TearDown() override {
@@ -136,7 +137,7 @@ TEST_F(WarmPoolVmTest, FillsClaimsRefillsReapsUnadoptedClaimsAndDrainsToNothing)
   o.claim_grace = seconds(2);
   o.scan_interval = milliseconds(500);
   auto started = WarmPool::Start(o);
-  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  ASSERT_OK(started);
   std::unique_ptr<WarmPool> pool = std::move(*started);
 
   auto ready = [&](uint32_t n) {
@@ -167,7 +168,7 @@ TEST_F(WarmPoolVmTest, FillsClaimsRefillsReapsUnadoptedClaimsAndDrainsToNothing)
   ASSERT_FALSE(vmms.empty());
   for (pid_t pid : vmms) {
     auto cg = ReadFile("/proc/" + std::to_string(pid) + "/cgroup");
-    ASSERT_TRUE(cg.ok());
+    ASSERT_OK(cg);
     EXPECT_TRUE(cg->find(":memory:" + cfg_.pool.cgroup + "\n") != std::string::npos ||
                 cg->find("0::" + cfg_.pool.cgroup + "\n") != std::string::npos)
         << "pid " << pid << " not in " << cfg_.pool.cgroup << ":\n" << *cg;
@@ -177,11 +178,11 @@ TEST_F(WarmPoolVmTest, FillsClaimsRefillsReapsUnadoptedClaimsAndDrainsToNothing)
 
   std::string miss;
   auto claimed = pool->Claim(Shape{}, Self("sandbox-1"), &miss);
-  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  ASSERT_OK(claimed);
   ASSERT_TRUE(claimed->has_value()) << miss;
   const Claimed c = **claimed;
   auto record = ReadPoolRecord(c.state_dir);
-  ASSERT_TRUE(record.ok()) << record.status().ToString();
+  ASSERT_OK(record);
   EXPECT_TRUE(record->claimed);
   EXPECT_EQ(record->sandbox_id, "sandbox-1");
   EXPECT_EQ(record->claimant.pid, ::getpid());
@@ -203,12 +204,12 @@ TEST_F(WarmPoolVmTest, FillsClaimsRefillsReapsUnadoptedClaimsAndDrainsToNothing)
 
   // A shape never asked for before: a miss that makes the pool keep it.
   claimed = pool->Claim(Shape{2, 384}, Self("sandbox-3"), &miss);
-  ASSERT_TRUE(claimed.ok());
+  ASSERT_OK(claimed);
   EXPECT_FALSE(claimed->has_value());
   EXPECT_NE(miss.find("from now on"), std::string::npos) << miss;
   EXPECT_EQ(pool->GetStatus().shapes.size(), 2u);
 
-  EXPECT_TRUE(mine->Stop(milliseconds(2000)).ok());
+  EXPECT_OK(mine->Stop(milliseconds(2000)));
   pool->Drain();
   st = pool->GetStatus();
   for (const auto& sh : st.shapes) EXPECT_EQ(sh.ready + sh.booting, 0u) << sh.key;
@@ -223,22 +224,22 @@ TEST_F(WarmPoolVmTest, AKilledDaemonLeavesClaimedVmsRunningAndARestartReapsOnlyT
   Status appended = WriteFile(env_->config_path(), *ReadFile(env_->config_path()) +
                                                        "pool:\n  size: 1\n  socket: " + cfg_.pool.socket +
                                                        "\n  cgroup: " + cfg_.pool.cgroup + "-d\n");
-  ASSERT_TRUE(appended.ok()) << appended.ToString();
+  ASSERT_OK(appended);
   auto daemon = testing::PoolDaemonProcess::Start(env_->config_path(), cfg_.pool.socket);
-  ASSERT_TRUE(daemon.ok()) << daemon.status().ToString();
+  ASSERT_OK(daemon);
   ASSERT_TRUE((*daemon)->WaitReady(1, kBootBudget).ok());
 
   auto reply = (*daemon)->client().Claim(Shape{}, key_, Self("sandbox-1"), milliseconds(5000));
-  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  ASSERT_OK(reply);
   ASSERT_TRUE(reply->vm.has_value()) << reply->miss_reason;
   vm::SandboxVmPtr mine = AdoptClaimed(cfg_, *reply->vm);
   ASSERT_NE(mine, nullptr);
   auto refilled = (*daemon)->WaitReady(1, kBootBudget, /*settled=*/true);
-  ASSERT_TRUE(refilled.ok()) << refilled.status().ToString();
+  ASSERT_OK(refilled);
 
   // A wrong shape key (another kernel, say) is a miss, not a VM.
   auto wrong = (*daemon)->client().Claim(Shape{}, "0000000000000000", Self("sandbox-x"), milliseconds(5000));
-  ASSERT_TRUE(wrong.ok());
+  ASSERT_OK(wrong);
   EXPECT_FALSE(wrong->vm.has_value());
   EXPECT_NE(wrong->miss_reason.find("shape key"), std::string::npos) << wrong->miss_reason;
 
@@ -252,20 +253,20 @@ TEST_F(WarmPoolVmTest, AKilledDaemonLeavesClaimedVmsRunningAndARestartReapsOnlyT
   EXPECT_TRUE(PathExists(idle[0])) << "SIGKILL leaves the idle VM for the next daemon";
   // The claimed VM is the claimant's: it keeps running without the daemon.
   auto agent = mine->agent();
-  ASSERT_TRUE(agent.ok());
+  ASSERT_OK(agent);
   EXPECT_TRUE((*agent)->Check(milliseconds(5000)).ok()) << "the claimed VM died with the daemon";
 
   auto restarted = testing::PoolDaemonProcess::Start(env_->config_path(), cfg_.pool.socket);
-  ASSERT_TRUE(restarted.ok()) << restarted.status().ToString();
+  ASSERT_OK(restarted);
   auto reaped = (*restarted)->WaitForLog("an idle VM left by an earlier pool daemon", seconds(30));
-  EXPECT_TRUE(reaped.ok()) << reaped.status().ToString();
+  EXPECT_OK(reaped);
   EXPECT_TRUE(WaitFor([&] { return !PathExists(idle[0]); }, seconds(30))) << idle[0] << " was not reaped";
   auto kept = (*restarted)->WaitForLog("serves shape " + key_, seconds(30));
-  EXPECT_TRUE(kept.ok()) << "a restarted daemon reuses the current template: " << kept.status().ToString();
+  EXPECT_OK(kept) << "a restarted daemon reuses the current template: " << kept.status().ToString();
   EXPECT_TRUE((*agent)->Check(milliseconds(5000)).ok()) << "the restart must not touch a claimed, adopted VM";
   // (A shim would have moved its VM into its pod's cgroup; ours still sits
   // in the pool's, so it goes first.)
-  EXPECT_TRUE(mine->Stop(milliseconds(2000)).ok());
+  EXPECT_OK(mine->Stop(milliseconds(2000)));
   (*restarted)->Stop();  // SIGTERM: drains, its refill boot included
   EXPECT_FALSE(PathExists("/sys/fs/cgroup/memory" + cfg_.pool.cgroup + "-d"))
       << "the restarted daemon removes the pool cgroup its killed predecessor made";
@@ -280,10 +281,10 @@ TEST_F(WarmPoolVmTest, ADaemonKilledInsideTheClaimWindowFailsTheClaimAndTheNextD
   Status appended = WriteFile(env_->config_path(), *ReadFile(env_->config_path()) +
                                                        "pool:\n  size: 1\n  refill: boot\n  socket: " +
                                                        cfg_.pool.socket + "\n  cgroup: " + cfg_.pool.cgroup + "-w\n");
-  ASSERT_TRUE(appended.ok()) << appended.ToString();
+  ASSERT_OK(appended);
   const std::string program = std::string(std::getenv("CAPSULE_BUILD_DIR")) + "/tests/integration/pool/claim_window_poold";
   auto daemon = testing::PoolDaemonProcess::StartProgram({program, "--die-in-claim"}, env_->config_path(), cfg_.pool.socket);
-  ASSERT_TRUE(daemon.ok()) << daemon.status().ToString();
+  ASSERT_OK(daemon);
   ASSERT_TRUE((*daemon)->WaitReady(1, kBootBudget, /*settled=*/true).ok());
   const std::vector<std::string> before = VmDirNames(cfg_.runtime.state_dir);
   ASSERT_EQ(before.size(), 1u);
@@ -297,22 +298,22 @@ TEST_F(WarmPoolVmTest, ADaemonKilledInsideTheClaimWindowFailsTheClaimAndTheNextD
   ASSERT_TRUE((*daemon)->WaitForLog("dying inside the claim of " + before[0], seconds(10)).ok()) << (*daemon)->log();
   (*daemon)->Kill();  // reaps it
   auto record = ReadPoolRecord(dir);
-  ASSERT_TRUE(record.ok()) << record.status().ToString();
+  ASSERT_OK(record);
   EXPECT_TRUE(record->claimed);
   EXPECT_EQ(record->sandbox_id, "sandbox-w");
   auto text = ReadFile(hypervisor::VmPaths(dir).record());
-  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  ASSERT_OK(text);
   auto vm_record = hypervisor::VmRecordFromJson(*text, "vm.json");
-  ASSERT_TRUE(vm_record.ok()) << vm_record.status().ToString();
+  ASSERT_OK(vm_record);
   EXPECT_EQ(::kill(vm_record->vmm.pid, 0), 0) << "the VM outlives the daemon that died claiming it";
 
   // The next daemon leaves the VM alone within the grace (its claimant,
   // this process, still lives), then reaps it; it refills its own.
   auto next = testing::PoolDaemonProcess::StartProgram({program, "--claim-grace-ms", "3000", "--scan-interval-ms", "500"},
                                                        env_->config_path(), cfg_.pool.socket);
-  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  ASSERT_OK(next);
   auto reaped = (*next)->WaitForLog("for sandbox sandbox-w but never adopted", seconds(30));
-  EXPECT_TRUE(reaped.ok()) << reaped.status().ToString();
+  EXPECT_OK(reaped);
   EXPECT_TRUE(WaitFor([&] { return !PathExists(dir); }, seconds(30))) << dir << " was not reaped";
   EXPECT_TRUE(WaitFor([&] { return ::kill(vm_record->vmm.pid, 0) != 0; }, seconds(10))) << "its QEMU still runs";
   (*next)->Stop();  // SIGTERM: drains its refill
@@ -341,7 +342,7 @@ TEST_F(WarmPoolVmTest, ATemplateFillsThePoolWithClonesAndStatusSaysSo) {
   o.config.pool.refill_holdback_ms = 1500;
   o.scan_interval = milliseconds(500);
   auto started = WarmPool::Start(o);
-  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  ASSERT_OK(started);
   std::unique_ptr<WarmPool> pool = std::move(*started);
   const ShapeStatus* s = WaitForShape(*pool, key_, [](const ShapeStatus& x) { return x.ready >= 2; }, kBootBudget * 2);
   ASSERT_NE(s, nullptr) << "the pool never filled";
@@ -395,7 +396,7 @@ TEST_F(WarmPoolVmTest, ATemplateFillsThePoolWithClonesAndStatusSaysSo) {
   ASSERT_NE(more.back(), nullptr);
   held = pool->GetStatus();
   EXPECT_GT(DefaultShape(held, key_)->booting + DefaultShape(held, key_)->ready, 0u) << "the held-back refills never started";
-  for (auto& v : more) EXPECT_TRUE(v->Stop(milliseconds(0)).ok());
+  for (auto& v : more) EXPECT_OK(v->Stop(milliseconds(0)));
 
   // No ready VM and none on the way (resized to 0): the claim restores a
   // clone of its own from the template instead of sending the pod to a
@@ -411,8 +412,8 @@ TEST_F(WarmPoolVmTest, ATemplateFillsThePoolWithClonesAndStatusSaysSo) {
   const PoolStatus after = pool->GetStatus();
   EXPECT_EQ(DefaultShape(after, key_)->clones, clones_before + 1);
   EXPECT_EQ(DefaultShape(after, key_)->claimed, 5u);
-  EXPECT_TRUE(own->Stop(milliseconds(2000)).ok());
-  EXPECT_TRUE(mine->Stop(milliseconds(2000)).ok());
+  EXPECT_OK(own->Stop(milliseconds(2000)));
+  EXPECT_OK(mine->Stop(milliseconds(2000)));
   pool.reset();
   EXPECT_TRUE(env_->VmDirs().empty()) << ::testing::PrintToString(env_->VmDirs());
   EXPECT_TRUE(PathExists(cfg_.runtime.state_dir + "/templates/" + key_ + "/template.json"))
@@ -423,18 +424,18 @@ TEST_F(WarmPoolVmTest, AChangedInitrdOrShapeBuildsANewTemplateAndDeletesTheOld) 
   // The pool's own copy of the initrd, so the test can change it.
   const std::string initrd = env_->root() + "/initrd.img";
   auto image = ReadFile(cfg_.guest.initrd);
-  ASSERT_TRUE(image.ok());
-  ASSERT_TRUE(WriteFile(initrd, *image).ok());
+  ASSERT_OK(image);
+  ASSERT_OK(WriteFile(initrd, *image));
   WarmPoolOptions o;
   o.config = cfg_;
   o.config.guest.initrd = initrd;
   o.scan_interval = milliseconds(500);
   auto first_key = ShapeKey(o.config, Resolve(o.config, Shape{}));
-  ASSERT_TRUE(first_key.ok());
+  ASSERT_OK(first_key);
   const std::string templates = cfg_.runtime.state_dir + "/templates/";
   {
     auto started = WarmPool::Start(o);
-    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    ASSERT_OK(started);
     std::unique_ptr<WarmPool> pool = std::move(*started);
     ASSERT_NE(WaitForShape(*pool, *first_key, [](const ShapeStatus& x) { return x.ready >= 1 && x.clones >= 1; },
                            kBootBudget * 2),
@@ -445,7 +446,7 @@ TEST_F(WarmPoolVmTest, AChangedInitrdOrShapeBuildsANewTemplateAndDeletesTheOld) 
     timespec later[2] = {{0, UTIME_OMIT}, {::time(nullptr) + 60, 0}};
     ASSERT_EQ(::utimensat(AT_FDCWD, initrd.c_str(), later, 0), 0);
     auto second_key = ShapeKey(o.config, Resolve(o.config, Shape{}));
-    ASSERT_TRUE(second_key.ok());
+    ASSERT_OK(second_key);
     ASSERT_NE(*second_key, *first_key);
     const ShapeStatus* s = WaitForShape(
         *pool, *second_key, [](const ShapeStatus& x) { return x.ready >= 1 && !x.template_key.empty(); },
@@ -461,9 +462,9 @@ TEST_F(WarmPoolVmTest, AChangedInitrdOrShapeBuildsANewTemplateAndDeletesTheOld) 
   // the other one deleted at start.
   o.config.guest.default_memory_mib = 320;
   auto third_key = ShapeKey(o.config, Resolve(o.config, Shape{}));
-  ASSERT_TRUE(third_key.ok());
+  ASSERT_OK(third_key);
   auto started = WarmPool::Start(o);
-  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  ASSERT_OK(started);
   std::unique_ptr<WarmPool> pool = std::move(*started);
   const ShapeStatus* s = WaitForShape(*pool, *third_key, [](const ShapeStatus& x) { return x.ready >= 1; },
                                       kBootBudget * 2);
@@ -486,13 +487,13 @@ TEST_F(WarmPoolVmTest, TenantSizedShapesShareOneCapOfIdleVmsAndExpire) {
   o.config.pool.max_idle = 2;
   o.config.pool.shape_expiry_s = 4;
   auto started = WarmPool::Start(o);
-  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  ASSERT_OK(started);
   std::unique_ptr<WarmPool> pool = std::move(*started);
   ASSERT_NE(WaitForShape(*pool, key_, [](const ShapeStatus& x) { return x.ready >= 1; }, kBootBudget), nullptr);
   for (uint32_t i = 0; i < 7; ++i) {
     std::string miss;
     auto c = pool->Claim(Shape{1, 288 + 32 * i}, Self("sized-" + std::to_string(i)), &miss);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_OK(c);
     EXPECT_FALSE(c->has_value()) << "a shape seen for the first time has no VM yet";
   }
   EXPECT_EQ(pool->GetStatus().shapes.size(), 8u);
@@ -521,7 +522,7 @@ TEST_F(WarmPoolVmTest, ACloneWhoseQemuIsKilledDuringItsRestoreLeavesNothingAndAB
   o.scan_interval = milliseconds(500);
   vm::testing::LogTap tap;
   auto started = WarmPool::Start(o);
-  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  ASSERT_OK(started);
   std::unique_ptr<WarmPool> pool = std::move(*started);
   // The first clone, as soon as its QEMU waits for the template's state.
   ASSERT_TRUE(tap.WaitFor("waits for the state", kBootBudget * 2));
@@ -529,9 +530,9 @@ TEST_F(WarmPoolVmTest, ACloneWhoseQemuIsKilledDuringItsRestoreLeavesNothingAndAB
   ASSERT_EQ(dirs.size(), 1u) << ::testing::PrintToString(dirs);
   const std::string clone_dir = cfg_.runtime.state_dir + "/vm/" + dirs[0];
   auto text = ReadFile(hypervisor::VmPaths(clone_dir).record());
-  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  ASSERT_OK(text);
   auto rec = hypervisor::VmRecordFromJson(*text, "vm.json");
-  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  ASSERT_OK(rec);
   ASSERT_TRUE(rec->spec.incoming);
   ASSERT_EQ(::kill(rec->vmm.pid, SIGKILL), 0);
 
@@ -542,9 +543,9 @@ TEST_F(WarmPoolVmTest, ACloneWhoseQemuIsKilledDuringItsRestoreLeavesNothingAndAB
   EXPECT_NE(s->template_last_failure.find("clone"), std::string::npos) << s->template_last_failure;
   // The boot reuses the VM id (the failed restore removed all of its own).
   auto booted = ReadFile(hypervisor::VmPaths(clone_dir).record());
-  ASSERT_TRUE(booted.ok()) << booted.status().ToString();
+  ASSERT_OK(booted);
   auto brec = hypervisor::VmRecordFromJson(*booted, "vm.json");
-  ASSERT_TRUE(brec.ok());
+  ASSERT_OK(brec);
   EXPECT_FALSE(brec->spec.incoming) << "the VM there now was booted";
   EXPECT_NE(brec->vmm.pid, rec->vmm.pid);
   EXPECT_NE(::kill(rec->vmm.pid, 0), 0) << "the killed clone's QEMU is gone";

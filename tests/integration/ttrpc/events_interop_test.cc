@@ -17,6 +17,7 @@
 #include "containerd/services/events/ttrpc/v1/events.pb.h"
 #include "runtime/ttrpc/client.h"
 #include "tests/support/containerd_harness.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule {
 namespace {
@@ -62,10 +63,10 @@ class EventsInteropTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto h = ContainerdHarness::Start();
-    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    ASSERT_OK(h);
     harness_ = std::move(*h);
     auto c = ttrpc::Client::Dial("unix://" + harness_->ttrpc_address(), 5s);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_OK(c);
     client_ = std::move(*c);
   }
   void TearDown() override {
@@ -83,15 +84,15 @@ class EventsInteropTest : public ::testing::Test {
 TEST_F(EventsInteropTest, ForwardedTaskExitReachesCtrEvents) {
   // Subscribed before we publish (the harness proves the subscription live).
   auto events = harness_->SubscribeEvents();
-  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  ASSERT_OK(events);
 
   google::protobuf::Empty empty;
   Status st = client_->Call(kEvents, "Forward", TaskExitEnvelope("capsule-ttrpc-c1", true), &empty,
                             NamespaceOptions());
-  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_OK(st);
 
   auto seen = events->WaitForOutput("capsule-ttrpc-c1", 20s);
-  ASSERT_TRUE(seen.ok()) << seen.status().ToString();
+  ASSERT_OK(seen);
   // The line is "<time> <namespace> <topic> <event as JSON>": containerd
   // decoded our Any by its type_url, so the TaskExit fields are there.
   std::string line = seen->substr(seen->find("/tasks/exit") == std::string::npos
@@ -115,7 +116,7 @@ TEST_F(EventsInteropTest, UnknownMethodAndServiceAreUnimplemented) {
   // The connection is still good after the errors.
   st = client_->Call(kEvents, "Forward", TaskExitEnvelope("after-errors", true), &empty,
                      NamespaceOptions());
-  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_OK(st);
 }
 
 TEST_F(EventsInteropTest, ContainerdErrorCodesComeBackUnchanged) {
@@ -148,7 +149,7 @@ TEST_F(EventsInteropTest, ManyConcurrentForwardsOnOneConnection) {
 TEST_F(EventsInteropTest, ContainerdGoingAwayFailsCallsWithUnavailable) {
   // Stop() returns once the daemon has exited, so its end of our
   // connection is closed; the call must fail fast instead of hanging.
-  ASSERT_TRUE(harness_->Stop().ok());
+  ASSERT_OK(harness_->Stop());
   google::protobuf::Empty empty;
   Status st = client_->Call(kEvents, "Forward", TaskExitEnvelope("gone", true), &empty,
                             NamespaceOptions());

@@ -6,6 +6,7 @@
 #include "runtime/common/run_capture.h"
 #include "runtime/hypervisor/accel_probe.h"
 #include "tests/integration/vm/vm_test_env.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::cli {
 namespace {
@@ -21,13 +22,13 @@ Captured RunCli(const TestEnv& env, std::vector<std::string> args, milliseconds 
   std::vector<std::string> argv = {CAPSULE_RUNTIME_BIN, "--config", env.config_path()};
   argv.insert(argv.end(), args.begin(), args.end());
   auto r = RunAndCapture(argv, timeout);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_OK(r);
   return r.ok() ? *r : Captured{};
 }
 
 std::unique_ptr<TestEnv> MakeEnv(const TestConfigOverrides& o = {}) {
   auto env = TestEnv::Create(o);
-  EXPECT_TRUE(env.ok()) << env.status().ToString();
+  EXPECT_OK(env);
   return env.ok() ? std::move(*env) : nullptr;
 }
 

@@ -15,6 +15,7 @@
 #include "runtime/hypervisor/vm_paths.h"
 #include "runtime/vm/sandbox_vm.h"
 #include "tests/integration/vm/vm_test_env.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::vm {
 namespace {
@@ -26,7 +27,7 @@ using testing::TestEnv;
 
 std::unique_ptr<TestEnv> MakeEnv(const TestConfigOverrides& o = {}) {
   auto env = TestEnv::Create(o);
-  EXPECT_TRUE(env.ok()) << env.status().ToString();
+  EXPECT_OK(env);
   return env.ok() ? std::move(*env) : nullptr;
 }
 
@@ -103,7 +104,7 @@ TEST(SandboxVmBootFailure, QemuKilledMidBootIsNoticedAtOnce) {
   ASSERT_TRUE(log.WaitFor("waiting up to", milliseconds(60000)));
   hypervisor::VmPaths paths(SandboxVm::StateDirFor(env->config(), "killed"));
   auto pid_text = ReadFile(paths.pidfile());
-  ASSERT_TRUE(pid_text.ok()) << pid_text.status().ToString();
+  ASSERT_OK(pid_text);
   pid_t qemu = static_cast<pid_t>(std::atoi(pid_text->c_str()));
   ASSERT_GT(qemu, 0);
   ASSERT_EQ(::kill(qemu, SIGKILL), 0);
@@ -139,9 +140,9 @@ TEST(SandboxVmBootFailure, AQemuWhoseLaunchNeverRecordedItIsKilledByAdopt) {
   s.initrd = cfg.guest.initrd;
   s.kernel_cmdline = "console=ttyS0";
   s.start_paused = true;
-  ASSERT_TRUE(MkdirAll(s.state_dir, 0700).ok());
+  ASSERT_OK(MkdirAll(s.state_dir, 0700));
   auto launched = hypervisor::NewQemuHypervisor(cfg)->Launch(s);
-  ASSERT_TRUE(launched.ok()) << launched.status().ToString();
+  ASSERT_OK(launched);
   const pid_t qemu = (*launched)->vmm_pid();
   ASSERT_TRUE((*launched)->Detach().ok());
   launched->reset();
@@ -150,7 +151,7 @@ TEST(SandboxVmBootFailure, AQemuWhoseLaunchNeverRecordedItIsKilledByAdopt) {
   ASSERT_EQ(::kill(qemu, 0), 0) << "QEMU should still run";
 
   auto vm = SandboxVm::Adopt(cfg, s.state_dir);
-  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_OK(vm);
   // Dead at once; gone from /proc once init reaps it (it is not our child).
   for (int i = 0; i < 100 && ::kill(qemu, 0) == 0; ++i) ::usleep(50 * 1000);
   EXPECT_NE(::kill(qemu, 0), 0) << "QEMU pid " << qemu << " survived the adoption";
@@ -178,7 +179,7 @@ TEST(SandboxVmBootFailure, AFullOrReadOnlyStateDirIsAClearErrorAndLeavesNothing)
     auto env = MakeEnv();
     ASSERT_TRUE(env);
     const std::string state = env->state_dir();
-    ASSERT_TRUE(MkdirAll(state).ok());
+    ASSERT_OK(MkdirAll(state));
     ASSERT_EQ(::mount("tmpfs", state.c_str(), "tmpfs", c.flags, c.options), 0) << std::strerror(errno);
     auto vm = SandboxVm::Boot(env->config(), Spec("full"));
     EXPECT_FALSE(vm.ok()) << "booted on a " << c.want << " state dir";
@@ -197,12 +198,12 @@ TEST(SandboxVmBootFailure, SecondBootOfTheSameIdIsRefusedWithoutHarm) {
   auto env = MakeEnv();
   ASSERT_TRUE(env);
   std::string dir = SandboxVm::StateDirFor(env->config(), "taken");
-  ASSERT_TRUE(MkdirAll(dir).ok());
-  ASSERT_TRUE(WriteFile(dir + "/keep", "someone else's").ok());
+  ASSERT_OK(MkdirAll(dir));
+  ASSERT_OK(WriteFile(dir + "/keep", "someone else's"));
   auto vm = SandboxVm::Boot(env->config(), Spec("taken"));
   EXPECT_EQ(vm.status().code(), Code::kAlreadyExists) << vm.status().ToString();
   EXPECT_EQ(*ReadFile(dir + "/keep"), "someone else's");
-  ASSERT_TRUE(RemoveAll(dir).ok());
+  ASSERT_OK(RemoveAll(dir));
 }
 
 }  // namespace

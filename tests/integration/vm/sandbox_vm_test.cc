@@ -26,6 +26,7 @@
 #include "runtime/vm/sandbox_vm.h"
 #include "runtime/vsock/vsock_backend.h"
 #include "tests/integration/vm/vm_test_env.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::vm {
 namespace {
@@ -77,14 +78,14 @@ class BootedVmTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     auto env = TestEnv::Create();
-    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    ASSERT_OK(env);
     env_ = std::move(*env);
     config_ = env_->config();
     config_.vsock.backend = Backend::kBackend;
     SandboxVmSpec spec;
     spec.id = "it-shared";
     auto vm = SandboxVm::Boot(config_, spec);
-    ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+    ASSERT_OK(vm);
     vm_ = std::move(*vm);
   }
   static void TearDownTestSuite() {
@@ -109,15 +110,15 @@ TYPED_TEST(BootedVmTest, AgentAnswersCheckAndVersionThroughCapsuleVsockd) {
   EXPECT_TRUE(PathExists(TestFixture::vm_->state_dir() + "/" + TypeParam::kSocket));
   EXPECT_TRUE(PathExists(TestFixture::vm_->state_dir() + "/" + vsock::kHybridSocketName));
   auto qemu_cmdline = ReadFile("/proc/" + std::to_string(TestFixture::vm_->vmm_pid()) + "/cmdline");
-  ASSERT_TRUE(qemu_cmdline.ok());
+  ASSERT_OK(qemu_cmdline);
   EXPECT_NE(qemu_cmdline->find(TypeParam::kQemuDevice), std::string::npos);
   auto agent = TestFixture::vm_->agent();
-  ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+  ASSERT_OK(agent);
   auto check = (*agent)->Check(milliseconds(10000));
-  ASSERT_TRUE(check.ok()) << check.status().ToString();
+  ASSERT_OK(check);
   EXPECT_EQ(check->status(), agent::v1::CheckResponse::SERVING);
   auto version = (*agent)->Version();
-  ASSERT_TRUE(version.ok()) << version.status().ToString();
+  ASSERT_OK(version);
   EXPECT_EQ(version->api_version(), guest_abi::kAgentApiVersion);
   EXPECT_FALSE(version->kernel_release().empty());
   EXPECT_GT(version->ready_monotonic_us(), 0u);
@@ -136,7 +137,7 @@ TYPED_TEST(BootedVmTest, AgentAnswersCheckAndVersionThroughCapsuleVsockd) {
 TYPED_TEST(BootedVmTest, TheGuestBootsWithoutAWarning) {
   const std::string console = hypervisor::VmPaths(TestFixture::vm_->state_dir()).console_log();
   auto text = ReadFile(console);
-  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  ASSERT_OK(text);
   const size_t ready = text->find("capsule-agent ready");
   ASSERT_NE(ready, std::string::npos) << "no ready line in " << console;
   const std::string boot = text->substr(0, text->find('\n', ready));
@@ -150,20 +151,20 @@ TYPED_TEST(BootedVmTest, TheGuestBootsWithoutAWarning) {
 // for the blk storage driver, it loads that driver's modules.
 TYPED_TEST(BootedVmTest, ARehearsalRunsAContainerAndLeavesNothing) {
   auto agent = TestFixture::vm_->agent();
-  ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+  ASSERT_OK(agent);
   agent::v1::RehearseRequest req;
   for (int i = 0; i < 2; ++i) {
     auto r = (*agent)->Rehearse(req, milliseconds(30000));
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_OK(r);
     EXPECT_GT(r->elapsed_ms(), 0u);
     req.add_storage_drivers("blk");  // the second one, as for a dense VM
   }
   // A dense VM's rehearsal loaded what its containers' erofs disks need.
   auto modules = ReadInGuest(*TestFixture::vm_, "/proc/modules");
-  ASSERT_TRUE(modules.ok()) << modules.status().ToString();
+  ASSERT_OK(modules);
   EXPECT_NE(modules->find("erofs "), std::string::npos) << *modules;
   auto mounts = ReadInGuest(*TestFixture::vm_, "/proc/self/mountinfo");
-  ASSERT_TRUE(mounts.ok()) << mounts.status().ToString();
+  ASSERT_OK(mounts);
   EXPECT_EQ(mounts->find("rehearsal"), std::string::npos) << *mounts;
   EXPECT_EQ(ReadInGuest(*TestFixture::vm_, "/run/capsule/rehearsal/init").status().code(), Code::kNotFound);
   auto cgroups = ReadInGuest(*TestFixture::vm_, "/sys/fs/cgroup/capsule/capsule-rehearsal/cgroup.procs");
@@ -179,14 +180,14 @@ TYPED_TEST(BootedVmTest, ARehearsalOfTheBootNicPutsItBackAsItWas) {
   const auto nic = TestFixture::vm_->boot_nic();
   ASSERT_TRUE(nic.has_value()) << "guest.boot_nic is on by default";
   auto agent = TestFixture::vm_->agent();
-  ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+  ASSERT_OK(agent);
   auto links_before = (*agent)->ListInterfaces();
   auto routes_before = (*agent)->ListRoutes();
   ASSERT_TRUE(links_before.ok() && routes_before.ok());
   agent::v1::RehearseRequest req;
   req.set_boot_nic_mac(nic->mac);
   auto r = (*agent)->Rehearse(req, milliseconds(30000));
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   auto links_after = (*agent)->ListInterfaces();
   auto routes_after = (*agent)->ListRoutes();
   ASSERT_TRUE(links_after.ok() && routes_after.ok());
@@ -196,7 +197,7 @@ TYPED_TEST(BootedVmTest, ARehearsalOfTheBootNicPutsItBackAsItWas) {
   for (const auto& i : links_after->interfaces()) found = found || i.hw_addr() == nic->mac;
   EXPECT_TRUE(found) << "no NIC has " << nic->mac << " any more:\n" << links_after->DebugString();
   auto console = ReadFile(hypervisor::VmPaths(TestFixture::vm_->state_dir()).console_log());
-  ASSERT_TRUE(console.ok());
+  ASSERT_OK(console);
   EXPECT_NE(console->find("MAC set to 02:ca:95:00:00:01"), std::string::npos) << "the take-over was not played";
 
   req.set_boot_nic_mac("02:00:00:00:00:99");
@@ -208,29 +209,29 @@ TYPED_TEST(BootedVmTest, ARehearsalOfTheBootNicPutsItBackAsItWas) {
 
 TYPED_TEST(BootedVmTest, FilesAndLateBindMountsUnderTheShareReachTheGuest) {
   auto agent = TestFixture::vm_->agent();
-  ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+  ASSERT_OK(agent);
   agent::v1::CreateSandboxRequest req;
   req.set_sandbox_id("pod-it");
   *req.add_storages() = TestFixture::vm_->SharedFsStorage();
   Status created = (*agent)->CreateSandbox(req);
-  ASSERT_TRUE(created.ok()) << created.ToString();
+  ASSERT_OK(created);
 
   // A file written on the host after the guest mounted the share.
-  ASSERT_TRUE(WriteFile(TestFixture::vm_->HostSharedPath("hello.txt"), "hello from the host\n").ok());
+  ASSERT_OK(WriteFile(TestFixture::vm_->HostSharedPath("hello.txt"), "hello from the host\n"));
   auto hello = ReadInGuest(*TestFixture::vm_, TestFixture::vm_->GuestSharedPath("hello.txt"));
-  ASSERT_TRUE(hello.ok()) << hello.status().ToString();
+  ASSERT_OK(hello);
   EXPECT_EQ(*hello, "hello from the host\n");
 
   // A directory bind-mounted there afterwards, as container rootfs arrive.
   std::string src = TestFixture::env_->root() + "/rootfs-src";
-  ASSERT_TRUE(MkdirAll(src + "/etc").ok());
-  ASSERT_TRUE(WriteFile(src + "/etc/marker", "rootfs via bind mount\n").ok());
+  ASSERT_OK(MkdirAll(src + "/etc"));
+  ASSERT_OK(WriteFile(src + "/etc/marker", "rootfs via bind mount\n"));
   std::string target = TestFixture::vm_->HostSharedPath("c1/rootfs");
-  ASSERT_TRUE(MkdirAll(target).ok());
+  ASSERT_OK(MkdirAll(target));
   ASSERT_EQ(::mount(src.c_str(), target.c_str(), nullptr, MS_BIND, nullptr), 0) << std::strerror(errno);
   auto marker = ReadInGuest(*TestFixture::vm_, TestFixture::vm_->GuestSharedPath("c1/rootfs/etc/marker"));
   EXPECT_EQ(::umount2(target.c_str(), MNT_DETACH), 0);
-  ASSERT_TRUE(marker.ok()) << marker.status().ToString();
+  ASSERT_OK(marker);
   EXPECT_EQ(*marker, "rootfs via bind mount\n");
 }
 
@@ -242,7 +243,7 @@ TYPED_TEST(BootedVmTest, DialToAGuestPortNobodyListensOnIsUnavailableAndHarmless
   EXPECT_NE(fd.status().message().find("4242"), std::string::npos) << fd.status().message();
   EXPECT_LT(Clock::now() - t0, milliseconds(5000)) << "a refused port must not wait for the timeout";
   auto agent = TestFixture::vm_->agent();
-  ASSERT_TRUE(agent.ok());
+  ASSERT_OK(agent);
   EXPECT_TRUE((*agent)->Check(milliseconds(10000)).ok());
 }
 
@@ -252,13 +253,13 @@ TYPED_TEST(BootedVmTest, DialToAGuestPortNobodyListensOnIsUnavailableAndHarmless
 // that); it is in vm.json, in the VM's root-only dir, for adoption.
 TYPED_TEST(BootedVmTest, TheAgentServesOnlyAStreamThatProvesTheVmsToken) {
   auto record_text = ReadFile(TestFixture::vm_->state_dir() + "/vm.json");
-  ASSERT_TRUE(record_text.ok()) << record_text.status().ToString();
+  ASSERT_OK(record_text);
   auto record = hypervisor::VmRecordFromJson(*record_text, "vm.json");
-  ASSERT_TRUE(record.ok()) << record.status().ToString();
+  ASSERT_OK(record);
   const std::string token = record->spec.agent_token;
   ASSERT_TRUE(agent_auth::IsWellFormedToken(token)) << "'" << token << "'";
   auto cmdline = ReadFile("/proc/" + std::to_string(TestFixture::vm_->vmm_pid()) + "/cmdline");
-  ASSERT_TRUE(cmdline.ok());
+  ASSERT_OK(cmdline);
   EXPECT_EQ(cmdline->find(token), std::string::npos) << "the token is on QEMU's command line";
   EXPECT_NE(cmdline->find(std::string(guest_abi::kAgentTokenFwCfgName)), std::string::npos);
   struct stat st{};
@@ -266,17 +267,17 @@ TYPED_TEST(BootedVmTest, TheAgentServesOnlyAStreamThatProvesTheVmsToken) {
   EXPECT_EQ(st.st_mode & 077, 0u) << "the VM dir holding vm.json is open to others";
 
   auto wrong = TestFixture::vm_->DialGuest(guest_abi::kAgentVsockPort, milliseconds(5000));
-  ASSERT_TRUE(wrong.ok()) << wrong.status().ToString();
+  ASSERT_OK(wrong);
   Status denied = agent_auth::Prove(wrong->get(), *agent_auth::NewToken(), milliseconds(10000));
   EXPECT_EQ(denied.code(), Code::kPermissionDenied) << denied.ToString();
 
   auto right = TestFixture::vm_->DialGuest(guest_abi::kAgentVsockPort, milliseconds(5000));
-  ASSERT_TRUE(right.ok()) << right.status().ToString();
+  ASSERT_OK(right);
   Status proved = agent_auth::Prove(right->get(), token, milliseconds(10000));
-  EXPECT_TRUE(proved.ok()) << proved.ToString();
+  EXPECT_OK(proved);
   auto client = agentclient::NewGrpcAgentClient(std::move(*right), {});
   auto check = client->Check(milliseconds(10000));
-  ASSERT_TRUE(check.ok()) << check.status().ToString();
+  ASSERT_OK(check);
   EXPECT_EQ(check->status(), agent::v1::CheckResponse::SERVING);
   client->Close();
 }
@@ -284,22 +285,22 @@ TYPED_TEST(BootedVmTest, TheAgentServesOnlyAStreamThatProvesTheVmsToken) {
 TYPED_TEST(BootedVmTest, DetachThenAdoptFromANewObject) {
   pid_t qemu = TestFixture::vm_->vmm_pid();
   std::string dir = TestFixture::vm_->state_dir();
-  ASSERT_TRUE(TestFixture::vm_->Detach().ok());
+  ASSERT_OK(TestFixture::vm_->Detach());
   EXPECT_EQ(TestFixture::vm_->agent().status().code(), Code::kFailedPrecondition);
   TestFixture::vm_.reset();  // a detached VM survives its object
   EXPECT_FALSE(testing::ProcessesMentioning(dir).empty());
 
   auto adopted = SandboxVm::Adopt(TestFixture::config_, dir);
-  ASSERT_TRUE(adopted.ok()) << adopted.status().ToString();
+  ASSERT_OK(adopted);
   TestFixture::vm_ = std::move(*adopted);
   EXPECT_EQ(TestFixture::vm_->id(), "it-shared");
   EXPECT_EQ(TestFixture::vm_->vmm_pid(), qemu);
   auto agent = TestFixture::vm_->agent();
-  ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+  ASSERT_OK(agent);
   EXPECT_TRUE((*agent)->Check(milliseconds(10000)).ok());
   // Same guest: the file written before the hand-over is still served.
   auto hello = ReadInGuest(*TestFixture::vm_, TestFixture::vm_->GuestSharedPath("hello.txt"));
-  ASSERT_TRUE(hello.ok()) << hello.status().ToString();
+  ASSERT_OK(hello);
   EXPECT_EQ(*hello, "hello from the host\n");
 }
 
@@ -339,12 +340,12 @@ TYPED_TEST(BootedVmTest, StopPowersOffAndLeavesNothing) {
   TestFixture::vm_->OnExit([&](const hypervisor::VmExit& e) { exited.set_value(e); });
   std::string dir = TestFixture::vm_->state_dir();
   Status st = TestFixture::vm_->Stop(kGraceful);
-  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_OK(st);
   auto exit = exited.get_future();
   ASSERT_EQ(exit.wait_for(milliseconds(5000)), std::future_status::ready);
   // The agent powered the guest off: QEMU saw the guest's own shutdown.
   EXPECT_NE(exit.get().reason.find("guest-shutdown"), std::string::npos);
-  EXPECT_TRUE(TestFixture::vm_->Stop(kGraceful).ok()) << "Stop is idempotent";
+  EXPECT_OK(TestFixture::vm_->Stop(kGraceful)) << "Stop is idempotent";
   EXPECT_EQ(TestFixture::vm_->agent().status().code(), Code::kFailedPrecondition);
   EXPECT_FALSE(PathExists(dir));
   ExpectNothingLeft(*TestFixture::env_);

@@ -28,6 +28,7 @@
 #include "runtime/vm/sandbox_vm.h"
 #include "runtime/vm/vm_template.h"
 #include "tests/integration/vm/vm_test_env.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::vm {
 namespace {
@@ -120,17 +121,17 @@ void ReportMemory(const SandboxVm& vm, const char* what, uint32_t guest_mib) {
 
 TEST(VmBench, ColdBootToAgentCheckAndIdleMemory) {
   auto env = testing::TestEnv::Create();
-  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  ASSERT_OK(env);
   std::vector<double> total, prepare, vmm, agent, guest_ready;
   SandboxVmPtr last;
   for (int i = 0; i < kRuns; ++i) {
     SandboxVmSpec spec;
     spec.id = "bench-" + std::to_string(i);
     auto vm = SandboxVm::Boot((*env)->config(), spec);
-    ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+    ASSERT_OK(vm);
     const BootTimings& t = (*vm)->timings();
     auto version = (*(*vm)->agent())->Version();
-    ASSERT_TRUE(version.ok()) << version.status().ToString();
+    ASSERT_OK(version);
     total.push_back(t.total_ms), prepare.push_back(t.prepare_ms), vmm.push_back(t.vmm_start_ms);
     agent.push_back(t.agent_ready_ms), guest_ready.push_back(version->ready_monotonic_us() / 1000.0);
     std::printf("boot %d: total %6.0f ms = prepare %5.0f + VMM start %5.0f + kernel+agent %6.0f  (guest clock at "
@@ -150,7 +151,7 @@ TEST(VmBench, ColdBootToAgentCheckAndIdleMemory) {
   // trip of a pod start): an empty Check, on the booted VM's connection.
   std::vector<double> check;
   auto agent_client = last->agent();
-  ASSERT_TRUE(agent_client.ok()) << agent_client.status().ToString();
+  ASSERT_OK(agent_client);
   for (int i = 0; i < 50; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     ASSERT_TRUE((*agent_client)->Check(milliseconds(10000)).ok());
@@ -162,7 +163,7 @@ TEST(VmBench, ColdBootToAgentCheckAndIdleMemory) {
   std::this_thread::sleep_for(kSettle);
   ReportMemory(*last, "booted VM", (*env)->config().guest.default_memory_mib);
   std::fflush(stdout);
-  ASSERT_TRUE(last->Stop(milliseconds(10000)).ok());
+  ASSERT_OK(last->Stop(milliseconds(10000)));
   EXPECT_TRUE((*env)->Leftovers().empty());
 }
 
@@ -170,11 +171,11 @@ TEST(VmBench, ColdBootToAgentCheckAndIdleMemory) {
 // template, alternated, kRuns each, after one template build.
 TEST(VmBench, ARefillFromATemplateAgainstAColdBoot) {
   auto env = testing::TestEnv::Create();
-  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  ASSERT_OK(env);
   const config::Config& cfg = (*env)->config();
   auto tpl = BuildTemplate(cfg, (*env)->state_dir() + "/templates",
                            TemplateSpec{"00000000bebe0000", cfg.guest.default_vcpus, cfg.guest.default_memory_mib});
-  ASSERT_TRUE(tpl.ok()) << tpl.status().ToString();
+  ASSERT_OK(tpl);
   std::printf("template built in %.0f ms: RAM image %.1f MB allocated, device state %.1f KB\n", tpl->build_ms,
               tpl->ram_allocated_bytes / 1e6, tpl->state_bytes / 1e3);
   std::vector<double> boot, clone, copy, vmm, load, plug, agent;
@@ -183,12 +184,12 @@ TEST(VmBench, ARefillFromATemplateAgainstAColdBoot) {
     SandboxVmSpec b;
     b.id = "bench-boot-" + std::to_string(i);
     auto booted = SandboxVm::Boot(cfg, b);
-    ASSERT_TRUE(booted.ok()) << booted.status().ToString();
+    ASSERT_OK(booted);
     boot.push_back((*booted)->timings().total_ms);
     SandboxVmSpec c;
     c.id = "bench-clone-" + std::to_string(i);
     auto cloned = SandboxVm::Restore(cfg, c, *tpl);
-    ASSERT_TRUE(cloned.ok()) << cloned.status().ToString();
+    ASSERT_OK(cloned);
     const BootTimings& t = (*cloned)->timings();
     clone.push_back(t.total_ms), copy.push_back(t.ram_copy_ms), vmm.push_back(t.vmm_start_ms);
     load.push_back(t.state_load_ms), plug.push_back(t.hotplug_ms), agent.push_back(t.agent_ready_ms);
@@ -213,9 +214,9 @@ TEST(VmBench, ARefillFromATemplateAgainstAColdBoot) {
   ReportMemory(*last_clone, "clone (full RAM copy: its vhost-user devices need shared RAM)",
                cfg.guest.default_memory_mib);
   std::fflush(stdout);
-  ASSERT_TRUE(last_boot->Stop(milliseconds(10000)).ok());
-  ASSERT_TRUE(last_clone->Stop(milliseconds(10000)).ok());
-  EXPECT_TRUE(RemoveTemplate(cfg, tpl->dir).ok());
+  ASSERT_OK(last_boot->Stop(milliseconds(10000)));
+  ASSERT_OK(last_clone->Stop(milliseconds(10000)));
+  EXPECT_OK(RemoveTemplate(cfg, tpl->dir));
   EXPECT_TRUE((*env)->Leftovers().empty());
 }
 
@@ -232,25 +233,25 @@ constexpr int kIdleClones = 10;
 
 TEST(VmBench, CopyOnWriteClonesOnTheSerialVsockAgainstColdBoots) {
   auto env = testing::TestEnv::Create();
-  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  ASSERT_OK(env);
   config::Config cfg = (*env)->config();
   cfg.guest.device_set = config::DeviceSet::kDense;
   cfg.vsock.backend = config::VsockBackendKind::kSerial;
   auto tpl = BuildTemplate(cfg, (*env)->state_dir() + "/templates",
                            TemplateSpec{"00000000c0c00000", cfg.guest.default_vcpus, cfg.guest.default_memory_mib});
-  ASSERT_TRUE(tpl.ok()) << tpl.status().ToString();
+  ASSERT_OK(tpl);
   std::vector<double> boot, clone;
   SandboxVmPtr booted_last;
   for (int i = 0; i < kRuns; ++i) {
     SandboxVmSpec b;
     b.id = "bench-boot-" + std::to_string(i);
     auto booted = SandboxVm::Boot(cfg, b);
-    ASSERT_TRUE(booted.ok()) << booted.status().ToString();
+    ASSERT_OK(booted);
     boot.push_back((*booted)->timings().total_ms);
     SandboxVmSpec cs;
     cs.id = "cow-run-" + std::to_string(i);
     auto c = SandboxVm::Restore(cfg, cs, *tpl);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_OK(c);
     clone.push_back((*c)->timings().total_ms);
     std::printf("run %d: cold boot (dense) %6.0f ms | copy-on-write clone to agent Check %5.0f ms\n", i + 1,
                 boot.back(), clone.back());
@@ -271,7 +272,7 @@ TEST(VmBench, CopyOnWriteClonesOnTheSerialVsockAgainstColdBoots) {
     SandboxVmSpec cs;
     cs.id = "cow-idle-" + std::to_string(i);
     auto c = SandboxVm::Restore(cfg, cs, *tpl);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_OK(c);
     idle.push_back(std::move(*c));
   }
   struct stat sealed{};
@@ -299,10 +300,10 @@ TEST(VmBench, CopyOnWriteClonesOnTheSerialVsockAgainstColdBoots) {
               " = %.1f MB\n", kIdleClones, all_priv / 1024.0, sealed_mb, all_priv / 1024.0 + sealed_mb);
   std::fflush(stdout);
   ReportMemory(*booted_last, "booted VM (dense, same run)", cfg.guest.default_memory_mib);
-  for (auto& c : idle) EXPECT_TRUE(c->Stop(milliseconds(10000)).ok());
+  for (auto& c : idle) EXPECT_OK(c->Stop(milliseconds(10000)));
   idle.clear();
-  ASSERT_TRUE(booted_last->Stop(milliseconds(10000)).ok());
-  EXPECT_TRUE(RemoveTemplate(cfg, tpl->dir).ok());
+  ASSERT_OK(booted_last->Stop(milliseconds(10000)));
+  EXPECT_OK(RemoveTemplate(cfg, tpl->dir));
   EXPECT_TRUE((*env)->Leftovers().empty());
 }
 

@@ -34,6 +34,7 @@
 #include "runtime/vm/vm_template.h"
 #include "runtime/erofs/erofs_image.h"
 #include "tests/integration/vm/vm_test_env.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::vm {
 namespace {
@@ -72,10 +73,10 @@ int64_t HostUnixNs() {
 // the kernel's CRNG output (vmgenid's reseed) and its boot_id.
 void ReadIdentity(SandboxVm& c, std::set<std::string>& uuids, std::set<std::string>& boot_ids) {
   auto uuid = ReadInGuest(c, "/proc/sys/kernel/random/uuid");
-  ASSERT_TRUE(uuid.ok()) << uuid.status().ToString();
+  ASSERT_OK(uuid);
   uuids.insert(*uuid);
   auto boot_id = ReadInGuest(c, "/proc/sys/kernel/random/boot_id");
-  ASSERT_TRUE(boot_id.ok()) << boot_id.status().ToString();
+  ASSERT_OK(boot_id);
   boot_ids.insert(*boot_id);
 }
 
@@ -85,10 +86,10 @@ void ServesItsShare(SandboxVm& c, agentclient::AgentClient& agent, const std::st
   agent::v1::CreateSandboxRequest req;
   req.set_sandbox_id(pod);
   *req.add_storages() = c.SharedFsStorage();
-  ASSERT_TRUE(agent.CreateSandbox(req).ok());
-  ASSERT_TRUE(WriteFile(c.HostSharedPath("who"), c.id()).ok());
+  ASSERT_OK(agent.CreateSandbox(req));
+  ASSERT_OK(WriteFile(c.HostSharedPath("who"), c.id()));
   auto who = ReadInGuest(c, c.GuestSharedPath("who"));
-  ASSERT_TRUE(who.ok()) << who.status().ToString();
+  ASSERT_OK(who);
   EXPECT_EQ(*who, c.id());
 }
 
@@ -104,19 +105,19 @@ class VmTemplateTest : public ::testing::Test {
   static void SetUpTestSuite() { BuildSuiteTemplate(config::DeviceSet::kVirtioFs); }
   static void BuildSuiteTemplate(config::DeviceSet device_set) {
     auto env = TestEnv::Create();
-    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    ASSERT_OK(env);
     env_ = std::move(*env);
     config_ = env_->config();
     config_.guest.device_set = device_set;
     if (device_set == config::DeviceSet::kDense) config_.vsock.backend = config::VsockBackendKind::kSerial;
     root_ = env_->state_dir() + "/templates";
     auto t = BuildTemplate(config_, root_, TemplateSpec{"00c0ffee00c0ffee", 1, 256});
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ASSERT_OK(t);
     tpl_ = std::move(*t);
   }
   static void TearDownTestSuite() {
     if (env_) {
-      EXPECT_TRUE(RemoveTemplate(config_, tpl_.dir).ok());
+      EXPECT_OK(RemoveTemplate(config_, tpl_.dir));
     }
     env_.reset();
   }
@@ -143,7 +144,7 @@ TEST_F(VmTemplateTest, ATemplateIsItsRamImageAndASmallDeviceStateWithNothingRunn
   EXPECT_EQ(tpl_.hotplug_slots, kTemplateHotplugSlots);
   EXPECT_TRUE(testing::ProcessesMentioning(root_).empty()) << "the template's QEMU stopped";
   auto loaded = LoadTemplate(tpl_.dir);
-  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_OK(loaded);
   EXPECT_EQ(loaded->key, tpl_.key);
   EXPECT_EQ(loaded->boot_nic_mac, tpl_.boot_nic_mac);
   EXPECT_EQ(loaded->created_unix_ms, tpl_.created_unix_ms);
@@ -158,14 +159,14 @@ TEST_F(VmTemplateTest, ThreeClonesAnswerWithTheirOwnRandomnessBootIdCidAndTheHos
     SandboxVmSpec spec;
     spec.id = "clone-" + std::to_string(i);
     auto c = SandboxVm::Restore(config_, spec, tpl_);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_OK(c);
     const BootTimings& t = (*c)->timings();
     EXPECT_TRUE(t.restored);
     std::printf("clone %d restored in %.0f ms (prepare %.0f, RAM copy %.0f, VMM start %.0f, state %.0f, hot-plug %.0f, "
                 "agent %.0f)\n", i, t.total_ms, t.prepare_ms, t.ram_copy_ms, t.vmm_start_ms, t.state_load_ms,
                 t.hotplug_ms, t.agent_ready_ms);
     auto agent = (*c)->agent();
-    ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+    ASSERT_OK(agent);
     ASSERT_TRUE((*agent)->Check(milliseconds(5000)).ok());
     ASSERT_NO_FATAL_FAILURE(ReadIdentity(**c, uuids, boot_ids));
     // The claim's freshness: the host's clock.
@@ -175,14 +176,14 @@ TEST_F(VmTemplateTest, ThreeClonesAnswerWithTheirOwnRandomnessBootIdCidAndTheHos
     time.set_nanos(now % 1'000'000'000);
     ASSERT_TRUE((*agent)->SetGuestTime(time).ok());
     auto version = (*agent)->Version();
-    ASSERT_TRUE(version.ok()) << version.status().ToString();
+    ASSERT_OK(version);
     EXPECT_LT(std::llabs(version->wall_clock_unix_ns() - HostUnixNs()), 1'000'000'000ll)
         << "clone " << i << "'s clock after SetGuestTime";
     cids.insert(version->local_cid());
     EXPECT_NE(version->local_cid(), 0u);
     ASSERT_NO_FATAL_FAILURE(ServesItsShare(**c, **agent, "pod-" + std::to_string(i)));
     auto token = TokenOf(**c);
-    ASSERT_TRUE(token.ok()) << token.status().ToString();
+    ASSERT_OK(token);
     tokens.push_back(*token);
     clones.push_back(std::move(*c));
   }
@@ -193,10 +194,10 @@ TEST_F(VmTemplateTest, ThreeClonesAnswerWithTheirOwnRandomnessBootIdCidAndTheHos
   // token of its own VMM: a sibling's is refused.
   ASSERT_EQ(std::set<std::string>(tokens.begin(), tokens.end()).size(), 3u);
   auto stream = clones[0]->DialGuest(guest_abi::kAgentVsockPort, milliseconds(5000));
-  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  ASSERT_OK(stream);
   Status sibling = agent_auth::Prove(stream->get(), tokens[1], milliseconds(10000));
   EXPECT_EQ(sibling.code(), Code::kPermissionDenied) << sibling.ToString();
-  for (auto& c : clones) EXPECT_TRUE(c->Stop(milliseconds(5000)).ok());
+  for (auto& c : clones) EXPECT_OK(c->Stop(milliseconds(5000)));
   clones.clear();
   ExpectNothingLeft(*env_);
 }
@@ -208,9 +209,9 @@ TEST_F(VmTemplateTest, AKilledQemuDuringTheRestoreFailsItAndLeavesNothing) {
   auto restore = std::async(std::launch::async, [&] { return SandboxVm::Restore(config_, spec, tpl_); });
   ASSERT_TRUE(tap.WaitFor("waits for the state", milliseconds(60000)));
   auto record = ReadFile(hypervisor::VmPaths(SandboxVm::StateDirFor(env_->config(), spec.id)).record());
-  ASSERT_TRUE(record.ok()) << record.status().ToString();
+  ASSERT_OK(record);
   auto rec = hypervisor::VmRecordFromJson(*record, "vm.json");
-  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  ASSERT_OK(rec);
   ASSERT_EQ(::kill(rec->vmm.pid, SIGKILL), 0);
   auto vm = restore.get();
   ASSERT_FALSE(vm.ok()) << "a clone whose QEMU died must not be handed out";
@@ -221,16 +222,16 @@ TEST_F(VmTemplateTest, AKilledQemuDuringTheRestoreFailsItAndLeavesNothing) {
 TEST_F(VmTemplateTest, ACorruptStateFailsWithQemusWordsAndLeavesNothing) {
   VmTemplate bad = tpl_;
   bad.dir = env_->root() + "/bad-template";
-  ASSERT_TRUE(MkdirAll(bad.dir, 0700).ok());
+  ASSERT_OK(MkdirAll(bad.dir, 0700));
   ASSERT_EQ(::link(tpl_.ram_path().c_str(), bad.ram_path().c_str()), 0);
-  ASSERT_TRUE(WriteFile(bad.state_path(), std::string(4096, 'x')).ok());
+  ASSERT_OK(WriteFile(bad.state_path(), std::string(4096, 'x')));
   SandboxVmSpec spec;
   spec.id = "clone-corrupt";
   auto vm = SandboxVm::Restore(config_, spec, bad);
   ASSERT_FALSE(vm.ok());
   EXPECT_NE(vm.status().message().find("load the state"), std::string::npos) << vm.status().ToString();
   ExpectNothingLeft(*env_);
-  EXPECT_TRUE(RemoveAll(bad.dir).ok());
+  EXPECT_OK(RemoveAll(bad.dir));
 }
 
 TEST_F(VmTemplateTest, ACloneOfAnotherSizeIsRefusedBeforeAnythingStarts) {
@@ -293,14 +294,14 @@ TEST_F(DenseVmTemplateTest, ClonesMapTheSealedTemplatePrivateAndAnswerOverTheSer
     SandboxVmSpec spec;
     spec.id = "dense-clone-" + std::to_string(i);
     auto c = SandboxVm::Restore(config_, spec, tpl_);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_OK(c);
     const BootTimings& t = (*c)->timings();
     std::printf("dense clone %d restored in %.0f ms (prepare %.0f, RAM %.0f, VMM start %.0f, state %.0f, "
                 "hot-plug %.0f, agent %.0f)\n", i, t.total_ms, t.prepare_ms, t.ram_copy_ms, t.vmm_start_ms,
                 t.state_load_ms, t.hotplug_ms, t.agent_ready_ms);
     const int pid = (*c)->vmm_pid();
     auto qemu = ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
-    ASSERT_TRUE(qemu.ok());
+    ASSERT_OK(qemu);
     EXPECT_NE(qemu->find("virtserialport"), std::string::npos);
     EXPECT_EQ(qemu->find("vhost-user"), std::string::npos) << "no vhost-user device in the dense set";
     EXPECT_NE(qemu->find("share=off"), std::string::npos);
@@ -314,11 +315,11 @@ TEST_F(DenseVmTemplateTest, ClonesMapTheSealedTemplatePrivateAndAnswerOverTheSer
       EXPECT_GE(st.st_uid, config_.hypervisor.vmm_uid_base) << "the clone's QEMU runs unprivileged";
     }
     auto agent = (*c)->agent();
-    ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+    ASSERT_OK(agent);
     ASSERT_TRUE((*agent)->Check(milliseconds(5000)).ok());
     ASSERT_NO_FATAL_FAILURE(ReadIdentity(**c, uuids, boot_ids));
     auto token = TokenOf(**c);
-    ASSERT_TRUE(token.ok()) << token.status().ToString();
+    ASSERT_OK(token);
     tokens.insert(*token);
     clones.push_back(std::move(*c));
   }
@@ -327,12 +328,12 @@ TEST_F(DenseVmTemplateTest, ClonesMapTheSealedTemplatePrivateAndAnswerOverTheSer
   EXPECT_EQ(tokens.size(), 2u);
   // One clone's daemon reaches that clone only: its token is refused by the other.
   auto stream = clones[0]->DialGuest(guest_abi::kAgentVsockPort, milliseconds(5000));
-  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  ASSERT_OK(stream);
   auto other = TokenOf(*clones[1]);
-  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  ASSERT_OK(other);
   Status sibling = agent_auth::Prove(stream->get(), *other, milliseconds(10000));
   EXPECT_EQ(sibling.code(), Code::kPermissionDenied) << sibling.ToString();
-  for (auto& c : clones) EXPECT_TRUE(c->Stop(milliseconds(5000)).ok());
+  for (auto& c : clones) EXPECT_OK(c->Stop(milliseconds(5000)));
   clones.clear();
   EXPECT_EQ(Fnv1a(sealed), sealed_before) << "a clone's writes reached the template's sealed RAM";
   EXPECT_EQ(Fnv1a(tpl_.ram_path()), file_before) << "a clone's writes reached the template's RAM file";
@@ -345,24 +346,24 @@ TEST_F(DenseVmTemplateTest, ClonesMapTheSealedTemplatePrivateAndAnswerOverTheSer
 // serial; unmounted with the pod, the disk unplugs.
 TEST_F(DenseVmTemplateTest, ACloneMountsAnErofsImageFromAHotpluggedDisk) {
   const std::string src = env_->root() + "/rootfs-src";
-  ASSERT_TRUE(MkdirAll(src + "/etc").ok());
-  ASSERT_TRUE(WriteFile(src + "/etc/os-release", "NAME=erofs-on-a-clone\n").ok());
-  ASSERT_TRUE(WriteFile(src + "/etc/big", std::string(200000, 'b')).ok());
+  ASSERT_OK(MkdirAll(src + "/etc"));
+  ASSERT_OK(WriteFile(src + "/etc/os-release", "NAME=erofs-on-a-clone\n"));
+  ASSERT_OK(WriteFile(src + "/etc/big", std::string(200000, 'b')));
   const std::string image = env_->root() + "/rootfs.erofs";
   Status made = erofs::MakeErofsImage(src, image);
-  ASSERT_TRUE(made.ok()) << made.ToString();
+  ASSERT_OK(made);
   SandboxVmSpec spec;
   spec.id = "dense-blk";
   auto c = SandboxVm::Restore(config_, spec, tpl_);
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK(c);
   {
     UniqueFd fd(::open(image.c_str(), O_RDONLY | O_CLOEXEC));
     ASSERT_TRUE(fd);
     Status plugged = (*c)->vmm().HotplugDevice(hypervisor::BlockDevice{"rootfs0", image, "c0-rootfs", false, fd.get()});
-    ASSERT_TRUE(plugged.ok()) << plugged.ToString();
+    ASSERT_OK(plugged);
   }  // QEMU holds its own dup now
   auto agent = (*c)->agent();
-  ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+  ASSERT_OK(agent);
   agent::v1::CreateSandboxRequest req;
   req.set_sandbox_id("pod-blk");
   auto* st = req.add_storages();
@@ -371,22 +372,22 @@ TEST_F(DenseVmTemplateTest, ACloneMountsAnErofsImageFromAHotpluggedDisk) {
   st->set_fstype("erofs");
   st->set_mount_point("/run/capsule/c0-rootfs");
   Status created = (*agent)->CreateSandbox(req);
-  ASSERT_TRUE(created.ok()) << created.ToString();
+  ASSERT_OK(created);
   auto os = ReadInGuest(**c, "/run/capsule/c0-rootfs/etc/os-release");
-  ASSERT_TRUE(os.ok()) << os.status().ToString();
+  ASSERT_OK(os);
   EXPECT_EQ(*os, "NAME=erofs-on-a-clone\n");
   agent::v1::ReadGuestFileRequest read;
   read.set_path("/run/capsule/c0-rootfs/etc/big");
   read.set_max_bytes(300000);
   auto big = (*agent)->ReadGuestFile(read);
-  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  ASSERT_OK(big);
   EXPECT_EQ(big->data(), std::string(200000, 'b'));
   // The pod's end unmounts it; then the disk unplugs cleanly.
   agent::v1::DestroySandboxRequest destroy;
   Status destroyed = (*agent)->DestroySandbox(destroy);
-  ASSERT_TRUE(destroyed.ok()) << destroyed.ToString();
+  ASSERT_OK(destroyed);
   Status unplugged = (*c)->vmm().UnplugDevice("rootfs0", milliseconds(20000));
-  EXPECT_TRUE(unplugged.ok()) << unplugged.ToString();
+  EXPECT_OK(unplugged);
   EXPECT_TRUE((*c)->Stop(milliseconds(5000)).ok());
   ExpectNothingLeft(*env_);
 }
@@ -397,19 +398,19 @@ TEST_F(DenseVmTemplateTest, ACloneMountsAnErofsImageFromAHotpluggedDisk) {
 TEST_F(DenseVmTemplateTest, ACorruptStateFailsAndLeavesNothing) {
   VmTemplate bad = tpl_;  // shares the sealed RAM
   bad.dir = env_->root() + "/bad-dense-template";
-  ASSERT_TRUE(MkdirAll(bad.dir, 0700).ok());
+  ASSERT_OK(MkdirAll(bad.dir, 0700));
   ASSERT_EQ(::link(tpl_.ram_path().c_str(), bad.ram_path().c_str()), 0);
-  ASSERT_TRUE(WriteFile(bad.state_path(), std::string(4096, 'x')).ok());
+  ASSERT_OK(WriteFile(bad.state_path(), std::string(4096, 'x')));
   SandboxVmSpec spec;
   spec.id = "dense-corrupt";
   auto vm = SandboxVm::Restore(config_, spec, bad);
   ASSERT_FALSE(vm.ok());
   EXPECT_NE(vm.status().message().find("load the state"), std::string::npos) << vm.status().ToString();
   ExpectNothingLeft(*env_);
-  EXPECT_TRUE(RemoveAll(bad.dir).ok());
+  EXPECT_OK(RemoveAll(bad.dir));
   spec.id = "dense-after-corrupt";
   auto good = SandboxVm::Restore(config_, spec, tpl_);
-  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  ASSERT_OK(good);
   EXPECT_TRUE((*good)->Stop(milliseconds(5000)).ok());
   ExpectNothingLeft(*env_);
 }
@@ -430,10 +431,10 @@ TEST_F(DenseVmTemplateTest, ATemplateWithoutSealedRamIsRefusedBeforeAnythingStar
 
 TEST(VmTemplateBuildTest, AFailedBuildLeavesNoTemplateAndNoProcess) {
   auto env = TestEnv::Create();
-  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  ASSERT_OK(env);
   config::Config cfg = (*env)->config();
   cfg.guest.kernel = (*env)->root() + "/not-a-kernel";
-  ASSERT_TRUE(WriteFile(cfg.guest.kernel, "garbage").ok());
+  ASSERT_OK(WriteFile(cfg.guest.kernel, "garbage"));
   const std::string root = (*env)->state_dir() + "/templates";
   auto t = BuildTemplate(cfg, root, TemplateSpec{"0123456789abcdef", 1, 256});
   ASSERT_FALSE(t.ok());

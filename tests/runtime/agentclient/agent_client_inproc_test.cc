@@ -20,6 +20,7 @@
 #include "capsule/agent/v1/agent.grpc.pb.h"
 #include "runtime/agentclient/agent_client.h"
 #include "runtime/agentclient/grpc_agent_client.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::agentclient {
 namespace {
@@ -99,7 +100,7 @@ class InProcAgentTest : public ::testing::Test {
   }
   AgentClientPtr Client(ClientOptions o = {}) {
     auto fd = Connect();
-    EXPECT_TRUE(fd.ok()) << fd.status().ToString();
+    EXPECT_OK(fd);
     return fd.ok() ? NewGrpcAgentClient(std::move(*fd), std::move(o)) : nullptr;
   }
 
@@ -111,10 +112,10 @@ TEST_F(InProcAgentTest, RepliesReachTheCallerFieldForField) {
   auto c = Client();
   ASSERT_TRUE(c);
   auto check = c->Check(milliseconds(5000));
-  ASSERT_TRUE(check.ok()) << check.status().ToString();
+  ASSERT_OK(check);
   EXPECT_EQ(check->status(), v1::CheckResponse::SERVING);
   auto v = c->Version();
-  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  ASSERT_OK(v);
   EXPECT_EQ(v->agent_version(), "inproc-9.8.7");
   EXPECT_EQ(v->api_version(), 42u);
   EXPECT_EQ(v->kernel_release(), "6.1.0-test");
@@ -122,7 +123,7 @@ TEST_F(InProcAgentTest, RepliesReachTheCallerFieldForField) {
   v1::ReadGuestFileRequest req;
   req.set_path("/etc/hostname");
   auto f = c->ReadGuestFile(req);
-  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_OK(f);
   EXPECT_EQ(f->data(), "guest\n");
 }
 
@@ -185,7 +186,7 @@ TEST_F(InProcAgentTest, ConnectAgentRetriesRefusedDialsAndANotServingAgent) {
   o.deadline = milliseconds(10000);
   o.retry_interval = milliseconds(1);
   auto c = ConnectAgent(dial, o);
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK(c);
   EXPECT_EQ(dials, 5);  // 2 refused, 2 NOT_SERVING, 1 SERVING
   EXPECT_EQ(agent_.checks.load(), 3);
   EXPECT_TRUE((*c)->Version().ok());

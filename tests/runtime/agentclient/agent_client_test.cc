@@ -22,6 +22,7 @@
 #include "runtime/common/guest_abi.h"
 #include "runtime/common/subprocess.h"
 #include "runtime/common/unix_listen.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::agentclient {
 namespace {
@@ -96,18 +97,18 @@ class AgentClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto d = TempDir::Create("agentclient");
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    ASSERT_OK(d);
     dir_.emplace(std::move(*d));
     agent_.emplace(dir_->Join("agent.sock"));
   }
-  void StartAgent() { ASSERT_TRUE(agent_->Start().ok()); }
+  void StartAgent() { ASSERT_OK(agent_->Start()); }
   Dialer UnixDialer() {
     // One try per attempt, as the Dialer contract asks: ConnectAgent retries.
     return [path = agent_->socket()](milliseconds) { return ConnectUnix(path); };
   }
   AgentClientPtr Connect(ClientOptions o = {}) {
     auto fd = ConnectUnix(agent_->socket(), {.listen_wait = milliseconds(1000)});
-    EXPECT_TRUE(fd.ok()) << fd.status().ToString();
+    EXPECT_OK(fd);
     return fd.ok() ? NewGrpcAgentClient(std::move(*fd), std::move(o)) : nullptr;
   }
 
@@ -120,10 +121,10 @@ TEST_F(AgentClientTest, CheckAndVersionAnswer) {
   auto client = Connect();
   ASSERT_TRUE(client);
   auto check = client->Check(milliseconds(5000));
-  ASSERT_TRUE(check.ok()) << check.status().ToString();
+  ASSERT_OK(check);
   EXPECT_EQ(check->status(), v1::CheckResponse::SERVING);
   auto version = client->Version();
-  ASSERT_TRUE(version.ok()) << version.status().ToString();
+  ASSERT_OK(version);
   EXPECT_EQ(version->api_version(), guest_abi::kAgentApiVersion);
   EXPECT_FALSE(version->agent_version().empty());
 }
@@ -178,8 +179,8 @@ TEST_F(AgentClientTest, CallsHitTheirDeadlineWhenTheAgentStalls) {
   o.signal_call_timeout = milliseconds(150);
   auto client = Connect(o);
   ASSERT_TRUE(client);
-  ASSERT_TRUE(client->Check(milliseconds(5000)).ok());  // the stream is up
-  ASSERT_TRUE(agent_->process().Signal(SIGSTOP).ok());
+  ASSERT_OK(client->Check(milliseconds(5000)));  // the stream is up
+  ASSERT_OK(agent_->process().Signal(SIGSTOP));
   ASSERT_TRUE(WaitUntilStopped(agent_->process().pid()));
 
   auto t0 = Clock::now();
@@ -205,9 +206,9 @@ TEST_F(AgentClientTest, CallsHitTheirDeadlineWhenTheAgentStalls) {
   Status resized = client->TtyWinResize(resize);
   EXPECT_NE(resized.message().find("150 ms"), std::string::npos) << resized.message();
 
-  ASSERT_TRUE(agent_->process().Signal(SIGCONT).ok());
+  ASSERT_OK(agent_->process().Signal(SIGCONT));
   auto again = client->Check(milliseconds(5000));
-  EXPECT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_OK(again);
 }
 
 TEST_F(AgentClientTest, CloseCancelsACallBlockedInTheAgent) {
@@ -219,8 +220,8 @@ TEST_F(AgentClientTest, CloseCancelsACallBlockedInTheAgent) {
   };
   auto client = Connect(o);
   ASSERT_TRUE(client);
-  ASSERT_TRUE(client->Check(milliseconds(5000)).ok());
-  ASSERT_TRUE(agent_->process().Signal(SIGSTOP).ok());
+  ASSERT_OK(client->Check(milliseconds(5000)));
+  ASSERT_OK(agent_->process().Signal(SIGSTOP));
   ASSERT_TRUE(WaitUntilStopped(agent_->process().pid()));
 
   // WaitProcess has no deadline unless given one: only Close() ends it.
@@ -248,9 +249,9 @@ TEST_F(AgentClientTest, DestroySandboxWithPowerOffEndsTheAgent) {
   v1::DestroySandboxRequest req;
   req.set_power_off(true);
   Status st = client->DestroySandbox(req);
-  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_OK(st);
   auto status = agent_->process().Wait(milliseconds(20000));
-  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  ASSERT_OK(status);
   EXPECT_EQ(ExitCode(*status), 0);
   // The stream went with the agent; the channel cannot reconnect.
   EXPECT_EQ(client->Check(milliseconds(2000)).status().code(), Code::kUnavailable);
@@ -264,14 +265,14 @@ TEST_F(AgentClientTest, ConnectAgentRetriesUntilTheAgentListens) {
     if (++attempts == 1) {
       EXPECT_EQ(fd.status().code(), Code::kUnavailable) << fd.status().ToString();
       Status st = agent_->Start();
-      EXPECT_TRUE(st.ok()) << st.ToString();
+      EXPECT_OK(st);
     }
     return fd;
   };
   ConnectOptions o;
   o.deadline = milliseconds(30000);
   auto client = ConnectAgent(dial, o);
-  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ASSERT_OK(client);
   EXPECT_GE(attempts.load(), 2);
   EXPECT_TRUE((*client)->Version().ok());
 }
@@ -329,18 +330,18 @@ TEST_F(AgentClientTest, ConnectAgentGivesUpAtOnceOnAnErrorThatRetryingCannotFix)
 // read again for the next connection.
 TEST_F(AgentClientTest, OnlyAConnectionThatProvesTheAgentTokenReachesGrpc) {
   auto good = agent_auth::NewToken();
-  ASSERT_TRUE(good.ok());
+  ASSERT_OK(good);
   auto other = agent_auth::NewToken();
-  ASSERT_TRUE(other.ok());
+  ASSERT_OK(other);
   const std::string token_file = dir_->Join("token");
-  ASSERT_TRUE(WriteFileAtomic(token_file, *good + "\n").ok());
-  ASSERT_TRUE(agent_->Start({"--auth-token-file", token_file}).ok());
+  ASSERT_OK(WriteFileAtomic(token_file, *good + "\n"));
+  ASSERT_OK(agent_->Start({"--auth-token-file", token_file}));
 
   ConnectOptions o;
   o.deadline = milliseconds(10000);
   o.token = *good;
   auto client = ConnectAgent(UnixDialer(), o);
-  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ASSERT_OK(client);
   EXPECT_TRUE((*client)->Version().ok());
 
   o.token = *other;
@@ -360,22 +361,22 @@ TEST_F(AgentClientTest, OnlyAConnectionThatProvesTheAgentTokenReachesGrpc) {
   std::vector<UniqueFd> silent;
   for (int i = 0; i < 20; ++i) {
     auto fd = ConnectUnix(agent_->socket(), {.listen_wait = milliseconds(1000)});
-    ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+    ASSERT_OK(fd);
     silent.push_back(std::move(*fd));
   }
   o.token = *good;
   auto despite = ConnectAgent(UnixDialer(), o);
-  ASSERT_TRUE(despite.ok()) << despite.status().ToString();
+  ASSERT_OK(despite);
   EXPECT_TRUE((*despite)->Version().ok());
   silent.clear();
 
   // A new token (a template clone's after its restore): the first peer
   // that names it makes the agent read it again; the old one is refused
   // from then on.
-  ASSERT_TRUE(WriteFileAtomic(token_file, *other).ok());
+  ASSERT_OK(WriteFileAtomic(token_file, *other));
   o.token = *other;
   auto renewed = ConnectAgent(UnixDialer(), o);
-  ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
+  ASSERT_OK(renewed);
   o.token = *good;
   EXPECT_EQ(ConnectAgent(UnixDialer(), o).status().code(), Code::kPermissionDenied);
   EXPECT_TRUE((*client)->Version().ok()) << "a connection made before keeps working";

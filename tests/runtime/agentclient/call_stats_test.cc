@@ -1,4 +1,5 @@
 #include "runtime/agentclient/call_stats.h"
+#include "tests/support/status_matchers.h"
 
 #include <gtest/gtest.h>
 
@@ -26,11 +27,11 @@ TEST(CallStatsTest, BucketsCountsErrorsAndTheFileRoundTrip) {
   EXPECT_EQ(check.buckets[4], 1u);
   EXPECT_EQ(check.buckets.back(), 1u);
   auto back = CallStatsFromJson(CallStatsToJson(s), "agent-calls.json");
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_OK(back);
   EXPECT_EQ(back->at("Check").buckets, check.buckets);
   EXPECT_EQ(back->at("CreateContainer").count, 1u);
   auto last = CallStatsFromJson(written.back(), "agent-calls.json");
-  ASSERT_TRUE(last.ok()) << last.status().ToString();
+  ASSERT_OK(last);
   EXPECT_EQ(last->at("CreateContainer").count, 1u);
 }
 

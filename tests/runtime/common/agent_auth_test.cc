@@ -11,6 +11,7 @@
 #include <set>
 
 #include "runtime/common/unique_fd.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::agent_auth {
 namespace {
@@ -37,7 +38,7 @@ TEST(AgentAuthTest, TokensAreFreshLowercaseHexOfTheAbiLength) {
   std::set<std::string> seen;
   for (int i = 0; i < 32; ++i) {
     auto t = NewToken();
-    ASSERT_TRUE(t.ok());
+    ASSERT_OK(t);
     EXPECT_TRUE(IsWellFormedToken(*t)) << *t;
     seen.insert(*t);
   }
@@ -59,8 +60,8 @@ TEST(AgentAuthTest, TheRightTokenIsAnsweredOkAndWhatFollowsStaysInTheSocket) {
     return st;
   });
   Status proved = Prove(p.host.get(), token, milliseconds(5000));
-  EXPECT_TRUE(proved.ok()) << proved.ToString();
-  EXPECT_TRUE(agent.get().ok());
+  EXPECT_OK(proved);
+  EXPECT_OK(agent.get());
   std::string rest;
   for (int i = 0; i < 100 && rest.size() < 5; ++i) {
     rest += ReadAvailable(p.host.get());

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/common/file_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule {
 namespace {
@@ -36,7 +37,7 @@ TEST(DaemonTest, DaemonIsNotOurChildAndRunsInItsOwnSession) {
   o.argv = {"/bin/sh", "-c", "echo started; exec sleep 60"};
   o.stdout_fd = out_write.get();
   auto d = SpawnDaemon(o);
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_OK(d);
   out_write.reset();
   char buf[16] = {};
   ASSERT_EQ(::read(out_read.get(), buf, sizeof buf - 1), 8);
@@ -45,7 +46,7 @@ TEST(DaemonTest, DaemonIsNotOurChildAndRunsInItsOwnSession) {
   EXPECT_EQ(errno, ECHILD);
   EXPECT_NE(::getsid(d->pid), ::getsid(0));
   EXPECT_FALSE(PidfdExited(d->pidfd.get()));
-  ASSERT_TRUE(PidfdSignal(d->pidfd.get(), SIGKILL).ok());
+  ASSERT_OK(PidfdSignal(d->pidfd.get(), SIGKILL));
   EXPECT_TRUE(PidfdWait(d->pidfd.get(), 10000));
 }
 
@@ -68,7 +69,7 @@ TEST(DaemonTest, BadCwdReportsTheStep) {
 
 TEST(DaemonTest, OnlyKeptFdsAreInherited) {
   auto dir = TempDir::Create("daemon");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   // Both descriptors are inheritable (no CLOEXEC); only one is kept.
   UniqueFd kept(::open("/dev/null", O_RDONLY));
   UniqueFd leaked(::open("/dev/null", O_RDONLY));
@@ -76,7 +77,7 @@ TEST(DaemonTest, OnlyKeptFdsAreInherited) {
   std::string script = "for f in " + std::to_string(kept.get()) + " " + std::to_string(leaked.get()) +
                        "; do if [ -e /proc/self/fd/$f ]; then echo open $f; else echo closed $f; fi; done";
   auto d = ShDaemon(*dir, script, {kept.get()});
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_OK(d);
   ASSERT_TRUE(PidfdWait(d->pidfd.get(), 10000));
   EXPECT_EQ(*ReadFile(dir->Join("out")), "open " + std::to_string(kept.get()) + "\nclosed " +
                                              std::to_string(leaked.get()) + "\n");
@@ -124,14 +125,14 @@ TEST(DaemonTest, SpawnsFromManyThreadsAtOnceAllFinish) {
 
 TEST(DaemonTest, IdentityFindsTheSameProcessOnly) {
   auto dir = TempDir::Create("daemon");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   auto d = ShDaemon(*dir, "exec sleep 60");
-  ASSERT_TRUE(d.ok());
+  ASSERT_OK(d);
   auto id = IdentifyProcess(d->pid);
-  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  ASSERT_OK(id);
   EXPECT_FALSE(id->boot_id.empty());
   auto fd = OpenProcess(*id);
-  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  ASSERT_OK(fd);
 
   ProcessIdentity reused = *id;
   reused.start_time += 1;
@@ -142,12 +143,12 @@ TEST(DaemonTest, IdentityFindsTheSameProcessOnly) {
 
   // The same process known by an argument it was given instead.
   auto by_arg = OpenProcessWithArgument(d->pid, "60");  // sh -c "exec sleep 60", then sleep 60
-  ASSERT_TRUE(by_arg.ok()) << by_arg.status().ToString();
+  ASSERT_OK(by_arg);
   auto other = OpenProcessWithArgument(d->pid, "--socket-path=/elsewhere");
   EXPECT_EQ(other.status().code(), Code::kNotFound);
   EXPECT_NE(other.status().message().find("now names another process"), std::string::npos) << other.status().ToString();
 
-  ASSERT_TRUE(PidfdSignal(d->pidfd.get(), SIGKILL).ok());
+  ASSERT_OK(PidfdSignal(d->pidfd.get(), SIGKILL));
   ASSERT_TRUE(PidfdWait(fd->get(), 10000));
   EXPECT_EQ(OpenProcess(*id).status().code(), Code::kNotFound);
   EXPECT_EQ(OpenProcessWithArgument(d->pid, "60").status().code(), Code::kNotFound) << "it exited";
@@ -155,10 +156,10 @@ TEST(DaemonTest, IdentityFindsTheSameProcessOnly) {
 
 TEST(DaemonTest, LogTailStartsAtALineBoundary) {
   auto dir = TempDir::Create("daemon");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   std::string text;
   for (int i = 0; i < 100; ++i) text += "line " + std::to_string(i) + "\n";
-  ASSERT_TRUE(WriteFile(dir->Join("log"), text).ok());
+  ASSERT_OK(WriteFile(dir->Join("log"), text));
   std::string tail = ReadLogTail(dir->Join("log"), 30);
   EXPECT_EQ(tail, "line 97\nline 98\nline 99\n");
   EXPECT_EQ(ReadLogTail(dir->Join("log"), 1 << 20), text);

@@ -1,4 +1,5 @@
 #include "runtime/common/file_util.h"
+#include "tests/support/status_matchers.h"
 
 #include <gtest/gtest.h>
 #include <sys/mount.h>
@@ -10,10 +11,10 @@ namespace {
 
 TEST(FileUtilTest, AtomicWriteThenRead) {
   auto dir = TempDir::Create("fileutil");
-  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  ASSERT_OK(dir);
   std::string p = dir->Join("a/b/c");
-  ASSERT_TRUE(MkdirAll(p).ok());
-  ASSERT_TRUE(WriteFileAtomic(p + "/f", "hello", 0600).ok());
+  ASSERT_OK(MkdirAll(p));
+  ASSERT_OK(WriteFileAtomic(p + "/f", "hello", 0600));
   EXPECT_EQ(*ReadFile(p + "/f"), "hello");
   struct stat st{};
   ASSERT_EQ(stat((p + "/f").c_str(), &st), 0);
@@ -31,18 +32,18 @@ TEST(FileUtilTest, TempDirRemovedWithContents) {
   std::string path;
   {
     auto dir = TempDir::Create("fileutil");
-    ASSERT_TRUE(dir.ok());
+    ASSERT_OK(dir);
     path = dir->path();
-    ASSERT_TRUE(MkdirAll(dir->Join("x/y")).ok());
-    ASSERT_TRUE(WriteFile(dir->Join("x/y/z"), "1").ok());
+    ASSERT_OK(MkdirAll(dir->Join("x/y")));
+    ASSERT_OK(WriteFile(dir->Join("x/y/z"), "1"));
   }
   EXPECT_FALSE(PathExists(path));
 }
 
 TEST(FileUtilTest, MkdirAllOverFileFails) {
   auto dir = TempDir::Create("fileutil");
-  ASSERT_TRUE(dir.ok());
-  ASSERT_TRUE(WriteFile(dir->Join("f"), "").ok());
+  ASSERT_OK(dir);
+  ASSERT_OK(WriteFile(dir->Join("f"), ""));
   EXPECT_FALSE(MkdirAll(dir->Join("f")).ok());
 }
 
@@ -50,10 +51,10 @@ TEST(FileUtilTest, MkdirAllOverFileFails) {
 TEST(FileUtilTest, RemoveAllStopsAtSameFilesystemBindMounts) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to bind-mount";
   auto dir = TempDir::Create("rmbind");
-  ASSERT_TRUE(dir.ok());
-  ASSERT_TRUE(MkdirAll(dir->Join("tree/mnt")).ok());
-  ASSERT_TRUE(MkdirAll(dir->Join("precious")).ok());
-  ASSERT_TRUE(WriteFile(dir->Join("precious/file"), "keep me").ok());
+  ASSERT_OK(dir);
+  ASSERT_OK(MkdirAll(dir->Join("tree/mnt")));
+  ASSERT_OK(MkdirAll(dir->Join("precious")));
+  ASSERT_OK(WriteFile(dir->Join("precious/file"), "keep me"));
   ASSERT_EQ(::mount(dir->Join("precious").c_str(), dir->Join("tree/mnt").c_str(), nullptr, MS_BIND, nullptr), 0);
   Status st = RemoveAll(dir->Join("tree"));
   EXPECT_EQ(st.code(), Code::kFailedPrecondition) << st.ToString();

@@ -11,6 +11,7 @@
 
 #include "runtime/common/daemon.h"
 #include "runtime/common/file_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule {
 namespace {
@@ -58,8 +59,8 @@ TEST(JailTest, PlanRefusesAMissingMountPointAndNamesIt) {
 TEST(JailTest, AJailedDaemonSeesOnlyUsrItsDevicesAndItsOwnProcesses) {
   if (!CanJail()) GTEST_SKIP() << "needs CAP_SYS_ADMIN, CAP_SETUID and CAP_SETGID (run as root)";
   auto dir = TempDir::Create("jail");
-  ASSERT_TRUE(dir.ok());
-  ASSERT_TRUE(WriteFile(dir->Join("host-secret"), "x").ok());
+  ASSERT_OK(dir);
+  ASSERT_OK(WriteFile(dir->Join("host-secret"), "x"));
   // As nobody: what a jailed, unprivileged VMM would see.
   const std::string script =
       "cd /; for f in *; do echo \"root:$f\"; done; for f in /etc/*; do echo \"etc:$f\"; done; "
@@ -70,7 +71,7 @@ TEST(JailTest, AJailedDaemonSeesOnlyUsrItsDevicesAndItsOwnProcesses) {
       "(echo x > /x) 2>/dev/null || echo root-readonly; "
       "n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo procs:$n";
   auto out = RunJailed(*dir, script, 65534);
-  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_OK(out);
   std::istringstream lines(*out);
   std::string line;
   int procs = -1;
@@ -103,25 +104,25 @@ TEST(JailTest, AJailedDaemonSeesOnlyUsrItsDevicesAndItsOwnProcesses) {
 TEST(JailTest, MountsBelowABoundDirectoryAreReadOnlyToo) {
   if (!CanJail()) GTEST_SKIP() << "needs CAP_SYS_ADMIN, CAP_SETUID and CAP_SETGID (run as root)";
   auto dir = TempDir::Create("jail");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   const std::string tools = dir->Join("tools"), sub = tools + "/writable";
-  ASSERT_TRUE(MkdirAll(sub).ok());
+  ASSERT_OK(MkdirAll(sub));
   ASSERT_EQ(::mount("capsule-test", sub.c_str(), "tmpfs", 0, "size=64k"), 0) << std::strerror(errno);
   struct Unmount {
     std::string path;
     ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
   } unmount{sub};
-  ASSERT_TRUE(WriteFile(sub + "/host-wrote", "x").ok()) << "the host's own mount is writable";
+  ASSERT_OK(WriteFile(sub + "/host-wrote", "x")) << "the host's own mount is writable";
   JailSpec spec;
   spec.mountpoint = dir->Join("root");
   spec.read_only_dirs.push_back(tools);
   ASSERT_EQ(::mkdir(spec.mountpoint.c_str(), 0755), 0);
   auto plan = PlanJail(spec);
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   auto out = RunJailed(*dir, "test -e " + sub + "/host-wrote && echo seen; (echo y > " + sub +
                                  "/jail-wrote) 2>/dev/null && echo written || echo refused",
                        -1, *plan);
-  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_OK(out);
   EXPECT_NE(out->find("seen"), std::string::npos) << *out;
   EXPECT_NE(out->find("refused"), std::string::npos) << *out;
   EXPECT_FALSE(PathExists(sub + "/jail-wrote"));
@@ -130,7 +131,7 @@ TEST(JailTest, MountsBelowABoundDirectoryAreReadOnlyToo) {
 TEST(JailTest, AFailedJailStepIsNamed) {
   if (!CanJail()) GTEST_SKIP() << "needs CAP_SYS_ADMIN, CAP_SETUID and CAP_SETGID (run as root)";
   auto dir = TempDir::Create("jail");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   const std::string root = dir->Join("root");
   JailPlan plan;
   plan.mountpoint = root;
@@ -146,7 +147,7 @@ TEST(JailTest, AJailNeedsAMountNamespace) {
   JailSpec spec;
   spec.mountpoint = "/tmp";
   auto plan = PlanJail(spec);
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   DaemonOptions o;
   o.argv = {"/bin/true"};
   o.jail = std::move(*plan);

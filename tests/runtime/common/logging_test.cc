@@ -6,13 +6,14 @@
 #include <algorithm>
 
 #include "runtime/common/file_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::log {
 namespace {
 
 TEST(LoggingTest, OneLinePerEventWithComponentAndLevelFilter) {
   auto dir = TempDir::Create("log");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   int fd = ::open(dir->Join("log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   ASSERT_GE(fd, 0);
   int old_fd = GetFd();
@@ -37,7 +38,7 @@ TEST(LoggingTest, OneLinePerEventWithComponentAndLevelFilter) {
 // must not act on their escape sequences, and one line stays bounded.
 TEST(LoggingTest, ControlBytesAreEscapedAndALongMessageIsCut) {
   auto dir = TempDir::Create("log");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   int fd = ::open(dir->Join("log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   ASSERT_GE(fd, 0);
   int old_fd = GetFd();

@@ -1,6 +1,7 @@
 // The one mount-option table: fstab-style and OCI-style options -> mount(2)
 // flags, propagation calls and data.
 #include "runtime/common/mount_options.h"
+#include "tests/support/status_matchers.h"
 
 #include <gtest/gtest.h>
 #include <sys/mount.h>
@@ -12,7 +13,7 @@ namespace {
 
 TEST(MountOptions, FlagsAndDataSplit) {
   auto o = ParseMountOptions("", {"ro,nosuid,size=64m"});
-  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  ASSERT_OK(o);
   EXPECT_EQ(o->flags, static_cast<unsigned long>(MS_RDONLY | MS_NOSUID));
   EXPECT_EQ(o->data, "size=64m");
   EXPECT_TRUE(o->propagation.empty());
@@ -20,20 +21,20 @@ TEST(MountOptions, FlagsAndDataSplit) {
 
 TEST(MountOptions, ElementsAndCommasCombineInOrder) {
   auto o = ParseMountOptions("", {"nodev", "mode=0755,noexec", "uid=0"});
-  ASSERT_TRUE(o.ok());
+  ASSERT_OK(o);
   EXPECT_EQ(o->flags, static_cast<unsigned long>(MS_NODEV | MS_NOEXEC));
   EXPECT_EQ(o->data, "mode=0755,uid=0");
 }
 
 TEST(MountOptions, LaterWordWins) {
   auto o = ParseMountOptions("", {"ro,rw,noexec,exec,nosuid"});
-  ASSERT_TRUE(o.ok());
+  ASSERT_OK(o);
   EXPECT_EQ(o->flags, static_cast<unsigned long>(MS_NOSUID));
 }
 
 TEST(MountOptions, BindAndPropagation) {
   auto o = ParseMountOptions("", {"rbind,rslave"});
-  ASSERT_TRUE(o.ok());
+  ASSERT_OK(o);
   EXPECT_EQ(o->flags, static_cast<unsigned long>(MS_BIND | MS_REC));
   EXPECT_EQ(o->propagation, std::vector<unsigned long>{MS_SLAVE | MS_REC});
   EXPECT_TRUE(o->data.empty());
@@ -68,19 +69,19 @@ TEST(MountOptions, DataLongerThanAPageIsInvalid) {
 // OCI gives one word per element; the container's own mounts read them so.
 TEST(MountOptions, OciWordsPropagationInOrderAndBindByType) {
   auto o = ParseMountOptions("tmpfs", {"nosuid", "strictatime", "mode=755", "size=65536k", "rprivate", "shared"});
-  ASSERT_TRUE(o.ok());
+  ASSERT_OK(o);
   EXPECT_EQ(o->flags, static_cast<unsigned long>(MS_NOSUID | MS_STRICTATIME));
   EXPECT_EQ(o->data, "mode=755,size=65536k");
   EXPECT_EQ(o->propagation, (std::vector<unsigned long>{MS_PRIVATE | MS_REC, MS_SHARED}));
   EXPECT_FALSE(o->bind());
   auto bind = ParseMountOptions("bind", {});
-  ASSERT_TRUE(bind.ok());
+  ASSERT_OK(bind);
   EXPECT_TRUE(bind->bind());
 }
 
 TEST(MountOptions, ClearingWordsAndBindRemountFlags) {
   auto o = ParseMountOptions("none", {"rbind", "ro", "nosuid", "suid", "rw", "noexec", "lazytime", "nolazytime"});
-  ASSERT_TRUE(o.ok());
+  ASSERT_OK(o);
   EXPECT_TRUE(o->bind());
   EXPECT_EQ(o->flags & MS_REC, static_cast<unsigned long>(MS_REC));
   EXPECT_EQ(o->flags & MS_RDONLY, 0ul);    // "rw" after "ro"

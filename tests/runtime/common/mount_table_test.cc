@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/common/mount_table.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -44,7 +45,7 @@ TEST(MountTableTest, MalformedLinesAndEscapesAreSkippedNotTrusted) {
 
 TEST(MountTableTest, ThisProcesssTableHasARoot) {
   auto t = ReadMountTable();
-  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_OK(t);
   bool root = false;
   for (const MountEntry& m : *t) root = root || m.mount_point == "/";
   EXPECT_TRUE(root);

@@ -9,6 +9,7 @@
 
 #include "runtime/common/byte_relay.h"
 #include "runtime/common/unique_fd.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::port_forward {
 namespace {
@@ -21,7 +22,7 @@ TEST(PortForwardWireTest, ARequestRoundTripsForBothLoopbacks) {
     ASSERT_EQ(line.back(), '\n');
     line.pop_back();
     auto parsed = ParseRequest(line);
-    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    ASSERT_OK(parsed);
     EXPECT_EQ(parsed->family, t.family);
     EXPECT_EQ(parsed->address, t.address);
     EXPECT_EQ(parsed->port, t.port);
@@ -49,7 +50,7 @@ TEST(PortForwardWireTest, TheAgentRefusesAnythingButTheGuestsLoopbackAndNamesWhy
 
 TEST(PortForwardWireTest, RepliesAreBoundedAndAGuestsTextIsMadePrintable) {
   EXPECT_EQ(FormatReply(Status::Ok()), "OK\n");
-  EXPECT_TRUE(ParseReply("OK").ok());
+  EXPECT_OK(ParseReply("OK"));
   const std::string err = FormatReply(Unavailable("connect 127.0.0.1:9: Connection refused\n\x01" + std::string(500, 'x')));
   EXPECT_LE(err.size(), kMaxReplyLine);
   EXPECT_EQ(err.find('\x01'), std::string::npos);
@@ -139,7 +140,7 @@ TEST(ByteRelayTest, CopiesBothWaysAndPassesEachEndOfStreamOn) {
   }
   relay.join();
   EXPECT_EQ(back, "back");
-  EXPECT_TRUE(relayed.ok()) << relayed.ToString();
+  EXPECT_OK(relayed);
   EXPECT_EQ(stats.a_to_b, big.size());
   EXPECT_EQ(stats.b_to_a, 4u);
 }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "runtime/common/daemon.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule {
 namespace {
@@ -14,7 +15,7 @@ TEST(ProcStatTest, FieldsCountFromTheLastParenthesis) {
   // comm "a) (b c" holds ') (' and spaces; fields 3.. follow the last ')'.
   std::string text = "42 (a) (b c) S 1 42 42 0 -1 4194560 100 0 0 0 7 9 0 0 20 0 1 0 123456 1000 10";
   auto s = ParseProcStat(text, "stat");
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_OK(s);
   EXPECT_EQ(s->state, 'S');
   EXPECT_EQ(s->utime_ticks, 7u);
   EXPECT_EQ(s->stime_ticks, 9u);
@@ -31,13 +32,13 @@ TEST(ProcStatTest, MalformedTextIsNamed) {
 
 TEST(ProcStatTest, ThisProcessReadsBackAndAGoneOneIsNotFound) {
   auto s = ReadProcStat(::getpid());
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_OK(s);
   EXPECT_EQ(s->state, 'R');
   auto id = IdentifyProcess(::getpid());
-  ASSERT_TRUE(id.ok());
+  ASSERT_OK(id);
   EXPECT_EQ(id->start_time, s->start_time);
   auto args = ReadCmdline(::getpid());
-  ASSERT_TRUE(args.ok());
+  ASSERT_OK(args);
   ASSERT_FALSE(args->empty());
   EXPECT_NE(args->front().find("common_test"), std::string::npos) << args->front();
   // pid_max is at most 2^22: this pid never exists.

@@ -7,6 +7,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/process_cgroup.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -14,14 +15,14 @@ namespace {
 
 TEST(ProcessCgroupTest, CreatesThePathAndMovesEachPidIntoIt) {
   auto root = TempDir::Create("cgroot");
-  ASSERT_TRUE(root.ok());
-  ASSERT_TRUE(WriteFile(root->Join("cgroup.controllers"), "cpu memory pids\n").ok());
+  ASSERT_OK(root);
+  ASSERT_OK(WriteFile(root->Join("cgroup.controllers"), "cpu memory pids\n"));
   auto cg = ProcessCgroup::Join("/kubepods/pod1/sandbox1", {::getpid()}, root->path());
-  ASSERT_TRUE(cg.ok()) << cg.status().ToString();
+  ASSERT_OK(cg);
   ASSERT_EQ((*cg)->dirs().size(), 1u);
   EXPECT_EQ((*cg)->dirs()[0], root->Join("kubepods/pod1/sandbox1"));
   auto procs = ReadFile(root->Join("kubepods/pod1/sandbox1/cgroup.procs"));
-  ASSERT_TRUE(procs.ok()) << procs.status().ToString();
+  ASSERT_OK(procs);
   EXPECT_EQ(*procs, std::to_string(::getpid()));
 }
 
@@ -38,20 +39,20 @@ TEST(ProcessCgroupTest, RefusesPathsItCannotUseNamingThem) {
 // the test writes the default first, as the kernel would.
 TEST(ProcessCgroupTest, ACpuWeightIsWrittenInEachHierarchysUnits) {
   auto root = TempDir::Create("cgroot");
-  ASSERT_TRUE(root.ok());
-  ASSERT_TRUE(WriteFile(root->Join("cgroup.controllers"), "cpu memory pids\n").ok());
+  ASSERT_OK(root);
+  ASSERT_OK(WriteFile(root->Join("cgroup.controllers"), "cpu memory pids\n"));
   auto cg = ProcessCgroup::Join("/pool", {}, root->path());
-  ASSERT_TRUE(cg.ok()) << cg.status().ToString();
+  ASSERT_OK(cg);
   Status none = (*cg)->SetCpuWeight(10);
   EXPECT_EQ(none.code(), Code::kNotFound) << none.ToString();
   EXPECT_NE(none.message().find(root->Join("pool")), std::string::npos) << none.message();
 
-  ASSERT_TRUE(WriteFile(root->Join("pool/cpu.weight"), "100\n").ok());
+  ASSERT_OK(WriteFile(root->Join("pool/cpu.weight"), "100\n"));
   ASSERT_TRUE((*cg)->SetCpuWeight(10).ok());
   EXPECT_EQ(*ReadFile(root->Join("pool/cpu.weight")), "10");
 
   ASSERT_EQ(::unlink(root->Join("pool/cpu.weight").c_str()), 0);
-  ASSERT_TRUE(WriteFile(root->Join("pool/cpu.shares"), "1024\n").ok());
+  ASSERT_OK(WriteFile(root->Join("pool/cpu.shares"), "1024\n"));
   ASSERT_TRUE((*cg)->SetCpuWeight(10).ok());
   EXPECT_EQ(*ReadFile(root->Join("pool/cpu.shares")), "102") << "1024 shares per 100";
   EXPECT_EQ((*cg)->SetCpuWeight(0).code(), Code::kInvalidArgument);

@@ -12,6 +12,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/subprocess.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule {
 namespace {
@@ -27,12 +28,12 @@ TEST(ProcessPriorityTest, AThreadsNiceValueIsItsOwnAndGoesToWhatItSpawns) {
   int in_thread = -100;
   int child = -100;
   std::thread t([&] {
-    ASSERT_TRUE(SetThreadNice(ours + 3).ok());
+    ASSERT_OK(SetThreadNice(ours + 3));
     in_thread = NiceOf(static_cast<id_t>(::syscall(SYS_gettid)));
     SpawnOptions o;
     o.argv = {"/bin/sleep", "30"};
     auto c = ChildProcess::Spawn(o);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_OK(c);
     child = NiceOf(static_cast<id_t>(c->pid()));
     (void)c->Signal(SIGKILL);
     (void)c->Wait();
@@ -47,14 +48,14 @@ TEST(ProcessPriorityTest, EveryThreadOfEveryProcessIsSetAndAGoneOneIsSkipped) {
   SpawnOptions o;
   o.argv = {"/bin/sleep", "30"};
   auto c = ChildProcess::Spawn(o);
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK(c);
   const int target = NiceOf(static_cast<id_t>(c->pid())) + 2;
-  ASSERT_TRUE(SetProcessesNice({c->pid()}, target).ok());
+  ASSERT_OK(SetProcessesNice({c->pid()}, target));
   for (const std::string& tid : ListDir("/proc/" + std::to_string(c->pid()) + "/task"))
     EXPECT_EQ(NiceOf(static_cast<id_t>(std::stoul(tid))), target) << "thread " << tid;
   (void)c->Signal(SIGKILL);
   (void)c->Wait();
-  EXPECT_TRUE(SetProcessesNice({c->pid()}, target).ok()) << "a process that is gone has no threads to set";
+  EXPECT_OK(SetProcessesNice({c->pid()}, target)) << "a process that is gone has no threads to set";
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include "runtime/common/process_usage.h"
+#include "tests/support/status_matchers.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -19,7 +20,7 @@ TEST(ProcessUsageTest, OurOwnMemoryAndCpuAreSeen) {
   volatile uint64_t spin = 0;
   while (std::chrono::steady_clock::now() < end) spin = spin + touched[spin % touched.size()];
   auto u = ProcessUsage(::getpid());
-  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  ASSERT_OK(u);
   EXPECT_GE(u->rss_bytes, 64u << 20);
   EXPECT_GT(u->cpu_seconds, 0.1);
 }
@@ -63,7 +64,7 @@ TEST(ProcessUsageTest, PrivateMemoryIsWhatNoOtherProcessMaps) {
   ::waitpid(child, nullptr, 0);
   ::munmap(shared, 32 << 20);
   for (int f : {fd, go[0], go[1], ready[0], ready[1]}) ::close(f);
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_OK(m);
   EXPECT_GE(m->rss, 64u << 20);
   EXPECT_GE(m->rss_shmem, 32u << 20);
   EXPECT_GE(m->private_bytes, 32u << 20) << "our own vector";

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "runtime/common/subprocess.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule {
 namespace {
@@ -17,7 +18,7 @@ namespace {
 using namespace std::chrono_literals;
 
 TEST(ReaperTest, ChildProcessWaitsThroughReaperAndSubscribersSeeEveryExit) {
-  ASSERT_TRUE(Reaper::Instance().Start().ok());
+  ASSERT_OK(Reaper::Instance().Start());
   ASSERT_TRUE(Reaper::Instance().active());
   std::mutex mu;
   std::set<pid_t> seen;
@@ -34,9 +35,9 @@ TEST(ReaperTest, ChildProcessWaitsThroughReaperAndSubscribersSeeEveryExit) {
   SpawnOptions o;
   o.argv = {"/bin/sh", "-c", "exit 7"};
   auto child = ChildProcess::Spawn(o);
-  ASSERT_TRUE(child.ok());
+  ASSERT_OK(child);
   auto st = child->Wait(10s);
-  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  ASSERT_OK(st);
   EXPECT_EQ(ExitCode(*st), 7);
 
   // A child nobody owns (like an orphan reparented to PID 1) is reaped too.
@@ -55,14 +56,14 @@ TEST(ReaperTest, ChildProcessWaitsThroughReaperAndSubscribersSeeEveryExit) {
 }
 
 TEST(ReaperTest, KilledChildReportsSignal) {
-  ASSERT_TRUE(Reaper::Instance().Start().ok());
+  ASSERT_OK(Reaper::Instance().Start());
   SpawnOptions o;
   o.argv = {"/bin/sleep", "100"};
   auto child = ChildProcess::Spawn(o);
-  ASSERT_TRUE(child.ok());
-  ASSERT_TRUE(child->Signal(SIGKILL).ok());
+  ASSERT_OK(child);
+  ASSERT_OK(child->Signal(SIGKILL));
   auto st = child->Wait(10s);
-  ASSERT_TRUE(st.ok());
+  ASSERT_OK(st);
   EXPECT_EQ(ExitCode(*st), 128 + SIGKILL);
 }
 

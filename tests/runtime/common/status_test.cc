@@ -1,4 +1,5 @@
 #include "runtime/common/status.h"
+#include "tests/support/status_matchers.h"
 
 #include <gtest/gtest.h>
 
@@ -26,7 +27,7 @@ TEST(StatusTest, ContextIsPrefixedAndCodeKept) {
   EXPECT_EQ(s.code(), Code::kNotFound);
   EXPECT_EQ(s.message(), "delete: container c1");
   EXPECT_EQ(s.ToString(), "NOT_FOUND: delete: container c1");
-  EXPECT_TRUE(Status::Ok().WithContext("x").ok());
+  EXPECT_OK(Status::Ok().WithContext("x"));
 }
 
 TEST(StatusTest, ErrnoMapsToCodes) {
@@ -42,7 +43,7 @@ TEST(StatusTest, AssignOrReturnPropagates) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "odd value 3");
   EXPECT_EQ(Step(true).message(), "step: no such thing");
-  EXPECT_TRUE(Step(false).ok());
+  EXPECT_OK(Step(false));
 }
 
 }  // namespace

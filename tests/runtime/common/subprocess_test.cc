@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "runtime/common/file_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule {
 namespace {
@@ -16,16 +17,16 @@ using std::chrono::milliseconds;
 
 TEST(SubprocessTest, ExitCodeAndStdoutRedirect) {
   auto dir = TempDir::Create("subproc");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   UniqueFd out(::open(dir->Join("out").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
   ASSERT_TRUE(out);
   SpawnOptions o;
   o.argv = {"/bin/sh", "-c", "echo hi; exit 3"};
   o.stdout_fd = out.get();
   auto child = ChildProcess::Spawn(o);
-  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  ASSERT_OK(child);
   auto st = child->Wait(milliseconds(10000));
-  ASSERT_TRUE(st.ok());
+  ASSERT_OK(st);
   EXPECT_EQ(ExitCode(*st), 3);
   EXPECT_EQ(*ReadFile(dir->Join("out")), "hi\n");
 }
@@ -45,8 +46,8 @@ TEST(SubprocessTest, ExtraFdsLandAtTheirNumbersEvenWhenSwapped) {
   o.argv = {"/bin/bash", "-c", "echo to40 >&40; echo to41 >&41"};
   o.extra_fds = {{40, b_write.get()}, {41, a_write.get()}};
   auto child = ChildProcess::Spawn(o);
-  ASSERT_TRUE(child.ok()) << child.status().ToString();
-  ASSERT_TRUE(child->Wait(milliseconds(10000)).ok());
+  ASSERT_OK(child);
+  ASSERT_OK(child->Wait(milliseconds(10000)));
   a_write.reset();
   b_write.reset();
   char buf[64] = {};
@@ -87,7 +88,7 @@ TEST(SubprocessTest, WaitTimesOutThenDestructorKills) {
     SpawnOptions o;
     o.argv = {"/bin/sleep", "100"};
     auto child = ChildProcess::Spawn(o);
-    ASSERT_TRUE(child.ok());
+    ASSERT_OK(child);
     pid = child->pid();
     auto st = child->Wait(milliseconds(50));
     EXPECT_EQ(st.status().code(), Code::kDeadlineExceeded);
@@ -101,7 +102,7 @@ TEST(SubprocessTest, TerminateReportsSignal) {
   SpawnOptions o;
   o.argv = {"/bin/sleep", "100"};
   auto child = ChildProcess::Spawn(o);
-  ASSERT_TRUE(child.ok());
+  ASSERT_OK(child);
   int st = child->Terminate(milliseconds(2000));
   EXPECT_EQ(ExitCode(st), 128 + SIGTERM);
 }

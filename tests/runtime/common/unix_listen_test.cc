@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include "runtime/common/file_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule {
 namespace {
@@ -18,12 +19,12 @@ struct stat StatOf(const std::string& path) {
 
 TEST(UnixListenTest, ModeIsSetAndTheExistingFilePolicyHolds) {
   auto dir = TempDir::Create("unix-listen");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   const std::string path = dir->Join("s.sock");
   UnixListenOptions o;
   o.mode = 0660;
   auto live = ListenUnix(path, o);
-  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  ASSERT_OK(live);
   EXPECT_TRUE(S_ISSOCK(StatOf(path).st_mode));
   EXPECT_EQ(StatOf(path).st_mode & 0777, 0660u);
 
@@ -35,16 +36,16 @@ TEST(UnixListenTest, ModeIsSetAndTheExistingFilePolicyHolds) {
   EXPECT_NE(busy.status().message().find("another process serves it"), std::string::npos);
   live->reset();  // now stale: nobody accepts on it
   auto replaced = ListenUnix(path, o);
-  ASSERT_TRUE(replaced.ok()) << replaced.status().ToString();
+  ASSERT_OK(replaced);
   o.existing = Existing::kReplace;
-  EXPECT_TRUE(ListenUnix(path, o).ok());
+  EXPECT_OK(ListenUnix(path, o));
 
   // A file that is no socket is never replaced by kReplaceStale.
   const std::string file = dir->Join("plain");
-  ASSERT_TRUE(WriteFile(file, "x").ok());
+  ASSERT_OK(WriteFile(file, "x"));
   o.existing = Existing::kReplaceStale;
   EXPECT_EQ(ListenUnix(file, o).status().code(), Code::kFailedPrecondition);
-  EXPECT_TRUE(ReadFile(file).ok());
+  EXPECT_OK(ReadFile(file));
 
   auto too_long = ListenUnix("/" + std::string(200, 'x'), o);
   EXPECT_EQ(too_long.status().code(), Code::kInvalidArgument);
@@ -52,7 +53,7 @@ TEST(UnixListenTest, ModeIsSetAndTheExistingFilePolicyHolds) {
   o.existing = Existing::kRefuse;
   o.mode = 0600;
   const std::string tight = dir->Join("tight.sock");
-  ASSERT_TRUE(ListenUnix(tight, o).ok());
+  ASSERT_OK(ListenUnix(tight, o));
   EXPECT_EQ(StatOf(tight).st_mode & 0777, 0600u);
 }
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/file_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::config {
 namespace {
@@ -16,7 +17,7 @@ std::string SourceDir() {
 
 TEST(ConfigTest, ShippedDefaultFileLoadsAndMatchesBuiltInDefaults) {
   auto cfg = LoadFile(SourceDir() + "/deploy/config.yaml");
-  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  ASSERT_OK(cfg);
   Config defaults;
   defaults.source = cfg->source;
   EXPECT_EQ(ToYaml(*cfg), ToYaml(defaults));
@@ -26,7 +27,7 @@ TEST(ConfigTest, ShippedDefaultFileLoadsAndMatchesBuiltInDefaults) {
 // a pool, cgroup and state dir of its own so the two pools never meet.
 TEST(ConfigTest, ShippedDenseFileIsTheDenseDeviceSetWithAPoolOfItsOwn) {
   auto dense = LoadFile(SourceDir() + "/deploy/dense.yaml");
-  ASSERT_TRUE(dense.ok()) << dense.status().ToString();
+  ASSERT_OK(dense);
   EXPECT_EQ(dense->guest.device_set, DeviceSet::kDense);
   EXPECT_EQ(dense->vsock.backend, VsockBackendKind::kSerial);
   const Config defaults;
@@ -54,7 +55,7 @@ runtime:
   log_level: debug
   state_dir: /tmp/capsule-state
 )", "test.yaml");
-  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  ASSERT_OK(cfg);
   EXPECT_EQ(cfg->hypervisor.path, "/opt/qemu/bin/qemu-system-x86_64");
   EXPECT_FALSE(cfg->guest.boot_nic);
   EXPECT_TRUE(Config{}.guest.boot_nic);
@@ -71,7 +72,7 @@ runtime:
 
 TEST(ConfigTest, TheSerialVsockBackendIsNamedSerial) {
   auto cfg = LoadString("vsock:\n  backend: serial\n", "s.yaml");
-  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  ASSERT_OK(cfg);
   EXPECT_EQ(cfg->vsock.backend, VsockBackendKind::kSerial);
   EXPECT_EQ(VsockBackendName(VsockBackendKind::kSerial), "serial");
   auto bad = LoadString("vsock:\n  backend: virtio-serial\n", "s.yaml");
@@ -82,12 +83,12 @@ TEST(ConfigTest, TheSerialVsockBackendIsNamedSerial) {
 TEST(ConfigTest, TheDenseDeviceSetTakesTheSerialVsockAndRefusesVhostUser) {
   EXPECT_EQ(Config{}.guest.device_set, DeviceSet::kVirtioFs);
   auto dense = LoadString("guest:\n  device_set: dense\n", "d.yaml");
-  ASSERT_TRUE(dense.ok()) << dense.status().ToString();
+  ASSERT_OK(dense);
   EXPECT_EQ(dense->guest.device_set, DeviceSet::kDense);
   EXPECT_EQ(dense->vsock.backend, VsockBackendKind::kSerial);  // auto resolves to the one that needs no shared RAM
   EXPECT_NE(ToYaml(*dense).find("device_set: dense"), std::string::npos);
   auto kernel = LoadString("guest:\n  device_set: dense\nvsock:\n  backend: vhost\n", "d.yaml");
-  ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
+  ASSERT_OK(kernel);
   EXPECT_EQ(kernel->vsock.backend, VsockBackendKind::kVhost);
   auto user = LoadString("guest:\n  device_set: dense\nvsock:\n  backend: vhost-user\n", "d.yaml");
   ASSERT_FALSE(user.ok());
@@ -99,7 +100,7 @@ TEST(ConfigTest, TheDenseDeviceSetTakesTheSerialVsockAndRefusesVhostUser) {
 
 TEST(ConfigTest, ModulesAllowTakesNamesAndGlobsAndRefusesAnythingElse) {
   auto cfg = LoadString("guest:\n  modules_allow: [sctp, \"can-*\", vcan]\n", "m.yaml");
-  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  ASSERT_OK(cfg);
   EXPECT_EQ(cfg->guest.modules_allow, (std::vector<std::string>{"sctp", "can-*", "vcan"}));
   EXPECT_TRUE(Config{}.guest.modules_allow.empty());
   for (const char* bad : {"guest:\n  modules_allow: sctp\n", "guest:\n  modules_allow: [\"a b\"]\n",
@@ -118,7 +119,7 @@ TEST(ConfigTest, ModulesAllowTakesNamesAndGlobsAndRefusesAnythingElse) {
 
 TEST(ConfigTest, EmptyFileGivesDefaults) {
   auto cfg = LoadString("", "empty.yaml");
-  ASSERT_TRUE(cfg.ok());
+  ASSERT_OK(cfg);
   EXPECT_EQ(cfg->guest.default_memory_mib, 256u);
 }
 
@@ -188,7 +189,7 @@ TEST(ConfigTest, OutOfRangeAndRelativePathAndBool) {
 TEST(ConfigTest, AgentTimeoutHasADefaultAndIsBounded) {
   EXPECT_EQ(Config{}.runtime.agent_timeout_ms, 30000u);
   auto cfg = LoadString("runtime:\n  agent_timeout_ms: 2500\n", "c.yaml");
-  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  ASSERT_OK(cfg);
   EXPECT_EQ(cfg->runtime.agent_timeout_ms, 2500u);
   EXPECT_NE(ToYaml(*cfg).find("agent_timeout_ms: 2500"), std::string::npos) << ToYaml(*cfg);
   // Below half a second every call on a loaded TCG host would count as hung.
@@ -228,7 +229,7 @@ namespace {
 
 TEST(ConfigJsonTest, TheJsonFormKeepsTypesAndValues) {
   auto cfg = LoadString("guest:\n  default_memory_mib: 384\nruntime:\n  log_level: debug\n", "test.yaml");
-  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  ASSERT_OK(cfg);
   nlohmann::json j = ToJson(*cfg);
   ASSERT_TRUE(j.is_object()) << j.dump();
   EXPECT_EQ(j["guest"]["default_memory_mib"], 384) << j.dump(2);

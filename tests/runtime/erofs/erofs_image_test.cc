@@ -13,6 +13,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/run_capture.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::erofs {
 namespace {
@@ -25,17 +26,17 @@ struct stat Lstat(const std::string& p) {
 
 TEST(ErofsImageTest, KeepsContentOwnersModesLinksAndFileCapabilities) {
   auto dir = TempDir::Create("erofs");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   const std::string src = dir->Join("src");
-  ASSERT_TRUE(MkdirAll(src + "/etc/deep/er").ok());
-  ASSERT_TRUE(WriteFile(src + "/etc/hostname", "busybox\n").ok());
-  ASSERT_TRUE(WriteFile(src + "/etc/shadow", "root:*:1::::::\n").ok());
+  ASSERT_OK(MkdirAll(src + "/etc/deep/er"));
+  ASSERT_OK(WriteFile(src + "/etc/hostname", "busybox\n"));
+  ASSERT_OK(WriteFile(src + "/etc/shadow", "root:*:1::::::\n"));
   ASSERT_EQ(::chmod((src + "/etc/shadow").c_str(), 0640), 0);
   ASSERT_EQ(::chown((src + "/etc/shadow").c_str(), 0, 42), 0);
-  ASSERT_TRUE(WriteFile(src + "/etc/deep/er/big", std::string(300000, 'x')).ok());
+  ASSERT_OK(WriteFile(src + "/etc/deep/er/big", std::string(300000, 'x')));
   ASSERT_EQ(::chown((src + "/etc/deep/er/big").c_str(), 1234, 5678), 0);
   ASSERT_EQ(::symlink("../etc/hostname", (src + "/etc/deep/link").c_str()), 0);
-  ASSERT_TRUE(WriteFile(src + "/ping", "#!/bin/true\n").ok());
+  ASSERT_OK(WriteFile(src + "/ping", "#!/bin/true\n"));
   ASSERT_EQ(::chmod((src + "/ping").c_str(), 0755), 0);
   // cap_net_raw+ep, as a ping binary carries it (vfs_cap_data revision 2).
   const unsigned char cap[20] = {0x01, 0x00, 0x00, 0x02, 0x00, 0x20, 0x00, 0x00, 0x00, 0x00};
@@ -43,14 +44,14 @@ TEST(ErofsImageTest, KeepsContentOwnersModesLinksAndFileCapabilities) {
 
   const std::string image = dir->Join("rootfs.erofs");
   Status made = MakeErofsImage(src, image);
-  ASSERT_TRUE(made.ok()) << made.ToString();
+  ASSERT_OK(made);
   EXPECT_FALSE(PathExists(image + ".partial"));
   EXPECT_EQ(Lstat(image).st_mode & 07777, 0644u);
 
   const std::string out = dir->Join("out");
   auto extracted = RunAndCapture({"/usr/bin/fsck.erofs", "--extract=" + out, "--preserve", image},
                                  std::chrono::seconds(60));
-  ASSERT_TRUE(extracted.ok()) << extracted.status().ToString();
+  ASSERT_OK(extracted);
   ASSERT_EQ(extracted->exit_code, 0) << extracted->output;
   EXPECT_EQ(ReadFile(out + "/etc/hostname").value_or(""), "busybox\n");
   EXPECT_EQ(ReadFile(out + "/etc/deep/er/big").value_or("").size(), 300000u);
@@ -67,25 +68,25 @@ TEST(ErofsImageTest, KeepsContentOwnersModesLinksAndFileCapabilities) {
   // The extractor does not restore xattrs: read the file capability through
   // the kernel's erofs, as the guest will (loop mount, read-only).
   const std::string mnt = dir->Join("mnt");
-  ASSERT_TRUE(MkdirAll(mnt).ok());
+  ASSERT_OK(MkdirAll(mnt));
   auto mounted = RunAndCapture({"/bin/mount", "-t", "erofs", "-o", "loop,ro", image, mnt}, std::chrono::seconds(60));
-  ASSERT_TRUE(mounted.ok()) << mounted.status().ToString();
+  ASSERT_OK(mounted);
   ASSERT_EQ(mounted->exit_code, 0) << mounted->output;
   unsigned char got[32] = {};
   ssize_t n = ::getxattr((mnt + "/ping").c_str(), "security.capability", got, sizeof got);
-  EXPECT_TRUE(RunAndCapture({"/bin/umount", mnt}, std::chrono::seconds(60)).ok());
+  EXPECT_OK(RunAndCapture({"/bin/umount", mnt}, std::chrono::seconds(60)));
   ASSERT_EQ(n, static_cast<ssize_t>(sizeof cap)) << std::strerror(errno);
   EXPECT_EQ(std::memcmp(got, cap, sizeof cap), 0);
 }
 
 TEST(ErofsImageTest, ErrorsNameWhatWasWrongAndLeaveNoImage) {
   auto dir = TempDir::Create("erofs");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   const std::string image = dir->Join("x.erofs");
   Status missing = MakeErofsImage(dir->Join("nope"), image);
   EXPECT_FALSE(missing.ok());
   EXPECT_NE(missing.message().find(dir->Join("nope")), std::string::npos) << missing.ToString();
-  ASSERT_TRUE(WriteFile(dir->Join("file"), "x").ok());
+  ASSERT_OK(WriteFile(dir->Join("file"), "x"));
   EXPECT_EQ(MakeErofsImage(dir->Join("file"), image).code(), Code::kInvalidArgument);
   ErofsOptions no_tool;
   no_tool.mkfs = dir->Join("mkfs.erofs");

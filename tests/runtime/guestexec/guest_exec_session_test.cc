@@ -15,6 +15,7 @@
 #include "runtime/common/unique_fd.h"
 #include "runtime/oci/spec_parser.h"
 #include "tests/runtime/guestexec/lying_agent.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::guestexec {
 namespace {
@@ -27,7 +28,7 @@ TEST(GuestProcessJsonTest, PipesModeHasDefaultsAndParsesAsTheAgentDoes) {
   ExecOptions o;
   o.args = {"ps", "-ef"};
   auto p = oci::ParseProcess(GuestProcessJson(o));
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(p->args, (std::vector<std::string>{"ps", "-ef"}));
   EXPECT_EQ(p->cwd, "/");
   EXPECT_FALSE(p->terminal);
@@ -47,7 +48,7 @@ TEST(GuestProcessJsonTest, TtyCarriesTermAndSizeAndTheCallersEnvOverridesDefault
   o.cwd = "/proc";
   o.env = {"PATH=/opt/bin", "EXTRA=a=b"};
   auto p = oci::ParseProcess(GuestProcessJson(o));
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_TRUE(p->terminal);
   ASSERT_TRUE(p->console_size.has_value());
   EXPECT_EQ(p->console_size->height, 45u);
@@ -93,7 +94,7 @@ TEST(GuestExecSessionTest, OutputAndExitStatusPassThroughAndTheProcessIsRemoved)
   fds.out = out.write.get();
   SessionResult r = RunGuestExec(agent, Options(), fds);
   ASSERT_TRUE(r.started);
-  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  ASSERT_OK(r.status);
   EXPECT_EQ(r.exit_status, 7);
   EXPECT_EQ(out.Drain(), "hello guest\n");
   EXPECT_EQ(agent.removed.size(), 1u);
@@ -107,7 +108,7 @@ TEST(GuestExecSessionTest, MoreOutputThanAskedEndsTheStreamUnwritten) {
   SessionFds fds;
   fds.out = out.write.get();
   SessionResult r = RunGuestExec(agent, Options(), fds);
-  EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_OK(r.status);
   EXPECT_EQ(out.Drain(), "");
   EXPECT_EQ(agent.stdout_reads, 1);
   EXPECT_EQ(agent.removed.size(), 1u);
@@ -142,7 +143,7 @@ TEST(GuestExecSessionTest, StdinGoesToTheProcessThenEndOfFile) {
   int in[2];
   ASSERT_EQ(::pipe2(in, O_CLOEXEC), 0);
   UniqueFd in_read(in[0]);
-  ASSERT_TRUE(WriteAll(in[1], "typed\n", "stdin").ok());
+  ASSERT_OK(WriteAll(in[1], "typed\n", "stdin"));
   ::close(in[1]);
   ExecOptions o = Options();
   o.pass_stdin = true;
@@ -152,7 +153,7 @@ TEST(GuestExecSessionTest, StdinGoesToTheProcessThenEndOfFile) {
   fds.out = out.write.get();
   agent.exit_on_stdin_eof = true;
   SessionResult r = RunGuestExec(agent, o, fds);
-  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  ASSERT_OK(r.status);
   std::lock_guard lock(agent.mu);
   EXPECT_EQ(agent.stdin_data, "typed\n");
   EXPECT_TRUE(agent.stdin_closed);
@@ -185,7 +186,7 @@ TEST(GuestExecSessionTest, ASignalGoesToEverythingTheCommandStartedAndASecondOne
   fds.out = out.write.get();
   fds.signals = sig.read.get();
   SessionResult r = RunGuestExec(agent, Options(), fds);
-  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  ASSERT_OK(r.status);
   EXPECT_EQ(r.exit_status, 128 + SIGKILL);
   std::lock_guard lock(agent.mu);
   ASSERT_GE(agent.signals.size(), 2u);
@@ -264,7 +265,7 @@ TEST(GuestExecSessionTest, AClosedStdoutGivesTheCommandSigpipe) {
   SessionFds fds;
   fds.out = out.write.get();
   SessionResult r = RunGuestExec(agent, Options(), fds);
-  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  ASSERT_OK(r.status);
   EXPECT_EQ(r.exit_status, 128 + SIGPIPE);
   std::lock_guard lock(agent.mu);
   ASSERT_FALSE(agent.signals.empty());
@@ -291,7 +292,7 @@ TEST(GuestExecSessionTest, AProcessTheAgentStillCallsRunningIsKilledThenRemoved)
   SessionFds fds;
   fds.out = out.write.get();
   SessionResult r = RunGuestExec(agent, Options(), fds);
-  EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_OK(r.status);
   std::lock_guard lock(agent.mu);
   ASSERT_FALSE(agent.signals.empty());
   EXPECT_EQ(agent.signals.back().signal(), static_cast<uint32_t>(SIGKILL));

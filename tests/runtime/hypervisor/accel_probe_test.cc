@@ -4,6 +4,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/hypervisor/kvm_timing.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::hypervisor {
 namespace {
@@ -20,7 +21,7 @@ KvmFacts GoodKvm(uint64_t loop_ns = 300'000) {
 TEST(AccelProbeTest, HealthyKvmIsChosenUnderAutoAndKvm) {
   for (auto req : {config::Accelerator::kAuto, config::Accelerator::kKvm}) {
     auto d = DecideAccelerator(req, GoodKvm());
-    ASSERT_TRUE(d.ok());
+    ASSERT_OK(d);
     EXPECT_EQ(d->accelerator, Accelerator::kKvm);
     EXPECT_FALSE(d->degraded);
     EXPECT_EQ(d->reason, "KVM ok: 200000-iteration guest loop took 0.30 ms");
@@ -58,7 +59,7 @@ TEST(AccelProbeTest, EachFailedFactExplainsItself) {
 TEST(AccelProbeTest, AutoFallsBackToTcgLoudly) {
   KvmFacts f;  // no /dev/kvm at all, like this build machine
   auto d = DecideAccelerator(config::Accelerator::kAuto, f);
-  ASSERT_TRUE(d.ok());
+  ASSERT_OK(d);
   EXPECT_EQ(d->accelerator, Accelerator::kTcg);
   EXPECT_TRUE(d->degraded);
   EXPECT_EQ(d->reason, "KVM unusable: /dev/kvm absent; using TCG (software emulation, roughly 10-50x slower)");
@@ -76,7 +77,7 @@ TEST(AccelProbeTest, KvmRequestedButUnusableIsAnErrorWithTheReason) {
 
 TEST(AccelProbeTest, TcgRequestedIsHonouredEvenWithGoodKvm) {
   auto d = DecideAccelerator(config::Accelerator::kTcg, GoodKvm());
-  ASSERT_TRUE(d.ok());
+  ASSERT_OK(d);
   EXPECT_EQ(d->accelerator, Accelerator::kTcg);
   EXPECT_FALSE(d->degraded);
   EXPECT_TRUE(d->kvm_usable);
@@ -90,11 +91,11 @@ TEST(AccelProbeTest, UntimedButOtherwiseGoodKvmIsUsable) {
 
 TEST(AccelProbeTest, GatherReadsInjectedHostFiles) {
   auto dir = TempDir::Create("accel");
-  ASSERT_TRUE(dir.ok());
-  ASSERT_TRUE(MkdirAll(dir->Join("module/kvm_pvm")).ok());
-  ASSERT_TRUE(WriteFile(dir->Join("cpuinfo"), "processor\t: 0\nflags\t\t: fpu vme hypervisor svm lm\n").ok());
+  ASSERT_OK(dir);
+  ASSERT_OK(MkdirAll(dir->Join("module/kvm_pvm")));
+  ASSERT_OK(WriteFile(dir->Join("cpuinfo"), "processor\t: 0\nflags\t\t: fpu vme hypervisor svm lm\n"));
   // A regular file stands in for /dev/kvm: it opens but answers no ioctl.
-  ASSERT_TRUE(WriteFile(dir->Join("kvm"), "").ok());
+  ASSERT_OK(WriteFile(dir->Join("kvm"), ""));
   KvmProbePaths paths{dir->Join("kvm"), dir->Join("cpuinfo"), dir->Join("module")};
   KvmFacts f = GatherKvmFacts(paths, /*time_guest=*/true);
   EXPECT_TRUE(f.dev_kvm_exists);
@@ -104,7 +105,7 @@ TEST(AccelProbeTest, GatherReadsInjectedHostFiles) {
   EXPECT_TRUE(f.pvm_module);
   EXPECT_FALSE(f.timing.has_value());  // never timed when static facts fail
 
-  ASSERT_TRUE(WriteFile(dir->Join("cpuinfo"), "flags\t: fpu vmxx hypervisor\n").ok());
+  ASSERT_OK(WriteFile(dir->Join("cpuinfo"), "flags\t: fpu vmxx hypervisor\n"));
   paths.dev_kvm = dir->Join("absent");
   f = GatherKvmFacts(paths);
   EXPECT_FALSE(f.cpu_has_vmx_or_svm);
@@ -115,8 +116,8 @@ TEST(AccelProbeTest, GatherReadsInjectedHostFiles) {
 // child-process harness and error reporting are checked here.
 TEST(KvmTimingTest, ReportsTheFailedStepFromTheChild) {
   auto dir = TempDir::Create("kvmtiming");
-  ASSERT_TRUE(dir.ok());
-  ASSERT_TRUE(WriteFile(dir->Join("not-kvm"), "").ok());
+  ASSERT_OK(dir);
+  ASSERT_OK(WriteFile(dir->Join("not-kvm"), ""));
   KvmTiming t = TimeKvmGuest(dir->Join("not-kvm"), 1000, std::chrono::milliseconds(5000));
   EXPECT_FALSE(t.ran);
   EXPECT_EQ(t.error, "KVM_CREATE_VM " + dir->Join("not-kvm") + ": Inappropriate ioctl for device");

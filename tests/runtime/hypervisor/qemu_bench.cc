@@ -10,6 +10,7 @@
 #include "runtime/common/file_util.h"
 #include "runtime/hypervisor/qemu_hypervisor.h"
 #include "runtime/hypervisor/vm_paths.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::hypervisor {
 namespace {
@@ -35,13 +36,13 @@ double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(
 
 TEST(QemuBench, LaunchToQmpReadyAndPausedRss) {
   auto root = TempDir::Create("qemu-bench");
-  ASSERT_TRUE(root.ok());
+  ASSERT_OK(root);
   config::Config cfg;
   cfg.runtime.state_dir = root->path();
   QemuHypervisor hv(cfg);
   // Warm-up: pays the one-time QEMU capability probe (then cached on disk).
   auto probe_start = Clock::now();
-  ASSERT_TRUE(hv.Capabilities().ok());
+  ASSERT_OK(hv.Capabilities());
   double probe_ms = Ms(Clock::now() - probe_start);
 
   std::vector<double> ready_ms, stop_ms, rss, anon, file, shmem;
@@ -54,7 +55,7 @@ TEST(QemuBench, LaunchToQmpReadyAndPausedRss) {
     auto t0 = Clock::now();
     auto vm = hv.Launch(s);
     ready_ms.push_back(Ms(Clock::now() - t0));
-    ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+    ASSERT_OK(vm);
     pid_t pid = (*vm)->vmm_pid();
     rss.push_back(StatusKb(pid, "VmRSS") / 1024);
     anon.push_back(StatusKb(pid, "RssAnon") / 1024);

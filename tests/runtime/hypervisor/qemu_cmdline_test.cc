@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "runtime/hypervisor/qemu_devices.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::hypervisor {
 namespace {
@@ -248,7 +249,7 @@ TEST(QemuDevicesTest, TheSerialVsockIsAControllerAndANamedPortOnAPassedSocket) {
             (std::vector<std::string>{"-chardev", "socket,id=vsock0-be,fd=9", "-device", "virtio-serial-pci,id=vsock0-bus",
                                       "-device",
                                       "virtserialport,bus=vsock0-bus.0,chardev=vsock0-be,name=capsule.vsock,id=vsock0"}));
-  EXPECT_TRUE(ValidateDevice(serial).ok());
+  EXPECT_OK(ValidateDevice(serial));
   EXPECT_FALSE(ValidateDevice(VsockDevice{"vsock0", VsockDevice::Backend::kSerial, 3, "relative.sock"}).ok());
 }
 
@@ -270,7 +271,7 @@ TEST(QemuDevicesTest, ABlockDeviceReadsItsImageFromAPassedFdset) {
   EXPECT_EQ(BackendRemoveSteps(disk), (std::vector<QmpStep>{{"blockdev-del", json{{"node-name", "rootfs1-be"}}}}));
   Device writable = BlockDevice{"scratch", "/x.img", "scratch", true, 7};
   EXPECT_EQ(BackendAddSteps(writable, 5)[0].arguments["read-only"], false);
-  EXPECT_TRUE(ValidateDevice(disk).ok());
+  EXPECT_OK(ValidateDevice(disk));
   EXPECT_FALSE(ValidateDevice(BlockDevice{"d", "/x", "", false, 7}).ok()) << "a serial is how the guest finds it";
   EXPECT_FALSE(ValidateDevice(BlockDevice{"d", "/x", "twenty-one-chars-long", false, 7}).ok());
   EXPECT_FALSE(ValidateDevice(BlockDevice{"d", "/x", "a,b", false, 7}).ok());

@@ -21,6 +21,7 @@
 #include "runtime/hypervisor/qemu_vm.h"
 #include "runtime/hypervisor/vm_record.h"
 #include "tests/runtime/hypervisor/vm_test_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::hypervisor {
 namespace {
@@ -36,7 +37,7 @@ class QemuTest : public ::testing::Test {
   void SetUp() override {
     if (!PathExists(cfg_.hypervisor.path)) GTEST_SKIP() << cfg_.hypervisor.path << " not installed";
     auto dir = TempDir::Create("qemu-it");
-    ASSERT_TRUE(dir.ok());
+    ASSERT_OK(dir);
     root_ = std::make_unique<TempDir>(std::move(*dir));
     // QEMU runs as a uid of its own: the fake QEMUs and guest images the
     // cases write here must be reachable by others.
@@ -81,7 +82,7 @@ TEST_F(QemuTest, LaunchPausedThenResumePauseStopLeavesNothing) {
   QemuHypervisor hv(cfg_);
   VmSpec spec = Spec("vm1");
   auto vm = hv.Launch(spec);
-  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_OK(vm);
   pid_t pid = (*vm)->vmm_pid();
   EXPECT_EQ((*vm)->state(), VmState::kPaused);
   EXPECT_EQ((*vm)->accelerator(), Accelerator::kTcg);  // no usable KVM on the build hosts
@@ -92,10 +93,10 @@ TEST_F(QemuTest, LaunchPausedThenResumePauseStopLeavesNothing) {
   for (const auto& f : {paths.record(), paths.lock(), paths.qmp_socket(), paths.console_log(), paths.vmm_log(), paths.pidfile()})
     EXPECT_TRUE(PathExists(f)) << f;
   auto pidfile = ReadFile(paths.pidfile());
-  ASSERT_TRUE(pidfile.ok());
+  ASSERT_OK(pidfile);
   EXPECT_EQ(std::stoi(*pidfile), pid);
   auto rec = VmRecordFromJson(*ReadFile(paths.record()), paths.record());
-  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  ASSERT_OK(rec);
   EXPECT_EQ(rec->vmm.pid, pid);
   EXPECT_EQ(rec->vmm_version.substr(0, 2), (*hv.Capabilities()).version.substr(0, 2));
 
@@ -132,7 +133,7 @@ TEST_F(QemuTest, LaunchPausedThenResumePauseStopLeavesNothing) {
 TEST_F(QemuTest, TheGuestRamOutlivesTheVmmWhileReferenced) {
   QemuHypervisor hv(cfg_);
   auto vm = hv.Launch(Spec("ram"));
-  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_OK(vm);
   std::vector<UniqueFd> ram = (*vm)->ReferenceGuestRam();
   ASSERT_EQ(ram.size(), 1u) << "expected QEMU's one RAM memfd (the small agent-token memfd is not RAM)";
   struct stat st{};
@@ -155,7 +156,7 @@ TEST_F(QemuTest, GracefulStopEscalatesToQuitWhenTheGuestIgnoresPowerdown) {
   VmSpec spec = Spec("vm-grace");
   spec.start_paused = false;  // firmware only: nothing handles the ACPI button
   auto vm = hv.Launch(spec);
-  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_OK(vm);
   EXPECT_EQ((*vm)->state(), VmState::kRunning);
   auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE((*vm)->Stop(milliseconds(300)).ok());
@@ -173,7 +174,7 @@ TEST_F(QemuTest, DestroyingTheVmObjectStopsAndCleansUp) {
   pid_t pid;
   {
     auto vm = hv.Launch(spec);
-    ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+    ASSERT_OK(vm);
     pid = (*vm)->vmm_pid();
   }
   EXPECT_TRUE(ProcessGone(pid));
@@ -187,7 +188,7 @@ TEST_F(QemuTest, HotplugAndUnplugTapNic) {
   QemuHypervisor root_hv(cfg_);
   VmSpec spec = Spec("vm-net");
   auto vm = root_hv.Launch(spec);
-  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_OK(vm);
   std::string tap = "cpt" + std::to_string(::getpid() % 100000);
   // A tap by name is made in QEMU's own network namespace (a private one
   // when we are root); /proc/<pid>/net/dev lists that namespace's links.
@@ -201,13 +202,13 @@ TEST_F(QemuTest, HotplugAndUnplugTapNic) {
   ASSERT_TRUE((*vm)->HotplugDevice(nic).ok());
   EXPECT_TRUE(in_vmm_netns()) << "QEMU should have created the tap";
   auto mac = Qmp(**vm, "qom-get", json{{"path", "/machine/peripheral/eth0"}, {"property", "mac"}});
-  ASSERT_TRUE(mac.ok()) << mac.status().ToString();
+  ASSERT_OK(mac);
   EXPECT_EQ(*mac, "52:54:00:12:34:56");
   auto hot = static_cast<QemuVm&>(**vm).hotplugged();
   ASSERT_EQ(hot.size(), 1u);
   EXPECT_EQ(hot[0].port, "rp0");
   auto rec = VmRecordFromJson(*ReadFile(VmPaths(spec.state_dir).record()), "vm.json");
-  ASSERT_TRUE(rec.ok());
+  ASSERT_OK(rec);
   EXPECT_EQ(rec->hotplugged, hot);
 
   Status dup = (*vm)->HotplugDevice(nic);
@@ -230,14 +231,14 @@ TEST_F(QemuTest, QemuRunsInANetworkNamespaceOfItsOwnWhenRoot) {
   if (::geteuid() != 0) GTEST_SKIP() << "a private netns needs root";
   QemuHypervisor hv(cfg_);
   auto vm = hv.Launch(Spec("vm-netns"));
-  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_OK(vm);
   char ours[64] = {}, its[64] = {};
   ASSERT_GT(::readlink("/proc/self/ns/net", ours, sizeof ours - 1), 0);
   ASSERT_GT(::readlink(("/proc/" + std::to_string((*vm)->vmm_pid()) + "/ns/net").c_str(), its, sizeof its - 1), 0);
   EXPECT_STRNE(ours, its) << "QEMU shares the host's network namespace";
   // Nothing but a loopback there.
   auto dev = ReadFile("/proc/" + std::to_string((*vm)->vmm_pid()) + "/net/dev");
-  ASSERT_TRUE(dev.ok());
+  ASSERT_OK(dev);
   EXPECT_EQ(std::count(dev->begin(), dev->end(), '\n'), 3) << *dev;  // two header lines + lo
   ASSERT_TRUE((*vm)->Stop(milliseconds(0)).ok());
 }
@@ -264,14 +265,14 @@ TEST_F(QemuTest, QemuRunsAsAUidOfItsOwnWithoutCapabilitiesInNamespacesOfItsOwn) 
   if (::geteuid() != 0) GTEST_SKIP() << "changing uid and making namespaces needs root";
   QemuHypervisor hv(cfg_);
   auto a = hv.Launch(Spec("vm-uid-a"));
-  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_OK(a);
   auto b = hv.Launch(Spec("vm-uid-b"));
-  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_OK(b);
   std::set<std::string> uids;
   for (Vm* vm : {a->get(), b->get()}) {
     const pid_t pid = vm->vmm_pid();
     auto rec = VmRecordFromJson(*ReadFile(VmPaths(vm->state_dir()).record()), "vm.json");
-    ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+    ASSERT_OK(rec);
     ASSERT_GE(rec->vmm_uid, static_cast<int64_t>(cfg_.hypervisor.vmm_uid_base));
     ASSERT_LT(rec->vmm_uid, static_cast<int64_t>(cfg_.hypervisor.vmm_uid_base) + cfg_.hypervisor.vmm_uid_count);
     const std::string id = std::to_string(rec->vmm_uid);
@@ -292,8 +293,8 @@ TEST_F(QemuTest, QemuRunsAsAUidOfItsOwnWithoutCapabilitiesInNamespacesOfItsOwn) 
     EXPECT_FALSE(PathExists(root + "/tmp")) << root;
     uids.insert(id);
     // It runs, for real: QMP answers, and pause/resume work.
-    EXPECT_TRUE(vm->Resume().ok());
-    EXPECT_TRUE(vm->Pause().ok());
+    EXPECT_OK(vm->Resume());
+    EXPECT_OK(vm->Pause());
   }
   EXPECT_EQ(uids.size(), 2u) << "two VMMs never share a uid";
   const std::string lock = root_->Join("vmm-uids/" + *uids.begin() + ".lock");
@@ -308,7 +309,7 @@ TEST_F(QemuTest, QemuRunsAsAUidOfItsOwnWithoutCapabilitiesInNamespacesOfItsOwn) 
 TEST_F(QemuTest, HotplugFailuresAreCleanAndSlotsAreBounded) {
   QemuHypervisor hv(cfg_);
   auto vm = hv.Launch(Spec("vm-hp"));
-  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_OK(vm);
   // An unprivileged QEMU cannot make a tap: a NIC must come as an fd.
   Status by_name = (*vm)->HotplugDevice(NetDevice{"n9", "cpq9", "52:54:00:00:00:09", ""});
   EXPECT_EQ(by_name.code(), Code::kFailedPrecondition) << by_name.ToString();
@@ -318,7 +319,7 @@ TEST_F(QemuTest, HotplugFailuresAreCleanAndSlotsAreBounded) {
   cfg_.hypervisor.vmm_uid_base = 0;
   QemuHypervisor root_hv(cfg_);
   vm = root_hv.Launch(Spec("vm-hp"));
-  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_OK(vm);
   // No back end listens there: chardev-add fails and nothing is left half-added.
   Device vs = VsockDevice{"vsock0", VsockDevice::Backend::kVhostUser, 0, root_->Join("nobody.sock")};
   Status st = (*vm)->HotplugDevice(vs);
@@ -342,7 +343,7 @@ TEST_F(QemuTest, DetachThenAttachFromAnotherDriver) {
   {
     QemuHypervisor first(cfg_);
     auto vm = first.Launch(spec);
-    ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+    ASSERT_OK(vm);
     pid = (*vm)->vmm_pid();
     ASSERT_TRUE((*vm)->Resume().ok());
     ASSERT_TRUE((*vm)->Detach().ok());
@@ -354,7 +355,7 @@ TEST_F(QemuTest, DetachThenAttachFromAnotherDriver) {
 
   QemuHypervisor second(cfg_);
   auto adopted = second.Attach(spec.state_dir);
-  ASSERT_TRUE(adopted.ok()) << adopted.status().ToString();
+  ASSERT_OK(adopted);
   EXPECT_EQ((*adopted)->vmm_pid(), pid);
   EXPECT_EQ((*adopted)->id(), "vm-adopt");
   EXPECT_EQ((*adopted)->state(), VmState::kRunning);
@@ -377,16 +378,16 @@ TEST_F(QemuTest, AttachToAVmThatDiedWhileDetachedCleansUp) {
   pid_t pid;
   {
     auto vm = hv.Launch(spec);
-    ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+    ASSERT_OK(vm);
     pid = (*vm)->vmm_pid();
     auto pidfd = OpenPidfd(pid);
-    ASSERT_TRUE(pidfd.ok());
+    ASSERT_OK(pidfd);
     ASSERT_TRUE((*vm)->Detach().ok());
     ASSERT_EQ(::kill(pid, SIGKILL), 0);
     ASSERT_TRUE(PidfdWait(pidfd->get(), 10000));
   }
   auto vm = hv.Attach(spec.state_dir);
-  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_OK(vm);
   EXPECT_EQ((*vm)->state(), VmState::kExited);
   auto exit = (*vm)->WaitExit(milliseconds(0));
   ASSERT_TRUE(exit.has_value());
@@ -399,7 +400,7 @@ TEST_F(QemuTest, SigkilledQemuIsNoticedAtOnce) {
   QemuHypervisor hv(cfg_);
   VmSpec spec = Spec("vm-kill");
   auto vm = hv.Launch(spec);
-  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_OK(vm);
   std::promise<VmExit> exited;
   std::atomic<int64_t> noticed_ns{0};
   (*vm)->OnExit([&](const VmExit& e) {
@@ -423,13 +424,13 @@ TEST_F(QemuTest, SigkilledQemuIsNoticedAtOnce) {
 }
 
 TEST_F(QemuTest, GuestThatDiesIsReportedWithItsConsoleTail) {
-  ASSERT_TRUE(WriteFile(root_->Join("guest.bin"), testing::MultibootGuestImage("capsule-test-guest: hello\n")).ok());
+  ASSERT_OK(WriteFile(root_->Join("guest.bin"), testing::MultibootGuestImage("capsule-test-guest: hello\n")));
   QemuHypervisor hv(cfg_);
   VmSpec spec = Spec("vm-guest");
   spec.kernel = root_->Join("guest.bin");
   spec.start_paused = false;
   auto vm = hv.Launch(spec);
-  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_OK(vm);
   auto e = (*vm)->WaitExit(milliseconds(60000));
   ASSERT_TRUE(e.has_value()) << "the test guest should triple-fault within seconds";
   EXPECT_FALSE(e->requested);
@@ -471,7 +472,7 @@ TEST_F(QemuTest, AMissingKernelIsNamedAndABadOneCarriesQemusOwnMessage) {
   EXPECT_FALSE(PathExists(spec.state_dir));
   // One QEMU cannot load: its own words come back.
   spec.kernel = root_->Join("garbage-vmlinuz");
-  ASSERT_TRUE(WriteFile(spec.kernel, "this is not a kernel\n").ok());
+  ASSERT_OK(WriteFile(spec.kernel, "this is not a kernel\n"));
   vm = hv.Launch(spec);
   ASSERT_FALSE(vm.ok());
   EXPECT_EQ(vm.status().code(), Code::kUnavailable) << vm.status().ToString();
@@ -483,7 +484,7 @@ TEST_F(QemuTest, AMissingKernelIsNamedAndABadOneCarriesQemusOwnMessage) {
 TEST_F(QemuTest, QmpThatNeverAnswersTimesOutAndKillsTheProcess) {
   std::string fake = root_->Join("fake-qemu");
   // Jailed, the fake sees none of our dirs: its pid comes back in its log.
-  ASSERT_TRUE(WriteFile(fake, "#!/bin/sh\necho \"fake-qemu pid $$\" >&2\nexec sleep 600\n").ok());
+  ASSERT_OK(WriteFile(fake, "#!/bin/sh\necho \"fake-qemu pid $$\" >&2\nexec sleep 600\n"));
   ASSERT_EQ(::chmod(fake.c_str(), 0755), 0);
   cfg_.hypervisor.path = fake;
   QemuHypervisorOptions o;
@@ -503,7 +504,7 @@ TEST_F(QemuTest, QmpThatNeverAnswersTimesOutAndKillsTheProcess) {
 
 TEST_F(QemuTest, VmmThatExitsAtOnceReportsItsStderr) {
   std::string fake = root_->Join("fake-qemu");
-  ASSERT_TRUE(WriteFile(fake, "#!/bin/sh\necho 'fake-qemu: cannot do that' >&2\nexit 1\n").ok());
+  ASSERT_OK(WriteFile(fake, "#!/bin/sh\necho 'fake-qemu: cannot do that' >&2\nexit 1\n"));
   ASSERT_EQ(::chmod(fake.c_str(), 0755), 0);
   cfg_.hypervisor.path = fake;
   QemuHypervisorOptions o;
@@ -535,7 +536,7 @@ TEST_F(QemuTest, LaunchOverALiveVmFailsAndLeavesItAlone) {
   QemuHypervisor hv(cfg_);
   VmSpec spec = Spec("vm-twice");
   auto vm = hv.Launch(spec);
-  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_OK(vm);
   auto again = hv.Launch(spec);
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.status().code(), Code::kFailedPrecondition) << again.status().ToString();
@@ -547,7 +548,7 @@ TEST_F(QemuTest, LaunchOverALiveVmFailsAndLeavesItAlone) {
   auto third = hv.Launch(spec);
   EXPECT_EQ(third.status().code(), Code::kAlreadyExists) << third.status().ToString();
   auto adopted = hv.Attach(spec.state_dir);
-  ASSERT_TRUE(adopted.ok());
+  ASSERT_OK(adopted);
   EXPECT_TRUE((*adopted)->Stop(milliseconds(0)).ok());
   EXPECT_TRUE(DirEntries(root_->Join("vm")).empty());
 }

@@ -1,6 +1,7 @@
 // QmpClient against a scripted fake QMP server on the other end of a
 // socketpair. The real QEMU peer is covered by qemu_integration_test.
 #include "runtime/hypervisor/qmp_client.h"
+#include "tests/support/status_matchers.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -98,7 +99,7 @@ Pair Connected() {
   EXPECT_EQ(caps["execute"], "qmp_capabilities");
   server->Reply(caps, json::object());
   auto client = fut.get();
-  EXPECT_TRUE(client.ok()) << client.status().ToString();
+  EXPECT_OK(client);
   return {client.ok() ? std::move(*client) : nullptr, std::move(server)};
 }
 
@@ -121,7 +122,7 @@ TEST(QmpClientTest, ExecuteWithFdSendsTheFdWithTheCommand) {
   EXPECT_EQ(c, 'x');
   p.server->Reply(cmd, json::object());
   auto r = fut.get();
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_OK(r);
   EXPECT_GE(::fcntl(wr.get(), F_GETFD), 0) << "the caller's fd must stay open";
 }
 
@@ -156,7 +157,7 @@ TEST(QmpClientTest, ExecuteReturnsPayloadAndSendsArguments) {
   EXPECT_EQ(cmd["arguments"], (json{{"id", "nic0"}}));
   p.server->Reply(cmd, json{{"ok", true}});
   auto r = fut.get();
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ((*r)["ok"], true);
 }
 
@@ -190,9 +191,9 @@ TEST(QmpClientTest, EventsInterleavedWithRepliesReachSubscribersAndWaiters) {
   p.server->SendLine(R"({"event": "DEVICE_DELETED", "data": {"device": "nic0"}, "timestamp": {"seconds": 1, "microseconds": 2}})");
   p.server->Reply(cmd, json::object());
   p.server->SendLine(R"({"event": "DEVICE_DELETED", "data": {"device": "nic1"}, "timestamp": {"seconds": 1, "microseconds": 3}})");
-  ASSERT_TRUE(fut.get().ok());
+  ASSERT_OK(fut.get());
   auto ev = waiter->Wait(milliseconds(5000));
-  ASSERT_TRUE(ev.ok()) << ev.status().ToString();
+  ASSERT_OK(ev);
   EXPECT_EQ(ev->data["device"], "nic1");  // not the first, non-matching one
   EXPECT_EQ(ev->microseconds, 3);
   // The waiter is woken before the subscribers run: the second callback
@@ -342,7 +343,7 @@ TEST(QmpClientTest, LinesReadDuringTheHandshakeAreProcessedAtOnce) {
   // handshake. The reader must act on that line without waiting for more.
   server->Send(json{{"return", json::object()}, {"id", caps["id"]}}.dump() + "\r\nnot json\r\n");
   auto client = fut.get();
-  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ASSERT_OK(client);
   EXPECT_TRUE((*client)->WaitClosed(milliseconds(5000)));
   EXPECT_NE((*client)->close_reason().find("not JSON"), std::string::npos) << (*client)->close_reason();
 }

@@ -7,6 +7,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/hypervisor/vm_record.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::hypervisor {
 namespace {
@@ -15,10 +16,10 @@ TEST(QmpFuzzSeedsTest, SeedVmJsonParses) {
   const char* src = std::getenv("CAPSULE_SOURCE_DIR");
   ASSERT_NE(src, nullptr);
   auto text = ReadFile(std::string(src) + "/tests/fuzz/qmp/corpus/qmp_fuzzer/vm_json");
-  ASSERT_TRUE(text.ok());
+  ASSERT_OK(text);
   // Keeps the seed honest: it must reach the full vm.json path.
   auto rec = VmRecordFromJson(*text, "vm_json");
-  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  ASSERT_OK(rec);
   EXPECT_EQ(rec->hotplugged.size(), 2u);
 }
 

@@ -1,4 +1,5 @@
 #include "runtime/hypervisor/qmp_protocol.h"
+#include "tests/support/status_matchers.h"
 
 #include <gtest/gtest.h>
 
@@ -10,12 +11,12 @@ using nlohmann::json;
 TEST(QmpLineReaderTest, SplitsCrLfLinesAcrossArbitraryChunks) {
   QmpLineReader r;
   std::string stream = "{\"a\":1}\r\n{\"b\":2}\n{\"c\"";
-  for (char c : stream) ASSERT_TRUE(r.Feed(std::string_view(&c, 1)).ok());
+  for (char c : stream) ASSERT_OK(r.Feed(std::string_view(&c, 1)));
   EXPECT_EQ(r.Next(), "{\"a\":1}");
   EXPECT_EQ(r.Next(), "{\"b\":2}");
   EXPECT_EQ(r.Next(), std::nullopt);
   EXPECT_EQ(r.buffered(), 4u);
-  ASSERT_TRUE(r.Feed(":3}\r\n").ok());
+  ASSERT_OK(r.Feed(":3}\r\n"));
   EXPECT_EQ(r.Next(), "{\"c\":3}");
   EXPECT_EQ(r.buffered(), 0u);
 }
@@ -31,7 +32,7 @@ TEST(QmpLineReaderTest, RefusesAnEndlessLine) {
 TEST(QmpProtocolTest, ParsesGreeting) {
   auto m = ParseQmpMessage(
       R"({"QMP": {"version": {"qemu": {"micro": 22, "minor": 2, "major": 7}, "package": "Debian 1:7.2"}, "capabilities": ["oob"]}})");
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_OK(m);
   auto& g = std::get<QmpGreeting>(*m);
   EXPECT_EQ(g.VersionString(), "7.2.22");
   EXPECT_EQ(g.package, "Debian 1:7.2");
@@ -40,14 +41,14 @@ TEST(QmpProtocolTest, ParsesGreeting) {
 
 TEST(QmpProtocolTest, ParsesReturnAndErrorReplies) {
   auto ok = ParseQmpMessage(R"({"return": {"status": "running"}, "id": 7})");
-  ASSERT_TRUE(ok.ok());
+  ASSERT_OK(ok);
   auto& r = std::get<QmpReply>(*ok);
   EXPECT_TRUE(r.ok);
   EXPECT_EQ(r.id, 7u);
   EXPECT_EQ(r.value["status"], "running");
 
   auto err = ParseQmpMessage(R"({"error": {"class": "DeviceNotFound", "desc": "Device 'nic9' not found"}, "id": 8})");
-  ASSERT_TRUE(err.ok());
+  ASSERT_OK(err);
   auto& e = std::get<QmpReply>(*err);
   EXPECT_FALSE(e.ok);
   Status st = QmpErrorStatus("device_del", e);
@@ -55,7 +56,7 @@ TEST(QmpProtocolTest, ParsesReturnAndErrorReplies) {
   EXPECT_EQ(st.message(), "QMP device_del: DeviceNotFound: Device 'nic9' not found");
 
   auto noid = ParseQmpMessage(R"({"error": {"class": "GenericError", "desc": "JSON parse error"}})");
-  ASSERT_TRUE(noid.ok());
+  ASSERT_OK(noid);
   EXPECT_EQ(std::get<QmpReply>(*noid).id, std::nullopt);
 }
 
@@ -76,14 +77,14 @@ TEST(QmpProtocolTest, ErrorClassesMapToCodes) {
 TEST(QmpProtocolTest, ParsesEvent) {
   auto m = ParseQmpMessage(
       R"({"timestamp": {"seconds": 17, "microseconds": 5}, "event": "DEVICE_DELETED", "data": {"device": "nic0", "path": "/machine/peripheral/nic0"}})");
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   auto& e = std::get<QmpEvent>(*m);
   EXPECT_EQ(e.name, "DEVICE_DELETED");
   EXPECT_EQ(e.data["device"], "nic0");
   EXPECT_EQ(e.seconds, 17);
   EXPECT_EQ(e.microseconds, 5);
   auto bare = ParseQmpMessage(R"({"event": "STOP"})");
-  ASSERT_TRUE(bare.ok());
+  ASSERT_OK(bare);
   EXPECT_TRUE(std::get<QmpEvent>(*bare).data.is_object());
 }
 
@@ -111,14 +112,14 @@ TEST(QmpProtocolTest, RejectsMalformedMessagesWithReasons) {
 TEST(QmpProtocolTest, OddButValidFieldsDoNotThrow) {
   // Wrong types in optional fields degrade to defaults instead of throwing.
   auto g = ParseQmpMessage(R"({"QMP": {"version": {"qemu": {"major": "7"}, "package": 1}, "capabilities": [1, "oob"]}})");
-  ASSERT_TRUE(g.ok());
+  ASSERT_OK(g);
   EXPECT_EQ(std::get<QmpGreeting>(*g).major, 0);
   EXPECT_EQ(std::get<QmpGreeting>(*g).capabilities, std::vector<std::string>{"oob"});
   auto e = ParseQmpMessage(R"({"event": "X", "data": [1], "timestamp": {"seconds": "x"}})");
-  ASSERT_TRUE(e.ok());
+  ASSERT_OK(e);
   EXPECT_TRUE(std::get<QmpEvent>(*e).data.is_object());
   auto r = ParseQmpMessage(R"({"error": {"class": 3}})");
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(std::get<QmpReply>(*r).error_class, "GenericError");
 }
 

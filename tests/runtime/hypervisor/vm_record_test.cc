@@ -7,6 +7,7 @@
 #include "runtime/common/file_util.h"
 #include "runtime/hypervisor/vm_paths.h"
 #include "runtime/hypervisor/vm_spec.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::hypervisor {
 namespace {
@@ -52,7 +53,7 @@ VmRecord FullRecord() {
 TEST(VmRecordTest, RoundTripsEveryField) {
   VmRecord r = FullRecord();
   auto back = VmRecordFromJson(VmRecordToJson(r), "vm.json");
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_OK(back);
   EXPECT_EQ(*back, r);
 }
 
@@ -68,9 +69,9 @@ TEST(VmSpecTest, CopyOnWriteRamWithOnlyMigratableDevicesPasses) {
   VmSpec s = FullRecord().spec;
   s.memory_private = true;
   s.devices = {VsockDevice{"v", VsockDevice::Backend::kVhostKernel, 9, ""}};
-  EXPECT_TRUE(ValidateVmSpec(s).ok()) << ValidateVmSpec(s).ToString();
+  EXPECT_OK(ValidateVmSpec(s));
   s.devices = {VsockDevice{"v", VsockDevice::Backend::kSerial, 3, "/run/s.sock"}};
-  EXPECT_TRUE(ValidateVmSpec(s).ok()) << "a serial vsock lives in QEMU: " << ValidateVmSpec(s).ToString();
+  EXPECT_OK(ValidateVmSpec(s)) << "a serial vsock lives in QEMU: " << ValidateVmSpec(s).ToString();
 }
 
 TEST(VmRecordTest, RecordWithoutFdNameStillReads) {
@@ -78,12 +79,12 @@ TEST(VmRecordTest, RecordWithoutFdNameStillReads) {
   json j = json::parse(VmRecordToJson(FullRecord()));
   for (auto& h : j["hotplugged"]) h.erase("fd_name");
   auto back = VmRecordFromJson(j.dump(), "vm.json");
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_OK(back);
   EXPECT_EQ(std::get<NetDevice>(back->hotplugged[2].device).fd_name, "");
 }
 
 TEST(VmSpecTest, HotpluggedNicMayGoByFdAlone) {
-  EXPECT_TRUE(ValidateDevice(NetDevice{"eth0", "", "52:54:00:00:00:01", "tapfd0"}).ok());
+  EXPECT_OK(ValidateDevice(NetDevice{"eth0", "", "52:54:00:00:00:01", "tapfd0"}));
   EXPECT_TRUE(IsValidFdName("tap_fd.0-a"));
   EXPECT_FALSE(IsValidFdName("0tap"));
   EXPECT_FALSE(IsValidFdName(""));
@@ -127,7 +128,7 @@ TEST(VmRecordTest, ErrorsNameTheFieldAndFile) {
 
 TEST(VmSpecTest, ValidSpecPasses) {
   VmSpec s = FullRecord().spec;
-  EXPECT_TRUE(ValidateVmSpec(s).ok()) << ValidateVmSpec(s).ToString();
+  EXPECT_OK(ValidateVmSpec(s));
 }
 
 TEST(VmSpecTest, RejectionsNameTheField) {
@@ -179,18 +180,18 @@ TEST(VmSpecTest, RejectionsNameTheField) {
 
 TEST(VmPathsTest, LockIsExclusiveAndRemovedWithTheFiles) {
   auto dir = TempDir::Create("vmpaths");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   VmPaths p(dir->Join("vm1"));
-  ASSERT_TRUE(MkdirAll(p.dir).ok());
+  ASSERT_OK(MkdirAll(p.dir));
   EXPECT_EQ(VmLock::Acquire(p.lock(), false).status().code(), Code::kNotFound);
   auto lock = VmLock::Acquire(p.lock(), true);
-  ASSERT_TRUE(lock.ok());
+  ASSERT_OK(lock);
   auto second = VmLock::Acquire(p.lock(), false);
   EXPECT_EQ(second.status().code(), Code::kFailedPrecondition);
   EXPECT_NE(second.status().message().find("driven by another process"), std::string::npos);
-  ASSERT_TRUE(WriteFile(p.record(), "{}").ok());
-  ASSERT_TRUE(WriteFile(p.console_log(), "x").ok());
-  ASSERT_TRUE(RemoveVmmFiles(p, p.console_log(), *lock).ok());
+  ASSERT_OK(WriteFile(p.record(), "{}"));
+  ASSERT_OK(WriteFile(p.console_log(), "x"));
+  ASSERT_OK(RemoveVmmFiles(p, p.console_log(), *lock));
   EXPECT_FALSE(lock->held());
   EXPECT_FALSE(PathExists(p.dir));
   EXPECT_EQ(DefaultVmStateDir("/run/capsule/", "a"), "/run/capsule/vm/a");
@@ -198,13 +199,13 @@ TEST(VmPathsTest, LockIsExclusiveAndRemovedWithTheFiles) {
 
 TEST(VmPathsTest, DirWithOtherComponentsFilesIsKept) {
   auto dir = TempDir::Create("vmpaths");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   VmPaths p(dir->Join("vm1"));
-  ASSERT_TRUE(MkdirAll(p.dir).ok());
+  ASSERT_OK(MkdirAll(p.dir));
   auto lock = VmLock::Acquire(p.lock(), true);
-  ASSERT_TRUE(lock.ok());
-  ASSERT_TRUE(WriteFile(p.dir + "/virtiofsd.pid", "1").ok());
-  ASSERT_TRUE(RemoveVmmFiles(p, p.console_log(), *lock).ok());
+  ASSERT_OK(lock);
+  ASSERT_OK(WriteFile(p.dir + "/virtiofsd.pid", "1"));
+  ASSERT_OK(RemoveVmmFiles(p, p.console_log(), *lock));
   EXPECT_TRUE(PathExists(p.dir + "/virtiofsd.pid"));
   EXPECT_FALSE(PathExists(p.lock()));
 }

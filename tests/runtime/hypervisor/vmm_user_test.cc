@@ -13,6 +13,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/process_uids.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::hypervisor {
 namespace {
@@ -21,14 +22,14 @@ using std::chrono::milliseconds;
 
 TEST(ProcessUidsTest, FindsThisProcessByItsUid) {
   auto pids = ProcessesRunningAs(::geteuid());
-  ASSERT_TRUE(pids.ok()) << pids.status().ToString();
+  ASSERT_OK(pids);
   EXPECT_NE(std::find(pids->begin(), pids->end(), ::getpid()), pids->end());
 }
 
 TEST(VmmUserTest, AUidAProcessStillRunsAsIsNotHandedOutThoughItsLockIsFree) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root (setuid)";
   auto dir = TempDir::Create("capsule-vmm-uid");
-  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  ASSERT_OK(dir);
   config::Config cfg;
   cfg.runtime.state_dir = dir->path();
   cfg.hypervisor.vmm_uid_base = 2147000000u + static_cast<uint32_t>(::getpid() % 100000) * 4;
@@ -56,7 +57,7 @@ TEST(VmmUserTest, AUidAProcessStillRunsAsIsNotHandedOutThoughItsLockIsFree) {
   ::waitpid(child, nullptr, 0);
 
   auto free = AcquireVmmUser(cfg, "vm-b");
-  ASSERT_TRUE(free.ok()) << free.status().ToString();
+  ASSERT_OK(free);
   EXPECT_EQ(free->uid, uid);
   // And while its lock is held, it is not handed out either.
   EXPECT_EQ(AcquireVmmUser(cfg, "vm-c").status().code(), Code::kResourceExhausted);

@@ -1,6 +1,7 @@
 // The textual edit of containerd's `imports`: only the import changes,
 // every other byte stays, and a second edit changes nothing.
 #include "runtime/install/containerd_imports.h"
+#include "tests/support/status_matchers.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +12,7 @@ constexpr char kDropin[] = "/etc/capsule/containerd-runtime.toml";
 
 std::string Added(std::string_view text) {
   auto e = AddImport(text, kDropin);
-  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_OK(e);
   EXPECT_TRUE(e->changed);
   return e->text;
 }
@@ -52,7 +53,7 @@ TEST(AddImport, MultiLineArrayWithCommentsAndTrailingComma) {
 TEST(AddImport, SecondAddChangesNothing) {
   std::string once = Added("version = 2\n[plugins]\n");
   auto twice = AddImport(once, kDropin);
-  ASSERT_TRUE(twice.ok());
+  ASSERT_OK(twice);
   EXPECT_FALSE(twice->changed);
   EXPECT_EQ(twice->text, once);
 }
@@ -88,7 +89,7 @@ TEST(RemoveImport, UndoesEachAddByteForByte) {
                          "# c\n[x]\n"}) {
     std::string added = Added(in);
     auto removed = RemoveImport(added, kDropin);
-    ASSERT_TRUE(removed.ok());
+    ASSERT_OK(removed);
     EXPECT_TRUE(removed->changed);
     EXPECT_EQ(removed->text, in);
   }
@@ -98,13 +99,13 @@ TEST(RemoveImport, KeepsOtherEntriesAndEditsAroundIt) {
   std::string edited = "version = 2\nimports = [\"/etc/capsule/containerd-runtime.toml\", \"/mine.toml\"]\n"
                        "# user comment added later\n[plugins]\n";
   auto removed = RemoveImport(edited, kDropin);
-  ASSERT_TRUE(removed.ok());
+  ASSERT_OK(removed);
   EXPECT_EQ(removed->text, "version = 2\nimports = [\"/mine.toml\"]\n# user comment added later\n[plugins]\n");
 }
 
 TEST(RemoveImport, AbsentImportChangesNothing) {
   auto removed = RemoveImport("version = 2\n", kDropin);
-  ASSERT_TRUE(removed.ok());
+  ASSERT_OK(removed);
   EXPECT_FALSE(removed->changed);
 }
 
@@ -119,7 +120,7 @@ TEST(NewConfigWithImport, IsVersionTwoWithTheImport) {
   std::string text = NewConfigWithImport(kDropin);
   EXPECT_EQ(*ContainerdConfigVersion(text), 2);
   auto again = AddImport(text, kDropin);
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_FALSE(again->changed);
 }
 

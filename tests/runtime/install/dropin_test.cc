@@ -11,6 +11,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/install/containerd_imports.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::install {
 namespace {
@@ -36,7 +37,7 @@ Result<std::string> Build(std::string_view main, int version) {
 
 TEST(BuildDropin, CopiesTheCriTablesAndAddsTheRuntime) {
   auto d = Build(kDebianMain, 2);
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_OK(d);
   EXPECT_NE(d->find("version = 2\n"), std::string::npos);
   EXPECT_NE(d->find("    sandbox_image = \"example.org/pause:9\"\n"), std::string::npos);
   EXPECT_NE(d->find("      bin_dir = \"/usr/lib/cni\"\n"), std::string::npos);
@@ -50,7 +51,7 @@ TEST(BuildDropin, CopiesTheCriTablesAndAddsTheRuntime) {
 
 TEST(BuildDropin, VersionOneUsesShortPluginKeysAndNoVersionLine) {
   auto d = Build("[plugins.cri]\n  sandbox_image = \"p:1\"\n[plugins.linux]\n  shim = \"x\"\n", 1);
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_OK(d);
   EXPECT_EQ(d->find("version"), std::string::npos);
   EXPECT_NE(d->find("[plugins.cri]\n  sandbox_image = \"p:1\"\n"), std::string::npos);
   EXPECT_EQ(d->find("plugins.linux"), std::string::npos);
@@ -59,7 +60,7 @@ TEST(BuildDropin, VersionOneUsesShortPluginKeysAndNoVersionLine) {
 
 TEST(BuildDropin, EmptyMainGivesOnlyTheRuntime) {
   auto d = Build("", 2);
-  ASSERT_TRUE(d.ok());
+  ASSERT_OK(d);
   EXPECT_EQ(d->find("copied from"), std::string::npos);
 }
 
@@ -91,7 +92,7 @@ std::string Dump(const std::string& main) {
 TEST(BuildDropin, ContainerdMergesItKeepingTheUsersCriSettings) {
   if (::access("/usr/bin/containerd", X_OK) != 0) GTEST_SKIP() << "containerd is not installed (make deps)";
   auto dir = TempDir::Create("dropin-test");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   std::string main_path = dir->Join("config.toml");
   std::string dropin_path = dir->Join("capsule.toml");
   for (int version : {1, 2}) {
@@ -101,8 +102,8 @@ TEST(BuildDropin, ContainerdMergesItKeepingTheUsersCriSettings) {
     auto edited = AddImport(main, dropin_path);
     auto d = BuildDropin({main, main_path, version, "/etc/capsule/config.yaml"});
     ASSERT_TRUE(edited.ok() && d.ok());
-    ASSERT_TRUE(WriteFile(main_path, edited->text).ok());
-    ASSERT_TRUE(WriteFile(dropin_path, *d).ok());
+    ASSERT_OK(WriteFile(main_path, edited->text));
+    ASSERT_OK(WriteFile(dropin_path, *d));
     std::string dump = Dump(main_path);
     SCOPED_TRACE("version " + std::to_string(version) + ":\n" + dump);
     EXPECT_NE(dump.find("sandbox_image = \"example.org/pause:9\""), std::string::npos);

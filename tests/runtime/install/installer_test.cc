@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "runtime/common/file_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::install {
 namespace {
@@ -40,8 +41,8 @@ class InstallerTest : public ::testing::Test {
   }
 
   static void Put(const std::string& path, const std::string& data) {
-    ASSERT_TRUE(MkdirAll(path.substr(0, path.rfind('/'))).ok());
-    ASSERT_TRUE(WriteFile(path, data).ok());
+    ASSERT_OK(MkdirAll(path.substr(0, path.rfind('/'))));
+    ASSERT_OK(WriteFile(path, data));
   }
   std::string InRoot(const std::string& p) const { return root_->path() + p; }
   std::string Read(const std::string& p) const { return ReadFile(InRoot(p)).value_or("<missing>"); }
@@ -71,7 +72,7 @@ TEST_F(InstallerTest, InstallThenUninstallRestoresTheConfigByteForByteAndLeavesN
   auto before = Tree();
 
   auto r = Install(opts_);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_TRUE(r->containerd_config_changed);
   EXPECT_EQ(Read("/usr/local/bin/containerd-shim-capsule-v2"), "#!binary containerd-shim-capsule-v2");
   EXPECT_EQ(Read("/usr/local/bin/capsule-shimd"), "#!binary capsule-shimd") << "the shim runs it from beside itself";
@@ -89,12 +90,12 @@ TEST_F(InstallerTest, InstallThenUninstallRestoresTheConfigByteForByteAndLeavesN
             std::string::npos);
 
   auto again = Install(opts_);
-  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_OK(again);
   EXPECT_FALSE(again->containerd_config_changed);
   EXPECT_TRUE(again->written.empty());
 
   auto u = Uninstall(opts_);
-  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  ASSERT_OK(u);
   EXPECT_TRUE(u->containerd_config_changed);
   EXPECT_TRUE(u->warnings.empty());
   EXPECT_EQ(Read("/etc/containerd/config.toml"), kUserConfig);
@@ -105,21 +106,21 @@ TEST_F(InstallerTest, InstallThenUninstallRestoresTheConfigByteForByteAndLeavesN
 
 TEST_F(InstallerTest, MissingContainerdConfigIsCreatedAndRemovedAgain) {
   auto r = Install(opts_);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_NE(Read("/etc/containerd/config.toml").find("version = 2"), std::string::npos);
-  ASSERT_TRUE(Uninstall(opts_).ok());
+  ASSERT_OK(Uninstall(opts_));
   EXPECT_TRUE(Tree().empty()) << Tree().front();
 }
 
 TEST_F(InstallerTest, UserEditAfterInstallKeepsTheEditAndRemovesOnlyTheImport) {
   Put(InRoot("/etc/containerd/config.toml"), kUserConfig);
-  ASSERT_TRUE(Install(opts_).ok());
+  ASSERT_OK(Install(opts_));
   std::string config = Read("/etc/containerd/config.toml");
   config += "  # added by the admin later\n";
   Put(InRoot("/etc/containerd/config.toml"), config);
 
   auto u = Uninstall(opts_);
-  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  ASSERT_OK(u);
   ASSERT_EQ(u->warnings.size(), 1u);
   EXPECT_NE(u->warnings[0].find("edited since install"), std::string::npos);
   EXPECT_EQ(Read("/etc/containerd/config.toml"), std::string(kUserConfig) + "  # added by the admin later\n");
@@ -127,10 +128,10 @@ TEST_F(InstallerTest, UserEditAfterInstallKeepsTheEditAndRemovesOnlyTheImport) {
 }
 
 TEST_F(InstallerTest, ChangedInstalledFileIsKeptWithAWarning) {
-  ASSERT_TRUE(Install(opts_).ok());
+  ASSERT_OK(Install(opts_));
   Put(InRoot("/usr/local/bin/capsule-vsockd"), "patched by hand");
   auto u = Uninstall(opts_);
-  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  ASSERT_OK(u);
   EXPECT_EQ(u->kept, std::vector<std::string>{"/usr/local/bin/capsule-vsockd"});
   ASSERT_EQ(u->warnings.size(), 1u);
   EXPECT_NE(u->warnings[0].find(InRoot("/usr/local/bin/capsule-vsockd")), std::string::npos);
@@ -140,8 +141,8 @@ TEST_F(InstallerTest, ChangedInstalledFileIsKeptWithAWarning) {
 
 TEST_F(InstallerTest, PlantedSymlinkIsNotFollowed) {
   auto outside = TempDir::Create("install-outside");
-  ASSERT_TRUE(outside.ok());
-  ASSERT_TRUE(MkdirAll(InRoot("/usr/local")).ok());
+  ASSERT_OK(outside);
+  ASSERT_OK(MkdirAll(InRoot("/usr/local")));
   ASSERT_EQ(::symlink(outside->path().c_str(), InRoot("/usr/local/bin").c_str()), 0);
   auto r = Install(opts_);
   ASSERT_FALSE(r.ok());
@@ -152,9 +153,9 @@ TEST_F(InstallerTest, PlantedSymlinkIsNotFollowed) {
 
 TEST_F(InstallerTest, SymlinkedContainerdConfigIsNotFollowed) {
   auto outside = TempDir::Create("install-outside");
-  ASSERT_TRUE(outside.ok());
+  ASSERT_OK(outside);
   Put(outside->Join("config.toml"), kUserConfig);
-  ASSERT_TRUE(MkdirAll(InRoot("/etc/containerd")).ok());
+  ASSERT_OK(MkdirAll(InRoot("/etc/containerd")));
   ASSERT_EQ(::symlink(outside->Join("config.toml").c_str(), InRoot("/etc/containerd/config.toml").c_str()), 0);
   auto r = Install(opts_);
   ASSERT_FALSE(r.ok());
@@ -166,9 +167,9 @@ TEST_F(InstallerTest, SymlinkedContainerdConfigIsNotFollowed) {
 TEST_F(InstallerTest, ForeignFileInTheWayIsAnErrorButAnAdminsConfigYamlIsKept) {
   Put(InRoot("/etc/capsule/config.yaml"), "admin: true\n");
   auto r = Install(opts_);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(Read("/etc/capsule/config.yaml"), "admin: true\n");
-  ASSERT_TRUE(Uninstall(opts_).ok());
+  ASSERT_OK(Uninstall(opts_));
   EXPECT_EQ(Read("/etc/capsule/config.yaml"), "admin: true\n");
 
   Put(InRoot("/usr/local/bin/capsule-runtime"), "someone else's");
@@ -186,7 +187,7 @@ TEST_F(InstallerTest, MissingInstallTreeFileIsNamed) {
 
 TEST_F(InstallerTest, UninstallWithoutInstallDoesNothing) {
   auto u = Uninstall(opts_);
-  ASSERT_TRUE(u.ok());
+  ASSERT_OK(u);
   EXPECT_FALSE(u->containerd_config_changed);
   EXPECT_TRUE(Tree().empty());
 }

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "runtime/common/file_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::install {
 namespace {
@@ -187,7 +188,7 @@ class NodeLabelTest : public ::testing::Test {
 
   void SetUp() override {
     auto d = TempDir::Create("node-label");
-    ASSERT_TRUE(d.ok());
+    ASSERT_OK(d);
     dir_ = std::make_unique<TempDir>(std::move(*d));
     KeyPair ca = MakeCert("test cluster CA", nullptr, nullptr);
     KeyPair other_ca = MakeCert("some other CA", nullptr, nullptr);
@@ -202,7 +203,7 @@ class NodeLabelTest : public ::testing::Test {
       ASSERT_TRUE(WritePem(Path(std::string(name) + ".crt"), kp->cert.get(), nullptr));
       ASSERT_TRUE(WritePem(Path(std::string(name) + ".key"), nullptr, kp->key.get()));
     }
-    ASSERT_TRUE(WriteFile(Path("token"), std::string(kToken) + "\n").ok());
+    ASSERT_OK(WriteFile(Path("token"), std::string(kToken) + "\n"));
   }
 
   std::string Path(const std::string& name) const { return dir_->Join(name); }
@@ -239,7 +240,7 @@ std::string StatusBody(int code, const std::string& reason, const std::string& m
 
 TEST_F(NodeLabelTest, LabelSendsAMergePatchWithTheBearerToken) {
   auto server = Serve();
-  ASSERT_TRUE(LabelNode(Options(*server), "worker-1").ok());
+  ASSERT_OK(LabelNode(Options(*server), "worker-1"));
   auto reqs = server->requests();
   ASSERT_EQ(reqs.size(), 1u);
   EXPECT_EQ(reqs[0].method, "PATCH");
@@ -252,7 +253,7 @@ TEST_F(NodeLabelTest, LabelSendsAMergePatchWithTheBearerToken) {
 
 TEST_F(NodeLabelTest, UnlabelSendsNullForTheLabel) {
   auto server = Serve();
-  ASSERT_TRUE(UnlabelNode(Options(*server), "ip-10-0-0-7.eu-west-1.compute.internal").ok());
+  ASSERT_OK(UnlabelNode(Options(*server), "ip-10-0-0-7.eu-west-1.compute.internal"));
   auto reqs = server->requests();
   ASSERT_EQ(reqs.size(), 1u);
   EXPECT_EQ(reqs[0].method, "PATCH");
@@ -266,7 +267,7 @@ TEST_F(NodeLabelTest, SuccessDoesNotNeedTheWholeAnswer) {
   // A Node with a long image list runs to megabytes; none of it is read.
   auto server = Serve();
   server->Answer(200, std::string(4 << 20, ' ') + "{}");
-  EXPECT_TRUE(LabelNode(Options(*server), "worker-1").ok());
+  EXPECT_OK(LabelNode(Options(*server), "worker-1"));
 }
 
 TEST_F(NodeLabelTest, InClusterConfigComesFromTheEnvironment) {
@@ -278,7 +279,7 @@ TEST_F(NodeLabelTest, InClusterConfigComesFromTheEnvironment) {
   Status st = LabelNode(o, "worker-1");
   ::unsetenv("KUBERNETES_SERVICE_HOST");
   ::unsetenv("KUBERNETES_SERVICE_PORT");
-  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_OK(st);
   EXPECT_EQ(server->requests().size(), 1u);
 
   Status outside = LabelNode(o, "worker-1");
@@ -405,7 +406,7 @@ TEST_F(NodeLabelTest, BadNodeNameIsRefusedBeforeAnyRequest) {
 TEST(ValidateNodeNameTest, AcceptsDns1123Subdomains) {
   for (const std::string& name : {std::string("worker-1"), std::string("a"), std::string("0"),
                                   std::string("ip-10-0-0-7.eu-west-1.compute.internal"), std::string(253, 'a')}) {
-    EXPECT_TRUE(ValidateNodeName(name).ok()) << name;
+    EXPECT_OK(ValidateNodeName(name)) << name;
   }
 }
 
@@ -418,7 +419,7 @@ TEST_F(NodeLabelTest, MissingTokenOrCaFileIsNamed) {
   EXPECT_NE(st.message().find(Path("no-token")), std::string::npos) << st.message();
 
   o = Options(*server);
-  ASSERT_TRUE(WriteFile(Path("empty-ca.crt"), "not a certificate\n").ok());
+  ASSERT_OK(WriteFile(Path("empty-ca.crt"), "not a certificate\n"));
   o.ca_file = Path("empty-ca.crt");
   st = LabelNode(o, "worker-1");
   EXPECT_EQ(st.code(), Code::kFailedPrecondition);

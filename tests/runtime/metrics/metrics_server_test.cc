@@ -20,6 +20,7 @@
 
 #include "runtime/common/unique_fd.h"
 #include "runtime/metrics/metrics_server.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::metrics {
 namespace {
@@ -89,7 +90,7 @@ class MetricsServerTest : public ::testing::Test {
     auto s = MetricsServer::Start(
         "127.0.0.1", 0,
         [this] { return "capsule_test_collections " + std::to_string(++collections_) + "\n"; }, o);
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    ASSERT_OK(s);
     server_ = std::move(*s);
   }
   int port() const { return server_->port(); }

@@ -1,6 +1,7 @@
 // OCI spec parsing: a containerd-shaped config.json round trip into the
 // model, and malformed fields rejected with their JSON path.
 #include "runtime/oci/spec_parser.h"
+#include "tests/support/status_matchers.h"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -75,7 +76,7 @@ constexpr const char* kFullSpec = R"json({
 
 TEST(OciSpecTest, ParsesContainerdShapedSpec) {
   auto spec = ParseSpec(kFullSpec);
-  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_OK(spec);
   const Process& p = spec->process;
   EXPECT_TRUE(p.terminal);
   ASSERT_TRUE(p.console_size.has_value());
@@ -107,7 +108,7 @@ TEST(OciSpecTest, ParsesContainerdShapedSpec) {
 
 TEST(OciSpecTest, ParsesLinuxSection) {
   auto spec = ParseSpec(kFullSpec);
-  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_OK(spec);
   const Linux& l = spec->linux;
   ASSERT_EQ(l.namespaces.size(), 6u);
   EXPECT_EQ(l.namespaces[1].type, NamespaceType::kIpc);
@@ -140,7 +141,7 @@ TEST(OciSpecTest, ParsesLinuxSection) {
 
 TEST(OciSpecTest, MinimalSpecGetsDefaults) {
   auto spec = ParseSpec(R"({"root": {"path": "/r"}, "process": {"args": ["true"], "cwd": "/"}})");
-  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_OK(spec);
   EXPECT_FALSE(spec->root.readonly);
   EXPECT_FALSE(spec->process.terminal);
   EXPECT_FALSE(spec->process.capabilities.has_value());
@@ -235,7 +236,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(OciSpecTest, ParsesStandaloneProcess) {
   auto p = ParseProcess(R"({"args": ["ls", "-l"], "cwd": "/", "env": ["A=1"], "terminal": false})");
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(p->args[1], "-l");
   EXPECT_EQ(p->env, std::vector<std::string>{"A=1"});
 
@@ -246,7 +247,7 @@ TEST(OciSpecTest, ParsesStandaloneProcess) {
 
 TEST(OciSpecTest, ParsesStandaloneResources) {
   auto r = ParseLinuxResources(R"({"memory": {"limit": 1048576}, "cpu": {"quota": -1, "period": 100000}})");
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->memory->limit, 1048576);
   EXPECT_EQ(r->cpu->quota, -1);
   EXPECT_FALSE(r->pids.has_value());

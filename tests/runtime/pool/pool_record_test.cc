@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/common/file_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::pool {
 namespace {
@@ -36,19 +37,19 @@ TEST(PoolRecordTest, IdleAndClaimedRecordsRoundTrip) {
   idle.created_unix_ms = 5;
   for (const PoolRecord& r : {idle, Claimed()}) {
     auto back = PoolRecordFromJson(PoolRecordToJson(r), "pool.json");
-    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    ASSERT_OK(back);
     EXPECT_EQ(*back, r);
   }
 }
 
 TEST(PoolRecordTest, WriteAndReadGoThroughTheFile) {
   auto dir = TempDir::Create("capsule-pool-record");
-  ASSERT_TRUE(dir.ok());
-  ASSERT_TRUE(WritePoolRecord(dir->path(), Claimed()).ok());
+  ASSERT_OK(dir);
+  ASSERT_OK(WritePoolRecord(dir->path(), Claimed()));
   auto back = ReadPoolRecord(dir->path());
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_OK(back);
   EXPECT_EQ(*back, Claimed());
-  ASSERT_TRUE(RemovePoolRecord(dir->path()).ok());
+  ASSERT_OK(RemovePoolRecord(dir->path()));
   EXPECT_EQ(ReadPoolRecord(dir->path()).status().code(), Code::kNotFound);
 }
 
@@ -72,7 +73,7 @@ TEST(PoolRecordTest, TimesBelowZeroOrAboveInt64AreRefusedNotWrapped) {
           << r.status().message();
     }
   }
-  EXPECT_TRUE(PoolRecordFromJson(ClaimedWith("claimed_unix_ms", "9223372036854775807"), "pool.json").ok());
+  EXPECT_OK(PoolRecordFromJson(ClaimedWith("claimed_unix_ms", "9223372036854775807"), "pool.json"));
 }
 
 TEST(PoolRecordTest, ErrorsNameTheFileAndTheField) {

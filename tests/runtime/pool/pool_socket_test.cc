@@ -7,15 +7,16 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/pool/pool_daemon.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::pool {
 namespace {
 
 TEST(PoolSocketTest, TheDirectoryIsMadeOursAloneOrRefusedWhenOthersCouldSwapTheSocket) {
   auto tmp = TempDir::Create("capsule-pool-sock");
-  ASSERT_TRUE(tmp.ok()) << tmp.status().ToString();
+  ASSERT_OK(tmp);
   const std::string made = tmp->Join("run/capsule");
-  ASSERT_TRUE(PreparePoolSocket(made + "/pool.sock").ok());
+  ASSERT_OK(PreparePoolSocket(made + "/pool.sock"));
   struct stat st{};
   ASSERT_EQ(::stat(made.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0700u);
@@ -30,7 +31,7 @@ TEST(PoolSocketTest, TheDirectoryIsMadeOursAloneOrRefusedWhenOthersCouldSwapTheS
   }
   const std::string readable = tmp->Join("readable");
   ASSERT_EQ(::mkdir(readable.c_str(), 0755), 0);
-  EXPECT_TRUE(PreparePoolSocket(readable + "/pool.sock").ok()) << "the socket itself is 0600";
+  EXPECT_OK(PreparePoolSocket(readable + "/pool.sock")) << "the socket itself is 0600";
 
   if (::geteuid() == 0) {
     const std::string theirs = tmp->Join("theirs");

@@ -19,6 +19,7 @@
 #include "runtime/ttrpc/server.h"
 #include "runtime/ttrpc/unix_socket.h"
 #include "tests/runtime/ttrpc/test_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::ttrpc {
 namespace {
@@ -46,7 +47,7 @@ class TtrpcTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto dir = TempDir::Create("ttrpc-test");
-    ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+    ASSERT_OK(dir);
     dir_.emplace(std::move(*dir));
     socket_ = dir_->Join("ttrpc.sock");
   }
@@ -65,13 +66,13 @@ class TtrpcTest : public ::testing::Test {
       return Result<std::string>(std::string(p));
     });
     Status st = server->Listen(socket_, 0600);
-    EXPECT_TRUE(st.ok()) << st.ToString();
+    EXPECT_OK(st);
     return server;
   }
 
   ClientPtr Dial() {
     auto c = Client::Dial("unix://" + socket_, 5s);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_OK(c);
     return c.ok() ? std::move(*c) : nullptr;
   }
 
@@ -79,7 +80,7 @@ class TtrpcTest : public ::testing::Test {
   static std::pair<ClientPtr, RawPeer> ClientWithRawServer() {
     auto [ours, theirs] = SocketPair();
     auto client = Client::FromFd(std::move(ours));
-    EXPECT_TRUE(client.ok()) << client.status().ToString();
+    EXPECT_OK(client);
     return {client.ok() ? std::move(*client) : nullptr, RawPeer(std::move(theirs))};
   }
 
@@ -87,7 +88,7 @@ class TtrpcTest : public ::testing::Test {
   static RawPeer ServeRawPeer(Server& server) {
     auto [ours, theirs] = SocketPair();
     Status st = server.ServeConnection(std::move(theirs));
-    EXPECT_TRUE(st.ok()) << st.ToString();
+    EXPECT_OK(st);
     return RawPeer(std::move(ours));
   }
 
@@ -97,7 +98,7 @@ class TtrpcTest : public ::testing::Test {
     req.set_id("c1");
     task::StateResponse resp;
     Status st = client.Call(kTask, "State", req, &resp);
-    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_OK(st);
     EXPECT_EQ(resp.bundle(), "/bundle/c1");
   }
 
@@ -115,12 +116,12 @@ TEST_F(TtrpcTest, TypedRoundTripOverUnixSocket) {
   task::StateRequest req;
   req.set_id("ctr-1");
   task::StateResponse resp;
-  ASSERT_TRUE(client->Call(kTask, "State", req, &resp).ok());
+  ASSERT_OK(client->Call(kTask, "State", req, &resp));
   EXPECT_EQ(resp.id(), "ctr-1");
   EXPECT_EQ(resp.bundle(), "/bundle/ctr-1");
   EXPECT_EQ(resp.pid(), 42u);
   auto echo = client->CallRaw(kTask, "Echo", std::string("\0bytes\xff", 7), {});
-  ASSERT_TRUE(echo.ok());
+  ASSERT_OK(echo);
   EXPECT_EQ(*echo, std::string("\0bytes\xff", 7));
 }
 
@@ -147,7 +148,7 @@ TEST_F(TtrpcTest, WorkLeftForAfterTheReplyRunsOnceTheClientHasTheAnswer) {
   auto client = Dial();
   ASSERT_TRUE(client);
   auto r = client->CallRaw(kTask, "Later", "", {});
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(*r, "now");
   answered.set_value();
   auto f = ran.get_future();
@@ -182,14 +183,14 @@ TEST_F(TtrpcTest, HundredConcurrentCallsCompleteWhileOneHandlerBlocks) {
   }
   for (int i = 0; i < 99; ++i) {
     Result<std::string> r = calls[i].get();
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_OK(r);
     EXPECT_EQ(*r, "call-" + std::to_string(i));
   }
   // All 99 answered while Wait still blocks: responses left out of order.
   EXPECT_EQ(blocked.wait_for(0s), std::future_status::timeout);
   gate.Open();
   Result<std::string> w = blocked.get();
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_OK(w);
   EXPECT_EQ(*w, "exited");
 }
 
@@ -231,7 +232,7 @@ TEST_F(TtrpcTest, OversizedRequestAndResponseThroughClient) {
   EXPECT_EQ(r.status().code(), Code::kResourceExhausted);
   // Largest request that fits still goes through.
   auto ok = client->CallRaw(kTask, "Echo", std::string(kMaxPayloadBytes - 64, 'b'), {});
-  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_OK(ok);
   EXPECT_EQ(ok->size(), kMaxPayloadBytes - 64);
   ExpectStateWorks(*client);
 }
@@ -261,7 +262,7 @@ TEST_F(TtrpcTest, GarbageAndTruncatedFramesCloseOnlyThatConnection) {
   for (auto& c : cases) {
     SCOPED_TRACE(c.name);
     auto fd = ConnectUnix(socket_, {.listen_wait = 5s});
-    ASSERT_TRUE(fd.ok());
+    ASSERT_OK(fd);
     RawPeer peer(std::move(*fd));
     ASSERT_TRUE(c.send(peer));
     EXPECT_TRUE(peer.ReadsEof());
@@ -311,9 +312,9 @@ TEST_F(TtrpcTest, NonBlockingFdsAreServedAndUsed) {
   auto server = StartServer();
   int sv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
-  ASSERT_TRUE(server->ServeConnection(UniqueFd(sv[1])).ok());
+  ASSERT_OK(server->ServeConnection(UniqueFd(sv[1])));
   auto client = Client::FromFd(UniqueFd(sv[0]));
-  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ASSERT_OK(client);
   ExpectStateWorks(**client);
 }
 
@@ -441,7 +442,7 @@ TEST_F(TtrpcTest, ClientTimeoutIsDeadlineExceededAndLateResponseIsDiscarded) {
   gate.Open();
   // The late response arrives before this call's and must not be taken for it.
   auto echo = client->CallRaw(kTask, "Echo", "fresh", {});
-  ASSERT_TRUE(echo.ok()) << echo.status().ToString();
+  ASSERT_OK(echo);
   EXPECT_EQ(*echo, "fresh");
   ExpectStateWorks(*client);
 }
@@ -474,7 +475,7 @@ TEST_F(TtrpcTest, MetadataArrivesInOrderWithRepeatedKeys) {
   ASSERT_TRUE(client);
   CallOptions opts;
   opts.metadata = {{"containerd-namespace-ttrpc", "k8s.io"}, {"trace", "a"}, {"trace", "b"}};
-  ASSERT_TRUE(client->CallRaw(kTask, "Meta", "", opts).ok());
+  ASSERT_OK(client->CallRaw(kTask, "Meta", "", opts));
   CallContext ctx = seen.get_future().get();
   EXPECT_EQ(ctx.service, kTask);
   EXPECT_EQ(ctx.method, "Meta");
@@ -530,8 +531,8 @@ TEST_F(TtrpcTest, InflightCapAnswersResourceExhaustedWithoutStallingTheConnectio
   auto r = client->CallRaw(kTask, "Echo", "x", {});
   EXPECT_EQ(r.status().code(), Code::kResourceExhausted);
   gate.Open();
-  EXPECT_TRUE(a.get().ok());
-  EXPECT_TRUE(b.get().ok());
+  EXPECT_OK(a.get());
+  EXPECT_OK(b.get());
   ExpectStateWorks(*client);
 }
 
@@ -643,7 +644,7 @@ TEST_F(TtrpcTest, ServerResponseForUnknownStreamIsIgnoredByClient) {
   ASSERT_TRUE(server_end.WriteBytes(EncodeFrame(99, FrameType::kResponse, stray.SerializeAsString())));
   ASSERT_TRUE(server_end.WriteBytes(EncodeFrame(req->header.stream_id, FrameType::kResponse, real.SerializeAsString())));
   auto r = call.get();
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(*r, "real");
 }
 
@@ -684,7 +685,7 @@ TEST_F(TtrpcTest, RequestWithNonUtf8MetadataIsServed) {
 }
 
 TEST_F(TtrpcTest, ListenRefusesExistingPathAndOverlongPath) {
-  ASSERT_TRUE(WriteFile(socket_, "x").ok());
+  ASSERT_OK(WriteFile(socket_, "x"));
   Server server;
   Status st = server.Listen(socket_, 0600);
   EXPECT_EQ(st.code(), Code::kAlreadyExists);
@@ -696,16 +697,16 @@ TEST_F(TtrpcTest, ListenRefusesExistingPathAndOverlongPath) {
 
 TEST_F(TtrpcTest, ListenFdServesAnInheritedSocket) {
   auto fd = ListenUnix(socket_, 0600);
-  ASSERT_TRUE(fd.ok());
+  ASSERT_OK(fd);
   Server server;
   server.Register(kTask, "Echo", [](const CallContext&, std::string_view p) {
     return Result<std::string>(std::string(p));
   });
-  ASSERT_TRUE(server.ListenFd(std::move(*fd)).ok());
+  ASSERT_OK(server.ListenFd(std::move(*fd)));
   auto client = Dial();
   ASSERT_TRUE(client);
   auto r = client->CallRaw(kTask, "Echo", "inherited", {});
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(*r, "inherited");
   server.Shutdown();
   // Shutdown removes only socket files it created with Listen().

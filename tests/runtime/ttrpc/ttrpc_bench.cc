@@ -19,6 +19,7 @@
 #include "runtime/ttrpc/client.h"
 #include "runtime/ttrpc/server.h"
 #include "tests/runtime/ttrpc/test_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::ttrpc {
 namespace {
@@ -86,7 +87,7 @@ struct Rig {
       return Result<std::string>(std::string(p));
     });
     auto [a, b] = testing::SocketPair();
-    EXPECT_TRUE(server.ServeConnection(std::move(b)).ok());
+    EXPECT_OK(server.ServeConnection(std::move(b)));
     client = std::move(*Client::FromFd(std::move(a)));
   }
 };

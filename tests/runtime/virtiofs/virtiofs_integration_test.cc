@@ -17,6 +17,7 @@
 #include "runtime/hypervisor/qemu_vm.h"
 #include "runtime/virtiofs/virtiofs_daemon.h"
 #include "tests/runtime/hypervisor/vm_test_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::virtiofs {
 namespace {
@@ -36,7 +37,7 @@ class VirtiofsTest : public ::testing::Test {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root (mounts, namespaces)";
     if (!PathExists(cfg_.virtiofs.daemon)) GTEST_SKIP() << cfg_.virtiofs.daemon << " not installed";
     auto dir = TempDir::Create("vfs-it");
-    ASSERT_TRUE(dir.ok());
+    ASSERT_OK(dir);
     root_ = std::make_unique<TempDir>(std::move(*dir));
     cfg_.runtime.state_dir = root_->path();
     vm_dir_ = root_->Join("vm/v1");
@@ -63,7 +64,7 @@ pid_t ServingProcess(pid_t outer) {
 
 TEST_F(VirtiofsTest, StartServesTheShareAndStopLeavesNothing) {
   auto d = VirtiofsDaemon::Start(Options());
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_OK(d);
   VirtiofsPaths p(vm_dir_);
   EXPECT_EQ((*d)->socket_path(), p.socket());
   struct stat st{};
@@ -83,7 +84,7 @@ TEST_F(VirtiofsTest, StartServesTheShareAndStopLeavesNothing) {
 
 TEST_F(VirtiofsTest, QemuRealizesVhostUserFsAndLateMountsReachVirtiofsd) {
   auto d = VirtiofsDaemon::Start(Options());
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_OK(d);
   hypervisor::QemuHypervisor hv(cfg_);
   hypervisor::VmSpec spec;
   spec.id = "v1";
@@ -92,30 +93,30 @@ TEST_F(VirtiofsTest, QemuRealizesVhostUserFsAndLateMountsReachVirtiofsd) {
   spec.start_paused = true;
   spec.devices = {hypervisor::FsShare{"fs0", (*d)->socket_path(), "capsule-shared", 1024}};
   auto vm = hv.Launch(spec);
-  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_OK(vm);
   // Realized: QEMU finished the vhost-user handshake before QMP came up.
   auto* qmp = static_cast<hypervisor::QemuVm&>(**vm).qmp();
   auto tag = qmp->Execute("qom-get", nlohmann::json{{"path", "/machine/peripheral/fs0"}, {"property", "tag"}});
-  ASSERT_TRUE(tag.ok()) << tag.status().ToString();
+  ASSERT_OK(tag);
   EXPECT_EQ(*tag, "capsule-shared");
 
   // A "container rootfs" bind-mounted under the share after virtiofsd started.
-  ASSERT_TRUE(MkdirAll(root_->Join("rootfs-src")).ok());
-  ASSERT_TRUE(WriteFile(root_->Join("rootfs-src/marker"), "from the host").ok());
+  ASSERT_OK(MkdirAll(root_->Join("rootfs-src")));
+  ASSERT_OK(WriteFile(root_->Join("rootfs-src/marker"), "from the host"));
   std::string target = (*d)->host_dir() + "/c1";
-  ASSERT_TRUE(MkdirAll(target).ok());
+  ASSERT_OK(MkdirAll(target));
   ASSERT_EQ(::mount(root_->Join("rootfs-src").c_str(), target.c_str(), nullptr, MS_BIND, nullptr), 0);
   pid_t serving = ServingProcess((*d)->pid());
   ASSERT_NE(serving, (*d)->pid()) << "virtiofsd should serve from its sandbox child";
   // virtiofsd pivoted into the share: its "/c1/marker" is what the guest reads.
   auto seen = ReadFile("/proc/" + std::to_string(serving) + "/root/c1/marker");
-  ASSERT_TRUE(seen.ok()) << seen.status().ToString();
+  ASSERT_OK(seen);
   EXPECT_EQ(*seen, "from the host");
   // The guest writes through virtiofsd's view: inside a mount (a rootfs) it
   // may, but the share's own tree is read-only, so it cannot plant a symlink
   // or a directory where the host will mkdir and mount next.
   const std::string view = "/proc/" + std::to_string(serving) + "/root";
-  EXPECT_TRUE(WriteFile(view + "/c1/written-by-guest", "ok").ok());
+  EXPECT_OK(WriteFile(view + "/c1/written-by-guest", "ok"));
   EXPECT_EQ(*ReadFile(root_->Join("rootfs-src/written-by-guest")), "ok");
   errno = 0;
   EXPECT_NE(::symlink("/etc", (view + "/c2").c_str()), 0);
@@ -142,11 +143,11 @@ TEST_F(VirtiofsTest, QemuRealizesVhostUserFsAndLateMountsReachVirtiofsd) {
 
 TEST_F(VirtiofsTest, StopDetachesMountsStillUnderTheShareWithoutTouchingThem) {
   auto d = VirtiofsDaemon::Start(Options());
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
-  ASSERT_TRUE(MkdirAll(root_->Join("src")).ok());
-  ASSERT_TRUE(WriteFile(root_->Join("src/keep"), "keep").ok());
+  ASSERT_OK(d);
+  ASSERT_OK(MkdirAll(root_->Join("src")));
+  ASSERT_OK(WriteFile(root_->Join("src/keep"), "keep"));
   std::string target = (*d)->host_dir() + "/c1";
-  ASSERT_TRUE(MkdirAll(target).ok());
+  ASSERT_OK(MkdirAll(target));
   ASSERT_EQ(::mount(root_->Join("src").c_str(), target.c_str(), nullptr, MS_BIND, nullptr), 0);
   ASSERT_TRUE((*d)->Stop().ok());
   EXPECT_FALSE(MountedUnder(vm_dir_));
@@ -158,14 +159,14 @@ TEST_F(VirtiofsTest, DetachThenAttach) {
   pid_t pid;
   {
     auto d = VirtiofsDaemon::Start(Options());
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    ASSERT_OK(d);
     pid = (*d)->pid();
     (*d)->Detach();
   }
   EXPECT_FALSE(ProcessGone(pid));
   EXPECT_TRUE(IsMountPoint(VirtiofsPaths(vm_dir_).share()));
   auto a = VirtiofsDaemon::Attach(vm_dir_);
-  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_OK(a);
   EXPECT_EQ((*a)->pid(), pid);
   EXPECT_TRUE((*a)->running());
   ASSERT_TRUE((*a)->Stop().ok());
@@ -176,13 +177,13 @@ TEST_F(VirtiofsTest, DetachThenAttach) {
 TEST_F(VirtiofsTest, AttachAfterTheDaemonDiedStillCleansUp) {
   {
     auto d = VirtiofsDaemon::Start(Options());
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
-    ASSERT_TRUE(PidfdSignal((*d)->exit_fd(), SIGKILL).ok());
+    ASSERT_OK(d);
+    ASSERT_OK(PidfdSignal((*d)->exit_fd(), SIGKILL));
     ASSERT_TRUE(PidfdWait((*d)->exit_fd(), 10000));
     (*d)->Detach();
   }
   auto a = VirtiofsDaemon::Attach(vm_dir_);
-  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_OK(a);
   EXPECT_FALSE((*a)->running());
   ASSERT_TRUE((*a)->Stop().ok());
   EXPECT_FALSE(PathExists(vm_dir_));
@@ -190,7 +191,7 @@ TEST_F(VirtiofsTest, AttachAfterTheDaemonDiedStillCleansUp) {
 
 TEST_F(VirtiofsTest, DaemonFailingAtStartReportsItsLogAndLeavesNothing) {
   std::string fake = root_->Join("fake-virtiofsd");
-  ASSERT_TRUE(WriteFile(fake, "#!/bin/sh\necho 'fake-virtiofsd: source is not a directory' >&2\nexit 1\n").ok());
+  ASSERT_OK(WriteFile(fake, "#!/bin/sh\necho 'fake-virtiofsd: source is not a directory' >&2\nexit 1\n"));
   ASSERT_EQ(::chmod(fake.c_str(), 0755), 0);
   VirtiofsOptions o = Options();
   o.daemon_path = fake;
@@ -202,7 +203,7 @@ TEST_F(VirtiofsTest, DaemonFailingAtStartReportsItsLogAndLeavesNothing) {
       << d.status().ToString();
   EXPECT_FALSE(PathExists(vm_dir_));
 
-  ASSERT_TRUE(WriteFile(fake, "#!/bin/sh\nexec sleep 600.4242\n").ok());
+  ASSERT_OK(WriteFile(fake, "#!/bin/sh\nexec sleep 600.4242\n"));
   o.ready_timeout = milliseconds(300);
   d = VirtiofsDaemon::Start(o);
   EXPECT_EQ(d.status().code(), Code::kDeadlineExceeded) << d.status().ToString();

@@ -1,4 +1,5 @@
 #include "runtime/vm/guest_stats.h"
+#include "tests/support/status_matchers.h"
 
 #include <gtest/gtest.h>
 
@@ -13,10 +14,10 @@ constexpr const char* kMeminfo =
 
 TEST(GuestStatsTest, ParsesWhatALinuxGuestSays) {
   GuestStats s;
-  ASSERT_TRUE(ParseMeminfo(kMeminfo, s).ok());
+  ASSERT_OK(ParseMeminfo(kMeminfo, s));
   EXPECT_EQ(s.mem_total_bytes, 241532u * 1024);
   EXPECT_EQ(s.mem_available_bytes, 200104u * 1024);
-  ASSERT_TRUE(ParseLoadavg("0.08 0.02 0.01 1/52 113\n", s).ok());
+  ASSERT_OK(ParseLoadavg("0.08 0.02 0.01 1/52 113\n", s));
   EXPECT_DOUBLE_EQ(s.load1, 0.08);
 }
 

@@ -11,6 +11,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/unique_fd.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::vm {
 namespace {
@@ -31,7 +32,7 @@ TEST(LogGuardTest, NamesTheConsoleAndEachDaemonLogOfTheVmDir) {
 // append loses bytes it cannot count.
 TEST(LogGuardTest, AFloodingWriterStaysWithinTheBoundAndEveryDroppedByteIsCounted) {
   auto dir = TempDir::Create("log-guard");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   const auto files = LogGuard::GuestWritableLogs(dir->path());
   std::vector<UniqueFd> writers;
   for (const auto& f : files) {
@@ -70,7 +71,7 @@ TEST(LogGuardTest, AFloodingWriterStaysWithinTheBoundAndEveryDroppedByteIsCounte
 // the guard is gone.
 TEST(LogGuardTest, TheGuardTrimsOnItsOwnUntilItStops) {
   auto dir = TempDir::Create("log-guard");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   const auto files = LogGuard::GuestWritableLogs(dir->path());
   UniqueFd w(::open(files[0].c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   ASSERT_TRUE(w);

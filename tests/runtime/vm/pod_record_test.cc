@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/file_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::vm {
 namespace {
@@ -27,13 +28,13 @@ PodRecord Sample() {
 
 TEST(PodRecordTest, RoundTripsThroughItsFile) {
   auto dir = TempDir::Create("pod-record");
-  ASSERT_TRUE(dir.ok());
-  ASSERT_TRUE(WritePodRecord(dir->path(), Sample()).ok());
+  ASSERT_OK(dir);
+  ASSERT_OK(WritePodRecord(dir->path(), Sample()));
   struct stat st{};
   ASSERT_EQ(::stat(dir->Join(kPodRecordFile).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   auto back = ReadPodRecord(dir->path());
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_OK(back);
   EXPECT_EQ(back->sandbox_id, "0123456789abcdef");
   EXPECT_EQ(back->ns, "k8s.io");
   EXPECT_EQ(back->pod_name, "web-7d9f");
@@ -47,7 +48,7 @@ TEST(PodRecordTest, RoundTripsThroughItsFile) {
 
 TEST(PodRecordTest, AVmWithoutAPodIsNotFound) {
   auto dir = TempDir::Create("pod-record");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   EXPECT_EQ(ReadPodRecord(dir->path()).status().code(), Code::kNotFound);
 }
 
@@ -79,13 +80,13 @@ TEST(PodRecordTest, EachBadFieldIsNamed) {
 
 TEST(PodRecordTest, ASymlinkOrHugeFileIsRefused) {
   auto dir = TempDir::Create("pod-record");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   ASSERT_EQ(::symlink("/etc/passwd", dir->Join(kPodRecordFile).c_str()), 0);
   auto r = ReadPodRecord(dir->path());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("not a regular file"), std::string::npos) << r.status().ToString();
   ASSERT_EQ(::unlink(dir->Join(kPodRecordFile).c_str()), 0);
-  ASSERT_TRUE(WriteFile(dir->Join(kPodRecordFile), std::string(1 << 20, ' ')).ok());
+  ASSERT_OK(WriteFile(dir->Join(kPodRecordFile), std::string(1 << 20, ' ')));
   EXPECT_EQ(ReadPodRecord(dir->path()).status().code(), Code::kInvalidArgument);
 }
 

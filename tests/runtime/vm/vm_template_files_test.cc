@@ -17,6 +17,7 @@
 #include "runtime/common/unique_fd.h"
 #include "runtime/vm/ram_image.h"
 #include "runtime/vm/vm_template.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::vm {
 namespace {
@@ -37,10 +38,10 @@ std::string SparseImage(const TempDir& dir) {
 
 TEST(RamImageTest, ACopyHoldsTheDataAndKeepsTheHoles) {
   auto dir = TempDir::Create("ram-image");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   const std::string image = SparseImage(*dir);
   auto copy = CopyRamImage(image, kSize, "test-ram");
-  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  ASSERT_OK(copy);
   struct stat st{};
   ASSERT_EQ(::fstat(copy->memfd.get(), &st), 0);
   EXPECT_EQ(static_cast<uint64_t>(st.st_size), kSize);
@@ -62,7 +63,7 @@ TEST(RamImageTest, ACopyHoldsTheDataAndKeepsTheHoles) {
 
 TEST(RamImageTest, AWrongSizeASymlinkOrADirectoryIsRefusedByName) {
   auto dir = TempDir::Create("ram-image");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   const std::string image = SparseImage(*dir);
   auto small = CopyRamImage(image, kSize * 2, "x");
   EXPECT_EQ(small.status().code(), Code::kFailedPrecondition);
@@ -81,13 +82,13 @@ TEST(RamImageTest, AWrongSizeASymlinkOrADirectoryIsRefusedByName) {
 // fd changes the template's pages.
 TEST(RamImageTest, ASealedImageMapsPrivateAndRefusesEveryWrite) {
   auto dir = TempDir::Create("ram-image");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   const std::string image = SparseImage(*dir);
   auto sealed = SealedRamImage(image, kSize, "test-sealed");
-  ASSERT_TRUE(sealed.ok()) << sealed.status().ToString();
+  ASSERT_OK(sealed);
   EXPECT_TRUE(IsWriteSealed(sealed->memfd.get()));
   auto own = CopyRamImage(image, kSize, "test-own");
-  ASSERT_TRUE(own.ok());
+  ASSERT_OK(own);
   EXPECT_FALSE(IsWriteSealed(own->memfd.get()));
 
   UniqueFd rw(::open(fmt::format("/proc/self/fd/{}", sealed->memfd.get()).c_str(), O_RDWR | O_CLOEXEC));
@@ -116,27 +117,27 @@ TEST(RamImageTest, ASealedImageMapsPrivateAndRefusesEveryWrite) {
 
 TEST(RamImageTest, ZeroPagesBecomeHolesAndTheDataStays) {
   auto dir = TempDir::Create("ram-image");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   const std::string path = dir->Join("ram");
   // data | 1 MiB of written zeroes | data, all allocated.
   std::string image(4 << 20, '\0');
   std::fill(image.begin(), image.begin() + (1 << 20), 'x');
   std::fill(image.begin() + (2 << 20), image.end(), 'y');
-  ASSERT_TRUE(WriteFile(path, image).ok());
+  ASSERT_OK(WriteFile(path, image));
   struct stat before{};
   ASSERT_EQ(::stat(path.c_str(), &before), 0);
   auto punched = PunchZeroPages(path);
-  ASSERT_TRUE(punched.ok()) << punched.status().ToString();
+  ASSERT_OK(punched);
   EXPECT_EQ(*punched, 1ull << 20);
   struct stat after{};
   ASSERT_EQ(::stat(path.c_str(), &after), 0);
   EXPECT_EQ(after.st_size, before.st_size);
   EXPECT_LE(after.st_blocks * 512, before.st_blocks * 512 - (1 << 20));
   auto back = ReadFile(path);
-  ASSERT_TRUE(back.ok());
+  ASSERT_OK(back);
   EXPECT_EQ(*back, image) << "punching keeps what the file reads";
   auto copy = CopyRamImage(path, image.size(), "punched");
-  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  ASSERT_OK(copy);
   EXPECT_EQ(copy->copied, 3ull << 20);
 }
 
@@ -158,7 +159,7 @@ VmTemplate Sample() {
 TEST(TemplateRecordTest, RoundTripsEveryField) {
   VmTemplate t = Sample();
   auto back = TemplateFromJson(TemplateToJson(t), "template.json");
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_OK(back);
   EXPECT_EQ(back->key, t.key);
   EXPECT_EQ(back->vcpus, t.vcpus);
   EXPECT_EQ(back->memory_mib, t.memory_mib);
@@ -194,12 +195,12 @@ TEST(TemplateRecordTest, ABadRecordNamesTheFileAndTheField) {
 
 TEST(TemplateRecordTest, LoadRefusesARamImageOfTheWrongSize) {
   auto dir = TempDir::Create("tpl");
-  ASSERT_TRUE(dir.ok());
+  ASSERT_OK(dir);
   VmTemplate t = Sample();
   t.memory_mib = 16;
-  ASSERT_TRUE(WriteFile(dir->Join("template.json"), TemplateToJson(t)).ok());
-  ASSERT_TRUE(WriteFile(dir->Join("ram"), std::string(4096, 'r')).ok());
-  ASSERT_TRUE(WriteFile(dir->Join("state"), "QEVM").ok());
+  ASSERT_OK(WriteFile(dir->Join("template.json"), TemplateToJson(t)));
+  ASSERT_OK(WriteFile(dir->Join("ram"), std::string(4096, 'r')));
+  ASSERT_OK(WriteFile(dir->Join("state"), "QEVM"));
   auto loaded = LoadTemplate(dir->path());
   EXPECT_EQ(loaded.status().code(), Code::kFailedPrecondition);
   EXPECT_NE(loaded.status().message().find("16 MiB RAM image"), std::string::npos) << loaded.status().ToString();

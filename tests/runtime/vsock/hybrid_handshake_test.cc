@@ -12,6 +12,7 @@
 #include "runtime/common/file_util.h"
 #include "runtime/vsock/hybrid_dial.h"
 #include "runtime/vsock/unix_socket.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::vsock {
 namespace {
@@ -27,7 +28,7 @@ Pair MakePair() {
   int sv[2];
   EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
   Pair p{UniqueFd(sv[0]), UniqueFd(sv[1])};
-  EXPECT_TRUE(SetNonBlocking(p.client.get(), true).ok());
+  EXPECT_OK(SetNonBlocking(p.client.get(), true));
   return p;
 }
 
@@ -56,7 +57,7 @@ TEST(HybridHandshakeTest, SendsConnectAndKeepsWhatFollowsTheOkLine) {
   const std::string reply = "OK 1073741824\nguest bytes";
   ASSERT_EQ(::send(p.backend.get(), reply.data(), reply.size(), 0), static_cast<ssize_t>(reply.size()));
   auto s = HybridHandshake(std::move(p.client), 1024, milliseconds(2000), "test");
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_OK(s);
   EXPECT_EQ(s->host_port, 1073741824u);
   EXPECT_EQ(ReadAvailable(p.backend.get()), "CONNECT 1024\n");
   EXPECT_EQ(ReadAvailable(s->fd.get()), "guest bytes");
@@ -74,7 +75,7 @@ TEST(HybridHandshakeTest, ReplyInPiecesStillCompletes) {
   EXPECT_EQ(got, "CONNECT 7\n");
   ASSERT_EQ(::send(p.backend.get(), "24\nx", 4, 0), 4);
   client.join();
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_OK(s);
   EXPECT_EQ(s->host_port, 1024u);
   EXPECT_EQ(ReadAvailable(s->fd.get()), "x");
 }

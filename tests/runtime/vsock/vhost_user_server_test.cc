@@ -9,6 +9,7 @@
 
 #include "tests/runtime/vsock/fake_driver.h"
 #include "tests/runtime/vsock/test_harness.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::vsock::testing {
 namespace {
@@ -19,16 +20,16 @@ class VhostUserServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto b = InProcessBackend::Start();
-    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    ASSERT_OK(b);
     backend_ = std::move(*b);
     auto d = FakeDriver::Connect(backend_->vhost_socket());
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    ASSERT_OK(d);
     driver_ = std::move(*d);
   }
 
   uint64_t Acked(Request r, const std::vector<uint8_t>& payload, const std::vector<int>& fds = {}) {
     auto v = driver_->SendAcked(r, payload, fds);
-    EXPECT_TRUE(v.ok()) << v.status().ToString();
+    EXPECT_OK(v);
     return v.ok() ? *v : 99;
   }
 
@@ -37,7 +38,7 @@ class VhostUserServerTest : public ::testing::Test {
 };
 
 TEST_F(VhostUserServerTest, RealizeNegotiatesFeaturesAndReadsGuestCid) {
-  ASSERT_TRUE(driver_->Realize().ok());
+  ASSERT_OK(driver_->Realize());
   uint64_t f = driver_->offered_features();
   EXPECT_TRUE(f & (1ULL << 32)) << "VIRTIO_F_VERSION_1";
   EXPECT_TRUE(f & (1ULL << 30)) << "VHOST_USER_F_PROTOCOL_FEATURES";
@@ -47,36 +48,36 @@ TEST_F(VhostUserServerTest, RealizeNegotiatesFeaturesAndReadsGuestCid) {
   EXPECT_EQ(driver_->protocol_features(),
             vhost_user::kProtocolMq | vhost_user::kProtocolReplyAck | vhost_user::kProtocolConfig);
   auto qn = driver_->GetU64(Request::kGetQueueNum);
-  ASSERT_TRUE(qn.ok());
+  ASSERT_OK(qn);
   EXPECT_EQ(*qn, 3u);
   auto cfg = driver_->GetConfig(0, 8);
-  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  ASSERT_OK(cfg);
   uint64_t cid;
   std::memcpy(&cid, cfg->data(), 8);
   EXPECT_EQ(cid, kGuestCid);
   auto part = driver_->GetConfig(4, 4);
-  ASSERT_TRUE(part.ok());
+  ASSERT_OK(part);
   EXPECT_EQ(*part, std::vector<uint8_t>(4, 0));
 }
 
 TEST_F(VhostUserServerTest, StartThenStopReportsRingBases) {
-  ASSERT_TRUE(driver_->Realize().ok());
-  ASSERT_TRUE(driver_->Start().ok());
+  ASSERT_OK(driver_->Realize());
+  ASSERT_OK(driver_->Start());
   // Two packets on tx: the back end consumes them (RSTs go back on rx).
-  ASSERT_TRUE(driver_->SendPacket(GuestPacket(kGuestCid, Op::kRw, 1, 2)).ok());
-  ASSERT_TRUE(driver_->SendPacket(GuestPacket(kGuestCid, Op::kRw, 3, 4)).ok());
-  ASSERT_TRUE(driver_->Receive().ok());
-  ASSERT_TRUE(driver_->Receive().ok());
+  ASSERT_OK(driver_->SendPacket(GuestPacket(kGuestCid, Op::kRw, 1, 2)));
+  ASSERT_OK(driver_->SendPacket(GuestPacket(kGuestCid, Op::kRw, 3, 4)));
+  ASSERT_OK(driver_->Receive());
+  ASSERT_OK(driver_->Receive());
   auto tx_base = driver_->GetVringBase(1);
-  ASSERT_TRUE(tx_base.ok());
+  ASSERT_OK(tx_base);
   EXPECT_EQ(*tx_base, 2);
   auto rx_base = driver_->GetVringBase(0);
-  ASSERT_TRUE(rx_base.ok());
+  ASSERT_OK(rx_base);
   EXPECT_EQ(*rx_base, 2) << "two rx buffers carried the RSTs";
 }
 
 TEST_F(VhostUserServerTest, ConfigOutsideTheVsockConfigIsRefused) {
-  ASSERT_TRUE(driver_->Realize().ok());
+  ASSERT_OK(driver_->Realize());
   auto cfg = driver_->GetConfig(4, 8);
   EXPECT_FALSE(cfg.ok());
   // SET_CONFIG of the read-only guest_cid fails, unless it is a migration restore.
@@ -84,19 +85,19 @@ TEST_F(VhostUserServerTest, ConfigOutsideTheVsockConfigIsRefused) {
   EXPECT_NE(Acked(Request::kSetConfig, vhost_user::EncodeConfig(0, 0, cid)), 0u);
   EXPECT_EQ(Acked(Request::kSetConfig, vhost_user::EncodeConfig(0, vhost_user::kConfigFlagMigration, cid)), 0u);
   auto again = driver_->GetConfig(0, 8);
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_EQ((*again)[0], kGuestCid);
 }
 
 TEST_F(VhostUserServerTest, FeaturesNotOfferedAreRefused) {
-  ASSERT_TRUE(driver_->Realize().ok());
+  ASSERT_OK(driver_->Realize());
   EXPECT_NE(Acked(Request::kSetFeatures, vhost_user::EncodeU64(1ULL << 28)), 0u) << "indirect";
   EXPECT_NE(Acked(Request::kSetProtocolFeatures, vhost_user::EncodeU64(1ULL << 5)), 0u) << "backend req";
   EXPECT_EQ(Acked(Request::kSetFeatures, vhost_user::EncodeU64(1ULL << 32)), 0u);
 }
 
 TEST_F(VhostUserServerTest, MalformedRequestsAreRefusedAndTheConnectionSurvives) {
-  ASSERT_TRUE(driver_->Realize().ok());
+  ASSERT_OK(driver_->Realize());
   // Wrong payload sizes.
   EXPECT_NE(Acked(Request::kSetVringNum, std::vector<uint8_t>(4, 0)), 0u);
   EXPECT_NE(Acked(Request::kSetFeatures, std::vector<uint8_t>(3, 0)), 0u);
@@ -132,18 +133,18 @@ TEST_F(VhostUserServerTest, MalformedRequestsAreRefusedAndTheConnectionSurvives)
   EXPECT_NE(Acked(static_cast<Request>(99), {}), 0u);
   EXPECT_NE(Acked(Request::kSetLogBase, vhost_user::EncodeU64(0)), 0u);
   // GET_VRING_BASE of a queue that does not exist answers with an empty payload.
-  ASSERT_TRUE(driver_->Send(static_cast<uint32_t>(Request::kGetVringBase), vhost_user::EncodeVringState({9, 0})).ok());
+  ASSERT_OK(driver_->Send(static_cast<uint32_t>(Request::kGetVringBase), vhost_user::EncodeVringState({9, 0})));
   auto r = driver_->Recv();
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_TRUE(r->payload.empty());
   // Still serving: a normal start works.
-  ASSERT_TRUE(driver_->Start().ok());
+  ASSERT_OK(driver_->Start());
   EXPECT_FALSE(backend_->frontend_gone());
 }
 
 TEST_F(VhostUserServerTest, RingsOutsideGuestMemoryAreRefused) {
-  ASSERT_TRUE(driver_->Realize().ok());
-  ASSERT_TRUE(driver_->Start().ok());
+  ASSERT_OK(driver_->Realize());
+  ASSERT_OK(driver_->Start());
   std::vector<uint8_t> addr(40, 0);
   uint64_t outside = 0x1000;  // below the region's user address
   std::memcpy(addr.data() + 8, &outside, 8);
@@ -158,36 +159,36 @@ TEST_F(VhostUserServerTest, RingsOutsideGuestMemoryAreRefused) {
 }
 
 TEST_F(VhostUserServerTest, BadHeaderVersionDropsTheFrontEnd) {
-  ASSERT_TRUE(driver_->Send(static_cast<uint32_t>(Request::kGetFeatures), {}, {}, 0x2).ok());  // version 3
+  ASSERT_OK(driver_->Send(static_cast<uint32_t>(Request::kGetFeatures), {}, {}, 0x2));  // version 3
   EXPECT_TRUE(driver_->WaitPeerClosed());
   // The next front end is served.
   auto d2 = FakeDriver::Connect(backend_->vhost_socket());
-  ASSERT_TRUE(d2.ok());
+  ASSERT_OK(d2);
   EXPECT_TRUE((*d2)->Realize().ok());
 }
 
 TEST_F(VhostUserServerTest, OversizedPayloadDropsTheFrontEnd) {
   std::vector<uint8_t> raw = vhost_user::EncodeHeader({2, vhost_user::kVersion, 1u << 20});
-  ASSERT_TRUE(driver_->SendBytes(raw).ok());
+  ASSERT_OK(driver_->SendBytes(raw));
   EXPECT_TRUE(driver_->WaitPeerClosed());
   EXPECT_TRUE(backend_->frontend_gone());
 }
 
 TEST_F(VhostUserServerTest, SecondFrontEndIsRefusedWhileOneIsConnected) {
-  ASSERT_TRUE(driver_->Realize().ok());
+  ASSERT_OK(driver_->Realize());
   auto d2 = FakeDriver::Connect(backend_->vhost_socket());
-  ASSERT_TRUE(d2.ok());
+  ASSERT_OK(d2);
   EXPECT_TRUE((*d2)->WaitPeerClosed());
-  EXPECT_TRUE(driver_->GetU64(Request::kGetFeatures).ok());
+  EXPECT_OK(driver_->GetU64(Request::kGetFeatures));
 }
 
 TEST_F(VhostUserServerTest, FrontEndDisconnectDropsGuestStreams) {
-  ASSERT_TRUE(driver_->Realize().ok());
-  ASSERT_TRUE(driver_->Start().ok());
+  ASSERT_OK(driver_->Realize());
+  ASSERT_OK(driver_->Start());
   auto host = HostConnect(backend_->uds(), 1024);
-  ASSERT_TRUE(host.ok());
+  ASSERT_OK(host);
   auto req = driver_->Receive();
-  ASSERT_TRUE(req.ok());
+  ASSERT_OK(req);
   EXPECT_EQ(req->hdr.operation(), Op::kRequest);
   EXPECT_EQ(backend_->connections(), 1u);
   driver_->Disconnect();

@@ -18,6 +18,7 @@
 #include "runtime/vsock/vsock_state.h"
 #include "tests/runtime/vsock/fake_driver.h"
 #include "tests/runtime/vsock/test_harness.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::vsock::testing {
 namespace {
@@ -42,7 +43,7 @@ class VsockBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto d = TempDir::Create("vsock-vm");
-    ASSERT_TRUE(d.ok());
+    ASSERT_OK(d);
     dir_ = std::make_unique<TempDir>(std::move(*d));
     options_.vhost_vsock_device = dir_->Join("no-vhost-vsock");
   }
@@ -60,11 +61,11 @@ TEST_F(VsockBackendTest, AutoResolvesByKernelDevice) {
 
 TEST_F(VsockBackendTest, AutoPicksVhostUserWithoutTheKernelDevice) {
   auto b = MakeVsockBackend(VsockBackendKind::kAuto, options_);
-  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_OK(b);
   EXPECT_EQ((*b)->kind(), VsockBackendKind::kVhostUser);
   if (::access("/dev/vhost-vsock", F_OK) != 0) {
     auto host = MakeVsockBackend(VsockBackendKind::kAuto);
-    ASSERT_TRUE(host.ok()) << host.status().ToString();
+    ASSERT_OK(host);
     EXPECT_EQ((*host)->kind(), VsockBackendKind::kVhostUser) << "this host has no /dev/vhost-vsock";
   }
 }
@@ -86,9 +87,9 @@ TEST_F(VsockBackendTest, KernelBackendReportsTheFailingIoctl) {
   // A device node that opens but is not vhost-vsock: auto picks the kernel
   // backend, and reserving a CID fails naming the ioctl and the device.
   options_.vhost_vsock_device = dir_->Join("fake-vhost-vsock");
-  ASSERT_TRUE(WriteFile(options_.vhost_vsock_device, "").ok());
+  ASSERT_OK(WriteFile(options_.vhost_vsock_device, ""));
   auto b = MakeVsockBackend(VsockBackendKind::kAuto, options_);
-  ASSERT_TRUE(b.ok());
+  ASSERT_OK(b);
   EXPECT_EQ((*b)->kind(), VsockBackendKind::kVhost);
   auto vm = (*b)->Prepare({dir_->path(), 0, "vsock0"});
   ASSERT_FALSE(vm.ok());
@@ -109,9 +110,9 @@ TEST_F(VsockBackendTest, KernelStateIsAdoptable) {
   s.backend = VsockBackendKind::kVhost;
   s.guest_cid = 42;
   s.device_id = "vsock0";
-  ASSERT_TRUE(WriteVsockState(dir_->path(), s).ok());
+  ASSERT_OK(WriteVsockState(dir_->path(), s));
   auto vm = AdoptVmVsock(dir_->path(), options_);
-  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_OK(vm);
   EXPECT_EQ((*vm)->kind(), VsockBackendKind::kVhost);
   EXPECT_EQ((*vm)->guest_cid(), 42u);
   EXPECT_EQ((*vm)->qemu_device().Args(),
@@ -120,11 +121,11 @@ TEST_F(VsockBackendTest, KernelStateIsAdoptable) {
 }
 
 TEST_F(VsockBackendTest, BrokenStateFilesNameTheProblem) {
-  ASSERT_TRUE(WriteFile(dir_->Join(kStateFile), "{\"backend\":\"vhost-user\",\"guest_cid\":3}").ok());
+  ASSERT_OK(WriteFile(dir_->Join(kStateFile), "{\"backend\":\"vhost-user\",\"guest_cid\":3}"));
   auto r = ReadVsockState(dir_->path());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("device_id"), std::string::npos) << r.status().message();
-  ASSERT_TRUE(WriteFile(dir_->Join(kStateFile), "not json").ok());
+  ASSERT_OK(WriteFile(dir_->Join(kStateFile), "not json"));
   EXPECT_FALSE(ReadVsockState(dir_->path()).ok());
   EXPECT_FALSE(AdoptVmVsock(dir_->Join("nowhere"), options_).ok());
 }
@@ -136,7 +137,7 @@ TEST_F(VsockBackendTest, VhostUserPrepareRejectsBadSpecs) {
   EXPECT_FALSE(b.Prepare({dir_->path(), 0, "9bad"}).ok());
   EXPECT_FALSE(b.Prepare({dir_->path(), 0, "a,b"}).ok());
   std::string deep = dir_->Join(std::string(100, 'd'));
-  ASSERT_TRUE(MkdirAll(deep).ok());
+  ASSERT_OK(MkdirAll(deep));
   auto r = b.Prepare({deep, 0, "vsock0"});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("too long"), std::string::npos) << r.status().message();
@@ -145,7 +146,7 @@ TEST_F(VsockBackendTest, VhostUserPrepareRejectsBadSpecs) {
 TEST_F(VsockBackendTest, VhostUserPrepareStartsTheDaemonAndShutdownCleansUp) {
   VsockdVsock b(options_);
   auto vm = b.Prepare({dir_->path(), 0, "vsock0"});
-  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_OK(vm);
   auto* v = static_cast<VsockdVmVsock*>(vm->get());
   EXPECT_EQ(v->guest_cid(), 3u);
   EXPECT_TRUE(Exists(dir_->Join(kVhostUserSocketName)));
@@ -157,7 +158,7 @@ TEST_F(VsockBackendTest, VhostUserPrepareStartsTheDaemonAndShutdownCleansUp) {
   EXPECT_TRUE(v->qemu_device().needs_shared_memory);
   EXPECT_EQ(v->HostListenPath(5000), dir_->Join("vsock.sock_5000"));
   auto state = ReadVsockState(dir_->path());
-  ASSERT_TRUE(state.ok());
+  ASSERT_OK(state);
   EXPECT_EQ(state->vsockd_pid, v->vsockd_pid());
   pid_t pid = v->vsockd_pid();
   EXPECT_TRUE(Alive(pid));
@@ -165,7 +166,7 @@ TEST_F(VsockBackendTest, VhostUserPrepareStartsTheDaemonAndShutdownCleansUp) {
   auto early = v->Dial(kAgentPort, std::chrono::seconds(5));
   ASSERT_FALSE(early.ok());
   EXPECT_EQ(early.status().code(), Code::kUnavailable) << early.status().ToString();
-  EXPECT_TRUE(v->Shutdown(std::chrono::seconds(2)).ok());
+  EXPECT_OK(v->Shutdown(std::chrono::seconds(2)));
   EXPECT_FALSE(Alive(pid));
   for (const char* f : {kVhostUserSocketName, kHybridSocketName, kVsockdPidName, kStateFile})
     EXPECT_FALSE(Exists(dir_->Join(f))) << f;
@@ -178,10 +179,10 @@ TEST_F(VsockBackendTest, VhostUserPrepareStartsTheDaemonAndShutdownCleansUp) {
 // every VM (the link is point to point). Adoption goes by vsock.json.
 TEST_F(VsockBackendTest, SerialPrepareStartsTheDaemonOnThePortSocketAndIsAdoptable) {
   auto b = MakeVsockBackend(VsockBackendKind::kSerial, options_);
-  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_OK(b);
   EXPECT_EQ((*b)->kind(), VsockBackendKind::kSerial);
   auto vm = (*b)->Prepare({dir_->path(), 42, "vsock0"});
-  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_OK(vm);
   auto* v = static_cast<VsockdVmVsock*>(vm->get());
   EXPECT_EQ(v->guest_cid(), 3u) << "a serial link's CID names nothing: always 3";
   EXPECT_TRUE(Exists(dir_->Join(kSerialSocketName)));
@@ -192,7 +193,7 @@ TEST_F(VsockBackendTest, SerialPrepareStartsTheDaemonOnThePortSocketAndIsAdoptab
                                       "virtserialport,id=vsock0,bus=vsock0-bus.0,chardev=vsock0-chr,name=capsule.vsock"}));
   EXPECT_FALSE(v->qemu_device().needs_shared_memory);
   auto cmdline = ReadFile("/proc/" + std::to_string(v->vsockd_pid()) + "/cmdline");
-  ASSERT_TRUE(cmdline.ok());
+  ASSERT_OK(cmdline);
   EXPECT_NE(cmdline->find("--serial-socket"), std::string::npos);
   // No VM port attached yet: a dial fails fast.
   auto early = v->Dial(kAgentPort, std::chrono::seconds(5));
@@ -202,7 +203,7 @@ TEST_F(VsockBackendTest, SerialPrepareStartsTheDaemonOnThePortSocketAndIsAdoptab
   pid_t pid = v->vsockd_pid();
   vm->reset();
   auto adopted = AdoptVmVsock(dir_->path(), options_);
-  ASSERT_TRUE(adopted.ok()) << adopted.status().ToString();
+  ASSERT_OK(adopted);
   EXPECT_EQ((*adopted)->kind(), VsockBackendKind::kSerial);
   EXPECT_TRUE((*adopted)->Shutdown(std::chrono::seconds(2)).ok());
   EXPECT_FALSE(Alive(pid));
@@ -213,26 +214,26 @@ TEST_F(VsockBackendTest, SerialPrepareStartsTheDaemonOnThePortSocketAndIsAdoptab
 TEST_F(VsockBackendTest, DialReachesTheGuestThroughTheDaemon) {
   VsockdVsock b(options_);
   auto vm = b.Prepare({dir_->path(), 7, "vsock0"});
-  ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+  ASSERT_OK(vm);
   auto drv = FakeDriver::Connect(dir_->Join(kVhostUserSocketName));
-  ASSERT_TRUE(drv.ok());
+  ASSERT_OK(drv);
   FakeDriver& d = **drv;
-  ASSERT_TRUE(d.Realize().ok());
-  ASSERT_TRUE(d.Start().ok());
+  ASSERT_OK(d.Realize());
+  ASSERT_OK(d.Start());
   // The guest: accept port 1024 and answer "ping" with "pong".
   std::thread guest([&] {
     auto req = d.Receive();
-    ASSERT_TRUE(req.ok());
+    ASSERT_OK(req);
     ASSERT_EQ(req->hdr.operation(), Op::kRequest);
     EXPECT_EQ(req->hdr.dst_cid, 7u);
-    ASSERT_TRUE(d.SendPacket(GuestPacket(7, Op::kResponse, 1024, req->hdr.src_port)).ok());
+    ASSERT_OK(d.SendPacket(GuestPacket(7, Op::kResponse, 1024, req->hdr.src_port)));
     auto ping = d.Receive();
-    ASSERT_TRUE(ping.ok());
+    ASSERT_OK(ping);
     EXPECT_EQ(ping->payload, "ping");
-    ASSERT_TRUE(d.SendPacket(GuestPacket(7, Op::kRw, 1024, req->hdr.src_port), "pong").ok());
+    ASSERT_OK(d.SendPacket(GuestPacket(7, Op::kRw, 1024, req->hdr.src_port), "pong"));
   });
   auto fd = (*vm)->Dial(kAgentPort, std::chrono::seconds(5));
-  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  ASSERT_OK(fd);
   ASSERT_EQ(::write(fd->get(), "ping", 4), 4);
   EXPECT_EQ(ReadN(fd->get(), 4), "pong");
   guest.join();
@@ -245,13 +246,13 @@ TEST_F(VsockBackendTest, DetachedDaemonIsAdoptedAndStoppedByAnotherOwner) {
   {
     VsockdVsock b(options_);
     auto vm = b.Prepare({dir_->path(), 0, "vsock0"});
-    ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+    ASSERT_OK(vm);
     pid = static_cast<VsockdVmVsock*>(vm->get())->vsockd_pid();
     (*vm)->Detach();
   }
   EXPECT_TRUE(Alive(pid)) << "detaching leaves it running";
   auto adopted = AdoptVmVsock(dir_->path(), options_);
-  ASSERT_TRUE(adopted.ok()) << adopted.status().ToString();
+  ASSERT_OK(adopted);
   EXPECT_EQ((*adopted)->kind(), VsockBackendKind::kVhostUser);
   EXPECT_EQ((*adopted)->guest_cid(), 3u);
   auto dial = (*adopted)->Dial(kAgentPort, std::chrono::seconds(2));
@@ -270,12 +271,12 @@ TEST_F(VsockBackendTest, AdoptRefusesADeadDaemon) {
   {
     VsockdVsock b(options_);
     auto vm = b.Prepare({dir_->path(), 0, "vsock0"});
-    ASSERT_TRUE(vm.ok());
+    ASSERT_OK(vm);
     pid = static_cast<VsockdVmVsock*>(vm->get())->vsockd_pid();
     (*vm)->Detach();
   }
   auto pidfd = OpenPidfd(pid);
-  ASSERT_TRUE(pidfd.ok()) << pidfd.status().ToString();
+  ASSERT_OK(pidfd);
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   pollfd exited{pidfd->get(), POLLIN, 0};
   ASSERT_EQ(::poll(&exited, 1, 10000), 1);
@@ -289,7 +290,7 @@ TEST_F(VsockBackendTest, DestroyingTheOwnerStopsTheDaemon) {
   {
     VsockdVsock b(options_);
     auto vm = b.Prepare({dir_->path(), 0, "vsock0"});
-    ASSERT_TRUE(vm.ok());
+    ASSERT_OK(vm);
     pid = static_cast<VsockdVmVsock*>(vm->get())->vsockd_pid();
   }
   EXPECT_FALSE(Alive(pid));

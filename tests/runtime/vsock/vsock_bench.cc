@@ -12,6 +12,7 @@
 
 #include "tests/runtime/vsock/fake_driver.h"
 #include "tests/runtime/vsock/test_harness.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::vsock::testing {
 namespace {
@@ -22,26 +23,26 @@ class VsockBench : public ::testing::Test {
  protected:
   void SetUp() override {
     auto b = InProcessBackend::Start();
-    ASSERT_TRUE(b.ok());
+    ASSERT_OK(b);
     backend_ = std::move(*b);
     FakeDriver::Options o;
     o.queue_size = 256;
     o.mem_size = 32 << 20;
     auto d = FakeDriver::Connect(backend_->vhost_socket(), o);
-    ASSERT_TRUE(d.ok());
+    ASSERT_OK(d);
     driver_ = std::move(*d);
-    ASSERT_TRUE(driver_->Realize().ok());
-    ASSERT_TRUE(driver_->Start().ok());
+    ASSERT_OK(driver_->Realize());
+    ASSERT_OK(driver_->Start());
   }
 
   // Hybrid CONNECT answered by the fake guest; returns the host fd.
   UniqueFd Connect(uint32_t port, uint32_t* host_port) {
     auto host = HostConnect(backend_->uds(), port);
-    EXPECT_TRUE(host.ok());
+    EXPECT_OK(host);
     auto req = driver_->Receive();
-    EXPECT_TRUE(req.ok());
+    EXPECT_OK(req);
     *host_port = req->hdr.src_port;
-    EXPECT_TRUE(driver_->SendPacket(GuestPacket(kGuestCid, Op::kResponse, port, *host_port, kGuestBuf)).ok());
+    EXPECT_OK(driver_->SendPacket(GuestPacket(kGuestCid, Op::kResponse, port, *host_port, kGuestBuf)));
     EXPECT_EQ(ReadLine(host->get()), "OK " + std::to_string(*host_port) + "\n");
     return std::move(*host);
   }
@@ -73,13 +74,13 @@ TEST_F(VsockBench, HostToGuestThroughput) {
   size_t packets = 0;
   while (got < kTotal) {
     auto p = driver_->Receive();
-    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    ASSERT_OK(p);
     if (p->hdr.operation() != Op::kRw) continue;
     got += p->payload.size();
     ++packets;
     if (got - announced >= kGuestBuf / 2) {
       announced = static_cast<uint32_t>(got);
-      ASSERT_TRUE(driver_->SendPacket(GuestPacket(kGuestCid, Op::kCreditUpdate, 1024, hp, kGuestBuf, announced)).ok());
+      ASSERT_OK(driver_->SendPacket(GuestPacket(kGuestCid, Op::kCreditUpdate, 1024, hp, kGuestBuf, announced)));
     }
   }
   auto dt = std::chrono::steady_clock::now() - t0;
@@ -108,7 +109,7 @@ TEST_F(VsockBench, GuestToHostThroughput) {
     uint32_t credit = kDefaultBufAlloc - (static_cast<uint32_t>(sent) - peer_fwd);
     while (driver_->RxPending() || credit == 0) {
       auto p = driver_->Receive();
-      ASSERT_TRUE(p.ok()) << p.status().ToString();
+      ASSERT_OK(p);
       if (p->hdr.operation() == Op::kCreditUpdate) peer_fwd = p->hdr.fwd_cnt;
       credit = kDefaultBufAlloc - (static_cast<uint32_t>(sent) - peer_fwd);
     }
@@ -134,10 +135,10 @@ TEST_F(VsockBench, HybridConnectLatency) {
     // Finish the close so connections do not pile up: SHUTDOWN, then our RST.
     for (;;) {
       auto p = driver_->Receive();
-      ASSERT_TRUE(p.ok());
+      ASSERT_OK(p);
       if (p->hdr.operation() == Op::kShutdown) break;
     }
-    ASSERT_TRUE(driver_->SendPacket(GuestPacket(kGuestCid, Op::kRst, 2000, hp)).ok());
+    ASSERT_OK(driver_->SendPacket(GuestPacket(kGuestCid, Op::kRst, 2000, hp)));
   }
   std::sort(us.begin(), us.end());
   std::printf("[ bench ] hybrid CONNECT -> OK with the fake guest: median %.0f us, p90 %.0f us (200 runs)\n",

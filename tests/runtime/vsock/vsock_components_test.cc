@@ -14,6 +14,7 @@
 #include "runtime/vsock/vhost_user_protocol.h"
 #include "runtime/vsock/virtqueue.h"
 #include "runtime/vsock/vsock_packet.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::vsock {
 namespace {
@@ -63,7 +64,7 @@ TEST(GuestMemoryTest, MapRefusesARegionPastTheEndOfItsFile) {
   EXPECT_NE(past.status().message().find("past the end of its file"), std::string::npos) << past.status().message();
   EXPECT_FALSE(GuestMemory::Map({{0, 4096, 0x7000, 4096}}, memfd(4096)).ok());
   auto fits = GuestMemory::Map({{0, 4096, 0x7000, 4096}}, memfd(8192));
-  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  ASSERT_OK(fits);
   EXPECT_NE((*fits)->GpaToHost(0xff0, 16), nullptr);
 }
 
@@ -100,7 +101,7 @@ TEST(VsockPacketTest, ParseTxPacketValidatesTheChain) {
   c.readable = {{hdr, 20}, {hdr + 20, 24}, {data, 7}};
   c.readable_len = 51;
   auto p = ParseTxPacket(c);
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   ASSERT_EQ(p->payload.size(), 1u);
   EXPECT_EQ(p->payload[0].iov_len, 4u) << "payload clipped to hdr.len";
   c.readable_len = 40;
@@ -137,8 +138,8 @@ TEST(VsockPacketTest, RxHeaderAndPayloadSpanDescriptors) {
 
 TEST(VirtqueueTest, SizeMustBeAPowerOfTwo) {
   Virtqueue q;
-  EXPECT_TRUE(q.SetSize(256).ok());
-  EXPECT_TRUE(q.SetSize(32768).ok());
+  EXPECT_OK(q.SetSize(256));
+  EXPECT_OK(q.SetSize(32768));
   EXPECT_FALSE(q.SetSize(0).ok());
   EXPECT_FALSE(q.SetSize(100).ok());
   EXPECT_FALSE(q.SetSize(65536).ok());
@@ -146,7 +147,7 @@ TEST(VirtqueueTest, SizeMustBeAPowerOfTwo) {
 
 TEST(VhostUserProtocolTest, HeaderChecksVersionAndSize) {
   std::vector<uint8_t> raw = vhost_user::EncodeHeader({1, 1, 0});
-  EXPECT_TRUE(vhost_user::DecodeHeader(raw.data(), raw.size()).ok());
+  EXPECT_OK(vhost_user::DecodeHeader(raw.data(), raw.size()));
   EXPECT_FALSE(vhost_user::DecodeHeader(raw.data(), 11).ok());
   raw = vhost_user::EncodeHeader({1, 2, 0});
   auto bad = vhost_user::DecodeHeader(raw.data(), raw.size());
@@ -169,7 +170,7 @@ TEST(VhostUserProtocolTest, MemTableNeedsOneFdPerRegion) {
   m.fds.emplace_back(::eventfd(0, EFD_CLOEXEC));
   m.fds.emplace_back(::eventfd(0, EFD_CLOEXEC));
   auto ok = vhost_user::DecodeMemTable(m, &fds);
-  ASSERT_TRUE(ok.ok());
+  ASSERT_OK(ok);
   EXPECT_EQ(ok->size(), 2u);
   EXPECT_EQ(fds.size(), 2u);
   m.payload.resize(8 + 32);
@@ -180,7 +181,7 @@ TEST(VhostUserProtocolTest, ConfigAccessStaysWithinTheConfigSpace) {
   vhost_user::Message m;
   m.hdr.request = static_cast<uint32_t>(vhost_user::Request::kGetConfig);
   m.payload = vhost_user::EncodeConfig(0, 0, std::vector<uint8_t>(8));
-  EXPECT_TRUE(vhost_user::DecodeConfig(m, false).ok());
+  EXPECT_OK(vhost_user::DecodeConfig(m, false));
   m.payload = vhost_user::EncodeConfig(250, 0, std::vector<uint8_t>(8));
   EXPECT_FALSE(vhost_user::DecodeConfig(m, false).ok());
   m.payload.resize(15);
@@ -189,7 +190,7 @@ TEST(VhostUserProtocolTest, ConfigAccessStaysWithinTheConfigSpace) {
 
 TEST(EventLoopTest, DispatchesFdsTimersAndPostedWork) {
   auto loop = EventLoop::Create();
-  ASSERT_TRUE(loop.ok());
+  ASSERT_OK(loop);
   UniqueFd ev(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   int fired = 0;
   ASSERT_TRUE((*loop)->Add(ev.get(), EPOLLIN, [&](uint32_t) {

@@ -10,6 +10,7 @@
 #include "runtime/common/unix_listen.h"
 #include "tests/runtime/vsock/fake_driver.h"
 #include "tests/runtime/vsock/test_harness.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::vsock::testing {
 namespace {
@@ -24,31 +25,31 @@ class VsockDatapathTest : public ::testing::Test {
  protected:
   void Boot(VsockServiceOptions o = {}, FakeDriver::Options d = {}) {
     auto b = InProcessBackend::Start(o);
-    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    ASSERT_OK(b);
     backend_ = std::move(*b);
     auto drv = FakeDriver::Connect(backend_->vhost_socket(), d);
-    ASSERT_TRUE(drv.ok()) << drv.status().ToString();
+    ASSERT_OK(drv);
     driver_ = std::move(*drv);
-    ASSERT_TRUE(driver_->Realize().ok());
-    ASSERT_TRUE(driver_->Start().ok());
+    ASSERT_OK(driver_->Realize());
+    ASSERT_OK(driver_->Start());
   }
 
   RxPacket Next() {
     auto p = driver_->Receive();
-    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_OK(p);
     return p.ok() ? *p : RxPacket{};
   }
 
   void Send(Op op, uint32_t guest_port, uint32_t host_port, std::string_view data = {},
             uint32_t buf_alloc = 256 * 1024, uint32_t fwd_cnt = 0) {
-    ASSERT_TRUE(driver_->SendPacket(GuestPacket(kGuestCid, op, guest_port, host_port, buf_alloc, fwd_cnt), data).ok());
+    ASSERT_OK(driver_->SendPacket(GuestPacket(kGuestCid, op, guest_port, host_port, buf_alloc, fwd_cnt), data));
   }
 
   // A hybrid CONNECT the guest accepts with `buf_alloc` of credit.
   Stream Establish(uint32_t guest_port, uint32_t buf_alloc = 256 * 1024, const std::string& extra = "") {
     Stream s;
     auto host = HostConnect(backend_->uds(), guest_port, extra);
-    EXPECT_TRUE(host.ok()) << host.status().ToString();
+    EXPECT_OK(host);
     if (!host.ok()) return s;
     s.host = std::move(*host);
     RxPacket req = Next();
@@ -164,7 +165,7 @@ TEST_F(VsockDatapathTest, MalformedConnectLinesCloseTheClient) {
   for (const std::string& line : std::vector<std::string>{"HELLO\n", "CONNECT\n", "CONNECT abc\n", "CONNECT 99999999999\n", "CONNECT -1\n",
                            std::string(80, 'x')}) {
     auto fd = ConnectUnix(backend_->uds());
-    ASSERT_TRUE(fd.ok());
+    ASSERT_OK(fd);
     WriteAll(fd->get(), line);
     EXPECT_TRUE(WaitEof(fd->get())) << line;
   }
@@ -184,9 +185,9 @@ TEST_F(VsockDatapathTest, ConnectLineParsing) {
 
 TEST_F(VsockDatapathTest, ConnectBeforeTheDriverStartsFailsFast) {
   auto b = InProcessBackend::Start();
-  ASSERT_TRUE(b.ok());
+  ASSERT_OK(b);
   auto host = HostConnect((*b)->uds(), 1024);
-  ASSERT_TRUE(host.ok());
+  ASSERT_OK(host);
   EXPECT_TRUE(WaitEof(host->get()));
   EXPECT_EQ((*b)->connections(), 0u);
 }
@@ -194,12 +195,12 @@ TEST_F(VsockDatapathTest, ConnectBeforeTheDriverStartsFailsFast) {
 TEST_F(VsockDatapathTest, GuestRefusalClosesTheHostSocket) {
   Boot();
   auto host = HostConnect(backend_->uds(), 4000);
-  ASSERT_TRUE(host.ok());
+  ASSERT_OK(host);
   RxPacket req = Next();
   ASSERT_EQ(req.hdr.operation(), Op::kRequest);
   Send(Op::kRst, 4000, req.hdr.src_port);
   EXPECT_EQ(ReadN(host->get(), 3), "") << "EOF, no OK line";
-  ASSERT_TRUE(driver_->WaitTxDrained().ok());
+  ASSERT_OK(driver_->WaitTxDrained());
   EXPECT_EQ(backend_->connections(), 0u);
 }
 
@@ -208,7 +209,7 @@ TEST_F(VsockDatapathTest, UnansweredRequestTimesOutAndResetsTheGuest) {
   o.connect_timeout = std::chrono::milliseconds(100);
   Boot(o);
   auto host = HostConnect(backend_->uds(), 4001);
-  ASSERT_TRUE(host.ok());
+  ASSERT_OK(host);
   RxPacket req = Next();
   ASSERT_EQ(req.hdr.operation(), Op::kRequest);
   EXPECT_TRUE(WaitEof(host->get()));
@@ -222,13 +223,13 @@ TEST_F(VsockDatapathTest, UnansweredRequestTimesOutAndResetsTheGuest) {
 TEST_F(VsockDatapathTest, GuestConnectsToAHostListener) {
   Boot();
   auto listener = ListenUnix(backend_->uds() + "_5000");
-  ASSERT_TRUE(listener.ok());
+  ASSERT_OK(listener);
   Send(Op::kRequest, 7777, 5000, {}, 65536);
   RxPacket resp = Next();
   EXPECT_EQ(resp.hdr.operation(), Op::kResponse);
   EXPECT_EQ(resp.hdr.src_port, 5000u);
   EXPECT_EQ(resp.hdr.dst_port, 7777u);
-  ASSERT_TRUE(WaitFd(listener->get(), POLLIN, kWait, "accept").ok());
+  ASSERT_OK(WaitFd(listener->get(), POLLIN, kWait, "accept"));
   UniqueFd conn(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
   ASSERT_TRUE(conn);
   Send(Op::kRw, 7777, 5000, "from guest", 65536);
@@ -263,10 +264,10 @@ TEST_F(VsockDatapathTest, PacketsWithoutAConnectionAreResetButRstsAreNot) {
 TEST_F(VsockDatapathTest, SpoofedOrMisroutedPacketsAreDropped) {
   Boot();
   PacketHeader spoofed = GuestPacket(99, Op::kRw, 10, 20);
-  ASSERT_TRUE(driver_->SendPacket(spoofed, "x").ok());
+  ASSERT_OK(driver_->SendPacket(spoofed, "x"));
   PacketHeader other_dst = GuestPacket(kGuestCid, Op::kRw, 10, 20);
   other_dst.dst_cid = 5;
-  ASSERT_TRUE(driver_->SendPacket(other_dst, "x").ok());
+  ASSERT_OK(driver_->SendPacket(other_dst, "x"));
   Send(Op::kRw, 13, 23, "marker");
   RxPacket p = Next();
   EXPECT_EQ(p.hdr.dst_port, 13u) << "no reply to the dropped packets";
@@ -276,7 +277,7 @@ TEST_F(VsockDatapathTest, NonStreamPacketsAreReset) {
   Boot();
   PacketHeader h = GuestPacket(kGuestCid, Op::kRequest, 10, 20);
   h.type = kTypeSeqpacket;
-  ASSERT_TRUE(driver_->SendPacket(h).ok());
+  ASSERT_OK(driver_->SendPacket(h));
   RxPacket p = Next();
   EXPECT_EQ(p.hdr.operation(), Op::kRst);
   EXPECT_EQ(p.hdr.type, kTypeSeqpacket);
@@ -355,13 +356,13 @@ TEST_F(VsockDatapathTest, GuestShutdownSendHalfClosesTheHost) {
   Send(Op::kShutdown, 1024, s.host_port);  // flags 0: nothing changes
   PacketHeader sh = GuestPacket(kGuestCid, Op::kShutdown, 1024, s.host_port);
   sh.flags = kShutdownSend;
-  ASSERT_TRUE(driver_->SendPacket(sh).ok());
+  ASSERT_OK(driver_->SendPacket(sh));
   EXPECT_EQ(ReadN(s.host.get(), 100), "last words") << "data, then EOF";
   WriteAll(s.host.get(), "reply");
   RxPacket p = Next();
   EXPECT_EQ(p.payload, "reply") << "the other direction still flows";
   sh.flags = kShutdownBoth;
-  ASSERT_TRUE(driver_->SendPacket(sh).ok());
+  ASSERT_OK(driver_->SendPacket(sh));
   RxPacket rst = Next();
   EXPECT_EQ(rst.hdr.operation(), Op::kRst) << "full shutdown is acknowledged with RST";
   EXPECT_EQ(backend_->connections(), 0u);
@@ -375,7 +376,7 @@ TEST_F(VsockDatapathTest, GuestCloseDeliversBufferedDataBeforeTheRst) {
     Send(Op::kRw, 1024, s.host_port, std::string_view(data).substr(off, kMaxPacketPayload));
   PacketHeader sh = GuestPacket(kGuestCid, Op::kShutdown, 1024, s.host_port);
   sh.flags = kShutdownBoth;
-  ASSERT_TRUE(driver_->SendPacket(sh).ok());
+  ASSERT_OK(driver_->SendPacket(sh));
   EXPECT_EQ(ReadN(s.host.get(), data.size() + 1), data) << "all data, then EOF";
   RxPacket p = Next();
   while (p.hdr.operation() == Op::kCreditUpdate) p = Next();
@@ -393,7 +394,7 @@ TEST_F(VsockDatapathTest, HostCloseShutsDownTheGuestAndItsRstCompletes) {
   EXPECT_EQ(sh.hdr.operation(), Op::kShutdown);
   EXPECT_EQ(sh.hdr.flags, kShutdownBoth);
   Send(Op::kRst, 1024, s.host_port);
-  ASSERT_TRUE(driver_->WaitTxDrained().ok());
+  ASSERT_OK(driver_->WaitTxDrained());
   EXPECT_EQ(backend_->connections(), 0u);
   EXPECT_FALSE(driver_->RxPending()) << "no RST answers the guest's RST";
 }
@@ -479,7 +480,7 @@ TEST_F(VsockDatapathTest, RxStarvationResumesWhenTheGuestPostsBuffers) {
   driver_->PostRxBuffers();  // kicks the device, which resumes
   while (got.size() < data.size()) {
     auto p = driver_->Receive();
-    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    ASSERT_OK(p);
     if (p->hdr.operation() == Op::kRw) got += p->payload;
     if (got.size() - fwd >= 128 * 1024) {
       fwd = static_cast<uint32_t>(got.size());
@@ -517,10 +518,10 @@ TEST_F(VsockDatapathTest, SingleDescriptorRxBuffersWork) {
 TEST_F(VsockDatapathTest, StreamsSurviveAQueueStopAndRestart) {
   Boot();
   Stream s = Establish(1024);
-  ASSERT_TRUE(driver_->GetVringBase(0).ok());  // QEMU stops rings when the VM pauses
-  ASSERT_TRUE(driver_->GetVringBase(1).ok());
+  ASSERT_OK(driver_->GetVringBase(0));  // QEMU stops rings when the VM pauses
+  ASSERT_OK(driver_->GetVringBase(1));
   WriteAll(s.host.get(), "while paused");
-  ASSERT_TRUE(driver_->Resume().ok());
+  ASSERT_OK(driver_->Resume());
   RxPacket p = Next();
   EXPECT_EQ(p.payload, "while paused");
   Send(Op::kRw, 1024, s.host_port, "resumed");
@@ -532,9 +533,9 @@ TEST_F(VsockDatapathTest, GuestDriverResetClosesHostStreams) {
   Stream s = Establish(1024);
   Send(Op::kRw, 1024, s.host_port, "before reboot");
   EXPECT_EQ(ReadN(s.host.get(), 13), "before reboot");
-  ASSERT_TRUE(driver_->GetVringBase(0).ok());
-  ASSERT_TRUE(driver_->GetVringBase(1).ok());
-  ASSERT_TRUE(driver_->ResetAndStart().ok());
+  ASSERT_OK(driver_->GetVringBase(0));
+  ASSERT_OK(driver_->GetVringBase(1));
+  ASSERT_OK(driver_->ResetAndStart());
   EXPECT_TRUE(WaitEof(s.host.get())) << "the guest forgot the stream; the host learns it";
   EXPECT_EQ(backend_->connections(), 0u);
   Stream again = Establish(1024);  // and the rebooted guest is reachable
@@ -544,12 +545,12 @@ TEST_F(VsockDatapathTest, GuestDriverResetClosesHostStreams) {
 TEST_F(VsockDatapathTest, RequestReusingLivePortsReplacesTheConnection) {
   Boot();
   auto listener = ListenUnix(backend_->uds() + "_5001");
-  ASSERT_TRUE(listener.ok());
+  ASSERT_OK(listener);
   for (int round = 0; round < 2; ++round) {
     Send(Op::kRequest, 7000, 5001);
     EXPECT_EQ(Next().hdr.operation(), Op::kResponse);
   }
-  ASSERT_TRUE(WaitFd(listener->get(), POLLIN, kWait, "accept").ok());
+  ASSERT_OK(WaitFd(listener->get(), POLLIN, kWait, "accept"));
   UniqueFd first(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
   UniqueFd second(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
   ASSERT_TRUE(first && second);

@@ -7,6 +7,7 @@
 
 #include "tests/runtime/vsock/fake_driver.h"
 #include "tests/runtime/vsock/test_harness.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::vsock::testing {
 namespace {
@@ -19,13 +20,13 @@ class VsockMalformedTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto b = InProcessBackend::Start();
-    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    ASSERT_OK(b);
     backend_ = std::move(*b);
     auto d = FakeDriver::Connect(backend_->vhost_socket());
-    ASSERT_TRUE(d.ok());
+    ASSERT_OK(d);
     driver_ = std::move(*d);
-    ASSERT_TRUE(driver_->Realize().ok());
-    ASSERT_TRUE(driver_->Start().ok());
+    ASSERT_OK(driver_->Realize());
+    ASSERT_OK(driver_->Start());
   }
 
   // A header in guest memory; returns its address.
@@ -39,9 +40,9 @@ class VsockMalformedTest : public ::testing::Test {
 
   // The device still answers: an RW for no connection comes back as RST.
   void ExpectAlive(uint32_t marker_port) {
-    ASSERT_TRUE(driver_->SendPacket(GuestPacket(kGuestCid, Op::kRw, marker_port, 61), "m").ok());
+    ASSERT_OK(driver_->SendPacket(GuestPacket(kGuestCid, Op::kRw, marker_port, 61), "m"));
     auto p = driver_->Receive();
-    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    ASSERT_OK(p);
     EXPECT_EQ(p->hdr.operation(), Op::kRst);
     EXPECT_EQ(p->hdr.dst_port, marker_port) << "no answer to the malformed packet";
   }
@@ -49,7 +50,7 @@ class VsockMalformedTest : public ::testing::Test {
   void ExpectDropped(const std::vector<Desc>& chain, uint32_t marker_port) {
     uint64_t before = backend_->malformed();
     driver_->PublishTxChain(chain);
-    ASSERT_TRUE(driver_->WaitTxDrained().ok()) << "the malformed chain is handed back";
+    ASSERT_OK(driver_->WaitTxDrained()) << "the malformed chain is handed back";
     EXPECT_EQ(backend_->malformed(), before + 1);
     ExpectAlive(marker_port);
   }
@@ -64,7 +65,7 @@ TEST_F(VsockMalformedTest, HeaderSplitAcrossDescriptorsIsValid) {
   std::memcpy(driver_->Host(data), "abc", 3);
   driver_->PublishTxChain({{h, 10}, {h + 10, 30}, {h + 40, 4}, {data, 3}});
   auto p = driver_->Receive();
-  ASSERT_TRUE(p.ok());
+  ASSERT_OK(p);
   EXPECT_EQ(p->hdr.operation(), Op::kRst) << "parsed: RW for an unknown connection";
   EXPECT_EQ(p->hdr.dst_port, 50u);
   EXPECT_EQ(backend_->malformed(), 0u);
@@ -124,12 +125,12 @@ TEST_F(VsockMalformedTest, AvailIndexRunningAheadStopsOnlyThatQueue) {
   driver_->BumpTxAvailIdx(1000);
   // Host-initiated traffic uses rx only and still works.
   auto host = HostConnect(backend_->uds(), 1024);
-  ASSERT_TRUE(host.ok());
+  ASSERT_OK(host);
   auto req = driver_->Receive();
-  ASSERT_TRUE(req.ok());
+  ASSERT_OK(req);
   EXPECT_EQ(req->hdr.operation(), Op::kRequest);
   // And the vhost-user side still answers.
-  EXPECT_TRUE(driver_->GetU64(vhost_user::Request::kGetFeatures).ok());
+  EXPECT_OK(driver_->GetU64(vhost_user::Request::kGetFeatures));
 }
 
 TEST_F(VsockMalformedTest, GarbageHeadersAreAnsweredOrIgnoredNeverTrusted) {
@@ -147,13 +148,13 @@ TEST_F(VsockMalformedTest, GarbageHeadersAreAnsweredOrIgnoredNeverTrusted) {
     h.src_cid = (i % 2) ? kGuestCid : h.src_cid;
     h.dst_cid = (i % 3) ? kHostCid : h.dst_cid;
     if (h.operation() == Op::kRequest) h.op = static_cast<uint16_t>(Op::kRw);  // no unix connects
-    ASSERT_TRUE(driver_->SendPacket(h).ok());
+    ASSERT_OK(driver_->SendPacket(h));
   }
   // Every answer is an RST; the marker's comes last.
-  ASSERT_TRUE(driver_->SendPacket(GuestPacket(kGuestCid, Op::kRw, 112, 61), "m").ok());
+  ASSERT_OK(driver_->SendPacket(GuestPacket(kGuestCid, Op::kRw, 112, 61), "m"));
   for (;;) {
     auto p = driver_->Receive();
-    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    ASSERT_OK(p);
     ASSERT_EQ(p->hdr.operation(), Op::kRst) << p->hdr.ToString();
     if (p->hdr.dst_port == 112 && p->hdr.src_port == 61) break;
   }

@@ -15,6 +15,7 @@
 #include "runtime/vsock/vsockd_vsock.h"
 #include "tests/runtime/vsock/qemu_harness.h"
 #include "tests/runtime/vsock/test_harness.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::vsock::testing {
 namespace {
@@ -36,11 +37,11 @@ class VsockQemuTest : public ::testing::Test {
   void SetUp() override {
     if (::access("/usr/bin/qemu-system-x86_64", X_OK) != 0) GTEST_SKIP() << "qemu-system-x86_64 not installed";
     auto d = TempDir::Create("vsock-qemu");
-    ASSERT_TRUE(d.ok());
+    ASSERT_OK(d);
     dir_ = std::make_unique<TempDir>(std::move(*d));
     VsockBackendOptions o;
     auto vm = VsockdVsock(o).Prepare({dir_->path(), 0, "vsock0"});
-    ASSERT_TRUE(vm.ok()) << vm.status().ToString();
+    ASSERT_OK(vm);
     vsock_ = std::move(*vm);
   }
 
@@ -49,7 +50,7 @@ class VsockQemuTest : public ::testing::Test {
     pid_t vsockd = static_cast<VsockdVmVsock*>(vsock_.get())->vsockd_pid();
     (void)qmp.Execute("quit");
     auto st = qemu.process.Wait(std::chrono::seconds(20));
-    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    ASSERT_OK(st);
     EXPECT_EQ(ExitCode(*st), 0) << ReadFile(qemu.log).value_or("");
     EXPECT_TRUE(WaitPidExit(vsockd, std::chrono::seconds(5))) << "capsule-vsockd outlived QEMU";
     EXPECT_FALSE(Exists(dir_->Join(kVhostUserSocketName)));
@@ -57,7 +58,7 @@ class VsockQemuTest : public ::testing::Test {
     EXPECT_FALSE(Exists(dir_->Join(kVsockdPidName)));
     std::string log = ReadFile(dir_->Join(kVsockdLogName)).value_or("");
     EXPECT_NE(log.find("front end disconnected"), std::string::npos) << log;
-    EXPECT_TRUE(vsock_->Shutdown(std::chrono::seconds(1)).ok());
+    EXPECT_OK(vsock_->Shutdown(std::chrono::seconds(1)));
   }
 
   std::unique_ptr<TempDir> dir_;
@@ -66,11 +67,11 @@ class VsockQemuTest : public ::testing::Test {
 
 TEST_F(VsockQemuTest, QemuRealizesTheDeviceAgainstTheDaemon) {
   auto qemu = StartQemu(*dir_, *vsock_, {"-S"});
-  ASSERT_TRUE(qemu.ok()) << qemu.status().ToString();
+  ASSERT_OK(qemu);
   auto qmp = Qmp::Connect(dir_->Join("qmp.sock"), qemu->process, std::chrono::seconds(20));
-  ASSERT_TRUE(qmp.ok()) << qmp.status().ToString() << "\n" << ReadFile(qemu->log).value_or("");
+  ASSERT_OK(qmp) << "\n" << ReadFile(qemu->log).value_or("");
   auto pci = qmp->Execute("query-pci");
-  ASSERT_TRUE(pci.ok()) << pci.status().ToString();
+  ASSERT_OK(pci);
   bool found = false;
   for (const auto& bus : *pci)
     for (const auto& dev : bus["devices"])
@@ -117,15 +118,15 @@ TEST_F(VsockQemuTest, LinuxGuestTalksThroughTheDaemon) {
     GTEST_SKIP() << "no guest kernel: set CAPSULE_TEST_GUEST_KERNEL_DIR to a dpkg -x of linux-image-amd64 "
                     "(or run deploy's fetch-guest-kernel.sh)";
   auto initrd = BuildEchoInitrd(*dir_, *kernel, CAPSULE_VSOCK_ECHO_GUEST);
-  ASSERT_TRUE(initrd.ok()) << initrd.status().ToString();
+  ASSERT_OK(initrd);
   auto greet_listener = ListenUnix(vsock_->HostListenPath(5000));
-  ASSERT_TRUE(greet_listener.ok());
+  ASSERT_OK(greet_listener);
   auto qemu = StartQemu(*dir_, *vsock_,
                         {"-cpu", "max", "-kernel", kernel->vmlinuz, "-initrd", *initrd, "-append",
                          "console=ttyS0 panic=-1 quiet", "-serial", "file:" + dir_->Join("console.log"), "-no-reboot"});
-  ASSERT_TRUE(qemu.ok()) << qemu.status().ToString();
+  ASSERT_OK(qemu);
   auto qmp = Qmp::Connect(dir_->Join("qmp.sock"), qemu->process, std::chrono::seconds(20));
-  ASSERT_TRUE(qmp.ok()) << qmp.status().ToString();
+  ASSERT_OK(qmp);
 
   // Boot (TCG: ~10 s idle, minutes on a loaded host): retry until the
   // guest's listener answers. A refused dial returns at once, so the retry
@@ -137,7 +138,7 @@ TEST_F(VsockQemuTest, LinuxGuestTalksThroughTheDaemon) {
     if (conn.ok() || qemu->process.TryReap()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  ASSERT_TRUE(conn.ok()) << conn.status().ToString() << "\nconsole:\n"
+  ASSERT_OK(conn) << "\nconsole:\n"
                          << ReadFile(dir_->Join("console.log")).value_or("") << "\nvsockd:\n"
                          << ReadFile(dir_->Join(kVsockdLogName)).value_or("");
   std::printf("[ info ] guest echo reachable %.1f s after QEMU start\n",
@@ -173,7 +174,7 @@ TEST_F(VsockQemuTest, LinuxGuestTalksThroughTheDaemon) {
   EXPECT_EQ(refused.status().code(), Code::kUnavailable) << refused.status().ToString();
 
   // The guest's own connection to host port 5000 lands on <uds>_5000.
-  ASSERT_TRUE(WaitFd(greet_listener->get(), POLLIN, std::chrono::seconds(60), "guest connect").ok())
+  ASSERT_OK(WaitFd(greet_listener->get(), POLLIN, std::chrono::seconds(60), "guest connect"))
       << ReadFile(dir_->Join("console.log")).value_or("");
   UniqueFd greet(::accept4(greet_listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
   ASSERT_TRUE(greet);

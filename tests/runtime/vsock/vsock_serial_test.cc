@@ -14,6 +14,7 @@
 #include "runtime/vsock/stream_link.h"
 #include "runtime/vsock/vsock_packet.h"
 #include "tests/runtime/vsock/test_harness.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::vsock::testing {
 namespace {
@@ -26,20 +27,20 @@ class GuestEnd {
   static std::unique_ptr<GuestEnd> Attach(const std::string& serial_socket, const std::string& dir) {
     auto g = std::unique_ptr<GuestEnd>(new GuestEnd());
     auto loop = EventLoop::Create();
-    EXPECT_TRUE(loop.ok());
+    EXPECT_OK(loop);
     g->loop_ = std::move(*loop);
     auto listener = ListenUnix(dir + "/guest-vsock_" + std::to_string(kAgentPort));
-    EXPECT_TRUE(listener.ok()) << listener.status().ToString();
+    EXPECT_OK(listener);
     g->listener_ = std::move(*listener);
     auto port = ConnectUnix(serial_socket);
-    EXPECT_TRUE(port.ok()) << port.status().ToString();
+    EXPECT_OK(port);
     VsockMuxer::Options o;
     o.local_cid = kGuestCid;
     o.peer_cid = kHostCid;
     o.uds_path = dir + "/guest-vsock";
     GuestEnd* self = g.get();
     auto link = VsockStreamLink::Start(*g->loop_, std::move(*port), o, [self](const Status&) { self->lost_ = true; });
-    EXPECT_TRUE(link.ok()) << link.status().ToString();
+    EXPECT_OK(link);
     g->link_ = std::move(*link);
     g->thread_ = std::thread([self] { (void)self->loop_->Run(); });
     return g;
@@ -87,12 +88,12 @@ class VsockSerialTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto dir = TempDir::Create("vsock-serial");
-    ASSERT_TRUE(dir.ok());
+    ASSERT_OK(dir);
     dir_ = std::make_unique<TempDir>(std::move(*dir));
     VsockServiceOptions o;
     o.serial_socket = dir_->Join("serial.sock");
     auto b = InProcessBackend::Start(o);
-    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    ASSERT_OK(b);
     backend_ = std::move(*b);
   }
 
@@ -103,7 +104,7 @@ class VsockSerialTest : public ::testing::Test {
 TEST_F(VsockSerialTest, AHostConnectReachesTheGuestsListenerAndCarriesAMegabyteEachWay) {
   auto guest = GuestEnd::Attach(backend_->serial_socket(), dir_->path());
   auto host = HostConnect(backend_->uds(), kAgentPort);
-  ASSERT_TRUE(host.ok()) << host.status().ToString();
+  ASSERT_OK(host);
   UniqueFd g = guest->Accept();
   ASSERT_TRUE(g);
   std::string ok = ReadLine(host->get());
@@ -132,14 +133,14 @@ TEST_F(VsockSerialTest, AHostConnectReachesTheGuestsListenerAndCarriesAMegabyteE
 TEST_F(VsockSerialTest, AConnectToAPortNobodyListensOnIsRefused) {
   auto guest = GuestEnd::Attach(backend_->serial_socket(), dir_->path());
   auto host = HostConnect(backend_->uds(), 4242);
-  ASSERT_TRUE(host.ok());
+  ASSERT_OK(host);
   EXPECT_TRUE(WaitEof(host->get()));
   EXPECT_EQ(ReadLine(host->get(), std::chrono::milliseconds(100)), "");
 }
 
 TEST_F(VsockSerialTest, AConnectBeforeAnyVmPortIsAttachedFailsFast) {
   auto host = HostConnect(backend_->uds(), kAgentPort);
-  ASSERT_TRUE(host.ok());
+  ASSERT_OK(host);
   EXPECT_TRUE(WaitEof(host->get(), std::chrono::milliseconds(2000)));
   EXPECT_FALSE(backend_->frontend_gone());
 }
@@ -147,7 +148,7 @@ TEST_F(VsockSerialTest, AConnectBeforeAnyVmPortIsAttachedFailsFast) {
 TEST_F(VsockSerialTest, WhenThePortGoesEveryStreamEndsAndTheBackEndReportsIt) {
   auto guest = GuestEnd::Attach(backend_->serial_socket(), dir_->path());
   auto host = HostConnect(backend_->uds(), kAgentPort);
-  ASSERT_TRUE(host.ok());
+  ASSERT_OK(host);
   UniqueFd g = guest->Accept();
   ASSERT_TRUE(g);
   ASSERT_EQ(ReadLine(host->get()).rfind("OK ", 0), 0u);
@@ -161,11 +162,11 @@ TEST_F(VsockSerialTest, WhenThePortGoesEveryStreamEndsAndTheBackEndReportsIt) {
 TEST_F(VsockSerialTest, ASecondPortIsRefusedWhileOneIsAttached) {
   auto guest = GuestEnd::Attach(backend_->serial_socket(), dir_->path());
   auto second = ConnectUnix(backend_->serial_socket());
-  ASSERT_TRUE(second.ok());
+  ASSERT_OK(second);
   EXPECT_TRUE(WaitEof(second->get()));
   // The first still works.
   auto host = HostConnect(backend_->uds(), kAgentPort);
-  ASSERT_TRUE(host.ok());
+  ASSERT_OK(host);
   UniqueFd g = guest->Accept();
   ASSERT_TRUE(g);
   EXPECT_EQ(ReadLine(host->get()).rfind("OK ", 0), 0u);
@@ -173,7 +174,7 @@ TEST_F(VsockSerialTest, ASecondPortIsRefusedWhileOneIsAttached) {
 
 TEST_F(VsockSerialTest, AFrameLongerThanAnyPacketBreaksTheLinkAndClosesItsStreams) {
   auto port = ConnectUnix(backend_->serial_socket());
-  ASSERT_TRUE(port.ok());
+  ASSERT_OK(port);
   PacketHeader h;
   h.src_cid = kGuestCid;
   h.dst_cid = kHostCid;
@@ -189,7 +190,7 @@ TEST_F(VsockSerialTest, AFrameLongerThanAnyPacketBreaksTheLinkAndClosesItsStream
 
 TEST_F(VsockSerialTest, PacketsFromAnotherCidAreDroppedAndUnknownStreamsReset) {
   auto port = ConnectUnix(backend_->serial_socket());
-  ASSERT_TRUE(port.ok());
+  ASSERT_OK(port);
   auto send = [&](uint64_t src_cid, Op op) {
     PacketHeader h;
     h.src_cid = src_cid;

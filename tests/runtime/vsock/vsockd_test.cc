@@ -11,6 +11,7 @@
 #include "runtime/common/unix_listen.h"
 #include "tests/runtime/vsock/fake_driver.h"
 #include "tests/runtime/vsock/test_harness.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::vsock::testing {
 namespace {
@@ -49,7 +50,7 @@ class VsockdTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto d = TempDir::Create("vsockd");
-    ASSERT_TRUE(d.ok());
+    ASSERT_OK(d);
     dir_ = std::make_unique<TempDir>(std::move(*d));
   }
 
@@ -65,9 +66,9 @@ class VsockdTest : public ::testing::Test {
     so.keep_fds = {w.get()};
     so.stdout_fd = so.stderr_fd = log_.get();
     auto child = ChildProcess::Spawn(so);
-    EXPECT_TRUE(child.ok()) << child.status().ToString();
+    EXPECT_OK(child);
     w.reset();
-    EXPECT_TRUE(WaitFd(r.get(), POLLIN, kWait, "READY").ok());
+    EXPECT_OK(WaitFd(r.get(), POLLIN, kWait, "READY"));
     char buf[8] = {};
     EXPECT_EQ(::read(r.get(), buf, sizeof buf), 6);
     EXPECT_EQ(std::string(buf, 6), "READY\n");
@@ -81,7 +82,7 @@ class VsockdTest : public ::testing::Test {
 
   void ExpectCleanExit(ChildProcess& c) {
     auto st = c.Wait(std::chrono::seconds(5));
-    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    ASSERT_OK(st);
     EXPECT_EQ(ExitCode(*st), 0) << Log();
     EXPECT_FALSE(Exists(vhost()));
     EXPECT_FALSE(Exists(uds()));
@@ -120,10 +121,10 @@ TEST_F(VsockdTest, ExitsWhenQemuDisconnects) {
   EXPECT_EQ(ReadFile(pidfile()).value_or(""), std::to_string(d.pid()) + "\n");
   {
     auto drv = FakeDriver::Connect(vhost());
-    ASSERT_TRUE(drv.ok());
+    ASSERT_OK(drv);
     ASSERT_TRUE((*drv)->Realize().ok());
     auto cfg = (*drv)->GetConfig(0, 8);
-    ASSERT_TRUE(cfg.ok());
+    ASSERT_OK(cfg);
     EXPECT_EQ((*cfg)[0], 5);
   }
   ExpectCleanExit(d);
@@ -136,8 +137,8 @@ TEST_F(VsockdTest, ExitsWhenQemuDisconnects) {
 TEST_F(VsockdTest, SigtermStopsItCleanly) {
   ChildProcess d = StartDaemon();
   auto host = ConnectUnix(uds());  // an idle host client must not block the exit
-  ASSERT_TRUE(host.ok());
-  ASSERT_TRUE(d.Signal(SIGTERM).ok());
+  ASSERT_OK(host);
+  ASSERT_OK(d.Signal(SIGTERM));
   ExpectCleanExit(d);
   EXPECT_NE(Log().find("received signal 15"), std::string::npos) << Log();
 }
@@ -151,20 +152,20 @@ TEST_F(VsockdTest, RefusesSocketsAnotherDaemonServes) {
   // The second one's liveness probe did not count as QEMU leaving.
   EXPECT_FALSE(first.TryReap());
   auto drv = FakeDriver::Connect(vhost());
-  ASSERT_TRUE(drv.ok());
+  ASSERT_OK(drv);
   EXPECT_TRUE((*drv)->Realize().ok());
-  ASSERT_TRUE(first.Signal(SIGTERM).ok());
+  ASSERT_OK(first.Signal(SIGTERM));
   ExpectCleanExit(first);
 }
 
 TEST_F(VsockdTest, ReplacesAStaleSocketFile) {
   {
     auto stale = ListenUnix(uds());
-    ASSERT_TRUE(stale.ok());
+    ASSERT_OK(stale);
   }  // closed: the file stays, nobody accepts
   ASSERT_TRUE(Exists(uds()));
   ChildProcess d = StartDaemon();
-  ASSERT_TRUE(d.Signal(SIGTERM).ok());
+  ASSERT_OK(d.Signal(SIGTERM));
   ExpectCleanExit(d);
 }
 

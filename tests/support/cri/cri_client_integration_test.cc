@@ -10,6 +10,7 @@
 #include "tests/support/cri/cri_client.h"
 #include "tests/support/containerd_harness.h"
 #include "tests/support/images/test_images.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing::cri {
 namespace {
@@ -22,14 +23,14 @@ class CriClientTest : public ::testing::Test {
     ContainerdOptions o;
     o.cri.emplace();  // runc only, no CNI: the pods here use the host network
     auto c = ContainerdHarness::Start(o);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_OK(c);
     ctrd_ = std::move(*c);
     for (const char* image : {"busybox", "pause"}) {
       Status imported = ctrd_->ImportImage(TestImageTar(image));
-      ASSERT_TRUE(imported.ok()) << imported.ToString();
+      ASSERT_OK(imported);
     }
     auto client = CriClient::Connect(ctrd_->grpc_address(), milliseconds(10000));
-    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    ASSERT_OK(client);
     cri_ = std::move(*client);
   }
   void TearDown() override {
@@ -45,18 +46,18 @@ class CriClientTest : public ::testing::Test {
 
 TEST_F(CriClientTest, VersionAndImages) {
   auto v = cri_->Version();
-  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  ASSERT_OK(v);
   EXPECT_EQ(v->runtime_name(), "containerd");
   EXPECT_EQ(v->runtime_api_version(), "v1");
   auto images = cri_->ListImages();
-  ASSERT_TRUE(images.ok()) << images.status().ToString();
+  ASSERT_OK(images);
   std::vector<std::string> tags;
   for (const auto& img : *images)
     for (const auto& t : img.repo_tags()) tags.push_back(t);
   EXPECT_NE(std::find(tags.begin(), tags.end(), kBusyboxImage), tags.end());
   EXPECT_NE(std::find(tags.begin(), tags.end(), kPauseImage), tags.end());
   auto busybox = cri_->ImageStatus(kBusyboxImage);
-  ASSERT_TRUE(busybox.ok()) << busybox.status().ToString();
+  ASSERT_OK(busybox);
   EXPECT_GT(busybox->size(), 0u);
   auto missing = cri_->ImageStatus("capsule.test/nope:latest");
   EXPECT_EQ(missing.status().code(), Code::kNotFound);
@@ -65,7 +66,7 @@ TEST_F(CriClientTest, VersionAndImages) {
 
 TEST_F(CriClientTest, PodLifecycleWithExecAndLogsUnderRunc) {
   const std::string logs = ctrd_->dir() + "/pod-logs";
-  ASSERT_TRUE(MkdirAll(logs).ok());
+  ASSERT_OK(MkdirAll(logs));
   PodOptions pod;
   pod.name = "cri-runc";
   pod.log_directory = logs;
@@ -73,15 +74,15 @@ TEST_F(CriClientTest, PodLifecycleWithExecAndLogsUnderRunc) {
   pod.pid = v1::CONTAINER;
   const v1::PodSandboxConfig pod_config = MakePodConfig(pod);
   auto pod_id = cri_->RunPod(pod_config, "");
-  ASSERT_TRUE(pod_id.ok()) << pod_id.status().ToString();
+  ASSERT_OK(pod_id);
 
   auto status = cri_->PodStatus(*pod_id);
-  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  ASSERT_OK(status);
   EXPECT_EQ(status->status().state(), v1::SANDBOX_READY);
   EXPECT_EQ(status->status().metadata().name(), "cri-runc");
   EXPECT_EQ(status->status().linux().namespaces().options().pid(), v1::CONTAINER);
   auto pods = cri_->ListPods();
-  ASSERT_TRUE(pods.ok());
+  ASSERT_OK(pods);
   ASSERT_EQ(pods->size(), 1u);
   EXPECT_EQ(pods->front().labels().at("test"), "cri-client");
 
@@ -91,46 +92,46 @@ TEST_F(CriClientTest, PodLifecycleWithExecAndLogsUnderRunc) {
   c.command = {"sh", "-c", "echo started; exec sleep 3600"};
   c.log_path = "sleeper.log";
   auto cid = cri_->CreateContainer(*pod_id, pod_config, c);
-  ASSERT_TRUE(cid.ok()) << cid.status().ToString();
-  ASSERT_TRUE(cri_->StartContainer(*cid).ok());
+  ASSERT_OK(cid);
+  ASSERT_OK(cri_->StartContainer(*cid));
   auto cstatus = cri_->ContainerStatus(*cid);
-  ASSERT_TRUE(cstatus.ok());
+  ASSERT_OK(cstatus);
   EXPECT_EQ(cstatus->status().state(), v1::CONTAINER_RUNNING);
 
   auto exec = cri_->ExecSync(*cid, {"echo", "hello"}, 10);
-  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  ASSERT_OK(exec);
   EXPECT_EQ(exec->exit_code, 0);
   EXPECT_EQ(exec->out, "hello\n");
   exec = cri_->ExecSync(*cid, {"sh", "-c", "echo oops >&2; exit 3"}, 10);
-  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  ASSERT_OK(exec);
   EXPECT_EQ(exec->exit_code, 3);
   EXPECT_EQ(exec->err, "oops\n");
   EXPECT_EQ(exec->out, "");
 
   auto stats = cri_->ContainerStats(*cid);
-  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  ASSERT_OK(stats);
   EXPECT_EQ(stats->attributes().id(), *cid);
   auto all_stats = cri_->ListContainerStats(*pod_id);
-  ASSERT_TRUE(all_stats.ok()) << all_stats.status().ToString();
+  ASSERT_OK(all_stats);
   EXPECT_EQ(all_stats->size(), 1u);
   auto list = cri_->ListContainers(*pod_id);
-  ASSERT_TRUE(list.ok());
+  ASSERT_OK(list);
   ASSERT_EQ(list->size(), 1u);
 
-  ASSERT_TRUE(cri_->StopContainer(*cid, 2).ok());
+  ASSERT_OK(cri_->StopContainer(*cid, 2));
   cstatus = cri_->ContainerStatus(*cid);
-  ASSERT_TRUE(cstatus.ok());
+  ASSERT_OK(cstatus);
   EXPECT_EQ(cstatus->status().state(), v1::CONTAINER_EXITED);
   // CRI's log format: "<time> stdout F started".
   auto log = ReadFile(logs + "/sleeper.log");
-  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  ASSERT_OK(log);
   EXPECT_NE(log->find(" stdout F started"), std::string::npos) << *log;
 
-  ASSERT_TRUE(cri_->RemoveContainer(*cid).ok());
-  ASSERT_TRUE(cri_->StopPod(*pod_id).ok());
-  ASSERT_TRUE(cri_->RemovePod(*pod_id).ok());
+  ASSERT_OK(cri_->RemoveContainer(*cid));
+  ASSERT_OK(cri_->StopPod(*pod_id));
+  ASSERT_OK(cri_->RemovePod(*pod_id));
   pods = cri_->ListPods();
-  ASSERT_TRUE(pods.ok());
+  ASSERT_OK(pods);
   EXPECT_TRUE(pods->empty());
 }
 
@@ -155,19 +156,19 @@ TEST(CriOnHarnessCniTest, RuncPodGetsAnAddressOnTheHarnessBridgeAndIsALeakUntilR
   o.cri.emplace();
   o.cri->cni = true;
   auto h = ContainerdHarness::Start(o);
-  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  ASSERT_OK(h);
   ContainerdHarness& ctrd = **h;
   Status imported = ctrd.ImportImage(TestImageTar("pause"));
-  ASSERT_TRUE(imported.ok()) << imported.ToString();
+  ASSERT_OK(imported);
   auto cri = CriClient::Connect(ctrd.grpc_address(), milliseconds(10000));
-  ASSERT_TRUE(cri.ok()) << cri.status().ToString();
+  ASSERT_OK(cri);
   PodOptions pod;
   pod.name = "cni-runc";
   pod.network = v1::POD;
   auto id = (*cri)->RunPod(MakePodConfig(pod), "");
-  ASSERT_TRUE(id.ok()) << id.status().ToString() << "\n" << ctrd.LogTail();
+  ASSERT_OK(id) << "\n" << ctrd.LogTail();
   auto status = (*cri)->PodStatus(*id);
-  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  ASSERT_OK(status);
   const std::string& gateway = ctrd.cni()->gateway;
   EXPECT_EQ(status->status().network().ip().rfind(gateway.substr(0, gateway.rfind('.') + 1), 0), 0u)
       << status->status().network().ip() << " not in " << ctrd.cni()->subnet;

@@ -17,6 +17,7 @@
 #include "shim/launcher/socket.h"
 #include "tests/support/containerd_harness.h"
 #include "tests/support/images/test_images.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing {
 namespace {
@@ -73,11 +74,11 @@ class TestImagesTest : public ::testing::Test {
   void SetUp() override {
     // No CRI: only ctr and runc are exercised here.
     auto c = ContainerdHarness::Start();
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_OK(c);
     ctrd_ = std::move(*c);
     for (const char* image : {"busybox", "pause", "netadmin"}) {
       Status imported = ctrd_->ImportImage(TestImageTar(image), kNs);
-      ASSERT_TRUE(imported.ok()) << imported.ToString();
+      ASSERT_OK(imported);
     }
   }
   void TearDown() override {
@@ -97,7 +98,7 @@ class TestImagesTest : public ::testing::Test {
 
 TEST_F(TestImagesTest, ImportedImagesAreListedWithThePlatform) {
   auto ls = Ctr({"images", "ls"});
-  ASSERT_TRUE(ls.ok()) << ls.status().ToString();
+  ASSERT_OK(ls);
   EXPECT_NE(ls->find(kBusyboxImage), std::string::npos) << *ls;
   EXPECT_NE(ls->find(kPauseImage), std::string::npos) << *ls;
   EXPECT_NE(ls->find(kNetadminImage), std::string::npos) << *ls;
@@ -105,18 +106,18 @@ TEST_F(TestImagesTest, ImportedImagesAreListedWithThePlatform) {
   // containerd verified every digest and size on import and unpacked the
   // layers into snapshots; `check` re-reads them from the content store.
   auto check = Ctr({"images", "check"});
-  ASSERT_TRUE(check.ok()) << check.status().ToString();
+  ASSERT_OK(check);
   EXPECT_EQ(std::regex_search(*check, std::regex("complete \\(\\d+/\\d+\\)")), true) << *check;
   EXPECT_EQ(check->find("incomplete"), std::string::npos) << *check;
 }
 
 TEST_F(TestImagesTest, BusyboxRunsEchoAndAppletsUnderRunc) {
   auto out = Ctr({"run", "--rm", kBusyboxImage, "echo-1", "echo", "hello from busybox"});
-  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_OK(out);
   EXPECT_EQ(*out, "hello from busybox\n");
   out = Ctr({"run", "--rm", kBusyboxImage, "applets-1", "sh", "-c",
                     "ls /usr/bin/env >/dev/null && id -un && stat -c %a /tmp && echo $PATH"});
-  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_OK(out);
   EXPECT_EQ(*out, "root\n1777\n/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n");
 }
 
@@ -133,7 +134,7 @@ TEST_F(TestImagesTest, NetadminHasIptablesWithItsLibrariesAndXtablesExtensions) 
                   "libxt_MASQUERADE.so libipt_icmp.so; "
                   "test -f /lib/x86_64-linux-gnu/libc.so.6 && test -f /etc/protocols && "
                   "test -x /lib64/ld-linux-x86-64.so.2 && ls /bin/busybox /usr/bin/env"});
-  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_OK(out);
   EXPECT_EQ(*out,
             "iptables xtables-nft-multi\n"
             "iptables-save xtables-nft-multi\n"
@@ -155,7 +156,7 @@ TEST_F(TestImagesTest, NetadminHasIptablesWithItsLibrariesAndXtablesExtensions) 
              "iptables -t nat -A POSTROUTING -p udp -m comment --comment t -j MASQUERADE && "
              "iptables -t nat -S && iptables -t nat -L -n >/dev/null && "
              "iptables -V && iptables-legacy -V && iptables-legacy -t nat -L -n >/dev/null"});
-  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_OK(out);
   EXPECT_NE(out->find("-A OUTPUT -p tcp -m tcp --dport 8081 -j REDIRECT --to-ports 8080\n"),
             std::string::npos) << *out;
   EXPECT_NE(out->find("-A POSTROUTING -p udp -m comment --comment t -j MASQUERADE\n"),
@@ -166,25 +167,25 @@ TEST_F(TestImagesTest, NetadminHasIptablesWithItsLibrariesAndXtablesExtensions) 
 
 TEST_F(TestImagesTest, PauseExitsZeroOnSigtermAndRuncShimAddressMatchesOurs) {
   auto events = EventStream::Start(*ctrd_);
-  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  ASSERT_OK(events);
   auto run = Ctr({"run", "-d", kPauseImage, "pause-1"});
-  ASSERT_TRUE(run.ok()) << run.status().ToString();
-  ASSERT_TRUE(events->WaitFor("/tasks/start", "pause-1").ok());
+  ASSERT_OK(run);
+  ASSERT_OK(events->WaitFor("/tasks/start", "pause-1"));
 
   // containerd's runc shim computed its socket address the way our launcher
   // does (runtime/v2/shim/util_unix.go): compare for the same inputs.
   auto address = ReadFile(ctrd_->state() + "/io.containerd.runtime.v2.task/" + std::string(kNs) + "/pause-1/address");
-  ASSERT_TRUE(address.ok()) << address.status().ToString();
+  ASSERT_OK(address);
   EXPECT_EQ(*address, shim::launcher::SocketAddress(ctrd_->grpc_address(), kNs, "pause-1",
                                                     shim::launcher::kDefaultSocketDir));
 
-  ASSERT_TRUE(Ctr({"task", "kill", "--signal", "SIGTERM", "pause-1"}).ok());
+  ASSERT_OK(Ctr({"task", "kill", "--signal", "SIGTERM", "pause-1"}));
   auto exit = events->WaitFor("/tasks/exit", "pause-1");
-  ASSERT_TRUE(exit.ok()) << exit.status().ToString();
+  ASSERT_OK(exit);
   // TaskExit's JSON leaves out a zero exit_status.
   EXPECT_EQ(exit->find("exit_status"), std::string::npos) << *exit;
-  EXPECT_TRUE(Ctr({"task", "rm", "pause-1"}).ok());
-  EXPECT_TRUE(Ctr({"containers", "rm", "pause-1"}).ok());
+  EXPECT_OK(Ctr({"task", "rm", "pause-1"}));
+  EXPECT_OK(Ctr({"containers", "rm", "pause-1"}));
 }
 
 bool WaitHandled(pid_t pid, int sig) {
@@ -209,13 +210,13 @@ TEST(PauseBinaryTest, ExitsZeroOnSigtermAndInt) {
     SpawnOptions o;
     o.argv = {std::string(build) + "/tests/support/images/pause"};
     auto child = ChildProcess::Spawn(o);
-    ASSERT_TRUE(child.ok()) << child.status().ToString();
+    ASSERT_OK(child);
     // Send only once pause handles the signals (SigCgt in /proc), else the
     // default action would kill it before its sigwaitinfo loop runs.
     ASSERT_TRUE(WaitHandled(child->pid(), sig)) << "pause never set up signal " << sig;
-    ASSERT_TRUE(child->Signal(sig).ok());
+    ASSERT_OK(child->Signal(sig));
     auto st = child->Wait(milliseconds(10000));
-    ASSERT_TRUE(st.ok());
+    ASSERT_OK(st);
     EXPECT_EQ(ExitCode(*st), 0) << "signal " << sig;
   }
 }

@@ -21,6 +21,7 @@
 
 #include "tests/support/streaming/exec_status.h"
 #include "tests/support/streaming/websocket_handshake.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::testing::streaming {
 namespace {
@@ -205,18 +206,18 @@ TEST(WebSocketHandshakeTest, AcceptMatchesTheRfcExample) {
 
 TEST(WebSocketHandshakeTest, ParsesPlainHttpUrlsAndRefusesHttps) {
   auto u = ParseHttpUrl("http://127.0.0.1:35555/exec/AbC?x=1");
-  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  ASSERT_OK(u);
   EXPECT_EQ(u->host, "127.0.0.1");
   EXPECT_EQ(u->port, 35555);
   EXPECT_EQ(u->authority, "127.0.0.1:35555");
   EXPECT_EQ(u->target, "/exec/AbC?x=1");
   auto v6 = ParseHttpUrl("http://[::1]:8080");
-  ASSERT_TRUE(v6.ok()) << v6.status().ToString();
+  ASSERT_OK(v6);
   EXPECT_EQ(v6->host, "::1");
   EXPECT_EQ(v6->port, 8080);
   EXPECT_EQ(v6->target, "/");
   auto plain = ParseHttpUrl("http://localhost/a");
-  ASSERT_TRUE(plain.ok());
+  ASSERT_OK(plain);
   EXPECT_EQ(plain->port, 80);
 
   auto tls = ParseHttpUrl("https://127.0.0.1:1/exec/x");
@@ -245,9 +246,9 @@ TEST(ChannelStreamTest, HandshakeSendsTheUpgradeRequestAndKeepsBytesAfterTheHead
     WriteRaw(fd, Binary(1, "first"));
   });
   auto stream = OpenTo(server);
-  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  ASSERT_OK(stream);
   auto m = stream->Read(kTimeout);
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_OK(m);
   ASSERT_TRUE(m->has_value());
   EXPECT_EQ((*m)->channel, 1);
   EXPECT_EQ((*m)->payload, "");
@@ -322,11 +323,11 @@ TEST(ChannelStreamTest, ClientFramesAreMaskedInEachLengthForm) {
     for (int i = 0; i < 4; ++i) frames.push_back(ReadClientFrame(fd));
   });
   auto stream = OpenTo(server);
-  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
-  ASSERT_TRUE(stream->Send(kStdinChannel, "hello\n").ok());
-  ASSERT_TRUE(stream->Send(kStdinChannel, mid).ok());
-  ASSERT_TRUE(stream->Send(kStdinChannel, big).ok());
-  ASSERT_TRUE(stream->SendResize(123, 45).ok());
+  ASSERT_OK(stream);
+  ASSERT_OK(stream->Send(kStdinChannel, "hello\n"));
+  ASSERT_OK(stream->Send(kStdinChannel, mid));
+  ASSERT_OK(stream->Send(kStdinChannel, big));
+  ASSERT_OK(stream->SendResize(123, 45));
   server.Join();
   ASSERT_EQ(frames.size(), 4u);
   const std::string want[] = {"\0hello\n"s, "\0"s + mid, "\0"s + big, "\x04{\"Width\":123,\"Height\":45}"s};
@@ -362,7 +363,7 @@ TEST(ChannelStreamTest, ServerLengthFormsAreDecoded) {
                              126));
   });
   auto stream = OpenTo(server);
-  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  ASSERT_OK(stream);
   const std::pair<uint8_t, std::string> want[] = {{1, small}, {2, mid}, {1, big}, {3, "abc"}};
   for (const auto& [channel, payload] : want) {
     auto m = stream->Read(kTimeout);
@@ -385,7 +386,7 @@ TEST(ChannelStreamTest, AFragmentedMessageIsReassembledAndAPingInsideIsAnswered)
     pong = ReadClientFrame(fd);
   });
   auto stream = OpenTo(server);
-  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  ASSERT_OK(stream);
   auto m = stream->Read(kTimeout);
   ASSERT_TRUE(m.ok() && m->has_value()) << m.status().ToString();
   EXPECT_EQ((*m)->channel, 1);
@@ -404,7 +405,7 @@ TEST(ChannelStreamTest, AContinuationOutsideAMessageIsAProtocolError) {
     close = ReadClientFrame(fd);
   });
   auto stream = OpenTo(server);
-  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  ASSERT_OK(stream);
   auto m = stream->Read(kTimeout);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("continuation"), std::string::npos) << m.status().ToString();
@@ -424,7 +425,7 @@ TEST(ChannelStreamTest, AnOversizedLengthIsRefusedFromItsHeader) {
     close = ReadClientFrame(fd);
   });
   auto stream = OpenTo(server);
-  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  ASSERT_OK(stream);
   const auto start = std::chrono::steady_clock::now();
   auto m = stream->Read(kTimeout);
   ASSERT_FALSE(m.ok());
@@ -445,7 +446,7 @@ TEST(ChannelStreamTest, FragmentsAddingUpPastTheLimitAreRefused) {
     ReadClientFrame(fd);
   });
   auto stream = OpenTo(server);
-  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  ASSERT_OK(stream);
   stream->set_max_message_bytes(12);
   auto m = stream->Read(kTimeout);
   ASSERT_FALSE(m.ok());
@@ -469,7 +470,7 @@ TEST(ChannelStreamTest, MalformedServerFramesAreRefused) {
       ReadClientFrame(fd);  // the client's close
     });
     auto stream = OpenTo(server);
-    ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+    ASSERT_OK(stream);
     auto m = stream->Read(kTimeout);
     EXPECT_FALSE(m.ok());
     EXPECT_NE(m.status().code(), Code::kDeadlineExceeded) << m.status().ToString();
@@ -486,7 +487,7 @@ TEST(ChannelStreamTest, AReadTimesOutAndKeepsWhatCameOfAFrame) {
     WriteRaw(fd, frame.substr(4));
   });
   auto stream = OpenTo(server);
-  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  ASSERT_OK(stream);
   auto m = stream->Read(milliseconds(200));
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), Code::kDeadlineExceeded) << m.status().ToString();
@@ -511,15 +512,15 @@ TEST(ChannelStreamTest, TheServersCloseIsAnsweredAndEndsTheStream) {
     reply = ReadClientFrame(fd);
   });
   auto stream = OpenTo(server);
-  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  ASSERT_OK(stream);
   auto out = stream->CollectUntilClose(kTimeout);
-  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_OK(out);
   EXPECT_TRUE(out->ended);
   EXPECT_EQ(out->Of(kStdoutChannel), "out\nmore\n");
   EXPECT_EQ(out->Of(kStderrChannel), "err\n");
   EXPECT_EQ(out->Of(kStdinChannel), "");
   auto status = ParseExecStatus(out->Of(kErrorChannel));
-  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  ASSERT_OK(status);
   EXPECT_TRUE(status->success);
   EXPECT_TRUE(stream->ended());
   EXPECT_EQ(stream->close_code(), std::optional<uint16_t>(1000));
@@ -532,9 +533,9 @@ TEST(ChannelStreamTest, TheServersCloseIsAnsweredAndEndsTheStream) {
   Status late = stream->Send(kStdinChannel, "x");
   EXPECT_EQ(late.code(), Code::kFailedPrecondition) << late.ToString();
   auto again = stream->Read(kTimeout);
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_FALSE(again->has_value());
-  EXPECT_TRUE(stream->Close(kTimeout).ok());
+  EXPECT_OK(stream->Close(kTimeout));
 }
 
 TEST(ChannelStreamTest, EofWithoutACloseFrameEndsTheStream) {
@@ -544,9 +545,9 @@ TEST(ChannelStreamTest, EofWithoutACloseFrameEndsTheStream) {
     ::shutdown(fd, SHUT_WR);
   });
   auto stream = OpenTo(server);
-  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  ASSERT_OK(stream);
   auto out = stream->CollectUntilClose(kTimeout);
-  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_OK(out);
   EXPECT_TRUE(out->ended);
   EXPECT_EQ(out->Of(kStdoutChannel), "last");
   EXPECT_FALSE(stream->close_code().has_value());
@@ -559,7 +560,7 @@ TEST(ChannelStreamTest, EofInsideAFrameIsAnError) {
     ::shutdown(fd, SHUT_WR);
   });
   auto stream = OpenTo(server);
-  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  ASSERT_OK(stream);
   auto m = stream->Read(kTimeout);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("middle of a frame"), std::string::npos) << m.status().ToString();
@@ -573,9 +574,9 @@ TEST(ChannelStreamTest, CloseSendsOursAndWaitsForTheServers) {
     WriteRaw(fd, Binary(1, "in flight") + ServerFrame(0x88, "\x03\xe8"s));
   });
   auto stream = OpenTo(server);
-  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  ASSERT_OK(stream);
   Status closed = stream->Close(kTimeout);
-  EXPECT_TRUE(closed.ok()) << closed.ToString();
+  EXPECT_OK(closed);
   EXPECT_TRUE(stream->ended());
   EXPECT_EQ(stream->close_code(), std::optional<uint16_t>(1000));
   server.Join();
@@ -592,9 +593,9 @@ TEST(ChannelStreamTest, CollectUntilStopsWhenThePredicateHolds) {
     done.get_future().wait_for(kTimeout);
   });
   auto stream = OpenTo(server);
-  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  ASSERT_OK(stream);
   auto out = stream->CollectUntil([](const ChannelOutput& o) { return o.Of(kStdoutChannel) == "wait-ing"; }, kTimeout);
-  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_OK(out);
   EXPECT_FALSE(out->ended);
   EXPECT_EQ(out->Of(kStderrChannel), "e");
   auto late = stream->CollectUntil([](const ChannelOutput&) { return false; }, milliseconds(100));
@@ -613,9 +614,9 @@ TEST(ChannelStreamTest, PortForwardHeadersAreConsumedAndEarlyDataKept) {
                      Binary(3, port(8080)) + Binary(2, "data"));
   });
   auto stream = OpenTo(server);
-  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  ASSERT_OK(stream);
   Status headers = stream->ReadPortForwardHeaders({80, 8080}, kTimeout);
-  ASSERT_TRUE(headers.ok()) << headers.ToString();
+  ASSERT_OK(headers);
   auto m = stream->Read(kTimeout);
   ASSERT_TRUE(m.ok() && m->has_value()) << m.status().ToString();
   EXPECT_EQ((*m)->channel, PortForwardDataChannel(0));
@@ -632,7 +633,7 @@ TEST(ChannelStreamTest, APortHeaderNamingAnotherPortIsRefused) {
     WriteRaw(fd, Binary(0, "\x51\x00"s));  // 81
   });
   auto stream = OpenTo(server);
-  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  ASSERT_OK(stream);
   Status headers = stream->ReadPortForwardHeaders({80}, kTimeout);
   ASSERT_FALSE(headers.ok());
   EXPECT_NE(headers.message().find("port 81, not 80"), std::string::npos) << headers.ToString();
@@ -642,21 +643,21 @@ TEST(ChannelStreamTest, APortHeaderNamingAnotherPortIsRefused) {
 
 TEST(ExecStatusTest, SuccessFailureWithAnExitCodeAndAnInternalError) {
   auto ok = ParseExecStatus(R"({"metadata":{},"status":"Success"})");
-  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_OK(ok);
   EXPECT_TRUE(ok->success);
   EXPECT_EQ(ok->exit_code, std::optional<int>(0));
 
   // As the kubelet's remotecommand writes a non-zero exit.
   auto failed = ParseExecStatus(
       R"({"metadata":{},"status":"Failure","message":"command terminated with non-zero exit code: error executing command [sh -c exit 3], exit code 3","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"3"}]}})");
-  ASSERT_TRUE(failed.ok()) << failed.status().ToString();
+  ASSERT_OK(failed);
   EXPECT_FALSE(failed->success);
   EXPECT_EQ(failed->exit_code, std::optional<int>(3));
   EXPECT_EQ(failed->reason, "NonZeroExitCode");
 
   auto internal = ParseExecStatus(
       R"({"metadata":{},"status":"Failure","message":"error executing command in container: no such file","reason":"InternalError","code":500})");
-  ASSERT_TRUE(internal.ok()) << internal.status().ToString();
+  ASSERT_OK(internal);
   EXPECT_FALSE(internal->success);
   EXPECT_FALSE(internal->exit_code.has_value());
   EXPECT_NE(internal->message.find("no such file"), std::string::npos);

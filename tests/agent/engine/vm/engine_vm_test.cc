@@ -9,6 +9,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/subprocess.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::engine {
 namespace {
@@ -51,7 +52,7 @@ TEST(EngineVmTest, WholeSuitePassesAsGuestPid1WithCgroup2Controllers) {
   const std::string src = Env("CAPSULE_SOURCE_DIR"), build = Env("CAPSULE_BUILD_DIR");
   ASSERT_FALSE(src.empty() || build.empty()) << "run through ctest (CAPSULE_SOURCE_DIR/CAPSULE_BUILD_DIR)";
   auto tmp = TempDir::Create("engine-vm");
-  ASSERT_TRUE(tmp.ok());
+  ASSERT_OK(tmp);
   const std::string vm = src + "/tests/agent/engine/vm/";
   // The project's one guest kernel: fetched by `make deps`, copied by the
   // image build (this test depends on capsule-initrd).
@@ -62,7 +63,7 @@ TEST(EngineVmTest, WholeSuitePassesAsGuestPid1WithCgroup2Controllers) {
   auto made = RunScript({vm + "make_initrd.sh", build + "/tests/agent/engine/engine_test", initrd,
                          build + "/agent/capsule-agent"},
                         tmp->Join("i.txt"));
-  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  ASSERT_OK(made);
 
   const std::string log = tmp->Join("serial.log");
   SpawnOptions o;
@@ -71,11 +72,11 @@ TEST(EngineVmTest, WholeSuitePassesAsGuestPid1WithCgroup2Controllers) {
             "-initrd", initrd, "-append", "console=ttyS0 quiet panic=-1 printk.devkmsg=on -- --gtest_color=no"};
   o.die_with_parent = true;
   auto qemu = ChildProcess::Spawn(o);
-  ASSERT_TRUE(qemu.ok()) << qemu.status().ToString();
+  ASSERT_OK(qemu);
   auto status = qemu->Wait(kGuestTimeout);
   if (!status.ok()) qemu->Terminate(2s);
   const std::string out = ReadFile(log).value_or("");
-  ASSERT_TRUE(status.ok()) << "guest did not power off within the timeout; serial tail:\n" << Tail(out, 80);
+  ASSERT_OK(status) << "guest did not power off within the timeout; serial tail:\n" << Tail(out, 80);
   ASSERT_NE(out.find("CAPSULE_VM_RESULT="), std::string::npos) << "guest gave no result; serial tail:\n" << Tail(out, 120);
   EXPECT_NE(out.find("CAPSULE_VM_RESULT=0"), std::string::npos)
       << "serial tail:\n" << Tail(out, out.find("engine_test watchdog:") != std::string::npos ? 400 : 120);

@@ -86,6 +86,11 @@ const std::map<std::string, Setter, std::less<>>& Setters() {
          s.serial_vsock = v == "serial";
          return v == "serial" || v == "device";
        }},
+      {"disks",
+       [](BootSettings& s, std::string_view v) {
+         s.scsi_disks = v == "scsi";
+         return v == "scsi";
+       }},
       {"fault",
        [](BootSettings& s, std::string_view v) {
          s.fault = std::string(v);

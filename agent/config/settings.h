@@ -12,6 +12,8 @@
 //   capsule.vsock=serial                      the host's channel is the virtio-serial port
 //                                             guest_abi::kVsockSerialPortName, not a vsock
 //                                             device (agent/channel/serial_vsock.h)
+//   capsule.disks=scsi                        load the SCSI disk drivers at boot (the VM's
+//                                             disks come on a virtio-scsi controller)
 //   capsule.fault=SPEC                        test builds only (agent/faults): make named
 //                                             RPCs hang or answer late; the production
 //                                             agent logs that it ignores it
@@ -35,6 +37,7 @@ struct BootSettings {
   bool debug_shell = false;
   bool cgroups = true;
   bool serial_vsock = false;  // capsule.vsock=serial
+  bool scsi_disks = false;    // capsule.disks=scsi
   // capsule.fault as given (agent/faults parses it); "" when absent.
   std::string fault;
   // Problems found while parsing (unknown key, bad value), reported once

@@ -13,6 +13,7 @@
 #include "agent/init/root.h"
 #include "agent/modules/modprobe_helper.h"
 #include "agent/modules/module_policy.h"
+#include "runtime/common/guest_abi.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 
@@ -67,6 +68,10 @@ void LoadModules(modules::KernelModuleLoader& loader, BootReport& report) {
   const auto& m = report.modules;
   kLog.Info("kernel modules: {} loaded, {} already loaded, {} built in, {} failed", m.loaded.size(),
             m.already_loaded.size(), m.builtin.size(), m.failed.size());
+  if (report.settings.scsi_disks) {
+    Status st = loader.Load(std::vector<std::string>(guest_abi::kScsiDiskModules.begin(), guest_abi::kScsiDiskModules.end()));
+    if (!st.ok()) kLog.Error("capsule.disks=scsi: {}", st.message());
+  }
   if (!report.settings.extra_modules.empty()) {
     Status st = loader.Load(report.settings.extra_modules);
     if (!st.ok()) kLog.Error("capsule.modules: {}", st.message());

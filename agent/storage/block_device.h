@@ -1,7 +1,8 @@
-// Finding a hot-plugged virtio-blk disk by the serial the host gave it
-// (hypervisor::BlockDevice::serial): the kernel shows it in
-// /sys/block/<vdX>/serial once the driver probed the disk, a moment after
-// the host's device_add returned.
+// Finding a hot-plugged disk by the serial the host gave it
+// (hypervisor::BlockDevice::serial): a SCSI disk on the VM's virtio-scsi
+// controller, whose unit serial number (VPD page 0x80) the kernel shows in
+// /sys/block/<sdX>/device/vpd_pg80 (a 4-byte page header, then the serial)
+// once the disk is probed, a moment after the host's device_add returned.
 #pragma once
 
 #include <chrono>
@@ -12,7 +13,10 @@
 
 namespace capsule::agent::storage {
 
-// "/dev/vdb" for the disk whose serial is `serial`, waiting up to `wait` for
+// The VPD page header before the serial: peripheral type, page code, length.
+inline constexpr size_t kVpdPageHeaderBytes = 4;
+
+// "/dev/sdb" for the disk whose serial is `serial`, waiting up to `wait` for
 // it to appear; NOT_FOUND naming the serial after that.
 Result<std::string> BlockDeviceBySerial(std::string_view serial, std::chrono::milliseconds wait,
                                         const std::string& sys_block = "/sys/block",

@@ -24,7 +24,7 @@ namespace {
 const log::Logger kLog("storage");
 
 constexpr size_t kVirtioFsTagMax = 36;  // VIRTIO_FS tag field size, from linux/virtio_fs.h
-constexpr size_t kBlockSerialMax = 20;  // VIRTIO_BLK_ID_BYTES, from linux/virtio_blk.h
+constexpr size_t kBlockSerialMax = 20;  // hypervisor::kMaxBlockSerialLen
 
 Status CheckFstype(const StorageSpec& s, std::string_view field, std::initializer_list<std::string_view> allowed) {
   if (s.fstype.empty()) return Status::Ok();

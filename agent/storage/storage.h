@@ -1,6 +1,6 @@
 // A filesystem the agent mounts for the sandbox or a container: the
 // virtio-fs share, a tmpfs, a bind mount of a guest path, a read-only erofs
-// image on a hot-plugged virtio-blk disk (the dense device set's rootfs and
+// image on a hot-plugged SCSI disk (the dense device set's rootfs and
 // mounts, which need no shared RAM), an overlay that makes such an image
 // writable in the guest (its upper layer on a tmpfs storage), or a local
 // volume: a directory in guest memory that the pod's containers share for the

@@ -11,7 +11,7 @@
 namespace capsule::agent::system {
 namespace {
 
-std::string ScanOnce(const std::string& dir, std::string_view attribute, std::string_view value) {
+std::string ScanOnce(const std::string& dir, std::string_view attribute, std::string_view value, size_t offset) {
   std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
   if (!d) return "";
   while (dirent* e = ::readdir(d.get())) {
@@ -19,7 +19,8 @@ std::string ScanOnce(const std::string& dir, std::string_view attribute, std::st
     if (name.empty() || name[0] == '.') continue;
     Result<std::string> text = ReadFile(fmt::format("{}/{}/{}", dir, name, attribute));
     if (!text.ok()) continue;
-    std::string_view got = *text;
+    if (text->size() < offset) continue;
+    std::string_view got = std::string_view(*text).substr(offset);
     while (!got.empty() && (got.back() == '\n' || got.back() == '\0' || got.back() == ' ')) got.remove_suffix(1);
     if (got == value) return std::string(name);
   }
@@ -29,11 +30,11 @@ std::string ScanOnce(const std::string& dir, std::string_view attribute, std::st
 }  // namespace
 
 Result<std::string> FindSysfsEntry(const std::string& dir, std::string_view attribute, std::string_view value,
-                                   std::chrono::milliseconds wait) {
+                                   std::chrono::milliseconds wait, size_t value_offset) {
   const auto deadline = std::chrono::steady_clock::now() + wait;
   Backoff poll({std::chrono::milliseconds(2), std::chrono::milliseconds(2)});
   for (;;) {
-    std::string name = ScanOnce(dir, attribute, value);
+    std::string name = ScanOnce(dir, attribute, value, value_offset);
     if (!name.empty()) return name;
     if (std::chrono::steady_clock::now() >= deadline)
       return NotFound(fmt::format("nothing under {} has {} '{}'{}", dir, attribute, value,

@@ -13,10 +13,12 @@
 
 namespace capsule::agent::system {
 
-// The name of the entry of `dir` whose `attribute` file reads `value`
-// (trailing newlines, NULs and spaces ignored), polling every 2 ms for up
-// to `wait` (zero: look once). NOT_FOUND naming the value and the dir.
+// The name of the entry of `dir` whose `attribute` file (a path below the
+// entry) reads `value` after its first `value_offset` bytes (a binary
+// header), trailing newlines, NULs and spaces ignored, polling every 2 ms for
+// up to `wait` (zero: look once). NOT_FOUND naming the value and the dir.
 Result<std::string> FindSysfsEntry(const std::string& dir, std::string_view attribute, std::string_view value,
-                                   std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+                                   std::chrono::milliseconds wait = std::chrono::milliseconds(0),
+                                   size_t value_offset = 0);
 
 }  // namespace capsule::agent::system

@@ -17,9 +17,9 @@ namespace capsule::deploy {
 
 // Drivers a Capsule guest needs at boot: the virtio PCI transport, vsock to
 // the host (the agent's channel), virtio-fs (+fuse) for the shared folder,
-// overlay for container rootfs, virtio-net and virtio-blk for pod devices.
+// overlay for container rootfs, virtio-net for pod NICs.
 inline const std::vector<std::string> kDefaultBootModules = {
-    "virtio_pci", "vmw_vsock_virtio_transport", "fuse", "virtiofs", "overlay", "virtio_net", "virtio_blk"};
+    "virtio_pci", "vmw_vsock_virtio_transport", "fuse", "virtiofs", "overlay", "virtio_net"};
 
 struct KernelTree {
   std::string vmlinuz;      // <dir>/boot/vmlinuz-<release>
@@ -39,11 +39,13 @@ Result<std::vector<std::string>> ParseLddOutput(std::string_view output);
 // Shipped but loaded only on request (CreateSandbox.kernel_modules or
 // capsule.modules=): entropy and memory balloon devices the host may add,
 // 9p as a fallback shared filesystem, virtio_console for the serial vsock
-// (capsule.vsock=serial; the agent loads it), erofs for read-only images on
-// virtio-blk (the agent loads it for a blk storage, after crc32c_generic:
-// erofs needs libcrc32c, which needs a crc32c driver loaded first).
-inline const std::vector<std::string> kDefaultOptionalModules = {"virtio_rng",     "virtio_balloon", "9pnet_virtio", "9p",
-                                                                  "virtio_console", "crc32c_generic", "erofs"};
+// (capsule.vsock=serial; the agent loads it), virtio_scsi and sd_mod for
+// disks (capsule.disks=scsi), erofs for read-only images on them (the agent
+// loads it for a blk storage, after crc32c_generic: erofs needs libcrc32c,
+// which needs a crc32c driver loaded first).
+inline const std::vector<std::string> kDefaultOptionalModules = {
+    "virtio_rng", "virtio_balloon", "9pnet_virtio", "9p", "virtio_console", "virtio_scsi", "sd_mod", "crc32c_generic",
+    "erofs"};
 
 struct ImageInputs {
   std::string agent;  // capsule-agent binary

@@ -3,6 +3,7 @@
 // Changing one is a protocol change: bump kAgentApiVersion.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -27,6 +28,15 @@ inline constexpr std::string_view kVsockSerialPortName = "capsule.vsock";
 // port appears a little after its driver loads, so the agent waits for it.
 inline constexpr std::string_view kSerialVsockParam = "capsule.vsock=serial";
 inline constexpr uint64_t kSerialVsockGuestCid = 3;
+
+// Kernel command line switch of a VM with a virtio-scsi controller for
+// disks (the dense device set): the agent loads the SCSI disk drivers at
+// boot, so the controller's bus is scanned once, in the template, and a
+// hot-plugged disk needs no module load. The guest finds a disk by the
+// serial the host gave it, in its VPD page 0x80
+// (/sys/block/sdX/device/vpd_pg80: a 4-byte header, then the serial).
+inline constexpr std::string_view kScsiDisksParam = "capsule.disks=scsi";
+inline constexpr std::array<std::string_view, 2> kScsiDiskModules = {"virtio_scsi", "sd_mod"};
 
 // capsule.agent.v1 API revision reported by Agent.Version.
 inline constexpr uint32_t kAgentApiVersion = 1;

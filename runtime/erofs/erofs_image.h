@@ -1,7 +1,7 @@
 // MakeErofsImage: a read-only erofs image of a directory tree, made by
 // erofs-utils' mkfs.erofs. The dense device set (copy-on-write clones, no
 // vhost-user) cannot share a rootfs through virtio-fs; it hands the guest
-// such an image on a virtio-blk disk instead, which QEMU emulates itself.
+// such an image on a SCSI disk instead, which QEMU emulates itself.
 // Owners, modes, mtimes, symlinks, device nodes and xattrs (file
 // capabilities) are kept; data is stored uncompressed, so the guest reads it
 // without decompressing under TCG.

@@ -122,6 +122,7 @@ std::vector<std::string> BuildQemuCommandLine(const QemuCommandInput& in) {
   if (s.hotplug_slots > 0) Add(a, {"-global", "ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off"});
   for (uint32_t i = 0; i < s.hotplug_slots; ++i)
     Add(a, {"-device", fmt::format("pcie-root-port,id={},bus=pcie.0,chassis={}", HotplugPortId(i), i + 1)});
+  if (s.scsi_controller) Add(a, {"-device", fmt::format("virtio-scsi-pci,id={}", kScsiControllerId)});
   if (s.vmgenid) Add(a, {"-device", "vmgenid,id=vmgenid0,guid=auto"});
   if (in.agent_token_fd >= 0)
     Add(a, {"-fw_cfg", fmt::format("name={},file=/proc/self/fd/{}", guest_abi::kAgentTokenFwCfgName, in.agent_token_fd)});

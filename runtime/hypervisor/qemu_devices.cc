@@ -57,7 +57,7 @@ std::vector<std::pair<std::string, json>> DeviceProps(const Device& d, const std
   } else if (auto* f = std::get_if<FsShare>(&d)) {
     p = {{"driver", VhostUserDriver(d)}, {"chardev", BackendId(d)}, {"tag", f->tag}, {"queue-size", f->queue_size}};
   } else if (auto* b = std::get_if<BlockDevice>(&d)) {
-    p = {{"driver", "virtio-blk-pci"}, {"drive", BackendId(d)}, {"serial", b->serial}};
+    p = {{"driver", "scsi-hd"}, {"drive", BackendId(d)}, {"serial", b->serial}};
   } else if (IsSerialVsock(d)) {
     p = {{"driver", "virtserialport"},
          {"bus", SerialBusId(d) + ".0"},

@@ -33,6 +33,10 @@ bool IsVhostUser(const Device& d);
 bool ConnectsSocket(const Device& d);
 // The serial vsock's virtio-serial-pci controller, added at boot before it.
 std::string SerialBusId(const Device& d);
+// VmSpec::scsi_controller's virtio-scsi-pci device, and the bus on it that
+// BlockDevices hot-plug onto (QEMU picks each disk's target number).
+inline constexpr const char* kScsiControllerId = "scsi0";
+inline constexpr const char* kScsiBusId = "scsi0.0";
 // The getfd name a hot-plug passes the device's fd under: the connected
 // vhost-user socket, or a kernel vsock device's vhost fd.
 std::string PassedFdName(const Device& d);
@@ -47,7 +51,7 @@ std::vector<std::string> DeviceBootArgs(const Device& d, int fd = -1);
 // PassedFdName(d), a block device its image from fdset `fdset` (add-fd's
 // answer): the VMM never opens a path of the state dir.
 std::vector<QmpStep> BackendAddSteps(const Device& d, uint64_t fdset = 0);
-// device_add onto `bus` (a hot-plug root port).
+// device_add onto `bus` (a hot-plug root port, or kScsiBusId for a disk).
 QmpStep DeviceAddStep(const Device& d, const std::string& bus);
 // When the back end or device could not be added: closefd for an fd passed
 // with getfd (a tap, a vhost-user socket, a vhost fd) that was therefore

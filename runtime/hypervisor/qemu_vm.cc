@@ -368,6 +368,8 @@ Status QemuVm::HotplugDevice(const Device& device) {
                                 "not hot-pluggable");
     if (auto* b = std::get_if<BlockDevice>(&device); b != nullptr && b->fd < 0)
       return InvalidArgument(what + ": no image fd (the VMM opens no path)");
+    if (std::holds_alternative<BlockDevice>(device) && !record_.spec.scsi_controller)
+      return FailedPrecondition(what + ": the VM has no virtio-scsi controller for disks (VmSpec.scsi_controller)");
     auto* nic = std::get_if<NetDevice>(&device);
     if (nic != nullptr && nic->fd_name.empty() && record_.vmm_uid >= 0)
       return FailedPrecondition(fmt::format("{}: QEMU runs as uid {} and cannot make a tap; pass one (PassFd, "
@@ -378,10 +380,13 @@ Status QemuVm::HotplugDevice(const Device& device) {
                              [&](const HotpluggedDevice& h) { return DeviceId(h.device) == DeviceId(device); });
     if (taken) return AlreadyExists(what + ": the id is in use");
   }
-  ASSIGN_OR_RETURN(std::string port, FreePort());
+  const bool block = std::holds_alternative<BlockDevice>(device);
+  std::string port = kScsiBusId;
+  if (!block) {
+    ASSIGN_OR_RETURN(port, FreePort());
+  }
   Result<uint64_t> fdset = PassDeviceFd(device);
   if (!fdset.ok()) return fdset.status().WithContext(what);
-  const bool block = std::holds_alternative<BlockDevice>(device);
   if (Status st = RunSteps(BackendAddSteps(device, *fdset)); !st.ok()) {
     (void)RunSteps(PassedFdReleaseSteps(device, *fdset));
     return std::move(st).WithContext(what);
@@ -425,8 +430,9 @@ Status QemuVm::UnplugDevice(const std::string& device_id, milliseconds timeout) 
     RETURN_IF_ERROR_CTX(qmp_->Execute("device_del", json{{"id", device_id}}).status(), what);
   }
   // The guest takes its time (a PCIe hot-unplug waits out pciehp's 5 s
-  // attention-button delay): other operations, Stop above all, go on
-  // meanwhile; a Stop ends this wait (the QMP connection closes).
+  // attention-button delay; a SCSI disk goes at once): other operations,
+  // Stop above all, go on meanwhile; a Stop ends this wait (the QMP
+  // connection closes).
   auto ev = deleted->Wait(timeout);
   if (!ev.ok()) return ev.status().WithContext(what + " (the guest did not release it)");
   std::lock_guard op(op_mu_);

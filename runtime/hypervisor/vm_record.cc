@@ -107,6 +107,7 @@ json SpecToJson(const VmSpec& s) {
             {"console_log", s.console_log},
             {"start_paused", s.start_paused},
             {"hotplug_slots", s.hotplug_slots},
+            {"scsi_controller", s.scsi_controller},
             {"memory_file", s.memory_file},
             {"memory_private", s.memory_private},
             {"incoming", s.incoming},
@@ -130,6 +131,7 @@ Status SpecFromJson(const JsonField& r, VmSpec& s) {
   RETURN_IF_ERROR(Optional(r, "console_log", &s.console_log));
   RETURN_IF_ERROR(Optional(r, "start_paused", &s.start_paused));
   RETURN_IF_ERROR(Optional(r, "hotplug_slots", &s.hotplug_slots));
+  RETURN_IF_ERROR(Optional(r, "scsi_controller", &s.scsi_controller));
   RETURN_IF_ERROR(Optional(r, "memory_file", &s.memory_file));
   RETURN_IF_ERROR(Optional(r, "memory_private", &s.memory_private));
   RETURN_IF_ERROR(Optional(r, "incoming", &s.incoming));

@@ -62,20 +62,24 @@ struct FsShare {
   bool operator==(const FsShare&) const = default;
 };
 
-// A virtio-blk disk on an image the caller opened (`fd`, kept open until the
-// hot-plug returns; the VMM opens no path): the fd goes into an fdset
-// (add-fd) that a blockdev on /dev/fdset/N opens. QEMU emulates the disk,
-// so it works with private (copy-on-write) RAM. Hot-plug only. The guest
-// finds it by `serial` (/sys/block/vdX/serial). Read-only unless `writable`.
+// A disk on an image the caller opened (`fd`, kept open until the hot-plug
+// returns; the VMM opens no path): the fd goes into an fdset (add-fd) that a
+// blockdev on /dev/fdset/N opens. It is a SCSI disk (scsi-hd) on the VM's
+// virtio-scsi controller (VmSpec::scsi_controller), not a PCI device of its
+// own: the guest adds a LUN as soon as the controller's event says so, where
+// a PCIe hot-plug waits out the spec's link delays (~150 ms per disk under
+// TCG), and it takes no root port. QEMU emulates both, so it works with
+// private (copy-on-write) RAM. Hot-plug only. The guest finds it by `serial`
+// (the unit serial number, VPD page 0x80). Read-only unless `writable`.
 struct BlockDevice {
   std::string id;
   std::string image;   // what the fd is, for the record and logs
-  std::string serial;  // 1..20 chars of [A-Za-z0-9_.-] (virtio-blk's ID field)
+  std::string serial;  // 1..20 chars of [A-Za-z0-9_.-]
   bool writable = false;
   int fd = -1;         // never recorded
   bool operator==(const BlockDevice&) const = default;
 };
-inline constexpr size_t kMaxBlockSerialLen = 20;  // VIRTIO_BLK_ID_BYTES
+inline constexpr size_t kMaxBlockSerialLen = 20;
 
 using Device = std::variant<NetDevice, VsockDevice, FsShare, BlockDevice>;
 const std::string& DeviceId(const Device& d);
@@ -99,6 +103,9 @@ struct VmSpec {
   bool start_paused = false;    // stay paused after launch until Resume()
   // PCIe slots left free for hot-plug (QEMU: one pcie-root-port each).
   uint32_t hotplug_slots = 4;
+  // A virtio-scsi controller from boot (kScsiControllerId), the bus that
+  // BlockDevices hot-plug onto; without it a VM takes no disk.
+  bool scsi_controller = false;
   // Guest RAM. By default a shared memfd the VMM makes (vhost-user back ends
   // map it). memory_file: a file mapped shared instead, so the RAM outlives
   // the VMM (a template's RAM image; SaveState then skips it). memory_fd: a

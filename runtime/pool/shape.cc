@@ -18,6 +18,12 @@ Result<std::string> FileIdentity(std::string_view key, const std::string& path) 
                      st.st_ino);
 }
 
+// The devices a VM boots with as this build makes them. A template's
+// device state restores only into a VMM with the same devices, so a build
+// that changes them (2: disks on a virtio-scsi controller instead of root
+// ports) makes new keys, and the pool builds new templates.
+constexpr int kVmLayout = 2;
+
 }  // namespace
 
 Shape Resolve(const config::Config& config, Shape shape) {
@@ -27,7 +33,7 @@ Shape Resolve(const config::Config& config, Shape shape) {
 }
 
 Result<std::string> ShapeKey(const config::Config& c, const Shape& s) {
-  std::string text = fmt::format("vcpus={};memory_mib={};", s.vcpus, s.memory_mib);
+  std::string text = fmt::format("layout={};vcpus={};memory_mib={};", kVmLayout, s.vcpus, s.memory_mib);
   for (auto [key, path] : {std::pair<std::string_view, const std::string&>{"guest.kernel", c.guest.kernel},
                            {"guest.initrd", c.guest.initrd},
                            {"hypervisor.path", c.hypervisor.path},

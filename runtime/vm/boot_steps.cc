@@ -104,7 +104,10 @@ Result<hypervisor::VmSpec> BaseVmmSpec(const config::Config& config, const BootP
   if (config.vsock.backend == config::VsockBackendKind::kSerial)
     s.kernel_cmdline += fmt::format(" {}", guest_abi::kSerialVsockParam);
   s.extra_kernel_params = spec.extra_kernel_params;
-  if (IsDense(config)) s.hotplug_slots = kDenseHotplugSlots;
+  if (IsDense(config)) {  // its containers' disks
+    s.scsi_controller = true;
+    s.kernel_cmdline += fmt::format(" {}", guest_abi::kScsiDisksParam);
+  }
   ASSIGN_OR_RETURN(s.agent_token, agent_auth::NewToken());
   return s;
 }

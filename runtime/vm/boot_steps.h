@@ -53,12 +53,6 @@ inline bool VsockIsPartOfTheTemplate(const config::Config& config) {
 
 inline bool IsDense(const config::Config& config) { return config.guest.device_set == config::DeviceSet::kDense; }
 
-// Root ports a dense VM reserves for hot-plug: its pod's NICs (4, as any
-// VM) and two disks per container (rootfs and host files) for 6 containers
-// alive at once, a disk's port staying taken ~5 s after its container
-// (the guest's PCIe unplug delay).
-inline constexpr uint32_t kDenseHotplugSlots = 16;
-
 // capsule-vsockd (or a reserved CID) and, but for the dense device set,
 // virtiofsd, set into `vm`.
 Status PrepareHostEnds(SandboxVmImpl& vm, const config::Config& config, uint64_t guest_cid = 0);

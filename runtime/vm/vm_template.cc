@@ -96,7 +96,7 @@ Result<hypervisor::VmPtr> LaunchTemplateVm(const config::Config& config, const B
   ASSIGN_OR_RETURN(hypervisor::VmSpec s, BaseVmmSpec(config, plan, SandboxVmSpec{plan.id, plan.vcpus, plan.memory_mib, ""}));
   s.memory_file = ram_path;
   s.vmgenid = true;
-  s.hotplug_slots = TemplateHotplugSlots(config);
+  s.hotplug_slots = kTemplateHotplugSlots;
   if (config.guest.boot_nic) {
     ASSIGN_OR_RETURN(hypervisor::NetDevice nic, BootNicDevice());
     *boot_nic_mac = nic.mac;
@@ -124,7 +124,7 @@ Result<VmTemplate> BuildIn(const config::Config& config, const std::string& dir,
   VmTemplate t;
   t.dir = dir;
   t.key = spec.key;
-  t.hotplug_slots = TemplateHotplugSlots(config);
+  t.hotplug_slots = kTemplateHotplugSlots;
   const std::string vm_dir = dir + "/vm";
   ASSIGN_OR_RETURN(BootPlan plan, Plan(config, SandboxVmSpec{"tpl-" + spec.key, spec.vcpus, spec.memory_mib, ""}, vm_dir));
   t.vcpus = plan.vcpus;
@@ -159,10 +159,6 @@ Result<VmTemplate> BuildIn(const config::Config& config, const std::string& dir,
 }  // namespace
 
 std::string TemplateDir(const std::string& root, const std::string& key) { return root + "/" + key; }
-
-uint32_t TemplateHotplugSlots(const config::Config& config) {
-  return IsDense(config) ? std::max(kDenseHotplugSlots, kTemplateHotplugSlots) : kTemplateHotplugSlots;
-}
 
 Result<VmTemplate> BuildTemplate(const config::Config& config, const std::string& root, const TemplateSpec& spec) {
   const std::string what = fmt::format("build template {}", spec.key);

@@ -28,8 +28,6 @@ namespace capsule::vm {
 // vsock and virtio-fs devices take two, the pod's NICs get as many as a
 // cold-booted VM has (hypervisor::VmSpec's default 4).
 inline constexpr uint32_t kTemplateHotplugSlots = 6;
-// kTemplateHotplugSlots, or a dense VM's more (boot_steps.h).
-uint32_t TemplateHotplugSlots(const config::Config& config);
 
 struct TemplateSpec {
   std::string key;  // [0-9a-f]{16}: names the dir

@@ -1,7 +1,7 @@
 // A container's files on the dense device set (guest.device_set dense),
 // whose VMs have no shared filesystem: the rootfs and the host files the
-// spec binds reach the guest as read-only erofs images on hot-plugged
-// virtio-blk disks, and the agent makes each writable with an overlay whose
+// spec binds reach the guest as read-only erofs images on hot-plugged SCSI
+// disks (the VM's virtio-scsi controller), and the agent makes each writable with an overlay whose
 // upper layer is guest memory (a tmpfs of the container's own). The guest
 // paths mirror the share's ("<id>/rootfs", "<id>/mounts/<n>-<name>") under
 // kDenseGuestRoot, so the guest spec is made the same way for both.

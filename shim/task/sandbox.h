@@ -128,7 +128,7 @@ class Sandbox {
   std::string GuestSharedPath(std::string_view rel) const;
   // False for the dense device set: containers' files come on disks.
   bool has_shared_fs() const { return vm_->has_shared_fs(); }
-  // `image` as a read-only virtio-blk disk of the VM, handed to QEMU as an
+  // `image` as a read-only SCSI disk of the VM, handed to QEMU as an
   // fd (its jail need not see the path). Returns the serial the guest finds
   // it by, which is also its device id.
   Result<std::string> PlugDisk(const std::string& image);

@@ -2,7 +2,7 @@
 // 1.6, real QEMU and capsule-poold: a CRI pod runs on a copy-on-write clone
 // of the pool's template (QEMU maps the template's sealed RAM private; no
 // virtiofsd, no vhost-user device), its container's rootfs is an erofs image
-// of the busybox layers on a virtio-blk disk with a writable overlay in the
+// of the busybox layers on a SCSI disk with a writable overlay in the
 // guest, CRI's /etc/hosts and friends come in an image of their own and are
 // writable in the guest, a second pod of the same image reuses the cached
 // rootfs image, an emptyDir is a directory in guest memory that the pod's

@@ -20,7 +20,8 @@ TEST(BootSettings, DefaultsWithoutCapsuleKeys) {
 
 TEST(BootSettings, ReadsEveryKey) {
   auto s = FromLine("capsule.log=debug capsule.hostname=vm-1 capsule.modules=9p,virtio_rng "
-                    "capsule.modules_allow=sctp,can-* capsule.debug_shell capsule.cgroups=0 capsule.vsock=serial");
+                    "capsule.modules_allow=sctp,can-* capsule.debug_shell capsule.cgroups=0 capsule.vsock=serial "
+                    "capsule.disks=scsi");
   EXPECT_EQ(s.log_level, log::Level::kDebug);
   EXPECT_EQ(s.hostname, "vm-1");
   EXPECT_EQ(s.extra_modules, (std::vector<std::string>{"9p", "virtio_rng"}));
@@ -28,21 +29,24 @@ TEST(BootSettings, ReadsEveryKey) {
   EXPECT_TRUE(s.debug_shell);
   EXPECT_FALSE(s.cgroups);
   EXPECT_TRUE(s.serial_vsock);
+  EXPECT_TRUE(s.scsi_disks);
   EXPECT_TRUE(s.warnings.empty());
+  EXPECT_FALSE(FromLine("").scsi_disks);
   EXPECT_FALSE(FromLine("capsule.vsock=device").serial_vsock);
   EXPECT_TRUE(FromLine("capsule.vsock=device").warnings.empty());
 }
 
 TEST(BootSettings, BadValuesWarnAndKeepDefaults) {
   auto s = FromLine("capsule.log=loud capsule.hostname=-bad- capsule.modules=ok,no/slash capsule.cgroups=maybe "
-                    "capsule.modules_allow=ok,[abc] capsule.vsock=pigeon");
+                    "capsule.modules_allow=ok,[abc] capsule.vsock=pigeon capsule.disks=ide");
   EXPECT_EQ(s.log_level, log::Level::kInfo);
   EXPECT_EQ(s.hostname, kDefaultHostname);
   EXPECT_TRUE(s.extra_modules.empty());
   EXPECT_TRUE(s.allowed_modules.empty()) << "one bad pattern drops the key";
   EXPECT_TRUE(s.cgroups);
   EXPECT_FALSE(s.serial_vsock);
-  ASSERT_EQ(s.warnings.size(), 6u);
+  EXPECT_FALSE(s.scsi_disks);
+  ASSERT_EQ(s.warnings.size(), 7u);
   EXPECT_NE(s.warnings[0].find("capsule.log"), std::string::npos);
   EXPECT_NE(s.warnings[0].find("loud"), std::string::npos);
 }

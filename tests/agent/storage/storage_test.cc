@@ -106,22 +106,34 @@ TEST(Storage, OnlyABlockStorageNeedsModules) {
             (std::vector<std::string>{"crc32c_generic", "erofs"}));
 }
 
+// A SCSI unit serial number page as the kernel shows it (vpd_pg80): the
+// 4-byte header (peripheral type, page 0x80, length), then the serial.
+std::string VpdPage80(const std::string& serial) {
+  return std::string{'\0', '\x80', '\0', static_cast<char>(serial.size())} + serial;
+}
+
 // The disk shows up in sysfs a moment after the host's hot-plug.
 TEST(BlockDevice, FoundByItsSerialOnceItAppearsElseNotFoundNamingIt) {
   auto dir = TempDir::Create("sys-block");
   ASSERT_OK(dir);
-  ASSERT_OK(MkdirAll(dir->Join("vda")));
-  ASSERT_OK(WriteFile(dir->Join("vda/serial"), "other\n"));
-  ASSERT_OK(MkdirAll(dir->Join("loop0")));  // no serial file
+  ASSERT_OK(MkdirAll(dir->Join("sda/device")));
+  ASSERT_OK(WriteFile(dir->Join("sda/device/vpd_pg80"), VpdPage80("other")));
+  ASSERT_OK(MkdirAll(dir->Join("sdc/device")));
+  ASSERT_OK(WriteFile(dir->Join("sdc/device/vpd_pg80"), "\0\x80"));  // shorter than its header
+  ASSERT_OK(MkdirAll(dir->Join("loop0")));  // no serial page
+  // A page that holds the serial without the header is not a match: the
+  // header is skipped, not searched.
+  ASSERT_OK(MkdirAll(dir->Join("sdd/device")));
+  ASSERT_OK(WriteFile(dir->Join("sdd/device/vpd_pg80"), "c1-rootfs"));
   std::thread plug([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    (void)MkdirAll(dir->Join("vdb"));
-    (void)WriteFile(dir->Join("vdb/serial"), "c1-rootfs\n");
+    (void)MkdirAll(dir->Join("sdb/device"));
+    (void)WriteFile(dir->Join("sdb/device/vpd_pg80"), VpdPage80("c1-rootfs"));
   });
   auto found = BlockDeviceBySerial("c1-rootfs", std::chrono::seconds(5), dir->path(), "/dev");
   plug.join();
   ASSERT_OK(found);
-  EXPECT_EQ(*found, "/dev/vdb");
+  EXPECT_EQ(*found, "/dev/sdb");
   auto missing = BlockDeviceBySerial("c2-rootfs", std::chrono::milliseconds(30), dir->path(), "/dev");
   EXPECT_EQ(missing.status().code(), Code::kNotFound);
   EXPECT_NE(missing.status().message().find("c2-rootfs"), std::string::npos);

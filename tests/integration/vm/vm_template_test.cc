@@ -281,9 +281,8 @@ TEST_F(DenseVmTemplateTest, ClonesMapTheSealedTemplatePrivateAndAnswerOverTheSer
   EXPECT_TRUE(testing::ProcessesMentioning(root_).empty()) << "the template's QEMU and capsule-vsockd stopped";
   ASSERT_TRUE(tpl_.sealed_ram);
   EXPECT_TRUE(IsWriteSealed(tpl_.sealed_ram->get()));
-  // Two disks per container come on top of the NICs.
-  EXPECT_EQ(tpl_.hotplug_slots, TemplateHotplugSlots(config_));
-  EXPECT_GT(tpl_.hotplug_slots, kTemplateHotplugSlots);
+  // Disks go on the virtio-scsi controller, not on root ports.
+  EXPECT_EQ(tpl_.hotplug_slots, kTemplateHotplugSlots);
   const std::string sealed = "/proc/self/fd/" + std::to_string(tpl_.sealed_ram->get());
   const uint64_t file_before = Fnv1a(tpl_.ram_path());
   const uint64_t sealed_before = Fnv1a(sealed);
@@ -341,9 +340,11 @@ TEST_F(DenseVmTemplateTest, ClonesMapTheSealedTemplatePrivateAndAnswerOverTheSer
 }
 
 // The dense device set's rootfs on a clone: a read-only erofs image of a
-// host tree on a virtio-blk disk hot-plugged by fd (QEMU emulates the disk,
-// so private RAM is fine), mounted by the agent from the disk it finds by
-// serial; unmounted with the pod, the disk unplugs.
+// host tree on a SCSI disk hot-plugged by fd onto the controller the clone
+// got from its template (QEMU emulates both, so private RAM is fine),
+// mounted by the agent from the disk it finds by serial; more disks than
+// the VM has root ports fit beside it; unmounted with the pod, the disks
+// unplug.
 TEST_F(DenseVmTemplateTest, ACloneMountsAnErofsImageFromAHotpluggedDisk) {
   const std::string src = env_->root() + "/rootfs-src";
   ASSERT_OK(MkdirAll(src + "/etc"));
@@ -361,7 +362,11 @@ TEST_F(DenseVmTemplateTest, ACloneMountsAnErofsImageFromAHotpluggedDisk) {
     ASSERT_TRUE(fd);
     Status plugged = (*c)->vmm().HotplugDevice(hypervisor::BlockDevice{"rootfs0", image, "c0-rootfs", false, fd.get()});
     ASSERT_OK(plugged);
-  }  // QEMU holds its own dup now
+    for (uint32_t i = 1; i <= kTemplateHotplugSlots; ++i) {
+      const std::string id = "rootfs" + std::to_string(i);
+      ASSERT_OK((*c)->vmm().HotplugDevice(hypervisor::BlockDevice{id, image, "c" + std::to_string(i), false, fd.get()}));
+    }
+  }  // QEMU holds its own dups now
   auto agent = (*c)->agent();
   ASSERT_OK(agent);
   agent::v1::CreateSandboxRequest req;
@@ -386,8 +391,8 @@ TEST_F(DenseVmTemplateTest, ACloneMountsAnErofsImageFromAHotpluggedDisk) {
   agent::v1::DestroySandboxRequest destroy;
   Status destroyed = (*agent)->DestroySandbox(destroy);
   ASSERT_OK(destroyed);
-  Status unplugged = (*c)->vmm().UnplugDevice("rootfs0", milliseconds(20000));
-  EXPECT_OK(unplugged);
+  for (uint32_t i = 0; i <= kTemplateHotplugSlots; ++i)
+    EXPECT_OK((*c)->vmm().UnplugDevice("rootfs" + std::to_string(i), milliseconds(20000)));
   EXPECT_TRUE((*c)->Stop(milliseconds(5000)).ok());
   ExpectNothingLeft(*env_);
 }

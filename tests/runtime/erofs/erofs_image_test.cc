@@ -1,7 +1,7 @@
 // An erofs image of a tree holds what a container's rootfs needs: read it
 // back with erofs-utils' own extractor (fsck.erofs --extract, which also
 // checks the image) and compare. The guest mounting such an image from a
-// virtio-blk disk is covered by the VM tests.
+// SCSI disk is covered by the VM tests.
 #include "runtime/erofs/erofs_image.h"
 
 #include <gtest/gtest.h>

@@ -146,6 +146,20 @@ TEST(QemuCmdlineTest, TemplateAndCloneRamBackingsIncomingAndVmgenid) {
   EXPECT_TRUE(has(c, "-object", "memory-backend-file,id=mem,size=512M,mem-path=/run/capsule/templates/k/ram,share=off"));
 }
 
+// Disks hot-plug onto a virtio-scsi controller the VM has from boot (so a
+// template carries it to its clones); without scsi_controller there is none.
+TEST(QemuCmdlineTest, TheScsiControllerIsThereFromBootOnlyWhenAsked) {
+  config::HypervisorConfig hv;
+  VmSpec s = BaseSpec();
+  Args without = BuildQemuCommandLine(Input(hv, s, Accelerator::kTcg, false, 3));
+  EXPECT_EQ(std::count(without.begin(), without.end(), "virtio-scsi-pci,id=scsi0"), 0);
+  s.scsi_controller = true;
+  Args with = BuildQemuCommandLine(Input(hv, s, Accelerator::kTcg, false, 3));
+  auto it = std::find(with.begin(), with.end(), "virtio-scsi-pci,id=scsi0");
+  ASSERT_NE(it, with.end());
+  EXPECT_EQ(*(it - 1), "-device");
+}
+
 TEST(QemuCmdlineTest, KvmVmExactArguments) {
   config::HypervisorConfig hv;
   hv.path = "/opt/qemu/bin/qemu-system-x86_64";
@@ -254,8 +268,9 @@ TEST(QemuDevicesTest, TheSerialVsockIsAControllerAndANamedPortOnAPassedSocket) {
 }
 
 // A disk's image goes over as an fd into an fdset (add-fd), the blockdev
-// opens /dev/fdset/N (read-only unless writable), the set is released once
-// the blockdev holds its dup, and unplugging deletes the blockdev.
+// opens /dev/fdset/N (read-only unless writable), the disk is a SCSI disk on
+// the controller's bus, the set is released once the blockdev holds its dup,
+// and unplugging deletes the blockdev.
 TEST(QemuDevicesTest, ABlockDeviceReadsItsImageFromAPassedFdset) {
   Device disk = BlockDevice{"rootfs1", "/var/lib/capsule/erofs/x.erofs", "c1-rootfs", false, 7};
   EXPECT_FALSE(ConnectsSocket(disk));
@@ -264,9 +279,9 @@ TEST(QemuDevicesTest, ABlockDeviceReadsItsImageFromAPassedFdset) {
   EXPECT_EQ(add[0].command, "blockdev-add");
   EXPECT_EQ(add[0].arguments, (json{{"driver", "file"}, {"node-name", "rootfs1-be"}, {"filename", "/dev/fdset/4"},
                                     {"read-only", true}}));
-  QmpStep dev = DeviceAddStep(disk, "rp2");
-  EXPECT_EQ(dev.arguments, (json{{"driver", "virtio-blk-pci"}, {"drive", "rootfs1-be"}, {"serial", "c1-rootfs"},
-                                 {"id", "rootfs1"}, {"bus", "rp2"}}));
+  QmpStep dev = DeviceAddStep(disk, kScsiBusId);
+  EXPECT_EQ(dev.arguments, (json{{"driver", "scsi-hd"}, {"drive", "rootfs1-be"}, {"serial", "c1-rootfs"},
+                                 {"id", "rootfs1"}, {"bus", "scsi0.0"}}));
   EXPECT_EQ(PassedFdReleaseSteps(disk, 4), (std::vector<QmpStep>{{"remove-fd", json{{"fdset-id", 4}}}}));
   EXPECT_EQ(BackendRemoveSteps(disk), (std::vector<QmpStep>{{"blockdev-del", json{{"node-name", "rootfs1-be"}}}}));
   Device writable = BlockDevice{"scratch", "/x.img", "scratch", true, 7};

@@ -32,6 +32,7 @@ VmRecord FullRecord() {
   r.spec.console_log = "/run/capsule/vm/pod-1/console.log";
   r.spec.start_paused = true;
   r.spec.hotplug_slots = 3;
+  r.spec.scsi_controller = true;
   r.spec.memory_file = "/run/capsule/templates/k/ram";
   r.spec.incoming = true;
   r.spec.vmgenid = true;
@@ -46,7 +47,7 @@ VmRecord FullRecord() {
   r.hotplugged = {{NetDevice{"eth0", "tap0", "52:54:00:00:00:01", ""}, "rp0"},
                   {VsockDevice{"vsock1", VsockDevice::Backend::kVhostUser, 0, "/run/v.sock"}, "rp1"},
                   {NetDevice{"eth1", "tap_cap1", "52:54:00:00:00:02", "tapfd1"}, "rp2"},
-                  {BlockDevice{"rootfs1", "/var/lib/capsule/erofs/x.erofs", "c1-rootfs", false, -1}, "rp3"}};
+                  {BlockDevice{"rootfs1", "/var/lib/capsule/erofs/x.erofs", "c1-rootfs", false, -1}, "scsi0.0"}};
   return r;
 }
 

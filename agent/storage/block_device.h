@@ -17,7 +17,8 @@ namespace capsule::agent::storage {
 inline constexpr size_t kVpdPageHeaderBytes = 4;
 
 // "/dev/sdb" for the disk whose serial is `serial`, waiting up to `wait` for
-// it to appear; NOT_FOUND naming the serial after that.
+// it to appear and for its device node to open; NOT_FOUND naming the serial
+// after that.
 Result<std::string> BlockDeviceBySerial(std::string_view serial, std::chrono::milliseconds wait,
                                         const std::string& sys_block = "/sys/block",
                                         const std::string& dev_dir = "/dev");

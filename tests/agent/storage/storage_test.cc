@@ -125,18 +125,27 @@ TEST(BlockDevice, FoundByItsSerialOnceItAppearsElseNotFoundNamingIt) {
   // header is skipped, not searched.
   ASSERT_OK(MkdirAll(dir->Join("sdd/device")));
   ASSERT_OK(WriteFile(dir->Join("sdd/device/vpd_pg80"), "c1-rootfs"));
+  auto dev = TempDir::Create("dev");
+  ASSERT_OK(dev);
+  // The disk's sysfs entry comes first, its device node a moment later.
   std::thread plug([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     (void)MkdirAll(dir->Join("sdb/device"));
     (void)WriteFile(dir->Join("sdb/device/vpd_pg80"), VpdPage80("c1-rootfs"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    (void)WriteFile(dev->Join("sdb"), "");
   });
-  auto found = BlockDeviceBySerial("c1-rootfs", std::chrono::seconds(5), dir->path(), "/dev");
+  auto found = BlockDeviceBySerial("c1-rootfs", std::chrono::seconds(5), dir->path(), dev->path());
   plug.join();
   ASSERT_OK(found);
-  EXPECT_EQ(*found, "/dev/sdb");
-  auto missing = BlockDeviceBySerial("c2-rootfs", std::chrono::milliseconds(30), dir->path(), "/dev");
+  EXPECT_EQ(*found, dev->Join("sdb"));
+  auto missing = BlockDeviceBySerial("c2-rootfs", std::chrono::milliseconds(30), dir->path(), dev->path());
   EXPECT_EQ(missing.status().code(), Code::kNotFound);
   EXPECT_NE(missing.status().message().find("c2-rootfs"), std::string::npos);
+  // In sysfs but never openable: NOT_FOUND naming the node, after the wait.
+  auto no_node = BlockDeviceBySerial("other", std::chrono::milliseconds(30), dir->path(), dev->path());
+  EXPECT_EQ(no_node.status().code(), Code::kNotFound);
+  EXPECT_NE(no_node.status().message().find(dev->Join("sda")), std::string::npos) << no_node.status().ToString();
 }
 
 TEST(Storage, FstypeMustFitDriver) { ExpectInvalid({"tmpfs", "", "ext4", {}, "/m"}, "storages[2].fstype"); }

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "agent/engine/sandbox.h"
+#include "agent/engine/linux_container_manager.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/reaper.h"
 
@@ -14,7 +14,7 @@ const log::Logger kLog("containers");
 
 EngineOps::EngineFactory EngineOps::LinuxEngine(engine::EngineOptions options) {
   return [options]() -> Result<engine::ContainerManagerPtr> {
-    ASSIGN_OR_RETURN(std::unique_ptr<engine::Sandbox> sandbox, engine::Sandbox::Create(options, Reaper::Instance()));
+    ASSIGN_OR_RETURN(std::unique_ptr<engine::LinuxContainerManager> sandbox, engine::LinuxContainerManager::Create(options, Reaper::Instance()));
     return engine::ContainerManagerPtr(std::move(sandbox));
   };
 }

@@ -1,6 +1,6 @@
 // ContainerManager: the containers of one sandbox (the pod in this VM), by
 // id, and the sandbox-wide OOM event queue. The agent's container RPCs look
-// a container up here and call it. Implemented by Sandbox.
+// a container up here and call it. Implemented by LinuxContainerManager.
 #pragma once
 
 #include <chrono>

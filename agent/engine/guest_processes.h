@@ -42,7 +42,7 @@ class GuestProcesses {
   // the table is full, exited ones nobody waited for: a client that died).
   static constexpr size_t kMaxProcesses = 32;
 
-  // Borrows what its Sandbox owns (and outlives it).
+  // Borrows what its LinuxContainerManager owns (and outlives it).
   GuestProcesses(CgroupManager& cgroups, ExitMonitor& exits, const EngineOptions& options)
       : cgroups_(cgroups), exits_(exits), options_(options) {}
   ~GuestProcesses();

@@ -21,7 +21,7 @@
 
 namespace capsule::engine {
 
-// What a container borrows from its Sandbox (which outlives it).
+// What a container borrows from its LinuxContainerManager (which outlives it).
 struct ContainerDeps {
   CgroupManager& cgroups;
   ExitMonitor& exits;

@@ -170,7 +170,7 @@ void EngineTest::SetUp() {
   // In a guest (engine_vm_test) the agent sits at the initrd's root.
   const char* build = std::getenv("CAPSULE_BUILD_DIR");
   options.pod_holder_exe = build ? std::string(build) + "/agent/capsule-agent" : "/capsule-agent";
-  auto sb = Sandbox::Create(options, Reaper::Instance());
+  auto sb = LinuxContainerManager::Create(options, Reaper::Instance());
   ASSERT_OK(sb);
   sandbox_ = std::move(*sb);
   mounts_before_ = OurMounts();

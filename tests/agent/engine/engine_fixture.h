@@ -1,5 +1,5 @@
 // Shared by the engine's integration tests and benchmark: a busybox rootfs,
-// a containerd-shaped default spec, a Sandbox on a real cgroup2 hierarchy,
+// a containerd-shaped default spec, a LinuxContainerManager on a real cgroup2 hierarchy,
 // stdio helpers, and leak checks (mounts, cgroups, fds) after every test.
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/engine/sandbox.h"
+#include "agent/engine/linux_container_manager.h"
 #include "runtime/oci/spec.h"
 
 namespace capsule::engine::testing {
@@ -59,7 +59,7 @@ class EngineTest : public ::testing::Test {
 
   std::string cgroup_root_;
   std::string cgroup_parent_;
-  std::unique_ptr<Sandbox> sandbox_;
+  std::unique_ptr<LinuxContainerManager> sandbox_;
 
  private:
   std::vector<std::string> mounts_before_;

@@ -8,7 +8,7 @@
 namespace capsule::engine::testing {
 namespace {
 
-Status CreateError(Sandbox& sandbox, const std::string& id, const nlohmann::json& spec) {
+Status CreateError(LinuxContainerManager& sandbox, const std::string& id, const nlohmann::json& spec) {
   auto parsed = oci::ParseSpec(spec.dump());
   if (!parsed.ok()) return parsed.status();
   auto c = sandbox.Create(id, *parsed, {});

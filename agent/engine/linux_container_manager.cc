@@ -1,7 +1,7 @@
 // Container registry with id reservation, so two concurrent creates of one
 // id cannot both proceed, and removal that keeps a container whose teardown
 // failed (it can be retried).
-#include "agent/engine/sandbox.h"
+#include "agent/engine/linux_container_manager.h"
 
 #include "agent/engine/cgroup2.h"
 #include "agent/engine/pod_holder.h"
@@ -21,7 +21,7 @@ Status CheckId(const std::string& id) {
 
 }  // namespace
 
-Result<std::unique_ptr<Sandbox>> Sandbox::Create(EngineOptions options, Reaper& reaper, CgroupManagerPtr cgroups) {
+Result<std::unique_ptr<LinuxContainerManager>> LinuxContainerManager::Create(EngineOptions options, Reaper& reaper, CgroupManagerPtr cgroups) {
   if (!cgroups) {
     ASSIGN_OR_RETURN(cgroups, Cgroup2Manager::Open(options.cgroup_root));
   }
@@ -30,21 +30,21 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(EngineOptions options, Reaper& 
   std::string controllers;
   for (const auto& c : cgroups->AvailableControllers()) controllers += " " + c;
   kLog.Info("engine ready: cgroup root {}, controllers:{}", options.cgroup_root, controllers);
-  return std::unique_ptr<Sandbox>(new Sandbox(std::move(options), std::move(cgroups), std::move(exits), std::move(oom)));
+  return std::unique_ptr<LinuxContainerManager>(new LinuxContainerManager(std::move(options), std::move(cgroups), std::move(exits), std::move(oom)));
 }
 
-Sandbox::~Sandbox() {
+LinuxContainerManager::~LinuxContainerManager() {
   Status st = RemoveAll(options_.setup_timeout);
   if (!st.ok()) kLog.Error("sandbox teardown: {}", st.ToString());
 }
 
-Result<NamespaceFds> Sandbox::SharedNamespaces(const CreateOptions& options) const {
+Result<NamespaceFds> LinuxContainerManager::SharedNamespaces(const CreateOptions& options) const {
   if (options.share_namespaces_from.empty() || options.share_types.empty()) return NamespaceFds{};
   ASSIGN_OR_RETURN(ContainerPtr from, Get(options.share_namespaces_from));
   return from->ShareNamespaces(options.share_types);
 }
 
-Result<ContainerPtr> Sandbox::Create(const std::string& id, const oci::Spec& spec, const CreateOptions& options) {
+Result<ContainerPtr> LinuxContainerManager::Create(const std::string& id, const oci::Spec& spec, const CreateOptions& options) {
   RETURN_IF_ERROR(CheckId(id));
   {
     std::lock_guard lock(mu_);
@@ -65,7 +65,7 @@ Result<ContainerPtr> Sandbox::Create(const std::string& id, const oci::Spec& spe
 // The holder says "ready" on its stdout once it is confined and named, so
 // no container joins it half set up; one that could not confine itself
 // exits with the reason on its stderr.
-Status Sandbox::AwaitHolderReady(LinuxContainer& holder) {
+Status LinuxContainerManager::AwaitHolderReady(LinuxContainer& holder) {
   ASSIGN_OR_RETURN(ProcessIoPtr io, holder.Io(""));
   const auto deadline = std::chrono::steady_clock::now() + options_.setup_timeout;
   const CancelCheck late([deadline] { return std::chrono::steady_clock::now() > deadline; });
@@ -83,14 +83,14 @@ Status Sandbox::AwaitHolderReady(LinuxContainer& holder) {
   return Internal("the pod holder exited before it was ready" + (why.empty() ? std::string() : ": " + why));
 }
 
-Result<double> Sandbox::Rehearse() { return engine::Rehearse(*this, options_.pod_holder_exe, options_.setup_timeout); }
+Result<double> LinuxContainerManager::Rehearse() { return engine::Rehearse(*this, options_.pod_holder_exe, options_.setup_timeout); }
 
-Status Sandbox::PreparePodHolder() {
+Status LinuxContainerManager::PreparePodHolder() {
   std::lock_guard holder(holder_mu_);
   return PrepareHolderLocked();
 }
 
-Status Sandbox::PrepareHolderLocked() {
+Status LinuxContainerManager::PrepareHolderLocked() {
   if (options_.pod_holder_exe.empty()) return FailedPrecondition("no agent binary to run as the pod holder");
   if (holder_ && holder_->state() == ContainerState::kRunning) return Status::Ok();
   if (holder_) {
@@ -118,7 +118,7 @@ Status Sandbox::PrepareHolderLocked() {
   return Status::Ok();
 }
 
-Result<ContainerPtr> Sandbox::AdoptPodHolder(const std::string& id) {
+Result<ContainerPtr> LinuxContainerManager::AdoptPodHolder(const std::string& id) {
   RETURN_IF_ERROR(CheckId(id));
   std::lock_guard holder(holder_mu_);
   {
@@ -136,21 +136,21 @@ Result<ContainerPtr> Sandbox::AdoptPodHolder(const std::string& id) {
   return ContainerPtr(c);
 }
 
-Result<ContainerPtr> Sandbox::Get(const std::string& id) const {
+Result<ContainerPtr> LinuxContainerManager::Get(const std::string& id) const {
   std::lock_guard lock(mu_);
   auto it = containers_.find(id);
   if (it == containers_.end()) return NotFound("container " + id + " not found");
   return ContainerPtr(it->second);
 }
 
-std::vector<ContainerPtr> Sandbox::List() const {
+std::vector<ContainerPtr> LinuxContainerManager::List() const {
   std::lock_guard lock(mu_);
   std::vector<ContainerPtr> out;
   for (const auto& [id, c] : containers_) out.push_back(c);
   return out;
 }
 
-Status Sandbox::Remove(const std::string& id, std::chrono::milliseconds timeout) {
+Status LinuxContainerManager::Remove(const std::string& id, std::chrono::milliseconds timeout) {
   std::shared_ptr<LinuxContainer> c;
   {
     std::lock_guard lock(mu_);
@@ -165,7 +165,7 @@ Status Sandbox::Remove(const std::string& id, std::chrono::milliseconds timeout)
   return Status::Ok();
 }
 
-Status Sandbox::RemoveAll(std::chrono::milliseconds timeout) {
+Status LinuxContainerManager::RemoveAll(std::chrono::milliseconds timeout) {
   Status first = guest_->RemoveAll(timeout);
   {
     std::lock_guard holder(holder_mu_);
@@ -182,6 +182,6 @@ Status Sandbox::RemoveAll(std::chrono::milliseconds timeout) {
   return first;
 }
 
-std::optional<std::string> Sandbox::WaitOomEvent(std::chrono::milliseconds timeout) { return oom_->Next(timeout); }
+std::optional<std::string> LinuxContainerManager::WaitOomEvent(std::chrono::milliseconds timeout) { return oom_->Next(timeout); }
 
 }  // namespace capsule::engine

@@ -1,4 +1,4 @@
-// Sandbox: the ContainerManager of one pod VM. Owns the containers by id,
+// LinuxContainerManager: the ContainerManager of one pod VM. Owns the containers by id,
 // the cgroup manager, the exit monitor (subscribed to the process-wide
 // Reaper, which must be started first) and the OOM watcher.
 #pragma once
@@ -19,12 +19,12 @@
 
 namespace capsule::engine {
 
-class Sandbox : public ContainerManager {
+class LinuxContainerManager : public ContainerManager {
  public:
   // `cgroups` defaults to Cgroup2Manager over options.cgroup_root.
-  static Result<std::unique_ptr<Sandbox>> Create(EngineOptions options, Reaper& reaper,
+  static Result<std::unique_ptr<LinuxContainerManager>> Create(EngineOptions options, Reaper& reaper,
                                                  CgroupManagerPtr cgroups = nullptr);
-  ~Sandbox() override;
+  ~LinuxContainerManager() override;
 
   Result<ContainerPtr> Create(const std::string& id, const oci::Spec& spec, const CreateOptions& options) override;
   Result<ContainerPtr> Get(const std::string& id) const override;
@@ -38,7 +38,7 @@ class Sandbox : public ContainerManager {
   Result<double> Rehearse() override;
 
  private:
-  Sandbox(EngineOptions options, CgroupManagerPtr cgroups, std::unique_ptr<ExitMonitor> exits,
+  LinuxContainerManager(EngineOptions options, CgroupManagerPtr cgroups, std::unique_ptr<ExitMonitor> exits,
           std::unique_ptr<OomWatcher> oom)
       : options_(std::move(options)),
         cgroups_(std::move(cgroups)),

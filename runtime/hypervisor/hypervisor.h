@@ -1,7 +1,7 @@
 // The hypervisor interface: a VMM driver (Hypervisor) launches or adopts VMs,
-// each handled through a Vm. QEMU implements it today (qemu_hypervisor.h);
+// each handled through a Vmm. QEMU implements it today (qemu_hypervisor.h);
 // Firecracker or Cloud Hypervisor would implement the same two classes.
-// A Vm owns its VMM process and state dir: destroying a Vm kills the VMM and
+// A Vmm owns its VMM process and state dir: destroying a Vmm kills the VMM and
 // removes its files, unless Detach() left it running for another process to
 // Attach() (the warm pool hands VMs over this way).
 #pragma once
@@ -42,11 +42,11 @@ struct VmExit {
   std::string Describe(std::string_view vm_id) const;
 };
 
-class Vm {
+class Vmm {
  public:
   using ExitCallback = std::function<void(const VmExit&)>;
 
-  virtual ~Vm() = default;
+  virtual ~Vmm() = default;
 
   virtual const std::string& id() const = 0;
   virtual const std::string& state_dir() const = 0;
@@ -98,7 +98,7 @@ class Vm {
   // Readable (POLLIN) as soon as the VMM process exits: for event loops.
   virtual int exit_fd() const = 0;
   // Called once, on an internal thread, when the VMM exits for any reason.
-  // Do not destroy the Vm from inside the callback. If the VM has already
+  // Do not destroy the Vmm from inside the callback. If the VM has already
   // exited the callback runs at once on the caller's thread.
   virtual void OnExit(ExitCallback callback) = 0;
   // Blocks until the VMM has exited (nullopt if `timeout` passed first).
@@ -108,7 +108,7 @@ class Vm {
   // ownership lock are released, the VMM and its state dir stay for Attach().
   virtual Status Detach() = 0;
 };
-using VmPtr = std::unique_ptr<Vm>;
+using VmmPtr = std::unique_ptr<Vmm>;
 
 class Hypervisor {
  public:
@@ -118,11 +118,11 @@ class Hypervisor {
   // Starts a VM; returns once the VMM is ready for commands (and the guest
   // started unless spec.start_paused). On failure nothing is left behind and
   // the error carries the VMM's own message.
-  virtual Result<VmPtr> Launch(const VmSpec& spec) = 0;
-  // Adopts a VM that another process (or an earlier Vm object) launched and
+  virtual Result<VmmPtr> Launch(const VmSpec& spec) = 0;
+  // Adopts a VM that another process (or an earlier Vmm object) launched and
   // detached. A VM whose VMM has meanwhile exited is returned in kExited so
   // that Stop() can clean it up. FAILED_PRECONDITION if another process owns it.
-  virtual Result<VmPtr> Attach(const std::string& state_dir) = 0;
+  virtual Result<VmmPtr> Attach(const std::string& state_dir) = 0;
 };
 using HypervisorPtr = std::unique_ptr<Hypervisor>;
 

@@ -16,7 +16,7 @@
 //                     so vhost-user works and x-ignore-shared can leave RAM
 //                     out of the state. (QEMU 7.2 drops RAM of a *memfd*
 //                     backend under x-ignore-shared: POOL-NOTES.md.)
-//  -incoming defer    a clone waits for migrate-incoming (Vm::LoadState)
+//  -incoming defer    a clone waits for migrate-incoming (Vmm::LoadState)
 //  pcie-root-port xN  q35's pcie.0 cannot hot-plug; each port is one free slot
 //  acpi-pci-hotplug-with-bridge-support=off
 //                     native PCIe hot-plug: an unplug of a device the guest

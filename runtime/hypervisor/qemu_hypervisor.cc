@@ -25,7 +25,7 @@
 #include "runtime/common/logging.h"
 #include "runtime/hypervisor/qemu_cmdline.h"
 #include "runtime/hypervisor/qemu_devices.h"
-#include "runtime/hypervisor/qemu_vm.h"
+#include "runtime/hypervisor/qemu_vmm.h"
 #include "runtime/hypervisor/vm_paths.h"
 #include "runtime/hypervisor/vm_record.h"
 #include "runtime/hypervisor/vmm_user.h"
@@ -319,7 +319,7 @@ Result<AccelDecision> QemuHypervisor::ResolveAccelerator(std::optional<config::A
   return d;
 }
 
-Result<VmPtr> QemuHypervisor::Launch(const VmSpec& spec_in) {
+Result<VmmPtr> QemuHypervisor::Launch(const VmSpec& spec_in) {
   auto start = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(ValidateVmSpec(spec_in));
   VmSpec spec = spec_in;
@@ -370,12 +370,12 @@ Result<VmPtr> QemuHypervisor::Launch(const VmSpec& spec_in) {
   auto qmp = AwaitQmp(paths, rollback.pidfd(), spec.id, options_.qmp_ready_timeout);
   if (!qmp.ok()) return qmp.status().WithContext(what);
   auto ready = std::chrono::steady_clock::now();
-  QemuVm::Parts parts{std::move(record), std::move(*lock), rollback.Dismiss(), std::move(*qmp), VmState::kPaused, {}};
-  auto vm = std::make_unique<QemuVm>(std::move(parts));
+  QemuVmm::Parts parts{std::move(record), std::move(*lock), rollback.Dismiss(), std::move(*qmp), VmState::kPaused, {}};
+  auto vm = std::make_unique<QemuVmm>(std::move(parts));
   if (!spec.start_paused) RETURN_IF_ERROR_CTX(vm->Resume(), what);  // vm's destructor cleans up
   kLog.Info("VM {} up: QEMU pid {}, QMP ready in {} ms", spec.id, vm->vmm_pid(),
             std::chrono::duration_cast<milliseconds>(ready - start).count());
-  return VmPtr(std::move(vm));
+  return VmmPtr(std::move(vm));
 }
 
 Status ReapUnrecordedQemu(const std::string& state_dir) {
@@ -404,7 +404,7 @@ Status ReapUnrecordedQemu(const std::string& state_dir) {
   return Status::Ok();
 }
 
-Result<VmPtr> QemuHypervisor::Attach(const std::string& state_dir) {
+Result<VmmPtr> QemuHypervisor::Attach(const std::string& state_dir) {
   VmPaths paths(state_dir);
   std::string what = "attach VM at " + state_dir;
   auto lock = VmLock::Acquire(paths.lock(), /*create=*/false, kAttachLockWait);
@@ -417,7 +417,7 @@ Result<VmPtr> QemuHypervisor::Attach(const std::string& state_dir) {
   if (record.spec.state_dir != state_dir)
     return FailedPrecondition(fmt::format("{}: vm.json names state dir {}", what, record.spec.state_dir));
 
-  QemuVm::Parts parts{std::move(record), std::move(*lock), {}, nullptr, VmState::kPaused, {}};
+  QemuVmm::Parts parts{std::move(record), std::move(*lock), {}, nullptr, VmState::kPaused, {}};
   auto pidfd = OpenProcess(parts.record.vmm);
   if (!pidfd.ok()) {
     kLog.Warn("{}: {}; adopting it as exited", what, pidfd.status().message());
@@ -426,7 +426,7 @@ Result<VmPtr> QemuHypervisor::Attach(const std::string& state_dir) {
     e.console_tail = ReadLogTail(parts.record.spec.console_log, 4096);
     e.vmm_log_tail = ReadLogTail(paths.vmm_log(), 4096);
     parts.exited = std::move(e);
-    return VmPtr(std::make_unique<QemuVm>(std::move(parts)));
+    return VmmPtr(std::make_unique<QemuVmm>(std::move(parts)));
   }
   QmpClient::Options qo;
   qo.handshake_timeout = options_.qmp_ready_timeout;
@@ -440,7 +440,7 @@ Result<VmPtr> QemuHypervisor::Attach(const std::string& state_dir) {
   parts.pidfd = std::move(*pidfd);
   parts.qmp = std::move(*qmp);
   kLog.Info("attached VM {} (QEMU pid {}, {})", parts.record.spec.id, parts.record.vmm.pid, VmStateName(parts.state));
-  return VmPtr(std::make_unique<QemuVm>(std::move(parts)));
+  return VmmPtr(std::make_unique<QemuVmm>(std::move(parts)));
 }
 
 }  // namespace capsule::hypervisor

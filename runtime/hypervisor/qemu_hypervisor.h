@@ -27,8 +27,8 @@ class QemuHypervisor final : public Hypervisor {
   explicit QemuHypervisor(config::Config config, QemuHypervisorOptions options = {});
 
   std::string_view name() const override { return "qemu"; }
-  Result<VmPtr> Launch(const VmSpec& spec) override;
-  Result<VmPtr> Attach(const std::string& state_dir) override;
+  Result<VmmPtr> Launch(const VmSpec& spec) override;
+  Result<VmmPtr> Attach(const std::string& state_dir) override;
 
   // The accelerator a VM asking for `requested` (nullopt: config's) gets.
   Result<AccelDecision> ResolveAccelerator(std::optional<config::Accelerator> requested);

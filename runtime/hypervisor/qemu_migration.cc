@@ -1,4 +1,4 @@
-// QemuVm::SaveState / LoadState: a VM's state written to and read from a
+// QemuVmm::SaveState / LoadState: a VM's state written to and read from a
 // file descriptor with QMP's migration commands (QEMU 7.2 has `fd:` and
 // `exec:` transports, no `file:`). The fd travels by getfd under one name,
 // which `migrate fd:NAME` / `migrate-incoming fd:NAME` take back out of
@@ -11,7 +11,7 @@
 
 #include "runtime/common/backoff.h"
 #include "runtime/common/logging.h"
-#include "runtime/hypervisor/qemu_vm.h"
+#include "runtime/hypervisor/qemu_vmm.h"
 
 namespace capsule::hypervisor {
 namespace {
@@ -37,7 +37,7 @@ std::string MigrationError(const json& info) {
 
 }  // namespace
 
-Status QemuVm::AwaitMigration(std::string_view what, milliseconds timeout) {
+Status QemuVmm::AwaitMigration(std::string_view what, milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   Backoff poll({kMigrationPoll, kMigrationPoll});
   for (;;) {
@@ -55,7 +55,7 @@ Status QemuVm::AwaitMigration(std::string_view what, milliseconds timeout) {
   }
 }
 
-Status QemuVm::SaveState(int fd, milliseconds timeout) {
+Status QemuVmm::SaveState(int fd, milliseconds timeout) {
   std::lock_guard op(op_mu_);
   const std::string what = "save the state of " + Who();
   RETURN_IF_ERROR(CheckOp("save the state of", {VmState::kRunning, VmState::kPaused}));
@@ -73,7 +73,7 @@ Status QemuVm::SaveState(int fd, milliseconds timeout) {
   return Status::Ok();
 }
 
-Status QemuVm::LoadState(int fd, milliseconds timeout) {
+Status QemuVmm::LoadState(int fd, milliseconds timeout) {
   std::lock_guard op(op_mu_);
   const std::string what = "load the state of " + Who();
   RETURN_IF_ERROR(CheckOp("load the state of", {VmState::kPaused}));

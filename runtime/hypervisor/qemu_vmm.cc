@@ -1,10 +1,10 @@
-// QemuVm lifecycle:
+// QemuVmm lifecycle:
 //   kPaused <-> kRunning      Pause()/Resume() (QMP stop/cont)
 //   kPaused|kRunning -> kStopping -> kExited     Stop()
 //   any live state -> kExited                    the VMM died (watch thread)
 //   kPaused|kRunning|kExited -> kDetached        Detach()
 // Stopping escalates: system_powerdown (running guests only), quit, SIGKILL.
-#include "runtime/hypervisor/qemu_vm.h"
+#include "runtime/hypervisor/qemu_vmm.h"
 
 #include <fmt/format.h>
 #include <poll.h>
@@ -61,7 +61,7 @@ std::string VmExit::Describe(std::string_view vm_id) const {
   return s;
 }
 
-QemuVm::QemuVm(Parts parts)
+QemuVmm::QemuVmm(Parts parts)
     : paths_(parts.record.spec.state_dir),
       pidfd_(std::move(parts.pidfd)),
       wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
@@ -75,7 +75,7 @@ QemuVm::QemuVm(Parts parts)
   if (pidfd_ && !exit_) watcher_ = std::thread([this] { WatchLoop(); });
 }
 
-QemuVm::~QemuVm() {
+QemuVmm::~QemuVmm() {
   if (state() != VmState::kDetached) {
     Status st = Stop(milliseconds(0));
     if (!st.ok()) kLog.Error("{}: cleanup on destruction failed: {}", Who(), st.ToString());
@@ -86,12 +86,12 @@ QemuVm::~QemuVm() {
   if (qmp_) qmp_->Close();
 }
 
-VmState QemuVm::state() const {
+VmState QemuVmm::state() const {
   std::lock_guard lock(mu_);
   return state_;
 }
 
-Status QemuVm::CheckOp(std::string_view op, std::initializer_list<VmState> allowed) const {
+Status QemuVmm::CheckOp(std::string_view op, std::initializer_list<VmState> allowed) const {
   VmState s = state();
   for (VmState a : allowed) {
     if (s == a) return Status::Ok();
@@ -99,7 +99,7 @@ Status QemuVm::CheckOp(std::string_view op, std::initializer_list<VmState> allow
   return FailedPrecondition(fmt::format("cannot {} {} in state {}", op, Who(), VmStateName(s)));
 }
 
-void QemuVm::OnQmpEvent(const QmpEvent& e) {
+void QemuVmm::OnQmpEvent(const QmpEvent& e) {
   std::lock_guard lock(mu_);
   if (e.name == "SHUTDOWN") {
     auto it = e.data.find("reason");
@@ -111,7 +111,7 @@ void QemuVm::OnQmpEvent(const QmpEvent& e) {
   }
 }
 
-void QemuVm::WatchLoop() {
+void QemuVmm::WatchLoop() {
   pollfd p[2] = {{pidfd_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
   for (;;) {
     int r = ::poll(p, 2, -1);
@@ -123,7 +123,7 @@ void QemuVm::WatchLoop() {
   }
 }
 
-VmExit QemuVm::BuildExit(bool requested) {
+VmExit QemuVmm::BuildExit(bool requested) {
   VmExit e;
   e.requested = requested;
   std::string reason;
@@ -138,7 +138,7 @@ VmExit QemuVm::BuildExit(bool requested) {
 }
 
 // Runs on the watch thread; invoking the callbacks is the last thing it does.
-void QemuVm::HandleVmmExit() {
+void QemuVmm::HandleVmmExit() {
   if (qmp_) qmp_->WaitClosed(kLastEventsGrace);
   bool requested;
   {
@@ -154,7 +154,7 @@ void QemuVm::HandleVmmExit() {
   FinishExit(std::move(e));
 }
 
-void QemuVm::FinishExit(VmExit e) {
+void QemuVmm::FinishExit(VmExit e) {
   std::vector<ExitCallback> callbacks;
   {
     std::lock_guard lock(mu_);
@@ -167,7 +167,7 @@ void QemuVm::FinishExit(VmExit e) {
   for (auto& cb : callbacks) cb(e);
 }
 
-void QemuVm::OnExit(ExitCallback callback) {
+void QemuVmm::OnExit(ExitCallback callback) {
   std::unique_lock lock(mu_);
   if (exit_) {
     VmExit e = *exit_;
@@ -178,7 +178,7 @@ void QemuVm::OnExit(ExitCallback callback) {
   callbacks_.push_back(std::move(callback));
 }
 
-std::optional<VmExit> QemuVm::WaitExit(std::optional<milliseconds> timeout) {
+std::optional<VmExit> QemuVmm::WaitExit(std::optional<milliseconds> timeout) {
   std::unique_lock lock(mu_);
   auto done = [&] { return exit_.has_value() || state_ == VmState::kDetached; };
   if (timeout) {
@@ -189,7 +189,7 @@ std::optional<VmExit> QemuVm::WaitExit(std::optional<milliseconds> timeout) {
   return exit_;
 }
 
-std::vector<UniqueFd> QemuVm::ReferenceGuestRam() const {
+std::vector<UniqueFd> QemuVmm::ReferenceGuestRam() const {
   constexpr off_t kMinRamBytes = off_t{1} << 20;
   std::vector<UniqueFd> refs;
   if (!pidfd_ || PidfdExited(pidfd_.get())) return refs;
@@ -210,7 +210,7 @@ std::vector<UniqueFd> QemuVm::ReferenceGuestRam() const {
   return refs;
 }
 
-Status QemuVm::Pause() {
+Status QemuVmm::Pause() {
   std::lock_guard op(op_mu_);
   if (state() == VmState::kPaused) return Status::Ok();
   RETURN_IF_ERROR(CheckOp("pause", {VmState::kRunning}));
@@ -220,7 +220,7 @@ Status QemuVm::Pause() {
   return Status::Ok();
 }
 
-Status QemuVm::Resume() {
+Status QemuVmm::Resume() {
   std::lock_guard op(op_mu_);
   if (state() == VmState::kRunning) return Status::Ok();
   RETURN_IF_ERROR(CheckOp("resume", {VmState::kPaused}));
@@ -230,7 +230,7 @@ Status QemuVm::Resume() {
   return Status::Ok();
 }
 
-void QemuVm::StopWatcher() {
+void QemuVmm::StopWatcher() {
   if (!watcher_.joinable()) return;
   if (watcher_.get_id() == std::this_thread::get_id()) {
     // Destroyed from an exit callback: the thread is finishing anyway.
@@ -244,7 +244,7 @@ void QemuVm::StopWatcher() {
 
 // Escalates until the VMM is gone. Returns an error only if even SIGKILL
 // did not end it.
-Status QemuVm::TerminateVmm(milliseconds graceful, bool guest_running) {
+Status QemuVmm::TerminateVmm(milliseconds graceful, bool guest_running) {
   int fd = pidfd_.get();
   // A paused guest cannot act on an ACPI power button.
   if (graceful.count() > 0 && guest_running && qmp_ && qmp_->connected()) {
@@ -263,7 +263,7 @@ Status QemuVm::TerminateVmm(milliseconds graceful, bool guest_running) {
   return Status::Ok();
 }
 
-Status QemuVm::Stop(milliseconds graceful) {
+Status QemuVmm::Stop(milliseconds graceful) {
   std::lock_guard op(op_mu_);
   VmState s = state();
   if (s == VmState::kDetached) return FailedPrecondition(fmt::format("cannot stop {} in state detached", Who()));
@@ -286,7 +286,7 @@ Status QemuVm::Stop(milliseconds graceful) {
   return RemoveVmmFiles(paths_, record_.spec.console_log, lock_).WithContext("clean up " + Who());
 }
 
-Status QemuVm::Detach() {
+Status QemuVmm::Detach() {
   std::lock_guard op(op_mu_);
   RETURN_IF_ERROR(CheckOp("detach", {VmState::kRunning, VmState::kPaused}));
   StopWatcher();
@@ -299,12 +299,12 @@ Status QemuVm::Detach() {
   return Status::Ok();
 }
 
-std::vector<HotpluggedDevice> QemuVm::hotplugged() const {
+std::vector<HotpluggedDevice> QemuVmm::hotplugged() const {
   std::lock_guard lock(mu_);
   return record_.hotplugged;
 }
 
-Status QemuVm::PersistRecord() {
+Status QemuVmm::PersistRecord() {
   std::string text;
   {
     std::lock_guard lock(mu_);
@@ -313,7 +313,7 @@ Status QemuVm::PersistRecord() {
   return WriteFileAtomic(paths_.record(), text, 0600);
 }
 
-Result<std::string> QemuVm::FreePort() const {
+Result<std::string> QemuVmm::FreePort() const {
   std::lock_guard lock(mu_);
   std::set<std::string> used;
   for (const auto& h : record_.hotplugged) used.insert(h.port);
@@ -324,7 +324,7 @@ Result<std::string> QemuVm::FreePort() const {
   return ResourceExhausted(fmt::format("{}: all {} hot-plug slots are in use", Who(), record_.spec.hotplug_slots));
 }
 
-Status QemuVm::RunSteps(const std::vector<QmpStep>& steps) {
+Status QemuVmm::RunSteps(const std::vector<QmpStep>& steps) {
   for (const QmpStep& step : steps) RETURN_IF_ERROR(qmp_->Execute(step.command, step.arguments).status());
   return Status::Ok();
 }
@@ -332,7 +332,7 @@ Status QemuVm::RunSteps(const std::vector<QmpStep>& steps) {
 // The VMM opens no path of ours (it may run as a user that cannot): a
 // vhost-user device's socket is connected here, a kernel vsock's vhost fd
 // comes from the caller, and each goes over with getfd.
-Result<uint64_t> QemuVm::PassDeviceFd(const Device& device) {
+Result<uint64_t> QemuVmm::PassDeviceFd(const Device& device) {
   if (const auto* b = std::get_if<BlockDevice>(&device)) {
     ASSIGN_OR_RETURN(json added, qmp_->ExecuteWithFd("add-fd", json::object(), b->fd));
     auto id = added.find("fdset-id");
@@ -351,7 +351,7 @@ Result<uint64_t> QemuVm::PassDeviceFd(const Device& device) {
   return uint64_t{0};
 }
 
-Status QemuVm::HotplugDevice(const Device& device) {
+Status QemuVmm::HotplugDevice(const Device& device) {
   std::lock_guard op(op_mu_);
   std::string what = fmt::format("hot-plug {} device '{}' into {}", DeviceKind(device), DeviceId(device), Who());
   RETURN_IF_ERROR(CheckOp("hot-plug into", {VmState::kRunning, VmState::kPaused}));
@@ -406,7 +406,7 @@ Status QemuVm::HotplugDevice(const Device& device) {
   return PersistRecord().WithContext(what + ": record it");
 }
 
-Status QemuVm::UnplugDevice(const std::string& device_id, milliseconds timeout) {
+Status QemuVmm::UnplugDevice(const std::string& device_id, milliseconds timeout) {
   std::string what = fmt::format("unplug device '{}' from {}", device_id, Who());
   std::optional<Device> device;
   std::shared_ptr<QmpClient::EventWaiter> deleted;
@@ -446,7 +446,7 @@ Status QemuVm::UnplugDevice(const std::string& device_id, milliseconds timeout) 
   return PersistRecord().WithContext(what + ": record it");
 }
 
-Status QemuVm::PassFd(const std::string& fd_name, int fd) {
+Status QemuVmm::PassFd(const std::string& fd_name, int fd) {
   std::lock_guard op(op_mu_);
   std::string what = fmt::format("pass fd {} as '{}' to {}", fd, fd_name, Who());
   RETURN_IF_ERROR(CheckOp("pass an fd to", {VmState::kRunning, VmState::kPaused}));

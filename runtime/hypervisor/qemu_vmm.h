@@ -1,4 +1,4 @@
-// QemuVm: one running (or adopted) QEMU. A watch thread polls the VMM's
+// QemuVmm: one running (or adopted) QEMU. A watch thread polls the VMM's
 // pidfd, so a VMM that dies is noticed at once and reported with the tails
 // of the console and QEMU logs; QMP carries every command. Operations are
 // serialized; the lifecycle is an explicit state machine.
@@ -20,7 +20,7 @@
 
 namespace capsule::hypervisor {
 
-class QemuVm final : public Vm {
+class QemuVmm final : public Vmm {
  public:
   struct Parts {
     VmRecord record;
@@ -31,8 +31,8 @@ class QemuVm final : public Vm {
     std::optional<VmExit> exited;      // set when adopting a dead VM
   };
 
-  explicit QemuVm(Parts parts);
-  ~QemuVm() override;
+  explicit QemuVmm(Parts parts);
+  ~QemuVmm() override;
 
   const std::string& id() const override { return record_.spec.id; }
   const std::string& state_dir() const override { return record_.spec.state_dir; }

@@ -22,7 +22,7 @@ std::string_view AcceleratorName(Accelerator a);
 // A virtio-net NIC backed by a host tap interface. Without fd_name the VMM
 // opens the tap by name (creating it if it does not exist) in the VMM's own
 // network namespace (a private, empty one when launched by root). With
-// fd_name it uses a tap fd handed over before with Vm::PassFd: the way to
+// fd_name it uses a tap fd handed over before with Vmm::PassFd: the way to
 // reach a tap in a pod's netns, which the VMM cannot open by name. The VMM consumes the passed fd when
 // the device is added, so each hot-plug needs its own PassFd. fd_name is
 // for hot-plug only: ValidateVmSpec refuses it on boot-time devices.
@@ -30,7 +30,7 @@ struct NetDevice {
   std::string id;        // device id, unique in the VM ([A-Za-z][A-Za-z0-9_.-]*)
   std::string tap_name;  // host interface name (IFNAMSIZ-1 = 15 chars at most); informational with fd_name
   std::string mac;       // "52:54:00:12:34:56"
-  std::string fd_name;   // "" or a name given to Vm::PassFd ([A-Za-z][A-Za-z0-9_.-]{0,31})
+  std::string fd_name;   // "" or a name given to Vmm::PassFd ([A-Za-z][A-Za-z0-9_.-]{0,31})
   bool operator==(const NetDevice&) const = default;
 };
 

@@ -46,7 +46,7 @@ void AdoptHostEnds(SandboxVmImpl& vm) {
 }
 
 Status ConnectAdopted(SandboxVmImpl& vm, milliseconds agent_timeout) {
-  hypervisor::Vm& vmm = vm.vmm();
+  hypervisor::Vmm& vmm = vm.vmm();
   if (vmm.state() != hypervisor::VmState::kRunning)
     return FailedPrecondition(fmt::format("VM {} is {}, not running", vm.id(), hypervisor::VmStateName(vmm.state())));
   vsock::VmVsock* v = vm.vsock();

@@ -35,7 +35,7 @@ Status LaunchVmm(SandboxVmImpl& vm, const config::Config& config, const BootPlan
     ASSIGN_OR_RETURN(hypervisor::NetDevice nic, BootNicDevice());
     s.devices.push_back(std::move(nic));
   }
-  ASSIGN_OR_RETURN(hypervisor::VmPtr vmm, hypervisor::NewQemuHypervisor(config)->Launch(s));
+  ASSIGN_OR_RETURN(hypervisor::VmmPtr vmm, hypervisor::NewQemuHypervisor(config)->Launch(s));
   vm.vsock()->OnQemuStarted();  // QEMU holds its own copy of a kernel vhost fd now
   kLog.Info("VM {}: QEMU pid {} running ({}, {} vCPU, {} MiB)", plan.id, vmm->vmm_pid(),
             hypervisor::AcceleratorName(vmm->accelerator()), plan.vcpus, plan.memory_mib);

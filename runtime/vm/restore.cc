@@ -76,7 +76,7 @@ Status LaunchClone(SandboxVmImpl& vm, const config::Config& config, const BootPl
   // A serial vsock comes with the state; its chardev is this clone's daemon.
   if (VsockIsPartOfTheTemplate(config)) s.devices.push_back(VsockDeviceFor(*vm.vsock()));
   step = BootClock::now();
-  ASSIGN_OR_RETURN(hypervisor::VmPtr vmm, hypervisor::NewQemuHypervisor(config)->Launch(s));
+  ASSIGN_OR_RETURN(hypervisor::VmmPtr vmm, hypervisor::NewQemuHypervisor(config)->Launch(s));
   vm.SetVmm(std::move(vmm));
   t.vmm_start_ms = MsSince(step);  // QEMU holds the RAM now; our memfd closes here
   if (IsDense(config))

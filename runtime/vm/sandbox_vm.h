@@ -103,7 +103,7 @@ class SandboxVm {
   // FAILED_PRECONDITION once the VM is gone.
   virtual Result<agentclient::AgentClient*> agent() = 0;
   // The VMM for pause/resume and hot-plug.
-  virtual hypervisor::Vm& vmm() = 0;
+  virtual hypervisor::Vmm& vmm() = 0;
 
   // Where the host makes a path of the share (<state_dir>/mounts/<rel>, a
   // tree the guest cannot write; virtiofsd exports a read-only view of it,

@@ -1,5 +1,5 @@
 // SandboxVmImpl: the SandboxVm made of a VmVsock, a VirtiofsDaemon, a
-// hypervisor Vm and an AgentClient. Boot (boot.cc) and Adopt (adopt.cc)
+// hypervisor Vmm and an AgentClient. Boot (boot.cc) and Adopt (adopt.cc)
 // fill its parts one by one; whatever is there, Stop() takes it down in
 // reverse order, so a failed boot and a normal stop share one path.
 // Lifecycle: kRunning -> kStopped (Stop) | kDetached (Detach); both final.
@@ -23,14 +23,14 @@ class SandboxVmImpl final : public SandboxVm {
   // Assembly, before the object is handed out (not thread-safe).
   void SetVsock(vsock::VmVsockPtr vsock) { vsock_ = std::move(vsock); }
   void SetVirtiofsd(std::unique_ptr<virtiofs::VirtiofsDaemon> d) { virtiofsd_ = std::move(d); }
-  void SetVmm(hypervisor::VmPtr vm) { vmm_ = std::move(vm); }
+  void SetVmm(hypervisor::VmmPtr vm) { vmm_ = std::move(vm); }
   void SetAgent(agentclient::AgentClientPtr agent) { agent_ = std::move(agent); }
   // Why there is no agent (adoption of a VM whose agent did not answer).
   void SetAgentError(Status st) { agent_error_ = std::move(st); }
   BootTimings& mutable_timings() { return timings_; }
   vsock::VmVsock* vsock() { return vsock_.get(); }
   virtiofs::VirtiofsDaemon* virtiofsd() { return virtiofsd_.get(); }
-  hypervisor::Vm* vmm_or_null() { return vmm_.get(); }
+  hypervisor::Vmm* vmm_or_null() { return vmm_.get(); }
 
   const std::string& id() const override { return id_; }
   const std::string& state_dir() const override { return state_dir_; }
@@ -41,7 +41,7 @@ class SandboxVmImpl final : public SandboxVm {
   std::optional<BootNic> boot_nic() const override;
 
   Result<agentclient::AgentClient*> agent() override;
-  hypervisor::Vm& vmm() override { return *vmm_; }
+  hypervisor::Vmm& vmm() override { return *vmm_; }
 
   std::string HostSharedPath(std::string_view rel) const override;
   std::string GuestSharedPath(std::string_view rel) const override;
@@ -67,7 +67,7 @@ class SandboxVmImpl final : public SandboxVm {
   const std::string state_dir_;
   vsock::VmVsockPtr vsock_;
   std::unique_ptr<virtiofs::VirtiofsDaemon> virtiofsd_;
-  hypervisor::VmPtr vmm_;
+  hypervisor::VmmPtr vmm_;
   // Kept until destruction even after Stop() (Close() makes it fail calls),
   // so a pointer handed out by agent() never dangles.
   agentclient::AgentClientPtr agent_;

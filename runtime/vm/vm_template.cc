@@ -68,7 +68,7 @@ uint64_t FileBytes(const std::string& path) {
 
 // Until the console shows the agent's ready line; the VMM's exit or the
 // deadline end the wait with the console's tail.
-Status WaitForReadyLine(hypervisor::Vm& vmm, const std::string& console, milliseconds budget) {
+Status WaitForReadyLine(hypervisor::Vmm& vmm, const std::string& console, milliseconds budget) {
   const auto deadline = BootClock::now() + budget;
   for (;;) {
     if (ReadLogTail(console, kConsoleScanBytes).find(guest_abi::kAgentReadyMarker) != std::string::npos)
@@ -88,7 +88,7 @@ Status WaitForReadyLine(hypervisor::Vm& vmm, const std::string& console, millise
 // vsock.backend serial: the port is part of the template (it migrates), so
 // the template VM boots with it, on a capsule-vsockd of its own that lives
 // as long as `vsock`; each clone's QEMU joins its port to its own daemon.
-Result<hypervisor::VmPtr> LaunchTemplateVm(const config::Config& config, const BootPlan& plan,
+Result<hypervisor::VmmPtr> LaunchTemplateVm(const config::Config& config, const BootPlan& plan,
                                            const std::string& ram_path, std::string* boot_nic_mac,
                                            vsock::VmVsockPtr* vsock) {
   // The template's token is never used (no one connects to a template), but
@@ -110,7 +110,7 @@ Result<hypervisor::VmPtr> LaunchTemplateVm(const config::Config& config, const B
   return hypervisor::NewQemuHypervisor(config)->Launch(s);
 }
 
-Status SaveTo(hypervisor::Vm& vmm, const std::string& path) {
+Status SaveTo(hypervisor::Vmm& vmm, const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!fd) return ErrnoStatus("create " + path);
   RETURN_IF_ERROR(vmm.SaveState(fd.get(), kSaveTimeout));
@@ -119,7 +119,7 @@ Status SaveTo(hypervisor::Vm& vmm, const std::string& path) {
 }
 
 Result<VmTemplate> BuildIn(const config::Config& config, const std::string& dir, const TemplateSpec& spec,
-                           hypervisor::VmPtr& vmm) {
+                           hypervisor::VmmPtr& vmm) {
   const auto start = BootClock::now();
   VmTemplate t;
   t.dir = dir;
@@ -171,7 +171,7 @@ Result<VmTemplate> BuildTemplate(const config::Config& config, const std::string
   if (::mkdir(dir.c_str(), 0700) != 0) return ErrnoStatus(what + ": mkdir " + dir);
   kLog.Info("{}: booting a {} vCPU, {} MiB template VM in {}", what, spec.vcpus, spec.memory_mib, dir);
 
-  hypervisor::VmPtr vmm;
+  hypervisor::VmmPtr vmm;
   auto built = BuildIn(config, dir, spec, vmm);
   Status st = built.status();
   if (st.ok()) st = WriteFileAtomic(dir + "/" + kRecordName, TemplateToJson(*built), 0600);

@@ -88,7 +88,7 @@ Status PodNetwork::TakeOverBootNic(const network::PodInterface& iface, const vm:
   return Status::Ok();
 }
 
-Status PodNetwork::Hotplug(size_t n, const network::PodInterface& iface, hypervisor::Vm& vmm) {
+Status PodNetwork::Hotplug(size_t n, const network::PodInterface& iface, hypervisor::Vmm& vmm) {
   const std::string nic = fmt::format("{} ({}, {})", iface.name, iface.mac, netns_path_);
   const auto t0 = Clock::now();
   auto made = network::TapRedirect::Create(netns_path_, iface.name, fmt::format("{}{}", network::kTapPrefix, n));
@@ -109,7 +109,7 @@ Status PodNetwork::Hotplug(size_t n, const network::PodInterface& iface, hypervi
   return Status::Ok();
 }
 
-Result<std::unique_ptr<PodNetwork>> PodNetwork::Attach(const std::string& netns_path, hypervisor::Vm& vmm,
+Result<std::unique_ptr<PodNetwork>> PodNetwork::Attach(const std::string& netns_path, hypervisor::Vmm& vmm,
                                                        const std::optional<vm::BootNic>& boot_nic) {
   const std::string what = "pod network " + netns_path;
   RETURN_IF_ERROR(RefuseHostNetns(netns_path));

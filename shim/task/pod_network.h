@@ -47,7 +47,7 @@ class PodNetwork {
   // set-up call. On failure what was set up on the host is undone; a NIC
   // already plugged goes with the VM.
   // `boot_nic`: the VM's NIC plugged at boot, for the first interface.
-  static Result<std::unique_ptr<PodNetwork>> Attach(const std::string& netns_path, hypervisor::Vm& vmm,
+  static Result<std::unique_ptr<PodNetwork>> Attach(const std::string& netns_path, hypervisor::Vmm& vmm,
                                                     const std::optional<vm::BootNic>& boot_nic);
   // The guest's NICs (names, MACs, MTU, addresses) and the netns's routes.
   void AddToSetup(agentclient::v1::SetupSandboxRequest& req) const;
@@ -73,7 +73,7 @@ class PodNetwork {
   // Mirrors `iface` into the VM on the boot NIC; the error says why not.
   Status TakeOverBootNic(const network::PodInterface& iface, const vm::BootNic& nic);
   // Mirrors interface number `n` into the VM on a hot-plugged NIC.
-  Status Hotplug(size_t n, const network::PodInterface& iface, hypervisor::Vm& vmm);
+  Status Hotplug(size_t n, const network::PodInterface& iface, hypervisor::Vmm& vmm);
 
   const std::string netns_path_;
   network::NetnsSnapshot snap_;

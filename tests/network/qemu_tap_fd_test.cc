@@ -11,7 +11,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/hypervisor/qemu_hypervisor.h"
-#include "runtime/hypervisor/qemu_vm.h"
+#include "runtime/hypervisor/qemu_vmm.h"
 #include "runtime/hypervisor/vm_paths.h"
 #include "runtime/hypervisor/vm_record.h"
 #include "runtime/netlink/netlink_socket.h"
@@ -26,7 +26,7 @@ namespace capsule::network {
 namespace {
 
 using hypervisor::NetDevice;
-using hypervisor::QemuVm;
+using hypervisor::QemuVmm;
 using nlohmann::json;
 using std::chrono::milliseconds;
 using ::testing::HasSubstr;
@@ -70,7 +70,7 @@ class QemuTapFdTest : public testing::PodNetnsTest {
     PodNetnsTest::TearDown();
   }
 
-  Result<hypervisor::VmPtr> Launch(hypervisor::QemuHypervisor& hv, const std::string& id,
+  Result<hypervisor::VmmPtr> Launch(hypervisor::QemuHypervisor& hv, const std::string& id,
                                    std::vector<hypervisor::Device> devices = {}) {
     hypervisor::VmSpec s;
     s.id = id;
@@ -82,8 +82,8 @@ class QemuTapFdTest : public testing::PodNetnsTest {
     return hv.Launch(s);
   }
 
-  static Result<json> Qmp(hypervisor::Vm& vm, const std::string& cmd, const json& args = nullptr) {
-    return static_cast<QemuVm&>(vm).qmp()->Execute(cmd, args);
+  static Result<json> Qmp(hypervisor::Vmm& vm, const std::string& cmd, const json& args = nullptr) {
+    return static_cast<QemuVmm&>(vm).qmp()->Execute(cmd, args);
   }
 
   config::Config cfg_;
@@ -195,11 +195,11 @@ TEST_F(QemuTapFdTest, BadFdsAndNamesGiveClearErrors) {
   st = (*vm)->HotplugDevice(NetDevice{"net0", "", kPodMac, "notatap"});
   EXPECT_FALSE(st.ok());
   EXPECT_THAT(st.message(), HasSubstr("netdev_add"));
-  EXPECT_TRUE(static_cast<QemuVm&>(**vm).hotplugged().empty());
+  EXPECT_TRUE(static_cast<QemuVmm&>(**vm).hotplugged().empty());
   // Nor can a name that was never passed be used.
   st = (*vm)->HotplugDevice(NetDevice{"net1", "", kPodMac, "nosuchfd"});
   EXPECT_FALSE(st.ok());
-  EXPECT_TRUE(static_cast<QemuVm&>(**vm).hotplugged().empty());
+  EXPECT_TRUE(static_cast<QemuVmm&>(**vm).hotplugged().empty());
   ASSERT_TRUE((*vm)->Stop(milliseconds(0)).ok());
 }
 

@@ -18,7 +18,7 @@
 #include "runtime/common/file_util.h"
 #include "runtime/common/subprocess.h"
 #include "runtime/hypervisor/qemu_hypervisor.h"
-#include "runtime/hypervisor/qemu_vm.h"
+#include "runtime/hypervisor/qemu_vmm.h"
 #include "runtime/hypervisor/vm_record.h"
 #include "tests/runtime/hypervisor/vm_test_util.h"
 #include "tests/support/status_matchers.h"
@@ -74,8 +74,8 @@ class QemuTest : public ::testing::Test {
   std::unique_ptr<TempDir> root_;
 };
 
-Result<json> Qmp(Vm& vm, const std::string& cmd, const json& args = nullptr) {
-  return static_cast<QemuVm&>(vm).qmp()->Execute(cmd, args);
+Result<json> Qmp(Vmm& vm, const std::string& cmd, const json& args = nullptr) {
+  return static_cast<QemuVmm&>(vm).qmp()->Execute(cmd, args);
 }
 
 TEST_F(QemuTest, LaunchPausedThenResumePauseStopLeavesNothing) {
@@ -204,7 +204,7 @@ TEST_F(QemuTest, HotplugAndUnplugTapNic) {
   auto mac = Qmp(**vm, "qom-get", json{{"path", "/machine/peripheral/eth0"}, {"property", "mac"}});
   ASSERT_OK(mac);
   EXPECT_EQ(*mac, "52:54:00:12:34:56");
-  auto hot = static_cast<QemuVm&>(**vm).hotplugged();
+  auto hot = static_cast<QemuVmm&>(**vm).hotplugged();
   ASSERT_EQ(hot.size(), 1u);
   EXPECT_EQ(hot[0].port, "rp0");
   auto rec = VmRecordFromJson(*ReadFile(VmPaths(spec.state_dir).record()), "vm.json");
@@ -216,13 +216,13 @@ TEST_F(QemuTest, HotplugAndUnplugTapNic) {
 
   ASSERT_TRUE((*vm)->UnplugDevice("eth0", milliseconds(10000)).ok());
   EXPECT_FALSE(in_vmm_netns()) << "tap should go with its netdev";
-  EXPECT_TRUE(static_cast<QemuVm&>(**vm).hotplugged().empty());
+  EXPECT_TRUE(static_cast<QemuVmm&>(**vm).hotplugged().empty());
   EXPECT_EQ(Qmp(**vm, "qom-get", json{{"path", "/machine/peripheral/eth0"}, {"property", "mac"}}).status().code(),
             Code::kNotFound);
   EXPECT_EQ((*vm)->UnplugDevice("eth0", milliseconds(1000)).code(), Code::kNotFound);
   // The slot is free again, and the id reusable.
   ASSERT_TRUE((*vm)->HotplugDevice(nic).ok());
-  EXPECT_EQ(static_cast<QemuVm&>(**vm).hotplugged()[0].port, "rp0");
+  EXPECT_EQ(static_cast<QemuVmm&>(**vm).hotplugged()[0].port, "rp0");
   ASSERT_TRUE((*vm)->Stop(milliseconds(0)).ok());
   EXPECT_FALSE(PathExists("/sys/class/net/" + tap)) << "nor in ours";
 }
@@ -269,7 +269,7 @@ TEST_F(QemuTest, QemuRunsAsAUidOfItsOwnWithoutCapabilitiesInNamespacesOfItsOwn) 
   auto b = hv.Launch(Spec("vm-uid-b"));
   ASSERT_OK(b);
   std::set<std::string> uids;
-  for (Vm* vm : {a->get(), b->get()}) {
+  for (Vmm* vm : {a->get(), b->get()}) {
     const pid_t pid = vm->vmm_pid();
     auto rec = VmRecordFromJson(*ReadFile(VmPaths(vm->state_dir()).record()), "vm.json");
     ASSERT_OK(rec);
@@ -326,7 +326,7 @@ TEST_F(QemuTest, HotplugFailuresAreCleanAndSlotsAreBounded) {
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("connect " + root_->Join("nobody.sock")), std::string::npos) << st.ToString();
   EXPECT_NE(st.message().find("hot-plug vsock device 'vsock0' into VM vm-hp"), std::string::npos) << st.ToString();
-  EXPECT_TRUE(static_cast<QemuVm&>(**vm).hotplugged().empty());
+  EXPECT_TRUE(static_cast<QemuVmm&>(**vm).hotplugged().empty());
   EXPECT_EQ((*vm)->HotplugDevice(NetDevice{"bad id", "t", "52:54:00:00:00:01", ""}).code(), Code::kInvalidArgument);
   if (PathExists("/dev/net/tun")) {
     std::string base = "cpq" + std::to_string(::getpid() % 100000);
@@ -349,7 +349,7 @@ TEST_F(QemuTest, DetachThenAttachFromAnotherDriver) {
     ASSERT_TRUE((*vm)->Detach().ok());
     EXPECT_EQ((*vm)->state(), VmState::kDetached);
     EXPECT_EQ((*vm)->Stop(milliseconds(0)).code(), Code::kFailedPrecondition);
-  }  // both the Vm and its driver are gone
+  }  // both the Vmm and its driver are gone
   EXPECT_FALSE(ProcessGone(pid));
   EXPECT_TRUE(PathExists(VmPaths(spec.state_dir).record()));
 

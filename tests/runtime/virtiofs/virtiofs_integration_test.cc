@@ -14,7 +14,7 @@
 #include "runtime/common/daemon.h"
 #include "runtime/common/file_util.h"
 #include "runtime/hypervisor/qemu_hypervisor.h"
-#include "runtime/hypervisor/qemu_vm.h"
+#include "runtime/hypervisor/qemu_vmm.h"
 #include "runtime/virtiofs/virtiofs_daemon.h"
 #include "tests/runtime/hypervisor/vm_test_util.h"
 #include "tests/support/status_matchers.h"
@@ -95,7 +95,7 @@ TEST_F(VirtiofsTest, QemuRealizesVhostUserFsAndLateMountsReachVirtiofsd) {
   auto vm = hv.Launch(spec);
   ASSERT_OK(vm);
   // Realized: QEMU finished the vhost-user handshake before QMP came up.
-  auto* qmp = static_cast<hypervisor::QemuVm&>(**vm).qmp();
+  auto* qmp = static_cast<hypervisor::QemuVmm&>(**vm).qmp();
   auto tag = qmp->Execute("qom-get", nlohmann::json{{"path", "/machine/peripheral/fs0"}, {"property", "tag"}});
   ASSERT_OK(tag);
   EXPECT_EQ(*tag, "capsule-shared");

@@ -126,7 +126,7 @@ std::optional<GuestKernel> FindGuestKernel() {
   return std::nullopt;
 }
 
-Result<QemuVm> StartQemu(const TempDir& dir, const VmVsock& vsock, const std::vector<std::string>& extra) {
+Result<QemuVmm> StartQemu(const TempDir& dir, const VmVsock& vsock, const std::vector<std::string>& extra) {
   std::string log_path = dir.Join("qemu.log");
   UniqueFd log(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   SpawnOptions so;
@@ -138,7 +138,7 @@ Result<QemuVm> StartQemu(const TempDir& dir, const VmVsock& vsock, const std::ve
   so.stdout_fd = so.stderr_fd = log.get();
   so.die_with_parent = true;
   ASSIGN_OR_RETURN(ChildProcess p, ChildProcess::Spawn(so));
-  return QemuVm{std::move(p), log_path};
+  return QemuVmm{std::move(p), log_path};
 }
 
 Result<std::string> BuildEchoInitrd(const TempDir& dir, const GuestKernel& kernel, const std::string& guest_binary) {

@@ -33,7 +33,7 @@ class Qmp {
   std::string buf_;
 };
 
-struct QemuVm {
+struct QemuVmm {
   ChildProcess process;
   std::string log;
 };
@@ -49,7 +49,7 @@ std::optional<GuestKernel> FindGuestKernel();
 
 // Starts QEMU (TCG, q35, shared memfd RAM) with `vsock`'s device and a QMP
 // socket at <dir>/qmp.sock; `extra` is appended (kernel, initrd ...).
-Result<QemuVm> StartQemu(const TempDir& dir, const VmVsock& vsock, const std::vector<std::string>& extra);
+Result<QemuVmm> StartQemu(const TempDir& dir, const VmVsock& vsock, const std::vector<std::string>& extra);
 
 // Builds <dir>/initrd.cpio: busybox, the virtio + vsock modules, and
 // `guest_binary` run by /init after loading them.

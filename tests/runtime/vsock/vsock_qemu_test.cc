@@ -46,7 +46,7 @@ class VsockQemuTest : public ::testing::Test {
   }
 
   // QMP quit; QEMU exits 0, then capsule-vsockd follows and removes its files.
-  void QuitAndExpectCleanStop(Qmp& qmp, QemuVm& qemu) {
+  void QuitAndExpectCleanStop(Qmp& qmp, QemuVmm& qemu) {
     pid_t vsockd = static_cast<VsockdVmVsock*>(vsock_.get())->vsockd_pid();
     (void)qmp.Execute("quit");
     auto st = qemu.process.Wait(std::chrono::seconds(20));

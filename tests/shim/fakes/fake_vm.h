@@ -1,4 +1,4 @@
-// Fakes of the VM side for the shim's unit tests: FakeVmm (hypervisor::Vm,
+// Fakes of the VM side for the shim's unit tests: FakeVmm (hypervisor::Vmm,
 // records pause/resume), FakeSandboxVm (vm::SandboxVm over a FakeAgentClient
 // and a temp state dir, able to "crash") and FakeVmProvider (boots them,
 // fails on request, keeps each VM's agent for the test to script).
@@ -19,7 +19,7 @@
 
 namespace capsule::testing {
 
-class FakeVmm : public hypervisor::Vm {
+class FakeVmm : public hypervisor::Vmm {
  public:
   explicit FakeVmm(std::string id) : id_(std::move(id)) {}
   const std::string& id() const override { return id_; }
@@ -67,7 +67,7 @@ class FakeSandboxVm : public vm::SandboxVm {
   std::vector<pid_t> HostPids() const override { return {}; }
   std::optional<vm::BootNic> boot_nic() const override { return std::nullopt; }
   Result<agentclient::AgentClient*> agent() override;
-  hypervisor::Vm& vmm() override { return vmm_; }
+  hypervisor::Vmm& vmm() override { return vmm_; }
   std::string HostSharedPath(std::string_view rel = "") const override;
   std::string GuestSharedPath(std::string_view rel = "") const override;
   agent::v1::Storage SharedFsStorage() const override;

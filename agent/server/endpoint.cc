@@ -11,7 +11,7 @@
 #include <charconv>
 #include <cstring>
 
-#include "runtime/common/unix_listen.h"
+#include "runtime/common/unix_stream.h"
 
 namespace capsule::agent::server {
 namespace {

@@ -20,7 +20,7 @@
 #include "runtime/common/daemon.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
-#include "runtime/common/unix_listen.h"
+#include "runtime/common/unix_stream.h"
 #include "runtime/hypervisor/qemu_cmdline.h"
 #include "runtime/hypervisor/qemu_devices.h"
 

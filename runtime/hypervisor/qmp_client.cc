@@ -14,7 +14,7 @@
 
 #include "runtime/common/fd_passing.h"
 #include "runtime/common/logging.h"
-#include "runtime/common/unix_listen.h"
+#include "runtime/common/unix_stream.h"
 
 namespace capsule::hypervisor {
 namespace {

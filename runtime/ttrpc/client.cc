@@ -14,7 +14,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
-#include "runtime/common/unix_listen.h"
+#include "runtime/common/unix_stream.h"
 #include "runtime/ttrpc/frame.h"
 #include "runtime/ttrpc/socket_io.h"
 #include "runtime/ttrpc/status_proto.h"

@@ -3,7 +3,7 @@
 
 #include <sys/socket.h>
 
-#include "runtime/common/unix_listen.h"
+#include "runtime/common/unix_stream.h"
 
 namespace capsule::ttrpc {
 

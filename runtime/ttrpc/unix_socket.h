@@ -1,5 +1,5 @@
 // Unix stream sockets for ttrpc: listen on a path with a given mode, ask a
-// peer's uid. Dialing is runtime/common/unix_listen.h's ConnectUnix.
+// peer's uid. Dialing is runtime/common/unix_stream.h's ConnectUnix.
 #pragma once
 
 #include <sys/types.h>

@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "runtime/common/file_util.h"
-#include "runtime/common/unix_listen.h"
+#include "runtime/common/unix_stream.h"
 #include "runtime/vsock/unix_socket.h"
 
 namespace capsule::vsock {

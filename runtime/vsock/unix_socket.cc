@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 
-#include "runtime/common/unix_listen.h"
+#include "runtime/common/unix_stream.h"
 
 namespace capsule::vsock {
 Result<UniqueFd> ListenUnix(const std::string& path, int backlog) {

@@ -1,6 +1,6 @@
 // Unix stream socket helpers shared by the vhost-user server, the hybrid
 // listener and the dialers: bind (replacing only a stale socket file) and
-// SIGPIPE-free writes. Dialing is runtime/common/unix_listen.h's ConnectUnix.
+// SIGPIPE-free writes. Dialing is runtime/common/unix_stream.h's ConnectUnix.
 #pragma once
 
 #include <sys/types.h>

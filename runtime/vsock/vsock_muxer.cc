@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <sys/epoll.h>
 
-#include "runtime/common/unix_listen.h"
+#include "runtime/common/unix_stream.h"
 #include "runtime/vsock/unix_socket.h"
 
 namespace capsule::vsock {

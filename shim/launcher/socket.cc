@@ -16,7 +16,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/sha256.h"
-#include "runtime/common/unix_listen.h"
+#include "runtime/common/unix_stream.h"
 
 namespace capsule::shim::launcher {
 namespace {

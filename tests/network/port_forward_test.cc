@@ -24,7 +24,7 @@
 #include "runtime/common/file_util.h"
 #include "runtime/common/inet_sockaddr.h"
 #include "runtime/common/port_forward_wire.h"
-#include "runtime/common/unix_listen.h"
+#include "runtime/common/unix_stream.h"
 #include "runtime/network/loopback_redirect.h"
 #include "runtime/network/netns.h"
 #include "runtime/network/port_forward_listener.h"

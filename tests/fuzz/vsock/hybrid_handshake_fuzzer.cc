@@ -30,7 +30,7 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/common/unix_listen.h"
+#include "runtime/common/unix_stream.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 #include "runtime/vsock/event_loop.h"

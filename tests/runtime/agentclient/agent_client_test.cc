@@ -21,7 +21,7 @@
 #include "runtime/common/file_util.h"
 #include "runtime/common/guest_abi.h"
 #include "runtime/common/subprocess.h"
-#include "runtime/common/unix_listen.h"
+#include "runtime/common/unix_stream.h"
 #include "tests/support/status_matchers.h"
 
 namespace capsule::agentclient {

@@ -14,7 +14,7 @@
 
 #include "containerd/task/v2/shim.pb.h"
 #include "runtime/common/file_util.h"
-#include "runtime/common/unix_listen.h"
+#include "runtime/common/unix_stream.h"
 #include "runtime/ttrpc/client.h"
 #include "runtime/ttrpc/server.h"
 #include "runtime/ttrpc/unix_socket.h"

@@ -12,7 +12,7 @@
 #include <atomic>
 #include <cstring>
 
-#include "runtime/common/unix_listen.h"
+#include "runtime/common/unix_stream.h"
 #include "runtime/vsock/unix_socket.h"
 
 namespace capsule::vsock::testing {

@@ -9,7 +9,7 @@
 
 #include <thread>
 
-#include "runtime/common/unix_listen.h"
+#include "runtime/common/unix_stream.h"
 #include "runtime/vsock/unix_socket.h"
 
 namespace capsule::vsock::testing {

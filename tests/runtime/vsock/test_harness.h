@@ -16,7 +16,7 @@
 #include "runtime/common/file_util.h"
 #include "runtime/common/status.h"
 #include "runtime/common/unique_fd.h"
-#include "runtime/common/unix_listen.h"
+#include "runtime/common/unix_stream.h"
 #include "runtime/vsock/event_loop.h"
 #include "runtime/vsock/unix_socket.h"
 #include "runtime/vsock/vsock_service.h"

@@ -7,7 +7,7 @@
 
 #include <cstring>
 
-#include "runtime/common/unix_listen.h"
+#include "runtime/common/unix_stream.h"
 #include "tests/runtime/vsock/fake_driver.h"
 #include "tests/runtime/vsock/test_harness.h"
 #include "tests/support/status_matchers.h"

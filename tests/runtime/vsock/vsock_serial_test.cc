@@ -9,7 +9,7 @@
 #include <random>
 #include <thread>
 
-#include "runtime/common/unix_listen.h"
+#include "runtime/common/unix_stream.h"
 #include "runtime/vsock/serial_frontend.h"
 #include "runtime/vsock/stream_link.h"
 #include "runtime/vsock/vsock_packet.h"

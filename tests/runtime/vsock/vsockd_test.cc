@@ -8,7 +8,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/subprocess.h"
-#include "runtime/common/unix_listen.h"
+#include "runtime/common/unix_stream.h"
 #include "tests/runtime/vsock/fake_driver.h"
 #include "tests/runtime/vsock/test_harness.h"
 #include "tests/support/status_matchers.h"

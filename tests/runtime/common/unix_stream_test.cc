@@ -1,4 +1,4 @@
-#include "runtime/common/unix_listen.h"
+#include "runtime/common/unix_stream.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
-// See unix_listen.h.
-#include "runtime/common/unix_listen.h"
+// See unix_stream.h.
+#include "runtime/common/unix_stream.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -25,11 +25,11 @@ class ExitMonitor {
   ExitMonitor& operator=(const ExitMonitor&) = delete;
 
   // Call while the process cannot have exited on its own yet (it is blocked
-  // on the launcher's sync socket): a status the reaper already holds for
+  // on Launch's sync socket): a status the reaper already holds for
   // this pid is then a stale one of an earlier process with the same pid,
   // unless the process is really gone (killed meanwhile).
   void Register(pid_t pid, const ProcessPtr& process);
-  // Takes the status of a helper pid (the launcher's intermediate child).
+  // Takes the status of a helper pid (Launch's intermediate child).
   std::optional<int> TakeHelperStatus(pid_t pid, std::chrono::milliseconds timeout);
 
  private:

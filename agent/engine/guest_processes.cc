@@ -1,4 +1,4 @@
-// Guest processes go through the same launcher as container execs (fork,
+// Guest processes go through the same Launch as container execs (fork,
 // cgroup join, clone, sync socket), with no namespace joined and, for a
 // tools root, only a new mount namespace; a tenant's tools run with its
 // container init's seccomp profile (tools_root.h).
@@ -10,7 +10,7 @@
 
 #include <vector>
 
-#include "agent/engine/launcher.h"
+#include "agent/engine/process_launch.h"
 #include "agent/engine/process_setup.h"
 #include "runtime/common/logging.h"
 

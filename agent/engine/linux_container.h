@@ -16,7 +16,7 @@
 #include "agent/engine/container.h"
 #include "agent/engine/container_manager.h"
 #include "agent/engine/exit_monitor.h"
-#include "agent/engine/launcher.h"
+#include "agent/engine/process_launch.h"
 #include "agent/engine/oom_watcher.h"
 
 namespace capsule::engine {

@@ -25,7 +25,7 @@ struct ReadResult {
   bool eof = false;
 };
 
-// The child's ends, handed to the launcher (closed in the agent after fork).
+// The child's ends, handed to Launch (closed in the agent after fork).
 struct ChildStdio {
   UniqueFd in, out, err;
 };

@@ -1,4 +1,4 @@
-// sendmsg/recvmsg with SCM_RIGHTS for the launcher's sync socket.
+// sendmsg/recvmsg with SCM_RIGHTS for Launch's sync socket.
 #include "agent/engine/sync_channel.h"
 
 #include <poll.h>

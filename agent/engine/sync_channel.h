@@ -1,4 +1,4 @@
-// The launcher's parent <-> child protocol over a SOCK_SEQPACKET socketpair:
+// Launch's parent <-> child protocol over a SOCK_SEQPACKET socketpair:
 // one fixed-size message per packet, optionally carrying an fd (the pty
 // master). The child end is CLOEXEC, so a successful execve shows up in the
 // parent as end-of-stream (like runc's exec fifo, without a file).

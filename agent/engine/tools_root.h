@@ -42,7 +42,7 @@ inline const std::vector<std::string>& ConfinedReadonlyPaths() {
   return paths;
 }
 
-// Child side, in a mount namespace of its own (the launcher unshares it),
+// Child side, in a mount namespace of its own (Launch unshares it),
 // before the process's credentials are applied: cuts propagation to the
 // agent, builds the view and chroots into it. A mount point the image lacks
 // (or has as anything but a directory, such as a symlink) is left out

@@ -1,4 +1,4 @@
-// Launcher: starts a container process in two steps, create then start.
+// Launch: starts a container process in two steps, create then start.
 //   agent --fork--> intermediate: joins cgroup, setns/unshare, (exec: chroot)
 //   intermediate --clone(CLONE_PARENT)--> container process (the agent's
 //   child, so the Reaper sees its exit), which waits for "go" (its pid is

@@ -2,7 +2,7 @@
 // agent: the intermediate is a fork() (glibc keeps malloc usable), the
 // container process a raw clone of that single thread, so allocation is
 // safe in both; neither touches the agent's loggers or locks.
-#include "agent/engine/launcher.h"
+#include "agent/engine/process_launch.h"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -115,7 +115,7 @@ Result<pid_t> AwaitPid(int sync, pid_t helper, ExitMonitor& monitor, std::chrono
   }
   if (r->message && r->message->type == SyncType::kError) return SyncErrorStatus(*r->message);
   if (!r->message || r->message->type != SyncType::kPid) {
-    return Internal("launcher child exited without reporting a pid (exit " +
+    return Internal("launch child exited without reporting a pid (exit " +
                     std::to_string(helper_status ? ExitCode(*helper_status) : -1) + ")");
   }
   return static_cast<pid_t>(r->message->value);

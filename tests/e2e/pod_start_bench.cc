@@ -31,6 +31,7 @@
 // CAPSULE_BENCH_LOG=<file> keeps containerd's log (the shims' lines in it).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -248,10 +249,12 @@ class PodStartBench : public ::testing::Test {
     auto leaks = env_->Leaks(ctrd_->grpc_address(), {ctrd_->dir()});
     for (auto& l : ctrd_->Leaks()) leaks.push_back(std::move(l));
     // The dense handler's VMs live in a state dir of their own.
-    for (const auto& [pid, cmd] : E2eEnv::Processes({env_->dir() + "/dense-state"}))
-      leaks.push_back(fmt::format("process {}: {}", pid, cmd));
+    const auto dense_vms = E2eEnv::Processes({env_->dir() + "/dense-state"});
+    for (const auto& [pid, cmd] : dense_vms) leaks.push_back(fmt::format("process {}: {}", pid, cmd));
     EXPECT_TRUE(leaks.empty()) << leaks.front();
     if (!leaks.empty()) env_->Reap(ctrd_->grpc_address(), {ctrd_->dir()});
+    // A failed case must not leave them running for the next bench.
+    for (const auto& [pid, cmd] : dense_vms) ::kill(pid, SIGKILL);
   }
 
   bool GvisorUsable() {

@@ -106,7 +106,7 @@ Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxParams params, VmProvide
     watch->gone.store(true);
     if (watch->failed.load()) {
       kLog.Warn("VM {} stopped after its agent stopped answering", watch->vm_id);
-    } else if (!watch->stopping.load()) {
+    } else if (!watch->Stopping()) {
       kLog.Error("the VM died: {}", exit.Describe(watch->vm_id));
     }
     watch->agent->Revoke();  // every blocked call (waits, reads) ends now
@@ -142,7 +142,10 @@ Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxParams params, VmProvide
   if (cancel && cancel->cancelled()) return cancel->reason();  // ~Sandbox stops the VM
   if (!set_up.ok()) return set_up;                           // ~Sandbox stops the VM
   s->oom_thread_ = std::thread([s = s.get()] { s->OomLoop(); });
-  s->ready_.store(true);
+  {
+    std::lock_guard lock(s->stop_mu_);
+    s->MoveLocked(SandboxState::kCreating, SandboxState::kReady);
+  }
   const SandboxStartTimings& st = s->timings_;
   s->WritePodRecord();
   const char* nics = !s->network_ || s->network_->nic_count() == 0 ? "no NIC"
@@ -266,7 +269,7 @@ void Sandbox::OomLoop() {
   // is dropped with a warning that is itself bounded.
   RateLimiter events(kMaxOomEventsPerSecond, std::chrono::seconds(1));
   RateLimiter warnings(1, std::chrono::seconds(10));
-  while (!watch_->stopping.load()) {
+  while (!watch_->Stopping()) {
     auto ev = agent_->LongPoll<Result<v1::OOMEvent>>([](AgentClient& a) { return a.GetOOMEvent(kOomPollTimeout); });
     if (ev.ok()) {
       const std::string& cid = ev->container_id();
@@ -290,7 +293,7 @@ void Sandbox::OomLoop() {
     }
     const Code code = ev.status().code();
     if (code == Code::kDeadlineExceeded) continue;
-    if (watch_->stopping.load() || agent_->revoked()) return;
+    if (watch_->Stopping() || agent_->revoked()) return;
     if (code == Code::kUnimplemented) {
       kLog.Warn("sandbox {}: the agent has no OOM events ({}); OOM kills will not be reported", p_.id,
                 ev.status().message());
@@ -304,25 +307,49 @@ void Sandbox::OomLoop() {
 std::string Sandbox::HostSharedPath(std::string_view rel) const { return vm_->HostSharedPath(rel); }
 std::string Sandbox::GuestSharedPath(std::string_view rel) const { return vm_->GuestSharedPath(rel); }
 
+std::string_view SandboxStateName(SandboxState s) {
+  switch (s) {
+    case SandboxState::kCreating: return "creating";
+    case SandboxState::kReady: return "ready";
+    case SandboxState::kPaused: return "paused";
+    case SandboxState::kStopping: return "stopping";
+    case SandboxState::kStopped: return "stopped";
+  }
+  return "unknown";
+}
+
+void Sandbox::MoveLocked(SandboxState from, SandboxState to) {
+  watch_->state.store(to);
+  kLog.Debug("sandbox {}: {} -> {}", p_.id, SandboxStateName(from), SandboxStateName(to));
+}
+
 Status Sandbox::PauseVm() {
   std::lock_guard lock(stop_mu_);
-  if (stopped_ || vm_gone()) return FailedPrecondition("sandbox " + p_.id + ": its VM is gone");
+  const SandboxState now = state();
+  if (now == SandboxState::kPaused) return Status::Ok();
+  if (now != SandboxState::kReady || vm_gone())
+    return FailedPrecondition(fmt::format("sandbox {} is {}{}: it cannot pause", p_.id, SandboxStateName(now),
+                                          vm_gone() ? " and its VM is gone" : ""));
   RETURN_IF_ERROR_CTX(vm_->vmm().Pause(), "pause VM " + vm_id_);
-  vm_paused_.store(true);
+  MoveLocked(now, SandboxState::kPaused);
   return Status::Ok();
 }
 
 Status Sandbox::ResumeVm() {
   std::lock_guard lock(stop_mu_);
-  if (stopped_ || vm_gone()) return FailedPrecondition("sandbox " + p_.id + ": its VM is gone");
+  const SandboxState now = state();
+  if (now == SandboxState::kReady) return Status::Ok();
+  if (now != SandboxState::kPaused || vm_gone())
+    return FailedPrecondition(fmt::format("sandbox {} is {}{}: it cannot resume", p_.id, SandboxStateName(now),
+                                          vm_gone() ? " and its VM is gone" : ""));
   RETURN_IF_ERROR_CTX(vm_->vmm().Resume(), "resume VM " + vm_id_);
-  vm_paused_.store(false);
+  MoveLocked(now, SandboxState::kReady);
   return Status::Ok();
 }
 
 Status Sandbox::Stop() {
   std::lock_guard lock(stop_mu_);
-  if (stopped_) return Status::Ok();
+  if (state() == SandboxState::kStopped) return Status::Ok();
   // A container's removal still running after its delete's answer (CRI
   // deletes the containers just before it kills the holder) is let finish
   // first, as if the pod were not stopping (so its guest call is made and
@@ -333,8 +360,7 @@ Status Sandbox::Stop() {
     std::unique_lock deletes_lock(deletes_mu_);
     deletes_done_.wait(deletes_lock, [this] { return deletes_in_flight_ == 0; });
   }
-  stopped_ = true;
-  watch_->stopping.store(true);
+  MoveLocked(state(), SandboxState::kStopping);
   kLog.Info("stopping sandbox {} (VM {}, VMM pid {})", p_.id, vm_id_, vmm_pid_);
   // First end every call the shim's threads have in flight; the VM's own
   // stop then finds its agent closed and stops the VMM directly.
@@ -375,6 +401,7 @@ Status Sandbox::Stop() {
   }
   if (network_down.joinable()) network_down.join();
   cgroup_.reset();   // empty now
+  MoveLocked(SandboxState::kStopping, SandboxState::kStopped);
   return st;
 }
 
@@ -396,7 +423,7 @@ Sandbox::DeleteInFlight::~DeleteInFlight() {
 
 void Sandbox::FailInBackground(const Status& why) {
   std::lock_guard lock(fail_mu_);
-  if (fail_thread_.joinable() || watch_->stopping.load()) return;
+  if (fail_thread_.joinable() || watch_->Stopping()) return;
   watch_->failed.store(true);
   kLog.Error("sandbox {}: {}; stopping VM {} (VMM pid {})", p_.id, why.message(), vm_id_, vmm_pid_);
   fail_thread_ = std::thread([this] {
@@ -419,12 +446,12 @@ Result<std::string> Sandbox::PlugDisk(const std::string& image) {
 }
 
 void Sandbox::UnplugDiskLater(const std::string& serial) {
-  if (watch_->stopping.load() || vm_gone()) return;  // goes with the VM
+  if (watch_->Stopping() || vm_gone()) return;  // goes with the VM
   std::lock_guard lock(unplug_mu_);
   if (unplugs_closed_) return;  // Stop() ran meanwhile
   unplugs_.emplace_back([this, serial] {
     Status st = vm_->vmm().UnplugDevice(serial, kDiskUnplugTimeout);
-    if (!st.ok() && !watch_->stopping.load()) kLog.Warn("{}: {}", label_, st.ToString());
+    if (!st.ok() && !watch_->Stopping()) kLog.Warn("{}: {}", label_, st.ToString());
   });
 }
 

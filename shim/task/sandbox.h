@@ -94,6 +94,19 @@ struct SandboxStartTimings {
   double setup_ms = 0;       // all of the above after the VM, until ready
 };
 
+// A Sandbox's life, one state at a time (as containerd's runc shim keeps a
+// process's): kCreating -> kReady <-> kPaused, then kStopping -> kStopped
+// from any of them. Apart from it, two facts: the VMM exited (vm_gone,
+// at any time) and why, if the shim stopped it (failed).
+enum class SandboxState : uint8_t {
+  kCreating,  // Create() has not finished: the pod is not in the guest yet
+  kReady,     // the pod exists in the guest
+  kPaused,    // the whole VM stopped (PauseVm)
+  kStopping,  // Stop() began: the agent is being revoked and the VM quit
+  kStopped,   // Stop() finished
+};
+std::string_view SandboxStateName(SandboxState s);
+
 class Sandbox {
  public:
   // Boots the VM and creates the pod in the agent. On failure the VM is
@@ -113,15 +126,16 @@ class Sandbox {
   // (SandboxParams::holder_container_id); 0 without one.
   uint32_t holder_pid() const { return holder_pid_; }
   const AgentHandlePtr& agent() const { return agent_; }
+  SandboxState state() const { return watch_->state.load(); }
   // True once the VMM exited (stopped or crashed).
   bool vm_gone() const { return watch_->gone.load(); }
-  // Stop() has begun: the agent is being revoked and the VM quit.
-  bool stopping() const { return watch_->stopping.load(); }
+  // Stop() has begun: kStopping or kStopped.
+  bool stopping() const { return watch_->Stopping(); }
   // vm_gone() as a callable that stays valid after the Sandbox is destroyed
   // (a Process, shared with in-flight Task calls, may outlive it): true once
   // the VMM exited or Stop() began.
   std::function<bool()> GoneProbe() const {
-    return [w = watch_] { return w->gone.load() || w->stopping.load(); };
+    return [w = watch_] { return w->gone.load() || w->Stopping(); };
   }
 
   std::string HostSharedPath(std::string_view rel) const;
@@ -143,10 +157,12 @@ class Sandbox {
   // Whether the VM was stopped because its agent stopped answering.
   bool failed() const { return watch_->failed.load(); }
 
-  // QMP stop/cont of the whole VM.
+  // QMP stop/cont of the whole VM: kReady <-> kPaused (again in the state
+  // it asks for: nothing to do); FAILED_PRECONDITION in any other state or
+  // once the VMM is gone.
   Status PauseVm();
   Status ResumeVm();
-  bool vm_paused() const { return vm_paused_.load(); }
+  bool vm_paused() const { return state() == SandboxState::kPaused; }
 
   // Waits for the container deletes in flight (DeleteInFlight), revokes the
   // agent (ending every blocked call), stops the VMM and its helpers,
@@ -202,9 +218,10 @@ class Sandbox {
   // What the VM's exit callback touches: shared with it, so the callback
   // never holds (and so never destroys) the Sandbox or its SandboxVm.
   struct VmWatch {
+    std::atomic<SandboxState> state{SandboxState::kCreating};  // written under stop_mu_
     std::atomic<bool> gone{false};
-    std::atomic<bool> stopping{false};
     std::atomic<bool> failed{false};  // stopped for an unanswered agent call
+    bool Stopping() const { return state.load() >= SandboxState::kStopping; }
     AgentHandlePtr agent;
     std::string vm_id;
   };
@@ -222,11 +239,6 @@ class Sandbox {
   std::unique_ptr<PodNetwork> network_;  // removed beside the VMM's stop
   std::unique_ptr<network::PortForwardListener> port_forward_;  // stopped before the VM
   std::unique_ptr<ProcessCgroup> cgroup_;    // removed after the VMM stopped
-  std::atomic<bool> vm_paused_{false};
-  // Create finished: the pod existed in the guest. A VM that never got that
-  // far, or whose agent stopped answering, is stopped without the guest
-  // power-off grace (nothing in it to shut down, nobody to ask).
-  std::atomic<bool> ready_{false};
   std::atomic<uint64_t> ignored_ooms_{0};  // OOM reports not believed or over the rate
 
   std::atomic<uint32_t> next_disk_{0};
@@ -241,8 +253,9 @@ class Sandbox {
   std::condition_variable deletes_done_;
   int deletes_in_flight_ = 0;  // guarded by deletes_mu_
 
-  std::mutex stop_mu_;  // serializes Stop and pause/resume
-  bool stopped_ = false;  // guarded by stop_mu_
+  std::mutex stop_mu_;  // serializes Stop, pause/resume and so the state's changes
+  // state() from `from` to `to`, logged; the caller holds stop_mu_.
+  void MoveLocked(SandboxState from, SandboxState to);
 
   // Not stop_mu_: FailInBackground runs inside agent calls that Stop's
   // Revoke waits for.

@@ -16,6 +16,7 @@
 #include "shim/task/bundle_record.h"
 #include "shim/task/host_namespaces.h"
 #include "shim/task/pod_network.h"
+#include "shim/task/sandbox.h"
 #include "tests/shim/task_service_fixture.h"
 #include "tests/support/status_matchers.h"
 
@@ -908,6 +909,48 @@ TEST_F(TaskServiceBadConfigTest, EveryCreateReportsTheConfigError) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("guest.kernell"), std::string::npos) << r.status().message();
   EXPECT_TRUE(vms_->boots().empty());
+}
+
+}  // namespace
+}  // namespace capsule::testing
+
+namespace capsule::testing {
+namespace {
+
+// A Sandbox's life is one state at a time: ready after Create, paused and
+// ready again with the VM's stop and cont (a repeated ask changes nothing),
+// stopped for good; no pause once it stops.
+TEST_F(TaskServiceTest, ASandboxMovesReadyPausedReadyStoppedAndRefusesAPauseOnceStopped) {
+  using shim::task::SandboxState;
+  shim::task::SandboxParams p;
+  p.id = "pod-state";
+  p.vm_id = "pod-state-vm";
+  p.use_pool = false;
+  p.record = [](const std::string&, const std::string&) { return Status::Ok(); };
+  auto sandbox = shim::task::Sandbox::Create(p, *vms_);
+  ASSERT_OK(sandbox);
+  auto& sb = **sandbox;
+  auto& vmm = vms_->vm("pod-state-vm")->fake_vmm();
+  EXPECT_EQ(sb.state(), SandboxState::kReady);
+  ASSERT_OK(sb.ResumeVm());
+  EXPECT_EQ(vmm.resumes, 0) << "a ready VM runs already";
+  ASSERT_OK(sb.PauseVm());
+  ASSERT_OK(sb.PauseVm());
+  EXPECT_EQ(sb.state(), SandboxState::kPaused);
+  EXPECT_TRUE(sb.vm_paused());
+  EXPECT_EQ(vmm.pauses, 1);
+  ASSERT_OK(sb.ResumeVm());
+  EXPECT_EQ(sb.state(), SandboxState::kReady);
+  EXPECT_EQ(vmm.resumes, 1);
+  EXPECT_FALSE(sb.stopping());
+  ASSERT_OK(sb.Stop());
+  EXPECT_EQ(sb.state(), SandboxState::kStopped);
+  EXPECT_TRUE(sb.stopping());
+  EXPECT_TRUE(sb.GoneProbe()());
+  Status late = sb.PauseVm();
+  EXPECT_EQ(late.code(), Code::kFailedPrecondition);
+  EXPECT_NE(late.message().find("stopped"), std::string::npos) << late.ToString();
+  EXPECT_OK(sb.Stop()) << "a second Stop has nothing to do";
 }
 
 }  // namespace

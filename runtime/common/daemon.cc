@@ -148,15 +148,34 @@ void Confine(const DaemonOptions& o, int report_fd) {
   Fail(report_fd, kExec);
 }
 
+// Closes every fd above 2 but `keep` (sorted, ascending), async-signal-safe.
+void CloseAllBut(const int* keep, size_t n) {
+  unsigned from = 3;
+  for (size_t i = 0; i < n; ++i) {
+    const auto k = static_cast<unsigned>(keep[i]);
+    if (k < from) continue;
+    if (k > from) (void)::syscall(SYS_close_range, from, k - 1, 0U);
+    from = k + 1;
+  }
+  (void)::syscall(SYS_close_range, from, ~0U, 0U);
+}
+
 // Intermediate: new session, forks the daemon, reports its pid, then waits
 // until the launcher has opened a pidfd for it before exiting. The launcher
 // says so with a byte, not by closing its end: an intermediate that another
 // thread forked meanwhile holds a copy of that end until it exits (the pipe
 // is CLOEXEC, and intermediates do not exec), so two spawns at once that
 // waited for end of file each waited for the other, for ever.
+// It first closes every fd but the ones it and the daemon's set-up use
+// (`keep`): never exec'ing, it would otherwise hold the launcher's other
+// fds while it waits, and a launcher killed meanwhile would leave them
+// open a moment longer (a shim's listening socket then still completes
+// connects, and containerd's `delete` took the dead shim for a live one).
+// Our copy of go_write_fd goes with them: it would keep go_fd from ever
+// reading end of file.
 [[noreturn]] void Intermediate(const DaemonOptions& o, const ChildSetup& setup, char** argv, char** envp,
-                               int report_fd, int go_fd, int go_write_fd, int exe_fd) {
-  ::close(go_write_fd);  // our copy would keep go_fd from ever reading EOF
+                               int report_fd, int go_fd, int exe_fd, const int* keep, size_t keep_count) {
+  CloseAllBut(keep, keep_count);
   if (::setsid() < 0) Fail(report_fd, kSetsid);
   pid_t pid = ::fork();
   if (pid < 0) Fail(report_fd, kFork);
@@ -233,11 +252,17 @@ Result<Daemon> SpawnDaemon(const DaemonOptions& options) {
   if (::pipe2(gp, O_CLOEXEC) != 0) return ErrnoStatus("pipe2");
   UniqueFd go_read(gp[0]), go_write(gp[1]);
 
+  std::vector<int> mid_keep = {report_write.get(), go_read.get(), exe.get(), dev_null.get(), o.stdout_fd, o.stderr_fd};
+  mid_keep.insert(mid_keep.end(), o.keep_fds.begin(), o.keep_fds.end());
+  for (const auto& t : o.taps) mid_keep.push_back(t.target_fd);
+  std::erase_if(mid_keep, [](int fd) { return fd < 0; });
+  std::sort(mid_keep.begin(), mid_keep.end());
+
   pid_t mid = ::fork();
   if (mid < 0) return ErrnoStatus("fork for " + prog);
   if (mid == 0) {
-    Intermediate(o, setup, argv.data(), o.env ? envp.data() : nullptr, report_write.get(), go_read.get(),
-                 go_write.get(), exe.get());
+    Intermediate(o, setup, argv.data(), o.env ? envp.data() : nullptr, report_write.get(), go_read.get(), exe.get(),
+                 mid_keep.data(), mid_keep.size());
   }
   report_write.reset();
   go_read.reset();

@@ -146,9 +146,9 @@ class Sandbox {
   // fd (its jail need not see the path). Returns the serial the guest finds
   // it by, which is also its device id.
   Result<std::string> PlugDisk(const std::string& image);
-  // Unplugs it on a thread of the Sandbox: the guest takes seconds to let
-  // a PCIe device go, and a container's delete need not wait for that.
-  // Stop() ends what is in flight.
+  // Unplugs it on a thread of the Sandbox: a container's delete need not
+  // wait for the VMM's device_del and blockdev-del. Stop() ends what is in
+  // flight.
   void UnplugDiskLater(const std::string& serial);
 
   // "pod default/web (<id>)", or "pod <id>" without CRI's names: how

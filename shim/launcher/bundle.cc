@@ -40,10 +40,13 @@ Result<std::string> ReadAddressFile(const std::string& bundle) {
   return address;
 }
 
+Result<std::string> GroupSocketPath(const std::string& bundle) {
+  ASSIGN_OR_RETURN(std::string address, ReadAddressFile(bundle));
+  return SocketPathFromAddress(address);
+}
+
 bool GroupStillServed(const std::string& bundle) {
-  auto address = ReadAddressFile(bundle);
-  if (!address.ok()) return false;
-  auto path = SocketPathFromAddress(*address);
+  auto path = GroupSocketPath(bundle);
   return path.ok() && CanConnect(*path);
 }
 

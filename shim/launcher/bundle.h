@@ -24,6 +24,9 @@ Result<std::string> ShimGroup(const std::string& bundle, const std::string& id);
 Status WriteAddressFile(const std::string& bundle, const std::string& address);
 // NOT_FOUND when absent; INVALID_ARGUMENT when empty.
 Result<std::string> ReadAddressFile(const std::string& bundle);
+// The socket path of <bundle>/address; the address file's or the
+// address's error when it has none.
+Result<std::string> GroupSocketPath(const std::string& bundle);
 // Whether the daemon at <bundle>/address still accepts connections: the
 // task's group lives on and cleans up after its own tasks.
 bool GroupStillServed(const std::string& bundle);

@@ -16,14 +16,9 @@ const log::Logger kLog("shim.delete");
 
 // Removes the socket named by <bundle>/address when nothing listens on it.
 void RemoveStaleSocket(const std::string& bundle) {
-  auto address = ReadAddressFile(bundle);
-  if (!address.ok()) {
-    if (address.status().code() != Code::kNotFound) kLog.Warn("{}", address.status().ToString());
-    return;
-  }
-  auto path = SocketPathFromAddress(*address);
+  auto path = GroupSocketPath(bundle);
   if (!path.ok()) {
-    kLog.Warn("{}", path.status().ToString());
+    if (path.status().code() != Code::kNotFound) kLog.Warn("{}", path.status().ToString());
     return;
   }
   if (CanConnect(*path)) {

@@ -143,7 +143,7 @@ uint32_t WarmPool::IdleTotalLocked() const {
   return n;
 }
 
-uint32_t WarmPool::HeldBackLocked(ShapeState& s, Clock::time_point now) const {
+uint32_t WarmPool::DropDueHoldbacks(ShapeState& s, Clock::time_point now) {
   while (!s.held_back.empty() && s.held_back.front() <= now) s.held_back.pop_front();
   return static_cast<uint32_t>(s.held_back.size());
 }
@@ -170,7 +170,7 @@ void WarmPool::StartBootsLocked() {
     const std::string& key = *key_ptr;
     ShapeState& s = *s_ptr;
     // A claimed VM's pod is starting: its refill waits (pool.refill_holdback_ms).
-    const uint32_t held = HeldBackLocked(s, now);
+    const uint32_t held = DropDueHoldbacks(s, now);
     const bool wanted = s.ready.size() + s.booting + held < s.target && idle < o_.config.pool.max_idle;
     // A template first: it takes a boot's time once, then each VM is a restore.
     if (UseTemplates() && wanted && !s.tpl && !s.tpl_building && now >= s.tpl_next_build && booting_total_ < max) {

@@ -129,8 +129,9 @@ class WarmPool {
   void RefillLoop();
   // Under mu_: starts the boots that targets and limits allow.
   void StartBootsLocked();
-  // Under mu_: the refills of s held back after claims, dropping those due.
-  uint32_t HeldBackLocked(ShapeState& s, std::chrono::steady_clock::time_point now) const;
+  // Drops the hold-backs of s that are due and returns how many refills
+  // it still holds back after claims (s is the pool's: hold mu_).
+  static uint32_t DropDueHoldbacks(ShapeState& s, std::chrono::steady_clock::time_point now);
   // Under mu_: when the next held-back refill is due (max() when none).
   std::chrono::steady_clock::time_point NextHoldbackEndLocked() const;
   // Under mu_: ready and being made, all shapes together (pool.max_idle).

@@ -37,8 +37,9 @@ namespace {
 // Records sent from the forked processes to the launcher over a CLOEXEC pipe.
 enum Record : int { kPid = 1, kError = 2 };
 enum Step : int {
-  kSetsid = 1, kFork, kStdio, kKeepFds, kChdir, kUnshareNet, kExec, kUnshareMnt, kPrivateMounts, kTap, kSetgroups,
-  kSetgid, kSetuid, kNoNewPrivs,
+  kSetsid = 1, kFork, kUnshareNet, kExec, kUnshareMnt, kPrivateMounts, kTap, kSetgroups, kSetgid, kSetuid,
+  kNoNewPrivs,
+  kSetUp = 100,      // + the ChildStep that failed (child_setup.h names it)
   kJailStep = 1000,  // + the index of the jail step that failed
 };
 
@@ -46,9 +47,6 @@ const char* StepName(int step) {
   switch (step) {
     case kSetsid: return "setsid";
     case kFork: return "second fork";
-    case kStdio: return "set up stdio";
-    case kKeepFds: return "pass fds";
-    case kChdir: return "chdir";
     case kUnshareNet: return "unshare its network namespace";
     case kUnshareMnt: return "unshare its mount namespace";
     case kPrivateMounts: return "make its mounts private";
@@ -57,7 +55,9 @@ const char* StepName(int step) {
     case kSetgid: return "set its gid";
     case kSetuid: return "set its uid";
     case kNoNewPrivs: return "set no_new_privs";
-    default: return "exec";
+    default:
+      if (step >= kSetUp && step < kJailStep) return ChildStepName(static_cast<ChildStep>(step - kSetUp));
+      return "exec";
   }
 }
 
@@ -130,13 +130,7 @@ void Confine(const DaemonOptions& o, int report_fd) {
 // Grandchild: becomes the daemon.
 [[noreturn]] void ExecDaemon(const DaemonOptions& o, const ChildSetup& setup, char** argv, char** envp,
                              int report_fd, int exe_fd) {
-  if (auto failed = SetUpChild(setup)) {
-    switch (*failed) {
-      case ChildStep::kStdio: Fail(report_fd, kStdio);
-      case ChildStep::kPassFds: Fail(report_fd, kKeepFds);
-      case ChildStep::kChdir: Fail(report_fd, kChdir);
-    }
-  }
+  if (auto failed = SetUpChild(setup)) Fail(report_fd, kSetUp + static_cast<int>(*failed));
   Confine(o, report_fd);
   if (exe_fd >= 0) {
     ::syscall(SYS_execveat, exe_fd, "", argv, envp != nullptr ? envp : environ, AT_EMPTY_PATH);

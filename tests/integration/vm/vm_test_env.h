@@ -52,7 +52,8 @@ class TestEnv {
   config::Config config_;
 };
 
-// memfd mappings or descriptors this process holds ("" when none).
+// memfd mappings or descriptors this process holds ("" when none), once
+// the fds queued for the background closer are closed.
 std::string MemfdsHeldByUs();
 
 // Children of this process in any state ("child process PID (comm) in state S").

@@ -30,7 +30,7 @@
 #include "agent/system/fw_cfg.h"
 #include "agent/system/guest_system.h"
 #include "runtime/common/file_util.h"
-#include "runtime/common/guest_abi.h"
+#include "runtime/wire/guest_abi.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/reaper.h"
 #include "runtime/common/version.h"

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "agent/system/sysfs_lookup.h"
-#include "runtime/common/guest_abi.h"
+#include "runtime/wire/guest_abi.h"
 #include "runtime/vsock/vsock_packet.h"
 
 namespace capsule::agent::channel {

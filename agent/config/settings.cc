@@ -8,7 +8,7 @@
 #include <functional>
 #include <map>
 
-#include "runtime/common/guest_abi.h"
+#include "runtime/wire/guest_abi.h"
 
 namespace capsule::agent::config {
 namespace {

@@ -15,7 +15,7 @@
 #include "agent/server/convert.h"
 #include "agent/storage/share_release.h"
 #include "runtime/common/elapsed.h"
-#include "runtime/common/guest_abi.h"
+#include "runtime/wire/guest_abi.h"
 #include "runtime/common/logging.h"
 #include "runtime/oci/spec_parser.h"
 

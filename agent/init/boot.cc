@@ -13,7 +13,7 @@
 #include "agent/init/root.h"
 #include "agent/modules/modprobe_helper.h"
 #include "agent/modules/module_policy.h"
-#include "runtime/common/guest_abi.h"
+#include "runtime/wire/guest_abi.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 

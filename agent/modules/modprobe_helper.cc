@@ -23,7 +23,7 @@
 #include "agent/modules/module_index.h"
 #include "agent/modules/module_policy.h"
 #include "runtime/common/file_util.h"
-#include "runtime/common/guest_abi.h"
+#include "runtime/wire/guest_abi.h"
 #include "runtime/common/unique_fd.h"
 
 namespace capsule::agent::modules {

@@ -7,7 +7,7 @@
 
 #include "agent/modules/module_index.h"
 #include "runtime/common/file_util.h"
-#include "runtime/common/guest_abi.h"
+#include "runtime/wire/guest_abi.h"
 
 namespace capsule::agent::modules {
 namespace {

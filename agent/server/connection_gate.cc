@@ -4,7 +4,7 @@
 
 #include <thread>
 
-#include "runtime/common/agent_auth.h"
+#include "runtime/wire/agent_auth.h"
 #include "runtime/common/logging.h"
 
 namespace capsule::agent::server {

@@ -1,6 +1,6 @@
 // ConnectionGate: what stands between an accepted connection and gRPC.
 // When the VM has an agent token (guest_abi::kAgentTokenFwCfgName), the
-// peer must prove it first (runtime/common/agent_auth.h); a connection that
+// peer must prove it first (runtime/wire/agent_auth.h); a connection that
 // does not is closed before gRPC sees a byte. Each handshake runs on a
 // thread of its own, bounded in time, and only a few wait at once: the
 // bound is checked before anything else is done for a connection, and when

@@ -13,7 +13,7 @@
 #include <cstdlib>
 
 #include "runtime/cli/command.h"
-#include "runtime/common/blocked_signals.h"
+#include "runtime/host/blocked_signals.h"
 #include "runtime/common/logging.h"
 #include "runtime/guestexec/guest_exec_session.h"
 #include "runtime/guestexec/raw_terminal.h"

@@ -18,7 +18,7 @@
 #include <fmt/ranges.h>
 
 #include "runtime/cli/command.h"
-#include "runtime/common/stop_signals.h"
+#include "runtime/host/stop_signals.h"
 #include "runtime/common/subprocess.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/unique_fd.h"

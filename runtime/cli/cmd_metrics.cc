@@ -12,7 +12,7 @@
 #include <memory>
 
 #include "runtime/cli/command.h"
-#include "runtime/common/stop_signals.h"
+#include "runtime/host/stop_signals.h"
 #include "runtime/metrics/http_front.h"
 #include "runtime/metrics/metrics_server.h"
 #include "runtime/metrics/node_metrics.h"

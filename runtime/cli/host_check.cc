@@ -11,7 +11,7 @@
 
 #include <cstring>
 
-#include "runtime/common/run_capture.h"
+#include "runtime/host/run_capture.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/unique_fd.h"
 #include "runtime/erofs/erofs_image.h"

@@ -4,7 +4,7 @@
 // Interrupted() between steps and cleans up before exiting.
 #pragma once
 
-#include "runtime/common/blocked_signals.h"
+#include "runtime/host/blocked_signals.h"
 
 namespace capsule::cli {
 

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "runtime/common/file_util.h"
-#include "runtime/common/guest_abi.h"
+#include "runtime/wire/guest_abi.h"
 #include "runtime/config/config.h"
 
 namespace capsule::config {

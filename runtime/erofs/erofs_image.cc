@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/common/run_capture.h"
+#include "runtime/host/run_capture.h"
 
 namespace capsule::erofs {
 

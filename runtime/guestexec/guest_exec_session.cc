@@ -20,7 +20,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/unique_fd.h"
-#include "runtime/common/blocked_signals.h"
+#include "runtime/host/blocked_signals.h"
 #include "runtime/common/backoff.h"
 
 namespace capsule::guestexec {

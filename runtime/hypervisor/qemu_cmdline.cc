@@ -32,7 +32,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/common/guest_abi.h"
+#include "runtime/wire/guest_abi.h"
 #include "runtime/hypervisor/qemu_devices.h"
 
 namespace capsule::hypervisor {

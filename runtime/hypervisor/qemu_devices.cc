@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/common/guest_abi.h"
+#include "runtime/wire/guest_abi.h"
 
 namespace capsule::hypervisor {
 namespace {

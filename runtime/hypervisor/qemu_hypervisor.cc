@@ -18,7 +18,7 @@
 
 #include <cstring>
 
-#include "runtime/common/daemon.h"
+#include "runtime/host/daemon.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/subprocess.h"
 #include "runtime/common/unix_stream.h"

@@ -17,7 +17,7 @@
 #include <algorithm>
 #include <set>
 
-#include "runtime/common/daemon.h"
+#include "runtime/host/daemon.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/unix_stream.h"

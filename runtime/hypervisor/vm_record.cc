@@ -1,7 +1,7 @@
 // vm.json <-> VmRecord. Reading (JsonField) is strict about types and names
 // the file and the field at fault; unknown fields are ignored so newer
 // writers stay readable.
-#include "runtime/common/agent_auth.h"
+#include "runtime/wire/agent_auth.h"
 #include "runtime/hypervisor/vm_record.h"
 
 #include <fmt/format.h>

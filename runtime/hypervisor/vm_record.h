@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/common/daemon.h"
+#include "runtime/host/daemon.h"
 #include "runtime/common/status.h"
 #include "runtime/hypervisor/vm_spec.h"
 

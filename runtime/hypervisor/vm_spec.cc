@@ -1,6 +1,6 @@
 // VmSpec validation: every check names the VM, the field and the bad value,
 // so a caller's mistake never surfaces as a cryptic VMM error.
-#include "runtime/common/agent_auth.h"
+#include "runtime/wire/agent_auth.h"
 #include "runtime/hypervisor/vm_spec.h"
 
 #include <fmt/format.h>

@@ -127,7 +127,7 @@ struct VmSpec {
   // clone's id differs from its template's and Linux (CONFIG_VMGENID)
   // reseeds its RNG. Source and clone of a state must agree on it.
   bool vmgenid = false;
-  // The VM's agent token (runtime/common/agent_auth.h): 64 hex digits handed
+  // The VM's agent token (runtime/wire/agent_auth.h): 64 hex digits handed
   // to the guest as fw_cfg file guest_abi::kAgentTokenFwCfgName, never on a
   // command line (any local user reads those). Empty: none.
   std::string agent_token;

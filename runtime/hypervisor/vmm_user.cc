@@ -10,10 +10,10 @@
 
 #include <functional>
 
-#include "runtime/common/daemon.h"
+#include "runtime/host/daemon.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
-#include "runtime/common/process_uids.h"
+#include "runtime/host/process_uids.h"
 
 namespace capsule::hypervisor {
 namespace {

@@ -15,7 +15,7 @@
 #include "runtime/common/byte_relay.h"
 #include "runtime/common/inet_sockaddr.h"
 #include "runtime/common/logging.h"
-#include "runtime/common/port_forward_wire.h"
+#include "runtime/wire/port_forward_wire.h"
 #include "runtime/network/netns.h"
 
 namespace capsule::network {

@@ -11,7 +11,7 @@
 
 #include <thread>
 
-#include "runtime/common/stop_signals.h"
+#include "runtime/host/stop_signals.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 #include "runtime/pool/pool_service.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/common/daemon.h"
+#include "runtime/host/daemon.h"
 #include "runtime/common/status.h"
 
 namespace capsule::pool {

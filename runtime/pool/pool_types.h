@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/common/daemon.h"
+#include "runtime/host/daemon.h"
 #include "runtime/pool/shape.h"
 
 namespace capsule::pool {

@@ -14,8 +14,8 @@
 #include "runtime/common/elapsed.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
-#include "runtime/common/process_priority.h"
-#include "runtime/common/process_usage.h"
+#include "runtime/host/process_priority.h"
+#include "runtime/host/process_usage.h"
 #include "runtime/pool/pool_record.h"
 
 namespace capsule::pool {

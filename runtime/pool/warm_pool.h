@@ -37,8 +37,8 @@
 #include <vector>
 
 #include "runtime/common/backoff.h"
-#include "runtime/common/daemon.h"
-#include "runtime/common/process_cgroup.h"
+#include "runtime/host/daemon.h"
+#include "runtime/host/process_cgroup.h"
 #include "runtime/common/status.h"
 #include "runtime/config/config.h"
 #include "runtime/pool/pool_types.h"

@@ -13,7 +13,7 @@
 #include <cstdlib>
 
 #include "runtime/common/file_util.h"
-#include "runtime/common/guest_abi.h"
+#include "runtime/wire/guest_abi.h"
 #include "runtime/common/logging.h"
 #include "runtime/hypervisor/qemu_hypervisor.h"
 #include "runtime/vm/boot_steps.h"

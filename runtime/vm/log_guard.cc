@@ -1,6 +1,6 @@
 #include "runtime/vm/log_guard.h"
 
-#include "runtime/common/log_trim.h"
+#include "runtime/host/log_trim.h"
 #include "runtime/common/logging.h"
 #include "runtime/hypervisor/vm_paths.h"
 #include "runtime/virtiofs/virtiofs_daemon.h"

@@ -14,9 +14,9 @@
 #include <cstdlib>
 #include <future>
 
-#include "runtime/common/background_close.h"
+#include "runtime/host/background_close.h"
 #include "runtime/common/file_util.h"
-#include "runtime/common/guest_abi.h"
+#include "runtime/wire/guest_abi.h"
 #include "runtime/common/logging.h"
 #include "runtime/vm/vm_dir.h"
 

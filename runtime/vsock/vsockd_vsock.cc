@@ -14,9 +14,9 @@
 
 #include <cstdlib>
 
-#include "runtime/common/daemon.h"
+#include "runtime/host/daemon.h"
 #include "runtime/common/file_util.h"
-#include "runtime/common/guest_abi.h"
+#include "runtime/wire/guest_abi.h"
 #include "runtime/common/subprocess.h"
 #include "runtime/vsock/hybrid_dial.h"
 #include "runtime/vsock/vsock_service.h"

@@ -11,8 +11,8 @@
 #include <future>
 #include <optional>
 
-#include "runtime/common/agent_auth.h"
-#include "runtime/common/guest_abi.h"
+#include "runtime/wire/agent_auth.h"
+#include "runtime/wire/guest_abi.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/rate_limiter.h"
 #include "runtime/common/sha256.h"

@@ -32,7 +32,7 @@
 #include "runtime/vm/sandbox_vm.h"
 #include "shim/task/agent_handle.h"
 #include "shim/task/cancel_token.h"
-#include "runtime/common/process_cgroup.h"
+#include "runtime/host/process_cgroup.h"
 #include "shim/task/pod_network.h"
 #include "runtime/network/port_forward_listener.h"
 #include "shim/task/vm_provider.h"

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/common/daemon.h"
+#include "runtime/host/daemon.h"
 #include "runtime/common/logging.h"
 #include "runtime/pool/pool_client.h"
 #include "runtime/pool/pool_record.h"

@@ -52,7 +52,7 @@
 #include <fmt/format.h>
 
 #include "runtime/common/file_util.h"
-#include "runtime/common/process_usage.h"
+#include "runtime/host/process_usage.h"
 #include "tests/e2e/e2e_env.h"
 #include "tests/support/command.h"
 #include "tests/support/containerd_harness.h"

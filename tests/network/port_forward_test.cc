@@ -20,10 +20,10 @@
 
 #include "agent/forward/port_forwarder.h"
 #include "runtime/agentclient/agent_client.h"
-#include "runtime/common/agent_auth.h"
+#include "runtime/wire/agent_auth.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/inet_sockaddr.h"
-#include "runtime/common/port_forward_wire.h"
+#include "runtime/wire/port_forward_wire.h"
 #include "runtime/common/unix_stream.h"
 #include "runtime/network/loopback_redirect.h"
 #include "runtime/network/netns.h"

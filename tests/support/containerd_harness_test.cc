@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <regex>
 
-#include "runtime/common/daemon.h"
+#include "runtime/host/daemon.h"
 #include "tests/support/status_matchers.h"
 
 namespace capsule::testing {

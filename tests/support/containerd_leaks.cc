@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/common/daemon.h"
+#include "runtime/host/daemon.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/mount_table.h"
 #include "tests/support/command.h"

@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <regex>
 
-#include "runtime/common/guest_abi.h"
+#include "runtime/wire/guest_abi.h"
 #include "tests/agent/boot/qemu_guest.h"
 #include "tests/support/status_matchers.h"
 

@@ -14,7 +14,7 @@
 #include "agent/modules/image_layout.h"
 #include "agent/modules/module_index.h"
 #include "deploy/mkinitrd/tools.h"
-#include "runtime/common/guest_abi.h"
+#include "runtime/wire/guest_abi.h"
 #include "runtime/common/version.h"
 #include "tests/agent/boot/qemu_guest.h"
 #include "tests/deploy/cpio_reader.h"

@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "runtime/common/guest_abi.h"
+#include "runtime/wire/guest_abi.h"
 
 namespace capsule::agent::testing {
 namespace {

@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "runtime/common/agent_auth.h"
-#include "runtime/common/guest_abi.h"
+#include "runtime/wire/agent_auth.h"
+#include "runtime/wire/guest_abi.h"
 #include "tests/agent/support/busybox_rootfs.h"
 
 namespace capsule::agent::testing {

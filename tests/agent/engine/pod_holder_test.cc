@@ -6,7 +6,7 @@
 #include <signal.h>
 
 #include "runtime/common/file_util.h"
-#include "runtime/common/process_uids.h"
+#include "runtime/host/process_uids.h"
 #include "tests/agent/engine/engine_fixture.h"
 #include "tests/support/status_matchers.h"
 

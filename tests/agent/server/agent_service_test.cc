@@ -7,7 +7,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "runtime/common/guest_abi.h"
+#include "runtime/wire/guest_abi.h"
 #include "runtime/common/version.h"
 #include "tests/agent/server/agent_fixture.h"
 #include "tests/support/status_matchers.h"

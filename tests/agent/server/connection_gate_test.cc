@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/common/agent_auth.h"
+#include "runtime/wire/agent_auth.h"
 #include "tests/support/status_matchers.h"
 
 namespace capsule::agent::server {

@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "runtime/common/agent_auth.h"
+#include "runtime/wire/agent_auth.h"
 #include "runtime/common/unique_fd.h"
 #include "tests/fuzz/fuzz_io.h"
 

@@ -27,7 +27,7 @@
 #include <sys/stat.h>
 
 #include "runtime/common/file_util.h"
-#include "runtime/common/process_priority.h"
+#include "runtime/host/process_priority.h"
 #include "runtime/hypervisor/vm_paths.h"
 #include "runtime/hypervisor/vm_record.h"
 #include "runtime/pool/pool_record.h"

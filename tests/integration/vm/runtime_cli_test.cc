@@ -3,7 +3,7 @@
 // `vm ls`, `vm stop` on one real VM.
 #include <gtest/gtest.h>
 
-#include "runtime/common/run_capture.h"
+#include "runtime/host/run_capture.h"
 #include "runtime/hypervisor/accel_probe.h"
 #include "tests/integration/vm/vm_test_env.h"
 #include "tests/support/status_matchers.h"

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <future>
 
-#include "runtime/common/daemon.h"
+#include "runtime/host/daemon.h"
 #include "runtime/common/file_util.h"
 #include "runtime/hypervisor/qemu_hypervisor.h"
 #include "runtime/hypervisor/vm_paths.h"

@@ -15,9 +15,9 @@
 #include <future>
 
 #include "runtime/agentclient/grpc_agent_client.h"
-#include "runtime/common/agent_auth.h"
-#include "runtime/common/daemon.h"
-#include "runtime/common/guest_abi.h"
+#include "runtime/wire/agent_auth.h"
+#include "runtime/host/daemon.h"
+#include "runtime/wire/guest_abi.h"
 #include "runtime/hypervisor/vm_paths.h"
 #include "runtime/hypervisor/vm_record.h"
 #include "runtime/common/file_util.h"

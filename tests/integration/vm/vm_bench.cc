@@ -23,7 +23,7 @@
 
 #include <fcntl.h>
 
-#include "runtime/common/process_usage.h"
+#include "runtime/host/process_usage.h"
 #include "runtime/hypervisor/qemu_hypervisor.h"
 #include "runtime/vm/sandbox_vm.h"
 #include "runtime/vm/vm_template.h"

@@ -24,9 +24,9 @@
 #include <future>
 #include <set>
 
-#include "runtime/common/agent_auth.h"
-#include "runtime/common/daemon.h"
-#include "runtime/common/guest_abi.h"
+#include "runtime/wire/agent_auth.h"
+#include "runtime/host/daemon.h"
+#include "runtime/wire/guest_abi.h"
 #include "runtime/common/file_util.h"
 #include "runtime/hypervisor/vm_paths.h"
 #include "runtime/hypervisor/vm_record.h"

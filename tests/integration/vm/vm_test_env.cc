@@ -9,7 +9,7 @@
 
 #include <cstdlib>
 
-#include "runtime/common/background_close.h"
+#include "runtime/host/background_close.h"
 #include "runtime/common/logging.h"
 
 namespace capsule::vm::testing {

@@ -17,9 +17,9 @@
 
 #include "runtime/agentclient/agent_client.h"
 #include "runtime/agentclient/grpc_agent_client.h"
-#include "runtime/common/agent_auth.h"
+#include "runtime/wire/agent_auth.h"
 #include "runtime/common/file_util.h"
-#include "runtime/common/guest_abi.h"
+#include "runtime/wire/guest_abi.h"
 #include "runtime/common/subprocess.h"
 #include "runtime/common/unix_stream.h"
 #include "tests/support/status_matchers.h"

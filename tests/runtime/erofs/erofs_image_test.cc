@@ -12,7 +12,7 @@
 #include <cstring>
 
 #include "runtime/common/file_util.h"
-#include "runtime/common/run_capture.h"
+#include "runtime/host/run_capture.h"
 #include "tests/support/status_matchers.h"
 
 namespace capsule::erofs {

@@ -14,7 +14,7 @@
 #include <atomic>
 #include <future>
 
-#include "runtime/common/daemon.h"
+#include "runtime/host/daemon.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/subprocess.h"
 #include "runtime/hypervisor/qemu_hypervisor.h"

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "runtime/common/file_util.h"
-#include "runtime/common/process_uids.h"
+#include "runtime/host/process_uids.h"
 #include "tests/support/status_matchers.h"
 
 namespace capsule::hypervisor {

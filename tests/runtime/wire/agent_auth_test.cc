@@ -1,7 +1,7 @@
 // Both ends of the agent token handshake over a socketpair: the exact bytes,
 // a wrong or malformed token, a silent or vanished peer, and that neither
 // side reads past its line into what follows (gRPC's bytes).
-#include "runtime/common/agent_auth.h"
+#include "runtime/wire/agent_auth.h"
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>

@@ -1,5 +1,5 @@
 // See background_close.h.
-#include "runtime/common/background_close.h"
+#include "runtime/host/background_close.h"
 
 #include <sys/resource.h>
 #include <unistd.h>

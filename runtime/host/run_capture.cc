@@ -1,6 +1,6 @@
 // RunAndCapture: ChildProcess with one pipe for stdout+stderr, drained with
 // poll until EOF or the deadline; the child is always reaped.
-#include "runtime/common/run_capture.h"
+#include "runtime/host/run_capture.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

@@ -1,5 +1,5 @@
 // StatusField: the one reader of /proc/<pid>/status lines.
-#include "runtime/common/process_uids.h"
+#include "runtime/host/process_uids.h"
 
 #include <gtest/gtest.h>
 

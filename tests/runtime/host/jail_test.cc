@@ -1,4 +1,4 @@
-#include "runtime/common/jail.h"
+#include "runtime/host/jail.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "runtime/common/daemon.h"
+#include "runtime/host/daemon.h"
 #include "runtime/common/file_util.h"
 #include "tests/support/status_matchers.h"
 

@@ -1,4 +1,4 @@
-#include "runtime/common/process_usage.h"
+#include "runtime/host/process_usage.h"
 #include "tests/support/status_matchers.h"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "runtime/common/blocked_signals.h"
+#include "runtime/host/blocked_signals.h"
 
 #include <sys/signalfd.h>
 #include <unistd.h>

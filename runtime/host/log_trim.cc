@@ -1,4 +1,4 @@
-#include "runtime/common/log_trim.h"
+#include "runtime/host/log_trim.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,7 +1,7 @@
 // Double-fork daemon spawning with a race-free pidfd, and re-identification
 // of a daemon by (pid, start time, boot id). Between fork and exec only
 // async-signal-safe calls are made; everything is allocated before fork.
-#include "runtime/common/daemon.h"
+#include "runtime/host/daemon.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -27,7 +27,7 @@
 #include "runtime/common/child_setup.h"
 #include "runtime/common/drop_user.h"
 #include "runtime/common/file_util.h"
-#include "runtime/common/proc_stat.h"
+#include "runtime/host/proc_stat.h"
 #include "runtime/common/reaper.h"
 #include "runtime/common/subprocess.h"
 

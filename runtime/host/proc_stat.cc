@@ -1,5 +1,5 @@
 // See proc_stat.h.
-#include "runtime/common/proc_stat.h"
+#include "runtime/host/proc_stat.h"
 
 #include <algorithm>
 #include <charconv>

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/common/jail.h"
+#include "runtime/host/jail.h"
 #include "runtime/common/status.h"
 #include "runtime/common/unique_fd.h"
 

@@ -1,5 +1,5 @@
 // See process_cgroup.h.
-#include "runtime/common/process_cgroup.h"
+#include "runtime/host/process_cgroup.h"
 
 #include <dirent.h>
 #include <sys/stat.h>

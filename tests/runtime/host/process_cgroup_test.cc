@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "runtime/common/file_util.h"
-#include "runtime/common/process_cgroup.h"
+#include "runtime/host/process_cgroup.h"
 #include "tests/support/status_matchers.h"
 
 namespace capsule::testing {

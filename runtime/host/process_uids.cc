@@ -1,5 +1,5 @@
 // See process_uids.h.
-#include "runtime/common/process_uids.h"
+#include "runtime/host/process_uids.h"
 
 #include <dirent.h>
 

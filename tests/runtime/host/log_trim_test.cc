@@ -1,6 +1,6 @@
 // TrimLogFile against a writer that holds the file open O_APPEND the way
 // QEMU, virtiofsd and capsule-vsockd hold theirs.
-#include "runtime/common/log_trim.h"
+#include "runtime/host/log_trim.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

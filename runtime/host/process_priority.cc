@@ -1,5 +1,5 @@
 // See process_priority.h.
-#include "runtime/common/process_priority.h"
+#include "runtime/host/process_priority.h"
 
 #include <sys/resource.h>
 #include <sys/syscall.h>

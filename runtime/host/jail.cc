@@ -1,6 +1,6 @@
 // Planning (parent: lstat, readlink, strings) and entering (child: mount,
 // mkdir, pivot_root only) a daemon's jail.
-#include "runtime/common/jail.h"
+#include "runtime/host/jail.h"
 
 #include <fcntl.h>
 #include <sys/mount.h>

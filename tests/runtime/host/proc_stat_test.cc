@@ -1,11 +1,11 @@
 // /proc/<pid>/stat and cmdline: fields counted from the last ')', numbers
 // checked, and this very process read back.
-#include "runtime/common/proc_stat.h"
+#include "runtime/host/proc_stat.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "runtime/common/daemon.h"
+#include "runtime/host/daemon.h"
 #include "tests/support/status_matchers.h"
 
 namespace capsule {
@@ -40,7 +40,7 @@ TEST(ProcStatTest, ThisProcessReadsBackAndAGoneOneIsNotFound) {
   auto args = ReadCmdline(::getpid());
   ASSERT_OK(args);
   ASSERT_FALSE(args->empty());
-  EXPECT_NE(args->front().find("common_test"), std::string::npos) << args->front();
+  EXPECT_NE(args->front().find("host_test"), std::string::npos) << args->front();
   // pid_max is at most 2^22: this pid never exists.
   EXPECT_EQ(ReadProcStat(1 << 23).status().code(), Code::kNotFound);
   EXPECT_EQ(ReadCmdline(1 << 23).status().code(), Code::kNotFound);

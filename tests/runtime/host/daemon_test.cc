@@ -1,4 +1,4 @@
-#include "runtime/common/daemon.h"
+#include "runtime/host/daemon.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "runtime/common/port_forward_wire.h"
+#include "runtime/wire/port_forward_wire.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,6 +1,6 @@
 // Nice values per thread and per process tree: what the pool's refills and
 // claims rely on.
-#include "runtime/common/process_priority.h"
+#include "runtime/host/process_priority.h"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>

@@ -1,5 +1,5 @@
 // See stop_signals.h.
-#include "runtime/common/stop_signals.h"
+#include "runtime/host/stop_signals.h"
 
 #include <pthread.h>
 #include <signal.h>

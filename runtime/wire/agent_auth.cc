@@ -1,4 +1,4 @@
-#include "runtime/common/agent_auth.h"
+#include "runtime/wire/agent_auth.h"
 
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/common/guest_abi.h"
+#include "runtime/wire/guest_abi.h"
 #include "runtime/common/line_io.h"
 
 namespace capsule::agent_auth {

@@ -1,6 +1,6 @@
 // CloseInBackground: the fd is closed on the worker, every queued fd is
 // closed by the time FlushBackgroundCloses returns, and order is kept.
-#include "runtime/common/background_close.h"
+#include "runtime/host/background_close.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

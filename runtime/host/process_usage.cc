@@ -1,5 +1,5 @@
 // See process_usage.h.
-#include "runtime/common/process_usage.h"
+#include "runtime/host/process_usage.h"
 
 #include <unistd.h>
 
@@ -9,8 +9,8 @@
 #include <string_view>
 
 #include "runtime/common/file_util.h"
-#include "runtime/common/proc_stat.h"
-#include "runtime/common/process_uids.h"
+#include "runtime/host/proc_stat.h"
+#include "runtime/host/process_uids.h"
 
 namespace capsule {
 

@@ -1,0 +1,20 @@
+# Fails when a guest source (agent/, the initrd builder's module list)
+# includes a runtime/host header: what only the host runs (daemons, the
+# jail, other processes' /proc facts) must not reach the guest image.
+# Usage: cmake -DROOT=<source dir> -P guest_links_no_host_code.cmake
+file(GLOB_RECURSE sources RELATIVE ${ROOT} ${ROOT}/agent/*.cc ${ROOT}/agent/*.h)
+list(LENGTH sources n)
+if(n LESS 50)
+  message(FATAL_ERROR "found only ${n} guest sources under ${ROOT}/agent: wrong ROOT?")
+endif()
+set(bad "")
+foreach(src IN LISTS sources)
+  file(STRINGS ${ROOT}/${src} hits REGEX "#include \"runtime/host/")
+  foreach(hit IN LISTS hits)
+    string(APPEND bad "\n  ${src}: ${hit}")
+  endforeach()
+endforeach()
+if(bad)
+  message(FATAL_ERROR "guest sources include host-only headers:${bad}")
+endif()
+message(STATUS "${n} guest sources, none includes runtime/host")

@@ -24,16 +24,16 @@
 #include "agent/engine/pod_holder.h"
 #include "agent/engine/rehearsal.h"
 #include "agent/init/boot.h"
-#include "agent/net/netlink_network.h"
 #include "agent/init/power.h"
 #include "agent/modules/modprobe_helper.h"
+#include "agent/net/netlink_network.h"
 #include "agent/system/fw_cfg.h"
 #include "agent/system/guest_system.h"
 #include "runtime/common/file_util.h"
-#include "runtime/wire/guest_abi.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/reaper.h"
 #include "runtime/common/version.h"
+#include "runtime/wire/guest_abi.h"
 
 namespace capsule::agent::app {
 namespace {

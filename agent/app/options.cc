@@ -4,8 +4,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
-#include "runtime/wire/guest_abi.h"
 #include "runtime/common/version.h"
+#include "runtime/wire/guest_abi.h"
 
 namespace capsule::agent::app {
 

@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 
 #include "agent/system/sysfs_lookup.h"
-#include "runtime/wire/guest_abi.h"
 #include "runtime/vsock/vsock_packet.h"
+#include "runtime/wire/guest_abi.h"
 
 namespace capsule::agent::channel {
 namespace {

@@ -15,9 +15,9 @@
 #include "agent/server/convert.h"
 #include "agent/storage/share_release.h"
 #include "runtime/common/elapsed.h"
-#include "runtime/wire/guest_abi.h"
 #include "runtime/common/logging.h"
 #include "runtime/oci/spec_parser.h"
+#include "runtime/wire/guest_abi.h"
 
 namespace capsule::agent::containers {
 namespace {

@@ -13,9 +13,9 @@
 #include "agent/init/root.h"
 #include "agent/modules/modprobe_helper.h"
 #include "agent/modules/module_policy.h"
-#include "runtime/wire/guest_abi.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
+#include "runtime/wire/guest_abi.h"
 
 namespace capsule::agent::init {
 namespace {

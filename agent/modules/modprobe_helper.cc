@@ -23,8 +23,8 @@
 #include "agent/modules/module_index.h"
 #include "agent/modules/module_policy.h"
 #include "runtime/common/file_util.h"
-#include "runtime/wire/guest_abi.h"
 #include "runtime/common/unique_fd.h"
+#include "runtime/wire/guest_abi.h"
 
 namespace capsule::agent::modules {
 namespace {

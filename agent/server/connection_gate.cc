@@ -4,8 +4,8 @@
 
 #include <thread>
 
-#include "runtime/wire/agent_auth.h"
 #include "runtime/common/logging.h"
+#include "runtime/wire/agent_auth.h"
 
 namespace capsule::agent::server {
 namespace {

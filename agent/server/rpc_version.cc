@@ -9,9 +9,9 @@
 #include "agent/server/agent_service.h"
 #include "agent/server/rpc_util.h"
 #include "agent/system/guest_system.h"
-#include "runtime/wire/guest_abi.h"
 #include "runtime/common/unique_fd.h"
 #include "runtime/common/version.h"
+#include "runtime/wire/guest_abi.h"
 
 namespace capsule::agent::server {
 namespace {

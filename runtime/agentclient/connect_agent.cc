@@ -13,8 +13,8 @@
 
 #include "runtime/agentclient/agent_client.h"
 #include "runtime/agentclient/grpc_agent_client.h"
-#include "runtime/wire/agent_auth.h"
 #include "runtime/common/logging.h"
+#include "runtime/wire/agent_auth.h"
 
 namespace capsule::agentclient {
 namespace {

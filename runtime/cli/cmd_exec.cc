@@ -13,10 +13,10 @@
 #include <cstdlib>
 
 #include "runtime/cli/command.h"
-#include "runtime/host/blocked_signals.h"
 #include "runtime/common/logging.h"
 #include "runtime/guestexec/guest_exec_session.h"
 #include "runtime/guestexec/raw_terminal.h"
+#include "runtime/host/blocked_signals.h"
 #include "runtime/vm/pod_lookup.h"
 #include "runtime/vm/vm_agent.h"
 

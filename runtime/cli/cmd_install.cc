@@ -18,10 +18,10 @@
 #include <fmt/ranges.h>
 
 #include "runtime/cli/command.h"
-#include "runtime/host/stop_signals.h"
-#include "runtime/common/subprocess.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/subprocess.h"
 #include "runtime/common/unique_fd.h"
+#include "runtime/host/stop_signals.h"
 #include "runtime/install/installer.h"
 #include "runtime/install/kube_api.h"
 #include "runtime/install/node_label.h"

@@ -11,14 +11,14 @@
 
 #include <cstring>
 
-#include "runtime/host/run_capture.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/unique_fd.h"
 #include "runtime/erofs/erofs_image.h"
+#include "runtime/host/run_capture.h"
 #include "runtime/hypervisor/accel_probe.h"
 #include "runtime/hypervisor/qemu_probe.h"
-#include "runtime/vsock/vsockd_vsock.h"
 #include "runtime/vsock/vsock_backend.h"
+#include "runtime/vsock/vsockd_vsock.h"
 
 namespace capsule::cli {
 namespace {

@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "runtime/common/file_util.h"
-#include "runtime/wire/guest_abi.h"
 #include "runtime/config/config.h"
+#include "runtime/wire/guest_abi.h"
 
 namespace capsule::config {
 namespace {

@@ -18,10 +18,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/common/backoff.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/unique_fd.h"
 #include "runtime/host/blocked_signals.h"
-#include "runtime/common/backoff.h"
 
 namespace capsule::guestexec {
 namespace {

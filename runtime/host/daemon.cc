@@ -27,9 +27,9 @@
 #include "runtime/common/child_setup.h"
 #include "runtime/common/drop_user.h"
 #include "runtime/common/file_util.h"
-#include "runtime/host/proc_stat.h"
 #include "runtime/common/reaper.h"
 #include "runtime/common/subprocess.h"
+#include "runtime/host/proc_stat.h"
 
 namespace capsule {
 namespace {

@@ -14,9 +14,9 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/host/jail.h"
 #include "runtime/common/status.h"
 #include "runtime/common/unique_fd.h"
+#include "runtime/host/jail.h"
 
 namespace capsule {
 

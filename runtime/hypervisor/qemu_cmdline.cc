@@ -32,8 +32,8 @@
 
 #include <fmt/format.h>
 
-#include "runtime/wire/guest_abi.h"
 #include "runtime/hypervisor/qemu_devices.h"
+#include "runtime/wire/guest_abi.h"
 
 namespace capsule::hypervisor {
 namespace {

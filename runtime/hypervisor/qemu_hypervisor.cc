@@ -18,11 +18,11 @@
 
 #include <cstring>
 
-#include "runtime/host/daemon.h"
 #include "runtime/common/file_util.h"
+#include "runtime/common/logging.h"
 #include "runtime/common/subprocess.h"
 #include "runtime/common/unix_stream.h"
-#include "runtime/common/logging.h"
+#include "runtime/host/daemon.h"
 #include "runtime/hypervisor/qemu_cmdline.h"
 #include "runtime/hypervisor/qemu_devices.h"
 #include "runtime/hypervisor/qemu_vmm.h"

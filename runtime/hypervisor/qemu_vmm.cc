@@ -17,10 +17,10 @@
 #include <algorithm>
 #include <set>
 
-#include "runtime/host/daemon.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/unix_stream.h"
+#include "runtime/host/daemon.h"
 #include "runtime/hypervisor/qemu_cmdline.h"
 #include "runtime/hypervisor/qemu_devices.h"
 

@@ -1,8 +1,8 @@
 // vm.json <-> VmRecord. Reading (JsonField) is strict about types and names
 // the file and the field at fault; unknown fields are ignored so newer
 // writers stay readable.
-#include "runtime/wire/agent_auth.h"
 #include "runtime/hypervisor/vm_record.h"
+#include "runtime/wire/agent_auth.h"
 
 #include <fmt/format.h>
 

@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/host/daemon.h"
 #include "runtime/common/status.h"
+#include "runtime/host/daemon.h"
 #include "runtime/hypervisor/vm_spec.h"
 
 namespace capsule::hypervisor {

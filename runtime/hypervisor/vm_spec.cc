@@ -1,7 +1,7 @@
 // VmSpec validation: every check names the VM, the field and the bad value,
 // so a caller's mistake never surfaces as a cryptic VMM error.
-#include "runtime/wire/agent_auth.h"
 #include "runtime/hypervisor/vm_spec.h"
+#include "runtime/wire/agent_auth.h"
 
 #include <fmt/format.h>
 

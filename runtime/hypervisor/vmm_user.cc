@@ -10,9 +10,9 @@
 
 #include <functional>
 
-#include "runtime/host/daemon.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
+#include "runtime/host/daemon.h"
 #include "runtime/host/process_uids.h"
 
 namespace capsule::hypervisor {

@@ -17,10 +17,10 @@
 
 #include "runtime/agentclient/call_stats.h"
 #include "runtime/common/file_util.h"
-#include "runtime/host/proc_stat.h"
 #include "runtime/common/logging.h"
-#include "runtime/host/process_usage.h"
 #include "runtime/common/version.h"
+#include "runtime/host/proc_stat.h"
+#include "runtime/host/process_usage.h"
 #include "runtime/metrics/prometheus_text.h"
 #include "runtime/pool/pool_client.h"
 #include "runtime/vm/guest_stats.h"

@@ -15,8 +15,8 @@
 #include "runtime/common/byte_relay.h"
 #include "runtime/common/inet_sockaddr.h"
 #include "runtime/common/logging.h"
-#include "runtime/wire/port_forward_wire.h"
 #include "runtime/network/netns.h"
+#include "runtime/wire/port_forward_wire.h"
 
 namespace capsule::network {
 namespace {

@@ -11,9 +11,9 @@
 
 #include <thread>
 
-#include "runtime/host/stop_signals.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
+#include "runtime/host/stop_signals.h"
 #include "runtime/pool/pool_service.h"
 #include "runtime/pool/warm_pool.h"
 

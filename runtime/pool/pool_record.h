@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/host/daemon.h"
 #include "runtime/common/status.h"
+#include "runtime/host/daemon.h"
 
 namespace capsule::pool {
 

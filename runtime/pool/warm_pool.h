@@ -37,10 +37,10 @@
 #include <vector>
 
 #include "runtime/common/backoff.h"
-#include "runtime/host/daemon.h"
-#include "runtime/host/process_cgroup.h"
 #include "runtime/common/status.h"
 #include "runtime/config/config.h"
+#include "runtime/host/daemon.h"
+#include "runtime/host/process_cgroup.h"
 #include "runtime/pool/pool_types.h"
 #include "runtime/pool/shape.h"
 #include "runtime/vm/sandbox_vm.h"

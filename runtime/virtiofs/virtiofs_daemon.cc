@@ -17,11 +17,11 @@
 #include <atomic>
 #include <cstring>
 
-#include "runtime/host/daemon.h"
 #include "runtime/common/file_util.h"
-#include "runtime/wire/guest_abi.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/subprocess.h"
+#include "runtime/host/daemon.h"
+#include "runtime/wire/guest_abi.h"
 
 namespace capsule::virtiofs {
 namespace {

@@ -13,11 +13,11 @@
 #include <cstdlib>
 
 #include "runtime/common/file_util.h"
-#include "runtime/wire/guest_abi.h"
 #include "runtime/common/logging.h"
 #include "runtime/hypervisor/qemu_hypervisor.h"
 #include "runtime/vm/boot_steps.h"
 #include "runtime/vm/sandbox_vm_impl.h"
+#include "runtime/wire/guest_abi.h"
 
 namespace capsule::vm {
 namespace {

@@ -10,15 +10,15 @@
 
 #include <algorithm>
 
-#include "runtime/wire/agent_auth.h"
-#include "runtime/host/daemon.h"
 #include "runtime/common/file_util.h"
-#include "runtime/wire/guest_abi.h"
 #include "runtime/common/logging.h"
+#include "runtime/host/daemon.h"
 #include "runtime/host/process_cgroup.h"
 #include "runtime/hypervisor/vm_paths.h"
 #include "runtime/hypervisor/vmm_user.h"
 #include "runtime/vm/vm_dir.h"
+#include "runtime/wire/agent_auth.h"
+#include "runtime/wire/guest_abi.h"
 
 namespace capsule::vm {
 namespace {

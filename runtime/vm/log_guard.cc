@@ -1,7 +1,7 @@
 #include "runtime/vm/log_guard.h"
 
-#include "runtime/host/log_trim.h"
 #include "runtime/common/logging.h"
+#include "runtime/host/log_trim.h"
 #include "runtime/hypervisor/vm_paths.h"
 #include "runtime/virtiofs/virtiofs_daemon.h"
 #include "runtime/vsock/vsock_backend.h"

@@ -14,11 +14,11 @@
 #include <cstdlib>
 #include <future>
 
-#include "runtime/host/background_close.h"
 #include "runtime/common/file_util.h"
-#include "runtime/wire/guest_abi.h"
 #include "runtime/common/logging.h"
+#include "runtime/host/background_close.h"
 #include "runtime/vm/vm_dir.h"
+#include "runtime/wire/guest_abi.h"
 
 namespace capsule::vm {
 namespace {

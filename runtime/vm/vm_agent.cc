@@ -1,10 +1,10 @@
 #include "runtime/vm/vm_agent.h"
 
 #include "runtime/common/file_util.h"
-#include "runtime/wire/guest_abi.h"
 #include "runtime/hypervisor/vm_paths.h"
 #include "runtime/hypervisor/vm_record.h"
 #include "runtime/vsock/vsock_backend.h"
+#include "runtime/wire/guest_abi.h"
 
 namespace capsule::vm {
 

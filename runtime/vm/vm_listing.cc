@@ -6,8 +6,8 @@
 
 #include <algorithm>
 
-#include "runtime/host/daemon.h"
 #include "runtime/common/file_util.h"
+#include "runtime/host/daemon.h"
 #include "runtime/host/process_usage.h"
 #include "runtime/hypervisor/vm_paths.h"
 #include "runtime/hypervisor/vm_record.h"

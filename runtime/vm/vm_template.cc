@@ -24,17 +24,17 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
-#include "runtime/host/daemon.h"
 #include "runtime/common/file_util.h"
-#include "runtime/wire/guest_abi.h"
 #include "runtime/common/json_field.h"
 #include "runtime/common/logging.h"
+#include "runtime/host/daemon.h"
 #include "runtime/hypervisor/qemu_hypervisor.h"
 #include "runtime/hypervisor/qemu_probe.h"
 #include "runtime/hypervisor/vm_paths.h"
 #include "runtime/vm/boot_steps.h"
 #include "runtime/vm/ram_image.h"
 #include "runtime/vm/vm_dir.h"
+#include "runtime/wire/guest_abi.h"
 
 namespace capsule::vm {
 namespace {

@@ -14,12 +14,12 @@
 
 #include <cstdlib>
 
-#include "runtime/host/daemon.h"
 #include "runtime/common/file_util.h"
-#include "runtime/wire/guest_abi.h"
 #include "runtime/common/subprocess.h"
+#include "runtime/host/daemon.h"
 #include "runtime/vsock/hybrid_dial.h"
 #include "runtime/vsock/vsock_service.h"
+#include "runtime/wire/guest_abi.h"
 
 #ifndef CAPSULE_INSTALL_BINDIR
 #define CAPSULE_INSTALL_BINDIR "/usr/local/bin"

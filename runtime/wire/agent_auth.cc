@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "runtime/wire/guest_abi.h"
 #include "runtime/common/line_io.h"
+#include "runtime/wire/guest_abi.h"
 
 namespace capsule::agent_auth {
 namespace {

@@ -2,15 +2,15 @@
 // the clean-up `delete` runs after a daemon died. containerd-shim-capsule-v2
 // starts it and hands `delete` to it; it takes start itself as well.
 #include "shim/launcher/launcher.h"
+#include "shim/pod/sandbox_vm_provider.h"
 #include "shim/service/daemon_hooks.h"
-#include "shim/task/sandbox_vm_provider.h"
 
 namespace {
 
 using namespace capsule;
 
-shim::task::VmProviderPtr MakeVmProvider(const config::Config& config) {
-  return std::make_unique<shim::task::SandboxVmProvider>(config);
+shim::pod::VmProviderPtr MakeVmProvider(const config::Config& config) {
+  return std::make_unique<shim::pod::SandboxVmProvider>(config);
 }
 
 }  // namespace

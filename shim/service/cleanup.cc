@@ -4,11 +4,11 @@
 // group's socket any more.
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
-#include "shim/launcher/bundle.h"
 #include "runtime/common/mount_table.h"
+#include "shim/launcher/bundle.h"
+#include "shim/pod/sandbox.h"
 #include "shim/service/daemon_hooks.h"
 #include "shim/task/bundle_record.h"
-#include "shim/task/sandbox.h"
 
 namespace capsule::shim::service {
 namespace {
@@ -19,7 +19,7 @@ const log::Logger kLog("shim.cleanup");
 uint32_t StopLeftVm(const task::BundleRecord& record, const VmProviderFactory& make_vms) {
   LoadedConfig cfg = LoadConfig(record.config_path);
   if (!cfg.error.ok()) kLog.Warn("{}; adopting with the built-in defaults", cfg.error.ToString());
-  task::VmProviderPtr vms = make_vms(cfg.config);
+  pod::VmProviderPtr vms = make_vms(cfg.config);
   auto vm = vms->Adopt(record.vm_state_dir);
   if (!vm.ok()) {
     if (vm.status().code() != Code::kNotFound)

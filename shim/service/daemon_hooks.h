@@ -11,11 +11,11 @@
 
 #include "runtime/config/config.h"
 #include "shim/launcher/hooks.h"
-#include "shim/task/vm_provider.h"
+#include "shim/pod/vm_provider.h"
 
 namespace capsule::shim::service {
 
-using VmProviderFactory = std::function<task::VmProviderPtr(const config::Config& config)>;
+using VmProviderFactory = std::function<pod::VmProviderPtr(const config::Config& config)>;
 
 // How long queued events may take to reach containerd when the shim exits.
 inline constexpr std::chrono::milliseconds kEventFlushTimeout{5000};

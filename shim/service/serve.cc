@@ -119,7 +119,7 @@ Status Serve(launcher::DaemonContext& ctx, const VmProviderFactory& make_vms) {
   kLog.Info("events go to {}", sender->Describe());
   events::QueuedPublisher publisher(ctx.ns, std::move(sender));
   mount::LinuxMounter mounter;
-  task::VmProviderPtr vms = make_vms(cfg.config);
+  pod::VmProviderPtr vms = make_vms(cfg.config);
 
   task::TaskManagerDeps deps;
   deps.ns = ctx.ns;

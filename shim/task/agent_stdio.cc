@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "shim/task/agent_status.h"
+#include "shim/pod/agent_status.h"
 
 namespace capsule::shim::task {
 
@@ -23,7 +23,7 @@ Result<io::ReadChunk> AgentStdio::Read(io::OutputStream stream, size_t max_bytes
   auto resp = agent_->LongPoll<Result<v1::ReadStreamResponse>>([&](AgentClient& a) {
     return out ? a.ReadStdout(req) : a.ReadStderr(req);
   });
-  if (!resp.ok()) return FromAgent(resp.status(), (out ? "read stdout of " : "read stderr of ") + Name());
+  if (!resp.ok()) return pod::FromAgent(resp.status(), (out ? "read stdout of " : "read stderr of ") + Name());
   // The guest's answer is input: never more than was asked for.
   if (resp->data().size() > max_bytes)
     return Internal(fmt::format("read {}: the agent returned {} bytes, more than the {} asked for", Name(),
@@ -45,7 +45,7 @@ Status AgentStdio::Write(std::string_view data) {
     req.set_exec_id(exec_id_);
     req.set_data(std::string(data));
     auto resp = agent_->LongPoll<Result<v1::WriteStreamResponse>>([&](AgentClient& a) { return a.WriteStdin(req); });
-    if (!resp.ok()) return FromAgent(resp.status(), "write stdin of " + Name());
+    if (!resp.ok()) return pod::FromAgent(resp.status(), "write stdin of " + Name());
     if (resp->len() == 0 || resp->len() > data.size())
       return Internal("write stdin of " + Name() + ": the agent took " + std::to_string(resp->len()) + " of " +
                       std::to_string(data.size()) + " bytes");
@@ -58,7 +58,7 @@ Status AgentStdio::CloseStdin() {
   v1::CloseStdinRequest req;
   req.set_container_id(container_id_);
   req.set_exec_id(exec_id_);
-  return FromAgent(agent_->Call<Status>([&](AgentClient& a) { return a.CloseStdin(req); }),
+  return pod::FromAgent(agent_->Call<Status>([&](AgentClient& a) { return a.CloseStdin(req); }),
                    "close stdin of " + Name());
 }
 

@@ -6,13 +6,13 @@
 #include <string>
 
 #include "shim/io/process_stdio.h"
-#include "shim/task/agent_handle.h"
+#include "shim/pod/agent_handle.h"
 
 namespace capsule::shim::task {
 
 class AgentStdio : public io::ProcessStdio {
  public:
-  AgentStdio(AgentHandlePtr agent, std::string container_id, std::string exec_id)
+  AgentStdio(pod::AgentHandlePtr agent, std::string container_id, std::string exec_id)
       : agent_(std::move(agent)), container_id_(std::move(container_id)), exec_id_(std::move(exec_id)) {}
 
   Result<io::ReadChunk> Read(io::OutputStream stream, size_t max_bytes) override;
@@ -22,7 +22,7 @@ class AgentStdio : public io::ProcessStdio {
  private:
   std::string Name() const;
 
-  const AgentHandlePtr agent_;
+  const pod::AgentHandlePtr agent_;
   const std::string container_id_;
   const std::string exec_id_;
 };

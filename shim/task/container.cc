@@ -11,7 +11,7 @@
 #include "runtime/common/elapsed.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
-#include "shim/task/agent_status.h"
+#include "shim/pod/agent_status.h"
 #include "shim/task/dense_files.h"
 #include "shim/task/process_limits.h"
 
@@ -35,10 +35,10 @@ bool JoinsPodPidNamespace(const nlohmann::json& spec) {
 
 }  // namespace
 
-Result<std::unique_ptr<Container>> Container::Create(ContainerParams params, SandboxPtr sandbox,
+Result<std::unique_ptr<Container>> Container::Create(ContainerParams params, pod::SandboxPtr sandbox,
                                                      mount::Mounter* mounter) {
   std::unique_ptr<Container> c(new Container(std::move(params), std::move(sandbox)));
-  Sandbox* sb = c->sandbox_.get();
+  pod::Sandbox* sb = c->sandbox_.get();
   ProcessParams pp;
   pp.container_id = c->p_.id;
   pp.host_pid = static_cast<uint32_t>(sb->vmm_pid());
@@ -169,7 +169,7 @@ Status Container::CreateInAgent(const std::string& spec_json, std::vector<v1::St
   req.set_oci_spec_json(spec_json);
   for (auto& s : storages) *req.add_storages() = std::move(s);
   req.set_sandbox_pidns(JoinsPodPidNamespace(p_.host_spec));
-  RETURN_IF_ERROR(FromAgent(sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.CreateContainer(req); }),
+  RETURN_IF_ERROR(pod::FromAgent(sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.CreateContainer(req); }),
                             "create container " + p_.id));
   in_agent_ = true;
   sandbox_->AddContainer(p_.id);
@@ -189,7 +189,7 @@ Status Container::RemoveFromAgent() {
   req.set_timeout(kRemoveTimeoutSeconds);
   Status st = sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.RemoveContainer(req); });
   if (st.code() == Code::kNotFound || with_vm()) return Status::Ok();
-  return FromAgent(st, "remove container " + p_.id + " from the guest");
+  return pod::FromAgent(st, "remove container " + p_.id + " from the guest");
 }
 
 Status Container::UnmountAll() {
@@ -293,7 +293,7 @@ Result<v1::ListProcessesResponse> Container::Pids() {
   req.set_container_id(p_.id);
   auto r = sandbox_->agent()->Call<Result<v1::ListProcessesResponse>>(
       [&](AgentClient& a) { return a.ListProcesses(req); });
-  if (!r.ok()) return FromAgent(r.status(), "list processes of " + p_.id);
+  if (!r.ok()) return pod::FromAgent(r.status(), "list processes of " + p_.id);
   return r;
 }
 
@@ -302,7 +302,7 @@ Result<v1::StatsContainerResponse> Container::Stats() {
   req.set_container_id(p_.id);
   auto r = sandbox_->agent()->Call<Result<v1::StatsContainerResponse>>(
       [&](AgentClient& a) { return a.StatsContainer(req); });
-  if (!r.ok()) return FromAgent(r.status(), "stats of " + p_.id);
+  if (!r.ok()) return pod::FromAgent(r.status(), "stats of " + p_.id);
   return r;
 }
 
@@ -310,7 +310,7 @@ Status Container::Update(const std::string& resources_json) {
   v1::UpdateContainerRequest req;
   req.set_container_id(p_.id);
   req.set_resources_json(resources_json);
-  return FromAgent(sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.UpdateContainer(req); }),
+  return pod::FromAgent(sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.UpdateContainer(req); }),
                    "update resources of " + p_.id);
 }
 
@@ -332,7 +332,7 @@ Status Container::Pause() {
   } else {
     v1::PauseContainerRequest req;
     req.set_container_id(p_.id);
-    st = FromAgent(sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.PauseContainer(req); }),
+    st = pod::FromAgent(sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.PauseContainer(req); }),
                    "pause " + p_.id);
   }
   std::lock_guard lock(mu_);
@@ -359,7 +359,7 @@ Status Container::Resume() {
   } else {
     v1::ResumeContainerRequest req;
     req.set_container_id(p_.id);
-    st = FromAgent(sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.ResumeContainer(req); }),
+    st = pod::FromAgent(sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.ResumeContainer(req); }),
                    "resume " + p_.id);
   }
   std::lock_guard lock(mu_);

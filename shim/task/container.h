@@ -18,9 +18,9 @@
 #include "capsule/agent/v1/agent.pb.h"
 #include "shim/io/stdio_uri.h"
 #include "shim/mount/mounter.h"
+#include "shim/pod/sandbox.h"
 #include "shim/task/guest_spec.h"
 #include "shim/task/process.h"
-#include "shim/task/sandbox.h"
 
 namespace capsule::shim::task {
 
@@ -42,7 +42,7 @@ struct ContainerParams {
 class Container {
  public:
   // On failure nothing is left: no host mount, no share dir, no guest container.
-  static Result<std::unique_ptr<Container>> Create(ContainerParams params, SandboxPtr sandbox,
+  static Result<std::unique_ptr<Container>> Create(ContainerParams params, pod::SandboxPtr sandbox,
                                                    mount::Mounter* mounter);
   ~Container();
   Container(const Container&) = delete;
@@ -50,7 +50,7 @@ class Container {
 
   const std::string& id() const { return p_.id; }
   const std::string& bundle() const { return p_.bundle; }
-  const SandboxPtr& sandbox() const { return sandbox_; }
+  const pod::SandboxPtr& sandbox() const { return sandbox_; }
   bool sandbox_container() const { return p_.sandbox_container; }
   // CRI's sandbox container, played by the guest's pod holder (no image,
   // no process of its own).
@@ -83,7 +83,7 @@ class Container {
   bool paused() const;
 
  private:
-  Container(ContainerParams params, SandboxPtr sandbox) : p_(std::move(params)), sandbox_(std::move(sandbox)) {}
+  Container(ContainerParams params, pod::SandboxPtr sandbox) : p_(std::move(params)), sandbox_(std::move(sandbox)) {}
   Status MountRootfs(mount::Mounter* mounter, const std::string& target);
   Status MountShares(mount::Mounter* mounter, const std::vector<ShareBind>& binds);
   // Dense device set: the rootfs and mounts images plugged, and the
@@ -98,7 +98,7 @@ class Container {
   std::string Rel(std::string_view sub) const { return p_.id + "/" + std::string(sub); }
 
   const ContainerParams p_;
-  const SandboxPtr sandbox_;
+  const pod::SandboxPtr sandbox_;
   ProcessPtr init_;
   std::vector<mount::ScopedMount> mounts_;  // rootfs first; unmounted in reverse
   std::vector<std::string> disks_;          // dense: serials of its plugged disks

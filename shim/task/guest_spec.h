@@ -19,10 +19,6 @@
 
 namespace capsule::shim::task {
 
-// The pod's /dev/shm inside the guest: a tmpfs the agent mounts at
-// CreateSandbox; every container of the pod binds it (CRI shares one
-// /dev/shm per pod, which a host tmpfs cannot do across the VM boundary).
-inline constexpr std::string_view kPodShmGuestPath = "/run/capsule/pod-shm";
 inline constexpr std::string_view kDevShm = "/dev/shm";
 
 // A host path to bind under the share before the container is created.

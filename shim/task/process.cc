@@ -7,8 +7,8 @@
 
 #include "runtime/common/elapsed.h"
 #include "runtime/common/logging.h"
+#include "shim/pod/agent_status.h"
 #include "shim/task/agent_stdio.h"
-#include "shim/task/agent_status.h"
 
 namespace capsule::shim::task {
 namespace {
@@ -59,7 +59,7 @@ Result<uint32_t> Process::StartInAgent() {
     v1::StartContainerRequest req;
     req.set_container_id(p_.container_id);
     auto r = p_.agent->Call<Result<v1::StartContainerResponse>>([&](AgentClient& a) { return a.StartContainer(req); });
-    if (!r.ok()) return FromAgent(r.status(), "start " + Name());
+    if (!r.ok()) return pod::FromAgent(r.status(), "start " + Name());
     return r->pid();
   }
   v1::ExecProcessRequest req;
@@ -67,7 +67,7 @@ Result<uint32_t> Process::StartInAgent() {
   req.set_exec_id(p_.exec_id);
   req.set_process_json(p_.process_json);
   auto r = p_.agent->Call<Result<v1::ExecProcessResponse>>([&](AgentClient& a) { return a.ExecProcess(req); });
-  if (!r.ok()) return FromAgent(r.status(), "start " + Name());
+  if (!r.ok()) return pod::FromAgent(r.status(), "start " + Name());
   return r->pid();
 }
 
@@ -222,7 +222,7 @@ Status Process::Kill(uint32_t signal, bool all) {
   req.set_exec_id(p_.exec_id);
   req.set_signal(signal);
   req.set_all(all);
-  Status st = FromAgent(p_.agent->Call<Status>([&](AgentClient& a) { return a.SignalProcess(req); }),
+  Status st = pod::FromAgent(p_.agent->Call<Status>([&](AgentClient& a) { return a.SignalProcess(req); }),
                         fmt::format("signal {} to {}", signal, Name()));
   if (st.ok() && is_init()) WatchExit();  // no-op once watched; catches a kill before start
   return st;
@@ -267,7 +267,7 @@ Status Process::ResizePty(uint32_t width, uint32_t height) {
   req.set_exec_id(p_.exec_id);
   req.set_row(height);
   req.set_column(width);
-  return FromAgent(p_.agent->Call<Status>([&](AgentClient& a) { return a.TtyWinResize(req); }),
+  return pod::FromAgent(p_.agent->Call<Status>([&](AgentClient& a) { return a.TtyWinResize(req); }),
                    "resize the terminal of " + Name());
 }
 

@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "shim/io/stdio_copier.h"
-#include "shim/task/agent_handle.h"
+#include "shim/pod/agent_handle.h"
 #include "shim/task/process_state.h"
 
 namespace capsule::shim::task {
@@ -45,7 +45,7 @@ struct ProcessParams {
   std::string process_json;  // an exec's OCI Process; unused for the init
   uint32_t host_pid = 0;     // reported to containerd: the VMM's pid
   io::StdioSpec stdio;
-  AgentHandlePtr agent;
+  pod::AgentHandlePtr agent;
   // An init already running in the guest (the pod holder the agent made
   // before the claim): Start asks the agent nothing and reports this pid.
   uint32_t running_guest_pid = 0;

@@ -10,9 +10,9 @@
 #include "runtime/common/elapsed.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
+#include "shim/pod/host_namespaces.h"
+#include "shim/pod/vm_sizing.h"
 #include "shim/task/bundle_record.h"
-#include "shim/task/host_namespaces.h"
-#include "shim/task/vm_sizing.h"
 
 namespace capsule::shim::task {
 namespace {
@@ -43,7 +43,7 @@ TaskManager::~TaskManager() { StopAll(); }
 
 Result<ContainerPtr> TaskManager::Create(const CreateParams& params) {
   if (!d_.config_error.ok()) return d_.config_error.WithContext("capsule configuration");
-  ASSIGN_OR_RETURN(CancelTokenPtr cancel, CancelToken::Make());
+  ASSIGN_OR_RETURN(pod::CancelTokenPtr cancel, pod::CancelToken::Make());
   auto op = std::make_shared<Creation>();
   op->cancel = cancel;
   {
@@ -55,7 +55,7 @@ Result<ContainerPtr> TaskManager::Create(const CreateParams& params) {
   }
   Result<ContainerPtr> result = InvalidArgument("not created");
   {
-    std::optional<CancelToken::Deadline> deadline;
+    std::optional<pod::CancelToken::Deadline> deadline;
     if (params.deadline) {
       const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*params.deadline -
                                                                             std::chrono::steady_clock::now());
@@ -83,7 +83,7 @@ Result<ContainerPtr> TaskManager::Create(const CreateParams& params) {
   return result;
 }
 
-TaskManager::Undo TaskManager::Settle(const CreateParams& params, const CancelToken& cancel,
+TaskManager::Undo TaskManager::Settle(const CreateParams& params, const pod::CancelToken& cancel,
                                       Result<ContainerPtr>& result) {
   Undo undo;
   std::lock_guard lock(mu_);
@@ -102,7 +102,7 @@ TaskManager::Undo TaskManager::Settle(const CreateParams& params, const CancelTo
     // A container joining a pod took the pod's Sandbox before it was
     // created; if the pod's own container was deleted meanwhile, its VM
     // is stopping and the newcomer must not outlive it as a live task.
-    const SandboxPtr& sb = (*result)->sandbox();
+    const pod::SandboxPtr& sb = (*result)->sandbox();
     auto it = sandboxes_.find(sb->id());
     if (it == sandboxes_.end() || it->second != sb) {
       undo.container = std::move(*result);
@@ -147,7 +147,7 @@ void TaskManager::CancelCreation(const std::string& id, const Status& why) {
   }
 }
 
-Result<ContainerPtr> TaskManager::CreateReserved(const CreateParams& params, const CancelTokenPtr& cancel) {
+Result<ContainerPtr> TaskManager::CreateReserved(const CreateParams& params, const pod::CancelTokenPtr& cancel) {
   ASSIGN_OR_RETURN(nlohmann::json spec, ReadSpec(params.bundle));
   const auto annotations = Annotations(spec);
   const auto type = annotations.find(kContainerTypeAnnotation);
@@ -160,7 +160,7 @@ Result<ContainerPtr> TaskManager::CreateReserved(const CreateParams& params, con
     sandbox_id = sid->second;
   }
   if (type != annotations.end() && type->second == kContainerTypeSandbox) {
-    if (Status st = RefuseHostNamespaces(spec, params.id); !st.ok()) {
+    if (Status st = pod::RefuseHostNamespaces(spec, params.id); !st.ok()) {
       kLog.Error("{}", st.message());
       return st;
     }
@@ -172,7 +172,7 @@ Result<ContainerPtr> TaskManager::CreateReserved(const CreateParams& params, con
     // SandboxVm::HostSharedPath(cid): the host's tree of the share.
     return WriteBundleRecord(bundle, {sandbox_id, vm_id, state_dir, state_dir + "/mounts/" + cid, config});
   };
-  SandboxPtr sandbox;
+  pod::SandboxPtr sandbox;
   if (joins_pod) {
     {
       std::lock_guard lock(mu_);
@@ -190,7 +190,7 @@ Result<ContainerPtr> TaskManager::CreateReserved(const CreateParams& params, con
   // Giving up cuts the agent's CreateContainer of a new VM (the VM is
   // undone anyway); a container joining a pod gets its answer, bounded by
   // runtime.agent_timeout_ms, and is undone after it.
-  std::optional<CancelToken::Registration> on_cancel;
+  std::optional<pod::CancelToken::Registration> on_cancel;
   if (!joins_pod) on_cancel.emplace(cancel->OnCancel([sandbox] { sandbox->agent()->Revoke(); }));
 
   ContainerParams cp;
@@ -217,18 +217,18 @@ Result<ContainerPtr> TaskManager::CreateReserved(const CreateParams& params, con
   return ContainerPtr(std::move(*c));
 }
 
-Result<SandboxPtr> TaskManager::NewSandbox(const std::string& sandbox_id, const nlohmann::json& spec,
+Result<pod::SandboxPtr> TaskManager::NewSandbox(const std::string& sandbox_id, const nlohmann::json& spec,
                                            const std::map<std::string, std::string>& annotations, bool cri_sandbox,
-                                           RecordClaimedVm record, const CancelTokenPtr& cancel) {
-  WorkloadLimits limits;
+                                           pod::RecordClaimedVm record, const pod::CancelTokenPtr& cancel) {
+  pod::WorkloadLimits limits;
   if (cri_sandbox) {
-    ASSIGN_OR_RETURN(limits, LimitsFromAnnotations(annotations));
+    ASSIGN_OR_RETURN(limits, pod::LimitsFromAnnotations(annotations));
   } else {
-    limits = LimitsFromSpec(spec);
+    limits = pod::LimitsFromSpec(spec);
   }
-  SandboxParams sp;
+  pod::SandboxParams sp;
   sp.id = sandbox_id;
-  sp.vm_id = VmIdFor(d_.ns, sandbox_id);
+  sp.vm_id = pod::VmIdFor(d_.ns, sandbox_id);
   sp.record = std::move(record);
   sp.claimant.ns = d_.ns;
   sp.claimant.sandbox_id = sandbox_id;
@@ -238,20 +238,20 @@ Result<SandboxPtr> TaskManager::NewSandbox(const std::string& sandbox_id, const 
     sp.pod_name = n->second;
     if (k != annotations.end()) sp.pod_namespace = k->second;
   }
-  sp.size = SizeVm(limits, d_.config.guest);
+  sp.size = pod::SizeVm(limits, d_.config.guest);
   for (const auto& note : sp.size.notes) kLog.Info("sandbox {}: {}", sandbox_id, note);
   sp.hostname = spec.value("hostname", "");
   // CRI's sandbox container is the pause container: the guest has its own
   // holder for what pause holds, so no image and no process are needed.
   if (cri_sandbox) sp.holder_container_id = sandbox_id;
-  sp.netns_path = PodNetnsPath(spec);
+  sp.netns_path = pod::PodNetnsPath(spec);
   if (auto linux = spec.find("linux"); linux != spec.end() && linux->is_object())
     sp.cgroups_path = linux->value("cgroupsPath", "");
   if (sp.netns_path.empty()) kLog.Info("sandbox {}: no network namespace path in the spec: the VM gets no NIC", sandbox_id);
   sp.on_oom = [this](const std::string& container_id) { PublishOom(container_id); };
   sp.agent_timeout = std::chrono::milliseconds(d_.config.runtime.agent_timeout_ms);
   sp.cancel = cancel;
-  ASSIGN_OR_RETURN(SandboxPtr sandbox, Sandbox::Create(std::move(sp), *d_.vms));
+  ASSIGN_OR_RETURN(pod::SandboxPtr sandbox, pod::Sandbox::Create(std::move(sp), *d_.vms));
   std::lock_guard lock(mu_);
   sandboxes_[sandbox_id] = sandbox;
   return sandbox;
@@ -271,7 +271,7 @@ Result<std::function<void()>> TaskManager::Kill(const std::string& id, const std
   // A second StopPodSandbox's kill while the first one's ends the VM: done.
   if (exec_id.empty() && c->pod_holder() && c->sandbox()->stopping()) return std::function<void()>();
   if (exec_id.empty() && signal == SIGKILL && c->pod_holder() && p->Snapshot().state == ProcessState::kRunning) {
-    if (SandboxPtr sb = TakeSandboxOfLoneHolder(c)) {
+    if (pod::SandboxPtr sb = TakeSandboxOfLoneHolder(c)) {
       kLog.Info("sandbox {}: SIGKILL to its pod holder, the pod's last task: stopping the VM instead of signalling the guest",
                 sb->id());
       return std::function<void()>([sb, p] {
@@ -288,7 +288,7 @@ Result<std::function<void()>> TaskManager::Kill(const std::string& id, const std
   return std::function<void()>();
 }
 
-SandboxPtr TaskManager::TakeSandboxOfLoneHolder(const ContainerPtr& holder) {
+pod::SandboxPtr TaskManager::TakeSandboxOfLoneHolder(const ContainerPtr& holder) {
   std::lock_guard lock(mu_);
   if (!creating_.empty()) return nullptr;  // a container may be joining the pod
   for (const auto& [cid, other] : containers_)
@@ -296,7 +296,7 @@ SandboxPtr TaskManager::TakeSandboxOfLoneHolder(const ContainerPtr& holder) {
   auto it = sandboxes_.find(holder->sandbox()->id());
   if (it == sandboxes_.end() || it->second != holder->sandbox()) return nullptr;
   // Out of the map first: a container created from now on finds no pod.
-  SandboxPtr sb = std::move(it->second);
+  pod::SandboxPtr sb = std::move(it->second);
   sandboxes_.erase(it);
   return sb;
 }
@@ -309,7 +309,7 @@ Result<TaskManager::Deleted> TaskManager::Delete(const std::string& id, const st
   }
   ASSIGN_OR_RETURN(ExitInfo exit, c->DeleteContainer());
   ForgetOoms(id);
-  SandboxPtr last;
+  pod::SandboxPtr last;
   bool running = false;
   {
     std::lock_guard lock(mu_);
@@ -328,7 +328,7 @@ Result<TaskManager::Deleted> TaskManager::Delete(const std::string& id, const st
   if (!last) {
     // The pod goes on (CRI: its holder is still there): the rest after the
     // answer, with the pod's Stop waiting for it.
-    return Deleted{exit, [c, in_flight = std::make_shared<Sandbox::DeleteInFlight>(c->sandbox())]() mutable {
+    return Deleted{exit, [c, in_flight = std::make_shared<pod::Sandbox::DeleteInFlight>(c->sandbox())]() mutable {
                      c->FinishDelete();
                      in_flight.reset();
                    }};
@@ -367,7 +367,7 @@ std::optional<TaskManager::Idle> TaskManager::IdleFor() const {
 
 void TaskManager::StopAll() {
   std::map<std::string, ContainerPtr> containers;
-  std::map<std::string, SandboxPtr> sandboxes;
+  std::map<std::string, pod::SandboxPtr> sandboxes;
   std::vector<std::shared_ptr<Creation>> creating;
   {
     std::lock_guard lock(mu_);

@@ -31,10 +31,10 @@
 #include "shim/events/publisher.h"
 #include "shim/io/stdio_uri.h"
 #include "shim/mount/mounter.h"
-#include "shim/task/cancel_token.h"
+#include "shim/pod/cancel_token.h"
+#include "shim/pod/sandbox.h"
+#include "shim/pod/vm_provider.h"
 #include "shim/task/container.h"
-#include "shim/task/sandbox.h"
-#include "shim/task/vm_provider.h"
 
 namespace capsule::shim::task {
 
@@ -52,7 +52,7 @@ struct TaskManagerDeps {
   // Why the config could not be loaded: every Create fails with it.
   Status config_error;
   std::string config_path;  // recorded in bundles for `delete`
-  VmProvider* vms = nullptr;
+  pod::VmProvider* vms = nullptr;
   mount::Mounter* mounter = nullptr;
   events::Publisher* events = nullptr;
 };
@@ -133,24 +133,24 @@ class TaskManager {
  private:
   // A Create in flight.
   struct Creation {
-    CancelTokenPtr cancel;
+    pod::CancelTokenPtr cancel;
     bool done = false;  // guarded by mu_: undone or registered
   };
   // Create's work once the id is reserved.
-  Result<ContainerPtr> CreateReserved(const CreateParams& params, const CancelTokenPtr& cancel);
+  Result<ContainerPtr> CreateReserved(const CreateParams& params, const pod::CancelTokenPtr& cancel);
   // Takes the result of a creation in: registers the container, or (when
   // it was cancelled or its pod went meanwhile) returns what to undo.
   struct Undo {
     ContainerPtr container;
-    SandboxPtr sandbox;  // the container's own VM, stopped after it
+    pod::SandboxPtr sandbox;  // the container's own VM, stopped after it
   };
-  Undo Settle(const CreateParams& params, const CancelToken& cancel, Result<ContainerPtr>& result);
-  Result<SandboxPtr> NewSandbox(const std::string& sandbox_id, const nlohmann::json& spec,
+  Undo Settle(const CreateParams& params, const pod::CancelToken& cancel, Result<ContainerPtr>& result);
+  Result<pod::SandboxPtr> NewSandbox(const std::string& sandbox_id, const nlohmann::json& spec,
                                 const std::map<std::string, std::string>& annotations, bool cri_sandbox,
-                                RecordClaimedVm record, const CancelTokenPtr& cancel);
+                                pod::RecordClaimedVm record, const pod::CancelTokenPtr& cancel);
   // The holder's sandbox, taken out of sandboxes_, when `holder` is the
   // only task of its pod and no creation is in flight; else null.
-  SandboxPtr TakeSandboxOfLoneHolder(const ContainerPtr& holder);
+  pod::SandboxPtr TakeSandboxOfLoneHolder(const ContainerPtr& holder);
   // Run under a process's lock: they only queue.
   void PublishExit(const Process& process, const ExitInfo& exit);
   // From the sandbox's OOM watcher (GetOOMEvent).
@@ -168,7 +168,7 @@ class TaskManager {
   std::map<std::string, std::shared_ptr<Creation>> creating_;  // guarded by mu_: by task id
   bool shutdown_requested_ = false;  // guarded by mu_: see AcceptShutdown
   std::map<std::string, ContainerPtr> containers_;  // guarded by mu_
-  std::map<std::string, SandboxPtr> sandboxes_;     // guarded by mu_: by sandbox id
+  std::map<std::string, pod::SandboxPtr> sandboxes_;     // guarded by mu_: by sandbox id
   // guarded by mu_: when the shim last became empty (or started)
   std::chrono::steady_clock::time_point empty_since_ = std::chrono::steady_clock::now();
   bool had_task_ = false;  // guarded by mu_

@@ -20,14 +20,14 @@
 
 #include "agent/forward/port_forwarder.h"
 #include "runtime/agentclient/agent_client.h"
-#include "runtime/wire/agent_auth.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/inet_sockaddr.h"
-#include "runtime/wire/port_forward_wire.h"
 #include "runtime/common/unix_stream.h"
 #include "runtime/network/loopback_redirect.h"
 #include "runtime/network/netns.h"
 #include "runtime/network/port_forward_listener.h"
+#include "runtime/wire/agent_auth.h"
+#include "runtime/wire/port_forward_wire.h"
 #include "tests/network/test_netns.h"
 #include "tests/support/status_matchers.h"
 

@@ -1,7 +1,7 @@
 // CancelToken: the first reason wins, the fd becomes readable, callbacks
 // run once (at once when registered late), an unregistered one never runs,
 // and a Deadline cancels only if it is still alive when its time comes.
-#include "shim/task/cancel_token.h"
+#include "shim/pod/cancel_token.h"
 #include "tests/support/status_matchers.h"
 
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 
 #include <atomic>
 
-namespace capsule::shim::task {
+namespace capsule::shim::pod {
 namespace {
 
 using std::chrono::milliseconds;
@@ -64,4 +64,4 @@ TEST(CancelToken, ADeadlineCancelsOnlyWhileItLives) {
 }
 
 }  // namespace
-}  // namespace capsule::shim::task
+}  // namespace capsule::shim::pod

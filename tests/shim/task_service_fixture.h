@@ -74,7 +74,7 @@ class TaskServiceTest : public ::testing::Test {
     return req;
   }
   std::string Fifo(const std::string& name) { return tmp_->Join(name); }
-  std::string VmId(const std::string& sandbox_id) { return shim::task::VmIdFor(kNs, sandbox_id); }
+  std::string VmId(const std::string& sandbox_id) { return shim::pod::VmIdFor(kNs, sandbox_id); }
   std::shared_ptr<FakeAgentClient> Agent(const std::string& sandbox_id) { return vms_->agent_of(VmId(sandbox_id)); }
 
   v2::StartResponse MustStart(const std::string& id, const std::string& exec_id = "") {

@@ -13,10 +13,10 @@
 #include <future>
 #include <thread>
 
+#include "shim/pod/host_namespaces.h"
+#include "shim/pod/pod_network.h"
+#include "shim/pod/sandbox.h"
 #include "shim/task/bundle_record.h"
-#include "shim/task/host_namespaces.h"
-#include "shim/task/pod_network.h"
-#include "shim/task/sandbox.h"
 #include "tests/shim/task_service_fixture.h"
 #include "tests/support/status_matchers.h"
 
@@ -322,7 +322,7 @@ TEST_F(TaskServiceTest, PodWhoseNetnsCannotBeReadFailsNamingItAndLeavesNoVm) {
 }
 
 TEST(PodNetnsPathTest, TakesTheNetworkNamespacePathOnly) {
-  using shim::task::PodNetnsPath;
+  using shim::pod::PodNetnsPath;
   EXPECT_EQ(PodNetnsPath(nlohmann::json::object()), "");
   EXPECT_EQ(PodNetnsPath({{"linux", {{"namespaces", {{{"type", "network"}}}}}}}), "") << "a fresh netns: no CNI";
   EXPECT_EQ(PodNetnsPath({{"linux", {{"namespaces", {{{"type", "pid"}, {"path", "/proc/1/ns/pid"}}}}}}}), "");
@@ -672,7 +672,7 @@ TEST_F(TaskServiceTest, APodAskingForAHostNamespaceIsRefusedBeforeAnyBoot) {
 }
 
 TEST(HostNamespacesTest, NamesEachFieldWhoseNamespaceIsLeftOut) {
-  using shim::task::HostNamespacesAskedFor;
+  using shim::pod::HostNamespacesAskedFor;
   EXPECT_EQ(HostNamespacesAskedFor(nlohmann::json::object()),
             (std::vector<std::string>{"hostNetwork", "hostPID", "hostIPC"}));
   EXPECT_TRUE(HostNamespacesAskedFor(BaseSpec()).empty());
@@ -921,13 +921,13 @@ namespace {
 // ready again with the VM's stop and cont (a repeated ask changes nothing),
 // stopped for good; no pause once it stops.
 TEST_F(TaskServiceTest, ASandboxMovesReadyPausedReadyStoppedAndRefusesAPauseOnceStopped) {
-  using shim::task::SandboxState;
-  shim::task::SandboxParams p;
+  using shim::pod::SandboxState;
+  shim::pod::SandboxParams p;
   p.id = "pod-state";
   p.vm_id = "pod-state-vm";
   p.use_pool = false;
   p.record = [](const std::string&, const std::string&) { return Status::Ok(); };
-  auto sandbox = shim::task::Sandbox::Create(p, *vms_);
+  auto sandbox = shim::pod::Sandbox::Create(p, *vms_);
   ASSERT_OK(sandbox);
   auto& sb = **sandbox;
   auto& vmm = vms_->vm("pod-state-vm")->fake_vmm();

@@ -1,6 +1,6 @@
 // VM sizing from CRI annotations and spec limits: what the pod's author
 // wrote, absurd values included, gives a VM within the config's bounds.
-#include "shim/task/vm_sizing.h"
+#include "shim/pod/vm_sizing.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include "runtime/config/config.h"
 #include "tests/support/status_matchers.h"
 
-namespace capsule::shim::task {
+namespace capsule::shim::pod {
 namespace {
 
 TEST(VmSizingTest, QuotaAndMemoryNearInt64MaxAreCappedNotOverflowed) {
@@ -42,4 +42,4 @@ TEST(VmSizingTest, ANonIntegerAnnotationIsRefusedByName) {
 }
 
 }  // namespace
-}  // namespace capsule::shim::task
+}  // namespace capsule::shim::pod

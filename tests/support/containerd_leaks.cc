@@ -15,9 +15,9 @@
 
 #include <fmt/format.h>
 
-#include "runtime/host/daemon.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/mount_table.h"
+#include "runtime/host/daemon.h"
 #include "tests/support/command.h"
 
 namespace capsule::testing {

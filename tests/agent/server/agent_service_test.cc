@@ -7,8 +7,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "runtime/wire/guest_abi.h"
 #include "runtime/common/version.h"
+#include "runtime/wire/guest_abi.h"
 #include "tests/agent/server/agent_fixture.h"
 #include "tests/support/status_matchers.h"
 

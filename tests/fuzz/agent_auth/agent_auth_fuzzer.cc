@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "runtime/wire/agent_auth.h"
 #include "runtime/common/unique_fd.h"
+#include "runtime/wire/agent_auth.h"
 #include "tests/fuzz/fuzz_io.h"
 
 namespace {

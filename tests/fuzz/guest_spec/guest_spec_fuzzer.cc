@@ -9,14 +9,15 @@
 #include <map>
 #include <string>
 
-#include "runtime/config/config.h"
 #include "runtime/common/json_field.h"
+#include "runtime/config/config.h"
+#include "shim/pod/vm_sizing.h"
 #include "shim/task/guest_spec.h"
-#include "shim/task/vm_sizing.h"
 
 namespace {
 
 using namespace capsule::shim::task;
+using namespace capsule::shim::pod;
 
 void CheckSize(const VmSize& s, const capsule::config::GuestConfig& g) {
   if (s.vcpus < 1 || s.vcpus > g.max_vcpus) __builtin_trap();

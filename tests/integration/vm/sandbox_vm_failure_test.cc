@@ -9,8 +9,8 @@
 #include <cstring>
 #include <future>
 
-#include "runtime/host/daemon.h"
 #include "runtime/common/file_util.h"
+#include "runtime/host/daemon.h"
 #include "runtime/hypervisor/qemu_hypervisor.h"
 #include "runtime/hypervisor/vm_paths.h"
 #include "runtime/vm/sandbox_vm.h"

@@ -15,16 +15,16 @@
 #include <future>
 
 #include "runtime/agentclient/grpc_agent_client.h"
-#include "runtime/wire/agent_auth.h"
-#include "runtime/host/daemon.h"
-#include "runtime/wire/guest_abi.h"
-#include "runtime/hypervisor/vm_paths.h"
-#include "runtime/hypervisor/vm_record.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/unique_fd.h"
+#include "runtime/host/daemon.h"
+#include "runtime/hypervisor/vm_paths.h"
+#include "runtime/hypervisor/vm_record.h"
 #include "runtime/vm/log_guard.h"
 #include "runtime/vm/sandbox_vm.h"
 #include "runtime/vsock/vsock_backend.h"
+#include "runtime/wire/agent_auth.h"
+#include "runtime/wire/guest_abi.h"
 #include "tests/integration/vm/vm_test_env.h"
 #include "tests/support/status_matchers.h"
 

@@ -24,15 +24,15 @@
 #include <future>
 #include <set>
 
-#include "runtime/wire/agent_auth.h"
-#include "runtime/host/daemon.h"
-#include "runtime/wire/guest_abi.h"
 #include "runtime/common/file_util.h"
+#include "runtime/erofs/erofs_image.h"
+#include "runtime/host/daemon.h"
 #include "runtime/hypervisor/vm_paths.h"
 #include "runtime/hypervisor/vm_record.h"
 #include "runtime/vm/sandbox_vm.h"
 #include "runtime/vm/vm_template.h"
-#include "runtime/erofs/erofs_image.h"
+#include "runtime/wire/agent_auth.h"
+#include "runtime/wire/guest_abi.h"
 #include "tests/integration/vm/vm_test_env.h"
 #include "tests/support/status_matchers.h"
 

@@ -9,8 +9,8 @@
 
 #include <cstdlib>
 
-#include "runtime/host/background_close.h"
 #include "runtime/common/logging.h"
+#include "runtime/host/background_close.h"
 
 namespace capsule::vm::testing {
 

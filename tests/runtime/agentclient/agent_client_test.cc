@@ -17,11 +17,11 @@
 
 #include "runtime/agentclient/agent_client.h"
 #include "runtime/agentclient/grpc_agent_client.h"
-#include "runtime/wire/agent_auth.h"
 #include "runtime/common/file_util.h"
-#include "runtime/wire/guest_abi.h"
 #include "runtime/common/subprocess.h"
 #include "runtime/common/unix_stream.h"
+#include "runtime/wire/agent_auth.h"
+#include "runtime/wire/guest_abi.h"
 #include "tests/support/status_matchers.h"
 
 namespace capsule::agentclient {

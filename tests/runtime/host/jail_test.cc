@@ -9,8 +9,8 @@
 #include <cstring>
 #include <sstream>
 
-#include "runtime/host/daemon.h"
 #include "runtime/common/file_util.h"
+#include "runtime/host/daemon.h"
 #include "tests/support/status_matchers.h"
 
 namespace capsule {

@@ -14,9 +14,9 @@
 #include <atomic>
 #include <future>
 
-#include "runtime/host/daemon.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/subprocess.h"
+#include "runtime/host/daemon.h"
 #include "runtime/hypervisor/qemu_hypervisor.h"
 #include "runtime/hypervisor/qemu_vmm.h"
 #include "runtime/hypervisor/vm_record.h"

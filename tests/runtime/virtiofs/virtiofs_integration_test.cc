@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/host/daemon.h"
 #include "runtime/common/file_util.h"
+#include "runtime/host/daemon.h"
 #include "runtime/hypervisor/qemu_hypervisor.h"
 #include "runtime/hypervisor/qemu_vmm.h"
 #include "runtime/virtiofs/virtiofs_daemon.h"

@@ -107,8 +107,8 @@ Result<vm::SandboxVmPtr> FakeVmProvider::Boot(const vm::SandboxVmSpec& spec) {
   return vm::SandboxVmPtr(std::move(vm));
 }
 
-vm::SandboxVmPtr FakeVmProvider::Claim(const vm::SandboxVmSpec&, const shim::task::PoolClaimant& who,
-                                       const shim::task::RecordClaimedVm& record, std::string* miss) {
+vm::SandboxVmPtr FakeVmProvider::Claim(const vm::SandboxVmSpec&, const shim::pod::PoolClaimant& who,
+                                       const shim::pod::RecordClaimedVm& record, std::string* miss) {
   if (pool_ready_.load() <= 0) {
     *miss = "fake pool: no ready VM";
     return nullptr;

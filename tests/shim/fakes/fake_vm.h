@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "runtime/vm/sandbox_vm.h"
-#include "shim/task/vm_provider.h"
+#include "shim/pod/vm_provider.h"
 #include "tests/shim/fakes/fake_agent_client.h"
 
 namespace capsule::testing {
@@ -100,15 +100,15 @@ class FakeSandboxVm : public vm::SandboxVm {
   std::atomic<bool> exited_{false};
 };
 
-class FakeVmProvider : public shim::task::VmProvider {
+class FakeVmProvider : public shim::pod::VmProvider {
  public:
   explicit FakeVmProvider(std::string state_root) : root_(std::move(state_root)) {}
 
   Result<vm::SandboxVmPtr> Boot(const vm::SandboxVmSpec& spec) override;
   // Hands out one of the pool VMs AddPoolVms() put there, calling `record`
   // first as the real provider does; else a miss.
-  vm::SandboxVmPtr Claim(const vm::SandboxVmSpec& spec, const shim::task::PoolClaimant& who,
-                         const shim::task::RecordClaimedVm& record, std::string* miss) override;
+  vm::SandboxVmPtr Claim(const vm::SandboxVmSpec& spec, const shim::pod::PoolClaimant& who,
+                         const shim::pod::RecordClaimedVm& record, std::string* miss) override;
   Result<vm::SandboxVmPtr> Adopt(const std::string& state_dir) override;
   void AddPoolVms(int n) { pool_ready_ += n; }
   // Claims that got a VM, by sandbox id.

@@ -29,16 +29,16 @@
 #include <string>
 #include <thread>
 
-#include "runtime/vm/sandbox_vm.h"
-#include "shim/task/agent_handle.h"
-#include "shim/task/cancel_token.h"
 #include "runtime/host/process_cgroup.h"
-#include "shim/task/pod_network.h"
 #include "runtime/network/port_forward_listener.h"
-#include "shim/task/vm_provider.h"
-#include "shim/task/vm_sizing.h"
+#include "runtime/vm/sandbox_vm.h"
+#include "shim/pod/agent_handle.h"
+#include "shim/pod/cancel_token.h"
+#include "shim/pod/pod_network.h"
+#include "shim/pod/vm_provider.h"
+#include "shim/pod/vm_sizing.h"
 
-namespace capsule::shim::task {
+namespace capsule::shim::pod {
 
 // One GetOOMEvent long poll; the watcher polls again after it.
 inline constexpr std::chrono::milliseconds kOomPollTimeout{30000};
@@ -269,4 +269,4 @@ using SandboxPtr = std::shared_ptr<Sandbox>;
 // for equal ids in different containerd namespaces.
 std::string VmIdFor(std::string_view ns, std::string_view sandbox_id);
 
-}  // namespace capsule::shim::task
+}  // namespace capsule::shim::pod

@@ -1,5 +1,5 @@
 // See sandbox.h.
-#include "shim/task/sandbox.h"
+#include "shim/pod/sandbox.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -11,17 +11,17 @@
 #include <future>
 #include <optional>
 
-#include "runtime/wire/agent_auth.h"
-#include "runtime/wire/guest_abi.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/rate_limiter.h"
 #include "runtime/common/sha256.h"
 #include "runtime/common/unique_fd.h"
 #include "runtime/vm/pod_record.h"
-#include "shim/task/agent_status.h"
-#include "shim/task/guest_spec.h"
+#include "runtime/wire/agent_auth.h"
+#include "runtime/wire/guest_abi.h"
+#include "shim/pod/agent_status.h"
+#include "shim/pod/pod_shm.h"
 
-namespace capsule::shim::task {
+namespace capsule::shim::pod {
 namespace {
 
 const log::Logger kLog("shim.sandbox");
@@ -457,4 +457,4 @@ void Sandbox::UnplugDiskLater(const std::string& serial) {
 
 Sandbox::~Sandbox() { (void)Stop(); }
 
-}  // namespace capsule::shim::task
+}  // namespace capsule::shim::pod

@@ -11,7 +11,7 @@
 #include "runtime/common/status.h"
 #include "runtime/vm/sandbox_vm.h"
 
-namespace capsule::shim::task {
+namespace capsule::shim::pod {
 
 // Who claims a pooled VM (for the pool's record and logs).
 struct PoolClaimant {
@@ -42,4 +42,4 @@ class VmProvider {
 };
 using VmProviderPtr = std::unique_ptr<VmProvider>;
 
-}  // namespace capsule::shim::task
+}  // namespace capsule::shim::pod

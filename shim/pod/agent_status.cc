@@ -1,7 +1,7 @@
 // See agent_status.h.
-#include "shim/task/agent_status.h"
+#include "shim/pod/agent_status.h"
 
-namespace capsule::shim::task {
+namespace capsule::shim::pod {
 
 Status FromAgent(const Status& st, std::string_view what) {
   if (st.ok()) return st;
@@ -31,4 +31,4 @@ Status FromAgent(const Status& st, std::string_view what) {
   }
 }
 
-}  // namespace capsule::shim::task
+}  // namespace capsule::shim::pod

@@ -26,14 +26,14 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "runtime/agentclient/agent_client.h"
 #include "runtime/common/status.h"
 #include "runtime/hypervisor/hypervisor.h"
 #include "runtime/network/netns_snapshot.h"
 #include "runtime/network/tap_redirect.h"
 #include "runtime/vm/sandbox_vm.h"
-#include "runtime/agentclient/agent_client.h"
 
-namespace capsule::shim::task {
+namespace capsule::shim::pod {
 
 // The pod's network namespace: the path of the sandbox container's
 // linux.namespaces entry of type "network"; "" when it has none (host
@@ -82,4 +82,4 @@ class PodNetwork {
   bool used_boot_nic_ = false;
 };
 
-}  // namespace capsule::shim::task
+}  // namespace capsule::shim::pod

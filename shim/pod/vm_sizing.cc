@@ -1,11 +1,11 @@
 // See vm_sizing.h.
-#include "shim/task/vm_sizing.h"
+#include "shim/pod/vm_sizing.h"
 
 #include <charconv>
 
 #include <fmt/format.h>
 
-namespace capsule::shim::task {
+namespace capsule::shim::pod {
 namespace {
 
 constexpr int64_t kMiB = 1024 * 1024;
@@ -83,4 +83,4 @@ VmSize SizeVm(const WorkloadLimits& limits, const config::GuestConfig& guest) {
   return s;
 }
 
-}  // namespace capsule::shim::task
+}  // namespace capsule::shim::pod

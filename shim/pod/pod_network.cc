@@ -1,5 +1,5 @@
 // See pod_network.h.
-#include "shim/task/pod_network.h"
+#include "shim/pod/pod_network.h"
 
 #include <sys/socket.h>
 
@@ -13,9 +13,9 @@
 #include "runtime/common/elapsed.h"
 #include "runtime/common/logging.h"
 #include "runtime/network/netns_snapshot.h"
-#include "shim/task/host_namespaces.h"
+#include "shim/pod/host_namespaces.h"
 
-namespace capsule::shim::task {
+namespace capsule::shim::pod {
 namespace {
 
 const log::Logger kLog("shim.net");
@@ -172,4 +172,4 @@ PodNetwork::~PodNetwork() {
   if (Status st = Remove(); !st.ok()) kLog.Warn("{}: {}", netns_path_, st.ToString());
 }
 
-}  // namespace capsule::shim::task
+}  // namespace capsule::shim::pod

@@ -1,10 +1,10 @@
 // See cancel_token.h.
-#include "shim/task/cancel_token.h"
+#include "shim/pod/cancel_token.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-namespace capsule::shim::task {
+namespace capsule::shim::pod {
 
 Result<std::shared_ptr<CancelToken>> CancelToken::Make() {
   UniqueFd fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -83,4 +83,4 @@ CancelToken::Deadline::~Deadline() {
   thread_.join();
 }
 
-}  // namespace capsule::shim::task
+}  // namespace capsule::shim::pod

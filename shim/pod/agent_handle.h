@@ -23,7 +23,7 @@
 #include "runtime/agentclient/agent_client.h"
 #include "runtime/common/status.h"
 
-namespace capsule::shim::task {
+namespace capsule::shim::pod {
 
 class AgentHandle {
  public:
@@ -94,4 +94,4 @@ class AgentHandle {
 };
 using AgentHandlePtr = std::shared_ptr<AgentHandle>;
 
-}  // namespace capsule::shim::task
+}  // namespace capsule::shim::pod

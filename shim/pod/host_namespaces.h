@@ -14,7 +14,7 @@
 
 #include "runtime/common/status.h"
 
-namespace capsule::shim::task {
+namespace capsule::shim::pod {
 
 // The pod spec fields ("hostNetwork", "hostPID", "hostIPC") whose namespace
 // the sandbox spec leaves out, in that order.
@@ -30,4 +30,4 @@ Status RefuseHostNamespaces(const nlohmann::json& sandbox_spec, std::string_view
 // interfaces into the VM. Checked before any tap or redirect is made.
 Status RefuseHostNetns(const std::string& netns_path);
 
-}  // namespace capsule::shim::task
+}  // namespace capsule::shim::pod

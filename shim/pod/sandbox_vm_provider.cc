@@ -3,21 +3,21 @@
 // adopt it (taking vm.lock: from here it is ours alone), check its agent,
 // then remove the pool's mark. Any step that fails gives the VM back (or
 // stops it once ours) and reports a miss, so the pod cold-boots.
-#include "shim/task/sandbox_vm_provider.h"
+#include "shim/pod/sandbox_vm_provider.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
-#include "runtime/host/daemon.h"
 #include "runtime/common/logging.h"
+#include "runtime/host/daemon.h"
 #include "runtime/pool/pool_client.h"
 #include "runtime/pool/pool_record.h"
 #include "runtime/pool/shape.h"
 #include "runtime/vm/vm_dir.h"
 
-namespace capsule::shim::task {
+namespace capsule::shim::pod {
 namespace {
 
 const log::Logger kLog("shim.pool");
@@ -106,4 +106,4 @@ std::string SandboxVmProvider::StateDirFor(std::string_view vm_id) const {
   return vm::SandboxVm::StateDirFor(config_, vm_id);
 }
 
-}  // namespace capsule::shim::task
+}  // namespace capsule::shim::pod

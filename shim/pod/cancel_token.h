@@ -20,7 +20,7 @@
 #include "runtime/common/status.h"
 #include "runtime/common/unique_fd.h"
 
-namespace capsule::shim::task {
+namespace capsule::shim::pod {
 
 class CancelToken {
  public:
@@ -85,4 +85,4 @@ class CancelToken {
 };
 using CancelTokenPtr = std::shared_ptr<CancelToken>;
 
-}  // namespace capsule::shim::task
+}  // namespace capsule::shim::pod

@@ -8,9 +8,9 @@
 
 #include "runtime/common/status.h"
 
-namespace capsule::shim::task {
+namespace capsule::shim::pod {
 
 // OK stays OK. `what` names the call and object ("start container c1").
 Status FromAgent(const Status& agent_status, std::string_view what);
 
-}  // namespace capsule::shim::task
+}  // namespace capsule::shim::pod

@@ -1,7 +1,7 @@
 // See agent_handle.h.
-#include "shim/task/agent_handle.h"
+#include "shim/pod/agent_handle.h"
 
-namespace capsule::shim::task {
+namespace capsule::shim::pod {
 
 void AgentHandle::Revoke() {
   agentclient::AgentClient* client;
@@ -40,4 +40,4 @@ Status AgentHandle::Unanswered(const Status& st) const {
   return DeadlineExceeded(std::move(msg));
 }
 
-}  // namespace capsule::shim::task
+}  // namespace capsule::shim::pod

@@ -4,9 +4,9 @@
 #pragma once
 
 #include "runtime/config/config.h"
-#include "shim/task/vm_provider.h"
+#include "shim/pod/vm_provider.h"
 
-namespace capsule::shim::task {
+namespace capsule::shim::pod {
 
 class SandboxVmProvider : public VmProvider {
  public:
@@ -21,4 +21,4 @@ class SandboxVmProvider : public VmProvider {
   const config::Config config_;
 };
 
-}  // namespace capsule::shim::task
+}  // namespace capsule::shim::pod

@@ -1,5 +1,5 @@
 // See host_namespaces.h.
-#include "shim/task/host_namespaces.h"
+#include "shim/pod/host_namespaces.h"
 
 #include <sys/stat.h>
 
@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "shim/task/pod_network.h"
+#include "shim/pod/pod_network.h"
 
-namespace capsule::shim::task {
+namespace capsule::shim::pod {
 namespace {
 
 struct HostNamespace {
@@ -68,4 +68,4 @@ Status RefuseHostNamespaces(const nlohmann::json& sandbox_spec, std::string_view
       sandbox_id, fields));
 }
 
-}  // namespace capsule::shim::task
+}  // namespace capsule::shim::pod

@@ -20,7 +20,7 @@
 #include "runtime/common/status.h"
 #include "runtime/config/config.h"
 
-namespace capsule::shim::task {
+namespace capsule::shim::pod {
 
 inline constexpr const char* kAnnotationCpuPeriod = "io.kubernetes.cri.sandbox-cpu-period";
 inline constexpr const char* kAnnotationCpuQuota = "io.kubernetes.cri.sandbox-cpu-quota";
@@ -48,4 +48,4 @@ WorkloadLimits LimitsFromSpec(const nlohmann::json& spec);
 
 VmSize SizeVm(const WorkloadLimits& limits, const config::GuestConfig& guest);
 
-}  // namespace capsule::shim::task
+}  // namespace capsule::shim::pod

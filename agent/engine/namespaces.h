@@ -1,6 +1,6 @@
 // Namespaces of a container process: which to create (unshare in the
-// Launch's intermediate child, so pid and time apply to the container
-// process it then clones) and which to join (setns on fds opened by the
+// intermediate child that Launch (process_launch.h) forks first, so pid and
+// time apply to the container process it then clones) and which to join (setns on fds opened by the
 // parent, so a bad path fails before any fork). The VM is the pod, so the
 // network namespace is always the VM's.
 #pragma once

@@ -6,6 +6,7 @@
 #include "agent/engine/linux_container_manager.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/reaper.h"
+#include "runtime/common/reasons.h"
 
 namespace capsule::agent::containers {
 namespace {
@@ -113,7 +114,7 @@ Status EngineOps::SandboxDestroying(const sandbox::SandboxInfo& info) {
 
 Result<EngineOps::PodPtr> EngineOps::CurrentPod() const {
   std::lock_guard lock(mu_);
-  if (!pod_) return FailedPrecondition("no sandbox: call CreateSandbox first");
+  if (!pod_) return FailedPrecondition("no sandbox: call CreateSandbox first").WithReason(reason::kNoSandbox);
   return pod_;
 }
 

@@ -7,6 +7,7 @@
 #include "agent/containers/engine_ops.h"
 #include "agent/containers/validate.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/reasons.h"
 #include "runtime/oci/spec_parser.h"
 
 namespace capsule::agent::containers {
@@ -107,7 +108,8 @@ Result<engine::ContainerPtr> EngineOps::FindToolsContainer(Pod& pod, const std::
   const auto& found = named.empty() ? prefixed : named;
   if (found.size() == 1) return found.front();
   if (found.empty())
-    return NotFound("no container \"" + query + "\" in sandbox " + pod.id + " (by id, CRI name or id prefix)");
+    return NotFound("no container \"" + query + "\" in sandbox " + pod.id + " (by id, CRI name or id prefix)")
+        .WithReason(reason::kContainerNotFound);
   std::string ids;
   for (const auto& c : found) ids += (ids.empty() ? "" : ", ") + c->id();
   return InvalidArgument("\"" + query + "\" names " + std::to_string(found.size()) + " containers: " + ids);

@@ -2,6 +2,7 @@
 #include "agent/containers/pod_namespaces.h"
 
 #include "runtime/common/logging.h"
+#include "runtime/common/reasons.h"
 #include "runtime/oci/annotations.h"
 
 namespace capsule::agent::containers {
@@ -59,14 +60,16 @@ Result<NamespaceJoinPlan> PodNamespaces::Plan(const std::string& id, const Conta
   if (role.kind == ContainerKind::kSandbox) {
     if (!anchor_.empty()) {
       return FailedPrecondition("container " + id + " is annotated as the pod's sandbox, but container " + anchor_ +
-                                " already is");
+                                " already is")
+          .WithReason(reason::kSandboxContainerOrder);
     }
     plan.anchor = true;
     return plan;
   }
   if (role.kind == ContainerKind::kContainer && role.sandbox_id != anchor_) {
     return FailedPrecondition("container " + id + " belongs to sandbox container " + role.sandbox_id + ", but " +
-                              (anchor_.empty() ? "no sandbox container exists" : "this pod's is " + anchor_));
+                              (anchor_.empty() ? "no sandbox container exists" : "this pod's is " + anchor_))
+        .WithReason(reason::kSandboxContainerOrder);
   }
   if (anchor_.empty()) {
     plan.anchor = true;  // unannotated: the first container anchors the pod

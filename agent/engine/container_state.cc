@@ -1,5 +1,6 @@
 // Transition table of the container lifecycle.
 #include "agent/engine/container_state.h"
+#include "runtime/common/reasons.h"
 
 namespace capsule::engine {
 
@@ -24,7 +25,8 @@ Status CheckTransition(std::string_view container_id, ContainerState from, Conta
   }
   if (ok) return Status::Ok();
   return FailedPrecondition("container " + std::string(container_id) + ": cannot go from " +
-                            std::string(StateName(from)) + " to " + std::string(StateName(to)));
+                            std::string(StateName(from)) + " to " + std::string(StateName(to)))
+      .WithReason(reason::kWrongState);
 }
 
 }  // namespace capsule::engine

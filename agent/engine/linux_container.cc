@@ -14,6 +14,7 @@
 #include "runtime/common/elapsed.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/reasons.h"
 
 namespace capsule::engine {
 namespace {
@@ -174,7 +175,8 @@ Result<pid_t> LinuxContainer::Start() {
     std::lock_guard lock(mu_);
     if (state_ != ContainerState::kCreated) {
       return FailedPrecondition("container " + id_ + ": cannot go from " + std::string(StateName(state_)) +
-                                " to running by start");
+                                " to running by start")
+          .WithReason(reason::kWrongState);
     }
     launched.swap(launched_);
   }
@@ -350,7 +352,8 @@ Status LinuxContainer::Resume() {
   std::lock_guard life(lifecycle_mu_);
   if (state() != ContainerState::kPaused)
     return FailedPrecondition("container " + id_ + ": cannot go from " + std::string(StateName(state())) +
-                              " to running by resume");
+                              " to running by resume")
+        .WithReason(reason::kWrongState);
   RETURN_IF_ERROR_CTX(cgroup_->Freeze(false, deps_.options.freeze_timeout), "resume container " + id_);
   std::lock_guard lock(mu_);
   if (state_ == ContainerState::kPaused) state_ = ContainerState::kRunning;

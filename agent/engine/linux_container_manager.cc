@@ -7,6 +7,7 @@
 #include "agent/engine/pod_holder.h"
 #include "agent/engine/rehearsal.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/reasons.h"
 
 namespace capsule::engine {
 namespace {
@@ -139,7 +140,7 @@ Result<ContainerPtr> LinuxContainerManager::AdoptPodHolder(const std::string& id
 Result<ContainerPtr> LinuxContainerManager::Get(const std::string& id) const {
   std::lock_guard lock(mu_);
   auto it = containers_.find(id);
-  if (it == containers_.end()) return NotFound("container " + id + " not found");
+  if (it == containers_.end()) return NotFound("container " + id + " not found").WithReason(reason::kContainerNotFound);
   return ContainerPtr(it->second);
 }
 
@@ -155,7 +156,8 @@ Status LinuxContainerManager::Remove(const std::string& id, std::chrono::millise
   {
     std::lock_guard lock(mu_);
     auto it = containers_.find(id);
-    if (it == containers_.end()) return NotFound("container " + id + " not found");
+    if (it == containers_.end())
+      return NotFound("container " + id + " not found").WithReason(reason::kContainerNotFound);
     c = it->second;
   }
   RETURN_IF_ERROR_CTX(c->Destroy(timeout), "remove container " + id);

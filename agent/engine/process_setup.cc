@@ -1,6 +1,7 @@
 // Child-side process settings. Runs in the container process (a clone of a
 // single-threaded intermediate), so allocation is safe here.
 #include "agent/engine/process_setup.h"
+#include "runtime/common/reasons.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -105,7 +106,11 @@ Status ApplyCredentials(const ProcessPlan& plan) {
 Result<std::string> ResolveExecutable(const ProcessPlan& plan) {
   const std::string& name = plan.args[0];
   if (name.find('/') != std::string::npos) {
-    if (::access(name.c_str(), X_OK) != 0) return ErrnoStatus("exec \"" + name + "\"");
+    if (::access(name.c_str(), X_OK) != 0) {
+      const int err = errno;
+      Status st = ErrnoStatus("exec \"" + name + "\"", err);
+      return err == ENOENT ? std::move(st).WithReason(reason::kExecutableNotFound) : st;
+    }
     return name;
   }
   std::string path = EnvPath(plan.env);
@@ -119,7 +124,8 @@ Result<std::string> ResolveExecutable(const ProcessPlan& plan) {
       return candidate;
     pos = colon + 1;
   }
-  return NotFound("exec \"" + name + "\": executable file not found in $PATH (" + path + ")");
+  return NotFound("exec \"" + name + "\": executable file not found in $PATH (" + path + ")")
+      .WithReason(reason::kExecutableNotFound);
 }
 
 Status ExecUserProcess(const ProcessPlan& plan, const std::string& path) {

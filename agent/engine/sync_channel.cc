@@ -40,6 +40,7 @@ Status SendSyncError(int sock, const Status& status) {
   m.type = SyncType::kError;
   m.code = static_cast<int32_t>(status.code());
   std::strncpy(m.text, status.message().c_str(), sizeof m.text - 1);
+  std::strncpy(m.reason, status.reason().c_str(), sizeof m.reason - 1);
   return SendMessage(sock, m, -1);
 }
 
@@ -84,7 +85,9 @@ Result<Received> RecvSync(int sock, std::optional<std::chrono::milliseconds> tim
 
 Status SyncErrorStatus(const SyncMessage& m) {
   // An error that says OK (0) is the child's bug: INTERNAL.
-  return Status(m.code == 0 ? Code::kInternal : CodeFromNumber(m.code), m.text);
+  Status st(m.code == 0 ? Code::kInternal : CodeFromNumber(m.code), std::string(m.text, ::strnlen(m.text, sizeof m.text)));
+  const std::string_view reason(m.reason, ::strnlen(m.reason, sizeof m.reason));
+  return IsReasonName(reason) ? std::move(st).WithReason(reason) : st;
 }
 
 std::string_view SyncTypeName(SyncType type) {

@@ -30,6 +30,7 @@ struct SyncMessage {
   int32_t value = 0;
   int32_t code = 0;  // capsule::Code for kError
   char text[1024] = {};
+  char reason[64] = {};  // Status::reason for kError, NUL-terminated ("" when none)
 };
 
 struct SyncPair {
@@ -50,7 +51,8 @@ struct Received {
 // Blocks until a message, end-of-stream, or `timeout` (DEADLINE_EXCEEDED).
 Result<Received> RecvSync(int sock, std::optional<std::chrono::milliseconds> timeout);
 
-// A kError message as a Status (code and text from the child).
+// A kError message as a Status (code, text and reason from the child; a
+// reason that is not IsReasonName is dropped).
 Status SyncErrorStatus(const SyncMessage& m);
 std::string_view SyncTypeName(SyncType type);
 

@@ -14,8 +14,8 @@
 #include <set>
 
 #include "capsule/agent/v1/agent.grpc.pb.h"
+#include "runtime/common/grpc_status.h"
 #include "runtime/common/printable.h"
-#include "runtime/common/status_code.h"
 
 namespace capsule::agentclient {
 namespace {
@@ -44,7 +44,9 @@ Status FromGrpc(std::string_view rpc, const grpc::Status& s, std::optional<milli
   // so escape sequences and unbounded text stop here.
   std::string msg = s.error_message().empty() ? std::string(CodeName(code))
                                               : Printable(s.error_message(), kMaxAgentMessageBytes);
-  return Status(code, fmt::format("agent {}: {}", rpc, msg));
+  Status st(code, fmt::format("agent {}: {}", rpc, msg));
+  const std::string reason = ReasonFromGrpcStatus(s);
+  return reason.empty() ? st : std::move(st).WithReason(reason);
 }
 
 Status Done(Result<Empty> r) { return std::move(r).status(); }

@@ -1,6 +1,7 @@
 // Status formatting and errno mapping.
 #include "runtime/common/status.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -40,9 +41,28 @@ Status Status::WithContext(std::string_view context) && {
   return std::move(*this);
 }
 
+bool IsReasonName(std::string_view reason) {
+  if (reason.empty() || reason.size() > 63 || reason[0] < 'A' || reason[0] > 'Z') return false;
+  for (char c : reason)
+    if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  return true;
+}
+
+Status Status::WithReason(std::string_view reason) const& {
+  Status copy = *this;
+  return std::move(copy).WithReason(reason);
+}
+
+Status Status::WithReason(std::string_view reason) && {
+  if (!IsReasonName(reason)) std::abort();
+  if (!ok()) reason_ = std::string(reason);
+  return std::move(*this);
+}
+
 std::string Status::ToString() const {
   if (ok()) return "OK";
-  return std::string(CodeName(code_)) + ": " + message_;
+  if (reason_.empty()) return std::string(CodeName(code_)) + ": " + message_;
+  return std::string(CodeName(code_)) + " [" + reason_ + "]: " + message_;
 }
 
 Status ErrnoStatus(std::string_view what, int err) {

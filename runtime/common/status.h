@@ -1,6 +1,10 @@
 // Status and Result<T>: the error type every fallible Capsule call returns.
 // Codes are gRPC's, so mapping to ttrpc/gRPC statuses is the identity, and
 // messages gain context at each layer ("create container c1: mount proc: EPERM").
+// Beside the code, a Status may carry a reason: a stable UPPER_SNAKE name of
+// why it failed (google.rpc.ErrorInfo's `reason`), which callers and tests
+// match instead of the message's prose. It survives WithContext and crosses
+// gRPC (grpc_status.h).
 #pragma once
 
 #include <cerrno>
@@ -44,12 +48,20 @@ class [[nodiscard]] Status {
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
   const std::string& message() const { return message_; }
+  // Empty when the failure has no name of its own.
+  const std::string& reason() const { return reason_; }
+
+  // Names why this failed. `reason` must be IsReasonName (a programming
+  // error otherwise: it aborts); an OK status stays OK and unnamed.
+  Status WithReason(std::string_view reason) const&;
+  Status WithReason(std::string_view reason) &&;
 
   // Prefixes the message with what the caller was doing: "ctx: message".
   Status WithContext(std::string_view context) const&;
   Status WithContext(std::string_view context) &&;
 
-  // "NOT_FOUND: container c1 not found"
+  // "NOT_FOUND: container c1 not found", with the reason when there is one:
+  // "FAILED_PRECONDITION [PROCESS_STATE]: cannot go from running to deleted"
   std::string ToString() const;
 
   bool operator==(const Status& other) const = default;
@@ -57,7 +69,12 @@ class [[nodiscard]] Status {
  private:
   Code code_ = Code::kOk;
   std::string message_;
+  std::string reason_;
 };
+
+// A reason is 1 to 63 characters of A-Z, 0-9 and '_', starting with a
+// letter (ErrorInfo's rule). What a peer sends is checked with this.
+bool IsReasonName(std::string_view reason);
 
 inline Status InvalidArgument(std::string msg) { return {Code::kInvalidArgument, std::move(msg)}; }
 inline Status NotFound(std::string msg) { return {Code::kNotFound, std::move(msg)}; }

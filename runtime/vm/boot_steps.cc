@@ -12,6 +12,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/reasons.h"
 #include "runtime/host/daemon.h"
 #include "runtime/host/process_cgroup.h"
 #include "runtime/hypervisor/vm_paths.h"
@@ -45,7 +46,7 @@ uint32_t Pick(uint32_t asked, uint32_t fallback) { return asked != 0 ? asked : f
 Status VmmDiedDuringBoot(SandboxVmImpl& vm) {
   auto exit = vm.vmm().WaitExit(kExitReportWait);
   std::string why = exit ? exit->Describe(vm.id()) : fmt::format("VM {}: QEMU exited", vm.id());
-  return Unavailable("the VMM exited while the guest was booting: " + why);
+  return Unavailable("the VMM exited while the guest was booting: " + why).WithReason(reason::kVmmExited);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "runtime/common/line_io.h"
+#include "runtime/common/reasons.h"
 #include "runtime/wire/guest_abi.h"
 
 namespace capsule::agent_auth {
@@ -60,7 +61,8 @@ Status Prove(int fd, const std::string& token, milliseconds timeout) {
   RETURN_IF_ERROR(line_io::WriteAll(fd, std::string(kAuthVerb) + token + "\n", deadline, kWhat));
   ASSIGN_OR_RETURN(std::string reply, line_io::ReadLine(fd, kDenied.size(), deadline, kWhat));
   if (reply == kOk) return Status::Ok();
-  if (reply == kDenied) return PermissionDenied("the agent refused this VM's token (AUTH denied)");
+  if (reply == kDenied)
+    return PermissionDenied("the agent refused this VM's token (AUTH denied)").WithReason(reason::kAgentTokenRefused);
   return Unavailable(fmt::format("agent handshake: unexpected reply ({} bytes) instead of OK", reply.size()));
 }
 
@@ -73,7 +75,8 @@ Status Check(int fd, const std::function<bool(std::string_view presented)>& acce
                                         : std::string_view();
   if (shaped && IsWellFormedToken(token) && accepts(token)) return line_io::WriteAll(fd, kOk, deadline, kWhat);
   (void)line_io::WriteAll(fd, kDenied, deadline, kWhat);
-  return PermissionDenied(shaped ? "agent handshake: a wrong token" : "agent handshake: not an AUTH line");
+  return PermissionDenied(shaped ? "agent handshake: a wrong token" : "agent handshake: not an AUTH line")
+      .WithReason(reason::kAgentTokenRefused);
 }
 
 Status Check(int fd, const std::string& expected, milliseconds timeout) {

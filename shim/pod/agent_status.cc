@@ -3,11 +3,13 @@
 
 namespace capsule::shim::pod {
 
-Status FromAgent(const Status& st, std::string_view what) {
-  if (st.ok()) return st;
-  // The real client's messages start with "agent <Rpc>"; a fake's may not.
-  const bool named = st.message().rfind("agent ", 0) == 0;
-  const std::string msg = std::string(what) + (named ? ": " : ": agent: ") + st.message();
+namespace {
+
+Status Named(Status st, const std::string& reason) {
+  return reason.empty() ? st : std::move(st).WithReason(reason);
+}
+
+Status Convert(const Status& st, const std::string& msg) {
   switch (st.code()) {
     // Meaningful to containerd as they are.
     case Code::kNotFound:
@@ -29,6 +31,17 @@ Status FromAgent(const Status& st, std::string_view what) {
     default:
       return Internal(msg);
   }
+}
+
+}  // namespace
+
+Status FromAgent(const Status& st, std::string_view what) {
+  if (st.ok()) return st;
+  // The real client's messages start with "agent <Rpc>"; a fake's may not.
+  const bool named = st.message().rfind("agent ", 0) == 0;
+  const std::string msg = std::string(what) + (named ? ": " : ": agent: ") + st.message();
+  // The agent's reason (why, by name) is kept whatever the code becomes.
+  return Named(Convert(st, msg), st.reason());
 }
 
 }  // namespace capsule::shim::pod

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/common/reasons.h"
 #include "shim/pod/pod_network.h"
 
 namespace capsule::shim::pod {
@@ -49,7 +50,8 @@ Status RefuseHostNetns(const std::string& netns_path) {
     if (::stat(host, &h) == 0 && h.st_dev == pod.st_dev && h.st_ino == pod.st_ino)
       return InvalidArgument(fmt::format("network namespace {} is the host's own ({}): a pod VM's NIC cannot take "
                                          "over the node's network; run this pod with a runc RuntimeClass instead",
-                                         netns_path, host));
+                                         netns_path, host))
+          .WithReason(reason::kHostNamespaceRefused);
   }
   return Status::Ok();
 }
@@ -65,7 +67,7 @@ Status RefuseHostNamespaces(const nlohmann::json& sandbox_spec, std::string_view
       "pod sandbox {} asks to share the node's namespaces ({}): the capsule runtime runs each pod in its own "
       "VM with its own kernel, which cannot share the host's network, process or IPC namespace; run this pod "
       "with a runc RuntimeClass instead",
-      sandbox_id, fields));
+      sandbox_id, fields)).WithReason(reason::kHostNamespaceRefused);
 }
 
 }  // namespace capsule::shim::pod

@@ -13,6 +13,7 @@
 
 #include "runtime/common/logging.h"
 #include "runtime/common/rate_limiter.h"
+#include "runtime/common/reasons.h"
 #include "runtime/common/sha256.h"
 #include "runtime/common/unique_fd.h"
 #include "runtime/vm/pod_record.h"
@@ -329,7 +330,8 @@ Status Sandbox::PauseVm() {
   if (now == SandboxState::kPaused) return Status::Ok();
   if (now != SandboxState::kReady || vm_gone())
     return FailedPrecondition(fmt::format("sandbox {} is {}{}: it cannot pause", p_.id, SandboxStateName(now),
-                                          vm_gone() ? " and its VM is gone" : ""));
+                                          vm_gone() ? " and its VM is gone" : ""))
+        .WithReason(reason::kWrongState);
   RETURN_IF_ERROR_CTX(vm_->vmm().Pause(), "pause VM " + vm_id_);
   MoveLocked(now, SandboxState::kPaused);
   return Status::Ok();
@@ -341,7 +343,8 @@ Status Sandbox::ResumeVm() {
   if (now == SandboxState::kReady) return Status::Ok();
   if (now != SandboxState::kPaused || vm_gone())
     return FailedPrecondition(fmt::format("sandbox {} is {}{}: it cannot resume", p_.id, SandboxStateName(now),
-                                          vm_gone() ? " and its VM is gone" : ""));
+                                          vm_gone() ? " and its VM is gone" : ""))
+        .WithReason(reason::kWrongState);
   RETURN_IF_ERROR_CTX(vm_->vmm().Resume(), "resume VM " + vm_id_);
   MoveLocked(now, SandboxState::kReady);
   return Status::Ok();

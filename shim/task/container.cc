@@ -11,6 +11,7 @@
 #include "runtime/common/elapsed.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/reasons.h"
 #include "shim/pod/agent_status.h"
 #include "shim/task/dense_files.h"
 #include "shim/task/process_limits.h"
@@ -223,7 +224,8 @@ Result<ProcessPtr> Container::AddExec(const std::string& exec_id, const std::str
   const ProcessState init_state = init_->Snapshot().state;
   if (deleted_ || init_state != ProcessState::kRunning)
     return FailedPrecondition(fmt::format("cannot exec in container {} in state {}", p_.id,
-                                          deleted_ ? "deleted" : ProcessStateName(init_state)));
+                                          deleted_ ? "deleted" : ProcessStateName(init_state)))
+        .WithReason(reason::kWrongState);
   ProcessParams pp;
   pp.container_id = p_.id;
   pp.exec_id = exec_id;
@@ -323,7 +325,8 @@ Status Container::Pause() {
                                             pause_change_ ? "pausing or resuming"
                                             : paused_     ? "paused"
                                             : deleted_    ? "deleted"
-                                                          : ProcessStateName(s)));
+                                                          : ProcessStateName(s)))
+          .WithReason(reason::kWrongState);
     pause_change_ = true;  // the agent or QMP call runs without the lock (State answers meanwhile)
   }
   Status st;
@@ -349,7 +352,8 @@ Status Container::Resume() {
       return FailedPrecondition(fmt::format("cannot resume container {} in state {}", p_.id,
                                             pause_change_ ? "pausing or resuming"
                                             : deleted_    ? "deleted"
-                                                          : ProcessStateName(s)));
+                                                          : ProcessStateName(s)))
+          .WithReason(reason::kWrongState);
     }
     pause_change_ = true;
   }

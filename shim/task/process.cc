@@ -7,6 +7,7 @@
 
 #include "runtime/common/elapsed.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/reasons.h"
 #include "shim/pod/agent_status.h"
 #include "shim/task/agent_stdio.h"
 
@@ -73,7 +74,7 @@ Result<uint32_t> Process::StartInAgent() {
 
 Result<uint32_t> Process::Start() {
   std::unique_lock lock(mu_);
-  if (starting_) return FailedPrecondition("start " + Name() + ": a start is already in progress");
+  if (starting_) return FailedPrecondition("start " + Name() + ": a start is already in progress").WithReason(reason::kWrongState);
   RETURN_IF_ERROR(CheckTransition(state_, ProcessState::kRunning, "start " + Name()));
   // The agent's answer may take long (a slow guest, up to the agent's
   // deadline): State, Kill, Wait and Delete answer meanwhile, so the lock
@@ -100,7 +101,8 @@ Result<uint32_t> Process::Start() {
     // is stopping): it stays stopped with the exit already reported.
     cv_.notify_all();
     return FailedPrecondition(fmt::format("start {}: it was {} while the agent started it", Name(),
-                                          ProcessStateName(state_)));
+                                          ProcessStateName(state_)))
+        .WithReason(reason::kWrongState);
   }
   state_ = ProcessState::kRunning;
   cv_.notify_all();
@@ -236,7 +238,8 @@ ExitInfo Process::Wait() {
 
 Result<ExitInfo> Process::Delete() {
   std::unique_lock lock(mu_);
-  if (starting_) return FailedPrecondition("delete " + Name() + ": its start is in progress (kill it, then wait)");
+  if (starting_)
+    return FailedPrecondition("delete " + Name() + ": its start is in progress (kill it, then wait)").WithReason(reason::kWrongState);
   if (draining_ && !cv_.wait_for(lock, kExitDrainTimeout + io::kCopierStopTimeout, [&] { return !draining_; }))
     kLog.Warn("delete {}: its output is still being copied; deleting anyway", Name());
   RETURN_IF_ERROR(CheckTransition(state_, ProcessState::kDeleted, "delete " + Name()));

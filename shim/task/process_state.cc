@@ -1,4 +1,5 @@
 // See process_state.h.
+#include "runtime/common/reasons.h"
 #include "shim/task/process_state.h"
 
 #include <time.h>
@@ -23,7 +24,8 @@ Status CheckTransition(ProcessState from, ProcessState to, std::string_view what
                   (from == S::kRunning && to == S::kStopped) || (from == S::kStopped && to == S::kDeleted);
   if (ok) return Status::Ok();
   return FailedPrecondition(
-      fmt::format("{}: cannot go from {} to {}", what, ProcessStateName(from), ProcessStateName(to)));
+             fmt::format("{}: cannot go from {} to {}", what, ProcessStateName(from), ProcessStateName(to)))
+      .WithReason(reason::kWrongState);
 }
 
 int64_t NowUnixNanos() {

@@ -3,10 +3,12 @@
 // repeat `<< x.status().ToString()` after every check. More context streams
 // in as with any gtest assertion: ASSERT_OK(st) << "while ...".
 // ASSERT_OK_AND_ASSIGN(lhs, expr) unwraps a Result into `lhs` or fails.
+// EXPECT_REASON(expr, reason) checks a failure by its reason, not its prose.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <string_view>
 #include <utility>
 
 #include "runtime/common/status.h"
@@ -40,7 +42,22 @@ template <typename T>
   }
 }
 
+// The status (of a Status or a Result<T>) failed with `reason`.
+template <typename T>
+::testing::AssertionResult HasReason(const char* text, const char* /*reason_text*/, const T& value,
+                                     std::string_view reason) {
+  const Status& st = StatusOf(value);
+  if (!st.ok() && st.reason() == reason) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << text << ": expected a failure with reason " << reason << ", got "
+                                       << st.ToString();
+}
+
 }  // namespace capsule::testing
+
+// EXPECT_REASON(r, kReasonX): `r` failed, and says why with reason kReasonX
+// (whatever its message's words).
+#define ASSERT_REASON(expr, reason) ASSERT_PRED_FORMAT2(::capsule::testing::HasReason, expr, reason)
+#define EXPECT_REASON(expr, reason) EXPECT_PRED_FORMAT2(::capsule::testing::HasReason, expr, reason)
 
 #define ASSERT_OK(expr) ASSERT_PRED_FORMAT1(::capsule::testing::IsOk, expr)
 #define EXPECT_OK(expr) EXPECT_PRED_FORMAT1(::capsule::testing::IsOk, expr)

@@ -5,7 +5,9 @@
 
 #include <thread>
 
+#include "runtime/common/reasons.h"
 #include "tests/agent/containers/container_api_fixture.h"
+#include "tests/support/status_matchers.h"
 
 namespace capsule::agent::testing {
 namespace {
@@ -211,6 +213,7 @@ TEST_P(ContainerApiTest, MalformedRequestsNameTheFieldAndLeaveNothingBehind) {
   EXPECT_ERROR(api().Create("no-root", no_root), Code::kNotFound, "root.path");
   EXPECT_ERROR(api().Create("../escape", spec), Code::kInvalidArgument, "container_id");
   EXPECT_ERROR(api().Start("never-made"), Code::kNotFound, "never-made");
+  EXPECT_REASON(api().Start("never-made"), reason::kContainerNotFound) << "the agent's reason crosses gRPC";
   EXPECT_ERROR(api().Signal("never-made", "", 99), Code::kInvalidArgument, "signal 99");
   EXPECT_ERROR(api().Update("never-made", json::array()), Code::kInvalidArgument, "resources_json");
   v1::ExecProcessRequest bad_exec;
@@ -542,6 +545,8 @@ TEST_P(ContainerApiTest, GuestProcessErrorsNameWhatWasWrong) {
   EXPECT_ERROR(api().ExecGuest("", ApiClient::Process({"true"}), "c1"), Code::kInvalidArgument, "exec_id");
   EXPECT_ERROR(api().ExecGuest("e1", ApiClient::Process({"capsule-no-such-tool"}), "c1"), Code::kNotFound,
                "capsule-no-such-tool");
+  EXPECT_REASON(api().ExecGuest("e2", ApiClient::Process({"capsule-no-such-tool"}), "c1"), reason::kExecutableNotFound)
+      << "the launched child's reason crosses its sync channel, then gRPC";
   EXPECT_ERROR(api().ExecGuest("e1", json::array(), "c1"), Code::kInvalidArgument, "process_json");
   EXPECT_ERROR(api().Signal("", "", SIGTERM), Code::kInvalidArgument, "exec_id is required for a guest process");
   EXPECT_ERROR(api().Wait("", "never-made"), Code::kNotFound, "never-made");

@@ -11,6 +11,7 @@
 #include "agent/containers/engine_ops.h"
 #include "agent/containers/pod_namespaces.h"
 #include "agent/containers/validate.h"
+#include "runtime/common/reasons.h"
 #include "tests/support/status_matchers.h"
 
 namespace capsule::agent::containers {
@@ -127,7 +128,7 @@ TEST(PodNamespacesTest, CriSandboxIsTheAnchorAndContainersMustNameIt) {
   oci::Spec app = SpecWith(kApp);
   auto early = pod.Plan("app", *RoleFromAnnotations(app), false, &app);
   EXPECT_EQ(early.status().code(), Code::kFailedPrecondition);
-  EXPECT_NE(early.status().message().find("no sandbox container exists"), std::string::npos);
+  EXPECT_REASON(early, reason::kSandboxContainerOrder);
   oci::Spec pause = SpecWith(kSandbox);
   pod.Created("pause", *pod.Plan("pause", *RoleFromAnnotations(pause), false, &pause));
   auto plan = pod.Plan("app", *RoleFromAnnotations(app), false, &app);
@@ -136,7 +137,8 @@ TEST(PodNamespacesTest, CriSandboxIsTheAnchorAndContainersMustNameIt) {
   oci::Spec second = SpecWith(kSandbox);
   auto dup = pod.Plan("pause2", *RoleFromAnnotations(second), false, &second);
   EXPECT_EQ(dup.status().code(), Code::kFailedPrecondition);
-  EXPECT_NE(dup.status().message().find("container pause already is"), std::string::npos);
+  EXPECT_REASON(dup, reason::kSandboxContainerOrder);
+  EXPECT_NE(dup.status().message().find("container pause already is"), std::string::npos) << "it names the one there";
   oci::Spec other = SpecWith({{"io.kubernetes.cri.container-type", "container"},
                               {"io.kubernetes.cri.sandbox-id", "elsewhere"}});
   EXPECT_EQ(pod.Plan("x", *RoleFromAnnotations(other), false, &other).status().code(), Code::kFailedPrecondition);
@@ -285,10 +287,11 @@ class EngineOpsTest : public ::testing::Test {
 TEST_F(EngineOpsTest, WithoutASandboxContainerCallsFailWithFailedPrecondition) {
   Status st = Create("c1", kSpec);
   EXPECT_EQ(st.code(), Code::kFailedPrecondition);
-  EXPECT_NE(st.message().find("CreateSandbox"), std::string::npos);
+  EXPECT_REASON(st, reason::kNoSandbox);
   v1::StartContainerRequest start;
   start.set_container_id("c1");
   EXPECT_EQ(ops_.StartContainer(start).status().code(), Code::kFailedPrecondition);
+  EXPECT_REASON(ops_.StartContainer(start), reason::kNoSandbox);
   FlagContext ctx;
   EXPECT_EQ(ops_.GetOOMEvent({}, ctx).status().code(), Code::kFailedPrecondition);
 }

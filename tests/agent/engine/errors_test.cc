@@ -1,6 +1,7 @@
 // Malformed specs and failing setups: clear errors naming the field or the
 // failed step, and nothing left behind (the fixture checks mounts, cgroups
 // and fds after each test).
+#include "runtime/common/reasons.h"
 #include "runtime/oci/spec_parser.h"
 #include "tests/agent/engine/engine_fixture.h"
 #include "tests/support/status_matchers.h"
@@ -74,8 +75,9 @@ TEST_F(EngineTest, BindMountOfMissingSourceNamesTheField) {
 }
 
 TEST_F(EngineTest, MissingExecutableFailsCreate) {
-  ExpectError(CreateError(*sandbox_, "noexe", DefaultSpec({"no-such-program"})), Code::kNotFound,
-              "exec \"no-such-program\": executable file not found in $PATH");
+  const Status st = CreateError(*sandbox_, "noexe", DefaultSpec({"no-such-program"}));
+  ExpectError(st, Code::kNotFound, "exec \"no-such-program\": executable file not found in $PATH");
+  EXPECT_REASON(st, reason::kExecutableNotFound) << "the container child's reason crosses the sync channel";
 }
 
 TEST_F(EngineTest, BadCwdFailsCreateAsNonRoot) {

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "runtime/common/reasons.h"
 #include "tests/agent/engine/engine_fixture.h"
 #include "tests/support/status_matchers.h"
 
@@ -73,7 +74,7 @@ TEST_F(EngineTest, CreateThenStartRunsOnlyAtStart) {
   ASSERT_TRUE((*c)->Wait("").ok());
   Status again = (*c)->Start().status();
   EXPECT_EQ(again.code(), Code::kFailedPrecondition);
-  EXPECT_NE(again.message().find("cannot go from stopped to running"), std::string::npos) << again.message();
+  EXPECT_REASON(again, reason::kWrongState);
 }
 
 TEST_F(EngineTest, RemovingACreatedContainerKillsItsWaitingInit) {

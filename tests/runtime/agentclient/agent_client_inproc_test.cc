@@ -20,6 +20,7 @@
 #include "capsule/agent/v1/agent.grpc.pb.h"
 #include "runtime/agentclient/agent_client.h"
 #include "runtime/agentclient/grpc_agent_client.h"
+#include "runtime/common/grpc_status.h"
 #include "tests/support/status_matchers.h"
 
 namespace capsule::agentclient {
@@ -56,6 +57,8 @@ class FakeAgent final : public v1::Agent::Service {
   }
   grpc::Status ReadGuestFile(grpc::ServerContext*, const v1::ReadGuestFileRequest* req,
                              v1::ReadGuestFileResponse* resp) override {
+    if (req->path() == "/named") return ToGrpcStatus(NotFound("no such file").WithReason("CONTAINER_NOT_FOUND"));
+    if (req->path().starts_with("/details/")) return WithDetails(req->path().substr(9));
     if (req->path() != "/etc/hostname") return {grpc::StatusCode::NOT_FOUND, "open " + req->path() + ": ENOENT"};
     resp->set_data("guest\n");
     return grpc::Status::OK;
@@ -69,6 +72,18 @@ class FakeAgent final : public v1::Agent::Service {
   }
 
  private:
+  // A NOT_FOUND whose details a hostile agent shaped.
+  static grpc::Status WithDetails(const std::string& how) {
+    google::rpc::ErrorInfo info;
+    info.set_reason(how == "lower" ? "not_upper" : "CONTAINER_NOT_FOUND");
+    info.set_domain(how == "domain" ? "evil.example" : std::string(kReasonDomain));
+    google::rpc::Status details;
+    details.set_code(5);
+    details.add_details()->PackFrom(info);
+    if (how == "huge") details.set_message(std::string(kMaxStatusDetailsBytes, 'x'));
+    std::string bytes = how == "garbage" ? std::string("\xff\xff\xff not a proto") : details.SerializeAsString();
+    return {grpc::StatusCode::NOT_FOUND, "shaped", bytes};
+  }
   static void HangUntilCancelled(grpc::ServerContext* ctx) {
     while (!ctx->IsCancelled()) std::this_thread::sleep_for(kCancelPoll);
   }
@@ -141,6 +156,26 @@ TEST_F(InProcAgentTest, ServerErrorsKeepTheirCodeAndNameTheRpc) {
   ASSERT_FALSE(routes.ok());
   EXPECT_EQ(routes.status().code(), Code::kUnimplemented) << routes.status().ToString();
   EXPECT_NE(routes.status().message().find("agent ListRoutes"), std::string::npos) << routes.status().message();
+}
+
+TEST_F(InProcAgentTest, TheAgentsReasonCrossesGrpcAndShapedDetailsAreDropped) {
+  auto c = Client();
+  ASSERT_TRUE(c);
+  v1::ReadGuestFileRequest req;
+  req.set_path("/named");
+  auto named = c->ReadGuestFile(req);
+  EXPECT_EQ(named.status().code(), Code::kNotFound);
+  EXPECT_REASON(named, "CONTAINER_NOT_FOUND");
+  EXPECT_EQ(named.status().message(), "agent ReadGuestFile: no such file");
+  req.set_path("/details/ok");
+  EXPECT_REASON(c->ReadGuestFile(req), "CONTAINER_NOT_FOUND") << "the fake's own wrapping is well formed";
+  for (const char* how : {"lower", "domain", "huge", "garbage"}) {
+    req.set_path(std::string("/details/") + how);
+    auto r = c->ReadGuestFile(req);
+    EXPECT_EQ(r.status().code(), Code::kNotFound) << how;
+    EXPECT_EQ(r.status().reason(), "") << how << ": a reason the agent shaped is dropped, the code kept";
+    EXPECT_EQ(r.status().message(), "agent ReadGuestFile: shaped") << how;
+  }
 }
 
 TEST_F(InProcAgentTest, ACallTheAgentNeverAnswersEndsAtItsDeadline) {

@@ -1,7 +1,11 @@
+#include "runtime/common/reasons.h"
 #include "runtime/common/status.h"
 #include "tests/support/status_matchers.h"
 
 #include <gtest/gtest.h>
+
+#include <set>
+#include <string_view>
 
 namespace capsule {
 namespace {
@@ -44,6 +48,42 @@ TEST(StatusTest, AssignOrReturnPropagates) {
   EXPECT_EQ(r.status().message(), "odd value 3");
   EXPECT_EQ(Step(true).message(), "step: no such thing");
   EXPECT_OK(Step(false));
+}
+
+TEST(StatusTest, AReasonSurvivesContextAndShowsInToString) {
+  Status s = FailedPrecondition("cannot go from running to deleted").WithReason("PROCESS_STATE").WithContext("delete c1");
+  EXPECT_EQ(s.reason(), "PROCESS_STATE");
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition);
+  EXPECT_EQ(s.ToString(), "FAILED_PRECONDITION [PROCESS_STATE]: delete c1: cannot go from running to deleted");
+  EXPECT_REASON(s, "PROCESS_STATE");
+  EXPECT_EQ(NotFound("x").reason(), "") << "no reason unless one is given";
+  EXPECT_EQ(Status::Ok().WithReason("PROCESS_STATE").reason(), "") << "OK stays unnamed";
+  EXPECT_NE(s, FailedPrecondition(s.message())) << "the reason is part of equality";
+}
+
+TEST(StatusTest, ReasonNamesAreUpperSnakeOfAtMost63) {
+  EXPECT_TRUE(IsReasonName("A"));
+  EXPECT_TRUE(IsReasonName("EXECUTABLE_NOT_FOUND"));
+  EXPECT_TRUE(IsReasonName(std::string(63, 'X')));
+  EXPECT_FALSE(IsReasonName(""));
+  EXPECT_FALSE(IsReasonName(std::string(64, 'X')));
+  EXPECT_FALSE(IsReasonName("lower"));
+  EXPECT_FALSE(IsReasonName("_LEADING"));
+  EXPECT_FALSE(IsReasonName("9LIVES"));
+  EXPECT_FALSE(IsReasonName("NEW\nLINE"));
+  EXPECT_FALSE(IsReasonName("SP ACE"));
+}
+
+TEST(StatusTest, EveryReasonIsWellFormedAndHasOneName) {
+  std::set<std::string_view> seen;
+  for (std::string_view r : reason::kAll) {
+    EXPECT_TRUE(IsReasonName(r)) << r;
+    EXPECT_TRUE(seen.insert(r).second) << r << " is listed twice";
+  }
+}
+
+TEST(StatusDeathTest, AnInvalidReasonIsAProgrammingError) {
+  EXPECT_DEATH((void)Internal("x").WithReason("not upper"), "");
 }
 
 }  // namespace

@@ -59,7 +59,7 @@ Status AgentStdio::CloseStdin() {
   req.set_container_id(container_id_);
   req.set_exec_id(exec_id_);
   return pod::FromAgent(agent_->Call<Status>([&](AgentClient& a) { return a.CloseStdin(req); }),
-                   "close stdin of " + Name());
+                        "close stdin of " + Name());
 }
 
 }  // namespace capsule::shim::task

@@ -171,7 +171,7 @@ Status Container::CreateInAgent(const std::string& spec_json, std::vector<v1::St
   for (auto& s : storages) *req.add_storages() = std::move(s);
   req.set_sandbox_pidns(JoinsPodPidNamespace(p_.host_spec));
   RETURN_IF_ERROR(pod::FromAgent(sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.CreateContainer(req); }),
-                            "create container " + p_.id));
+                                 "create container " + p_.id));
   in_agent_ = true;
   sandbox_->AddContainer(p_.id);
   return Status::Ok();
@@ -313,7 +313,7 @@ Status Container::Update(const std::string& resources_json) {
   req.set_container_id(p_.id);
   req.set_resources_json(resources_json);
   return pod::FromAgent(sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.UpdateContainer(req); }),
-                   "update resources of " + p_.id);
+                        "update resources of " + p_.id);
 }
 
 Status Container::Pause() {
@@ -336,7 +336,7 @@ Status Container::Pause() {
     v1::PauseContainerRequest req;
     req.set_container_id(p_.id);
     st = pod::FromAgent(sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.PauseContainer(req); }),
-                   "pause " + p_.id);
+                        "pause " + p_.id);
   }
   std::lock_guard lock(mu_);
   pause_change_ = false;
@@ -364,7 +364,7 @@ Status Container::Resume() {
     v1::ResumeContainerRequest req;
     req.set_container_id(p_.id);
     st = pod::FromAgent(sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.ResumeContainer(req); }),
-                   "resume " + p_.id);
+                        "resume " + p_.id);
   }
   std::lock_guard lock(mu_);
   pause_change_ = false;

@@ -74,7 +74,8 @@ Result<uint32_t> Process::StartInAgent() {
 
 Result<uint32_t> Process::Start() {
   std::unique_lock lock(mu_);
-  if (starting_) return FailedPrecondition("start " + Name() + ": a start is already in progress").WithReason(reason::kWrongState);
+  if (starting_) return FailedPrecondition("start " + Name() + ": a start is already in progress")
+      .WithReason(reason::kWrongState);
   RETURN_IF_ERROR(CheckTransition(state_, ProcessState::kRunning, "start " + Name()));
   // The agent's answer may take long (a slow guest, up to the agent's
   // deadline): State, Kill, Wait and Delete answer meanwhile, so the lock
@@ -225,7 +226,7 @@ Status Process::Kill(uint32_t signal, bool all) {
   req.set_signal(signal);
   req.set_all(all);
   Status st = pod::FromAgent(p_.agent->Call<Status>([&](AgentClient& a) { return a.SignalProcess(req); }),
-                        fmt::format("signal {} to {}", signal, Name()));
+                             fmt::format("signal {} to {}", signal, Name()));
   if (st.ok() && is_init()) WatchExit();  // no-op once watched; catches a kill before start
   return st;
 }
@@ -239,7 +240,8 @@ ExitInfo Process::Wait() {
 Result<ExitInfo> Process::Delete() {
   std::unique_lock lock(mu_);
   if (starting_)
-    return FailedPrecondition("delete " + Name() + ": its start is in progress (kill it, then wait)").WithReason(reason::kWrongState);
+    return FailedPrecondition("delete " + Name() + ": its start is in progress (kill it, then wait)")
+        .WithReason(reason::kWrongState);
   if (draining_ && !cv_.wait_for(lock, kExitDrainTimeout + io::kCopierStopTimeout, [&] { return !draining_; }))
     kLog.Warn("delete {}: its output is still being copied; deleting anyway", Name());
   RETURN_IF_ERROR(CheckTransition(state_, ProcessState::kDeleted, "delete " + Name()));
@@ -271,7 +273,7 @@ Status Process::ResizePty(uint32_t width, uint32_t height) {
   req.set_row(height);
   req.set_column(width);
   return pod::FromAgent(p_.agent->Call<Status>([&](AgentClient& a) { return a.TtyWinResize(req); }),
-                   "resize the terminal of " + Name());
+                        "resize the terminal of " + Name());
 }
 
 void Process::CloseStdin() {

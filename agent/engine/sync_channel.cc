@@ -85,7 +85,8 @@ Result<Received> RecvSync(int sock, std::optional<std::chrono::milliseconds> tim
 
 Status SyncErrorStatus(const SyncMessage& m) {
   // An error that says OK (0) is the child's bug: INTERNAL.
-  Status st(m.code == 0 ? Code::kInternal : CodeFromNumber(m.code), std::string(m.text, ::strnlen(m.text, sizeof m.text)));
+  Status st(m.code == 0 ? Code::kInternal : CodeFromNumber(m.code),
+            std::string(m.text, ::strnlen(m.text, sizeof m.text)));
   const std::string_view reason(m.reason, ::strnlen(m.reason, sizeof m.reason));
   return IsReasonName(reason) ? std::move(st).WithReason(reason) : st;
 }

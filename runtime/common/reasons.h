@@ -31,12 +31,17 @@ inline constexpr std::string_view kSandboxContainerOrder = "SANDBOX_CONTAINER_OR
 // The agent refused the VM token the host proved, or the peer proved a
 // wrong one (PERMISSION_DENIED).
 inline constexpr std::string_view kAgentTokenRefused = "AGENT_TOKEN_REFUSED";
+// A path is not the kind of file it must be: a symlink, FIFO, socket,
+// device or directory where only a regular file (or a real directory)
+// belongs. Refused, never followed or opened (INVALID_ARGUMENT or
+// FAILED_PRECONDITION).
+inline constexpr std::string_view kWrongFileType = "WRONG_FILE_TYPE";
 // The VMM process exited before its guest's agent answered (UNAVAILABLE).
 inline constexpr std::string_view kVmmExited = "VMM_EXITED";
 
 inline constexpr std::array kAll = {
     kWrongState,         kHostNamespaceRefused, kExecutableNotFound, kContainerNotFound,
-    kSandboxContainerOrder, kNoSandbox, kAgentTokenRefused, kVmmExited,
+    kSandboxContainerOrder, kNoSandbox, kAgentTokenRefused, kWrongFileType, kVmmExited,
 };
 
 }  // namespace capsule::reason

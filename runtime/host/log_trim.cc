@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "runtime/common/file_util.h"
+#include "runtime/common/reasons.h"
 #include "runtime/common/unique_fd.h"
 
 namespace capsule {
@@ -21,7 +22,8 @@ Result<LogTrim> TrimLogFile(const std::string& path, uint64_t max_bytes, uint64_
   }
   struct stat st{};
   if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("fstat log " + path);
-  if (!S_ISREG(st.st_mode)) return InvalidArgument("log " + path + " is not a regular file");
+  if (!S_ISREG(st.st_mode)) return InvalidArgument("log " + path + " is not a regular file")
+      .WithReason(reason::kWrongFileType);
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size <= max_bytes) return LogTrim{size, 0};
   keep_bytes = std::min(keep_bytes, size);

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "runtime/common/file_util.h"
+#include "runtime/common/reasons.h"
 
 namespace capsule::install {
 namespace {
@@ -67,7 +68,8 @@ Result<UniqueFd> RootDir::OpenParent(std::string_view path, bool create, std::ve
       struct stat st{};
       if ((errno == ELOOP || errno == ENOTDIR) && ::fstatat(dir.get(), parts[i].c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
           S_ISLNK(st.st_mode)) {
-        return FailedPrecondition(shown + " is a symlink; the installer does not follow symlinks in the target root");
+        return FailedPrecondition(shown + " is a symlink; the installer does not follow symlinks in the target root")
+            .WithReason(reason::kWrongFileType);
       }
       return ErrnoStatus("open directory " + shown);
     }
@@ -90,9 +92,11 @@ Result<std::optional<std::string>> RootDir::Read(std::string_view path) const {
     return ErrnoStatus("stat " + shown);
   }
   if (S_ISLNK(st.st_mode)) {
-    return FailedPrecondition(shown + " is a symlink; the installer does not follow symlinks in the target root");
+    return FailedPrecondition(shown + " is a symlink; the installer does not follow symlinks in the target root")
+        .WithReason(reason::kWrongFileType);
   }
-  if (!S_ISREG(st.st_mode)) return FailedPrecondition(shown + " is not a regular file");
+  if (!S_ISREG(st.st_mode)) return FailedPrecondition(shown + " is not a regular file")
+      .WithReason(reason::kWrongFileType);
   UniqueFd fd(::openat(parent->get(), parts.back().c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) return ErrnoStatus("open " + shown);
   std::string data;
@@ -120,7 +124,8 @@ Result<std::optional<mode_t>> RootDir::Mode(std::string_view path) const {
     return ErrnoStatus("stat " + Display(path));
   }
   if (S_ISLNK(st.st_mode)) {
-    return FailedPrecondition(Display(path) + " is a symlink; the installer does not follow symlinks in the target root");
+    return FailedPrecondition(Display(path) + " is a symlink; the installer does not follow symlinks in the target root")
+        .WithReason(reason::kWrongFileType);
   }
   return std::optional<mode_t>(st.st_mode & 07777);
 }
@@ -134,9 +139,10 @@ Status RootDir::WriteAtomic(std::string_view path, std::string_view data, mode_t
   struct stat st{};
   if (::fstatat(parent.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
     if (S_ISLNK(st.st_mode)) {
-      return FailedPrecondition(shown + " is a symlink; the installer does not follow symlinks in the target root");
+      return FailedPrecondition(shown + " is a symlink; the installer does not follow symlinks in the target root")
+          .WithReason(reason::kWrongFileType);
     }
-    return FailedPrecondition(shown + " exists and is not a regular file");
+    return FailedPrecondition(shown + " exists and is not a regular file").WithReason(reason::kWrongFileType);
   }
   std::string tmp = TempName(name);
   UniqueFd fd(::openat(parent.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
@@ -159,7 +165,8 @@ Status RootDir::Remove(std::string_view path) const {
   if (::fstatat(parent->get(), parts.back().c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     return errno == ENOENT ? Status::Ok() : ErrnoStatus("stat " + Display(path));
   }
-  if (!S_ISREG(st.st_mode)) return FailedPrecondition(Display(path) + " is not a regular file; left in place");
+  if (!S_ISREG(st.st_mode)) return FailedPrecondition(Display(path) + " is not a regular file; left in place")
+      .WithReason(reason::kWrongFileType);
   if (::unlinkat(parent->get(), parts.back().c_str(), 0) != 0 && errno != ENOENT) {
     return ErrnoStatus("remove " + Display(path));
   }

@@ -8,6 +8,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/json_field.h"
+#include "runtime/common/reasons.h"
 
 namespace capsule::vm {
 namespace {
@@ -86,7 +87,7 @@ Result<PodRecord> ReadPodRecord(const std::string& state_dir) {
     if (errno == ENOENT) return NotFound(path + " does not exist");
     return ErrnoStatus("stat " + path);
   }
-  if (!S_ISREG(st.st_mode)) return InvalidArgument(path + " is not a regular file");
+  if (!S_ISREG(st.st_mode)) return InvalidArgument(path + " is not a regular file").WithReason(reason::kWrongFileType);
   if (static_cast<size_t>(st.st_size) > kMaxRecordBytes) return InvalidArgument(path + ": larger than 16 KiB");
   ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   return PodRecordFromJson(text, path);

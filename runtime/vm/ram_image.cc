@@ -3,6 +3,7 @@
 // one copy and no page faults (measured here: 63-96 ms for 126 MiB, where
 // pread() into a mapping of the memfd took 600-680 ms, most of it faults;
 // copy_file_range refuses to cross filesystems on newer kernels).
+#include "runtime/common/reasons.h"
 #include "runtime/vm/ram_image.h"
 
 #include <fcntl.h>
@@ -46,7 +47,8 @@ Result<RamCopy> CopyImage(const std::string& image_path, uint64_t size_bytes, st
   if (!src) return ErrnoStatus("open " + what);
   struct stat st{};
   if (::fstat(src.get(), &st) != 0) return ErrnoStatus("stat " + what);
-  if (!S_ISREG(st.st_mode)) return FailedPrecondition(what + " is not a regular file");
+  if (!S_ISREG(st.st_mode)) return FailedPrecondition(what + " is not a regular file")
+      .WithReason(reason::kWrongFileType);
   if (static_cast<uint64_t>(st.st_size) != size_bytes)
     return FailedPrecondition(fmt::format("{} holds {} bytes, the guest has {}", what, st.st_size, size_bytes));
 

@@ -51,7 +51,8 @@ TEST(StatusTest, AssignOrReturnPropagates) {
 }
 
 TEST(StatusTest, AReasonSurvivesContextAndShowsInToString) {
-  Status s = FailedPrecondition("cannot go from running to deleted").WithReason("PROCESS_STATE").WithContext("delete c1");
+  Status s = FailedPrecondition("cannot go from running to deleted")
+      .WithReason("PROCESS_STATE").WithContext("delete c1");
   EXPECT_EQ(s.reason(), "PROCESS_STATE");
   EXPECT_EQ(s.code(), Code::kFailedPrecondition);
   EXPECT_EQ(s.ToString(), "FAILED_PRECONDITION [PROCESS_STATE]: delete c1: cannot go from running to deleted");

@@ -106,10 +106,10 @@ int RunInstall(const InstallFlags& f) {
   }
   Status st = install::LabelNode(f.kube, f.label_node);
   if (!st.ok()) {
-    return Fail("install", Status(st.code(), st.message() + "; Capsule is installed on this node (not rolled back), "
-                                              "but the capsule RuntimeClass schedules no pods on a node without " +
-                                              install::kRuntimeLabel + "=true; rerun install to retry the label "
-                                              "(it changes nothing else), or run capsule-runtime uninstall"));
+    return Fail("install", st.WithMessage(st.message() + "; Capsule is installed on this node (not rolled back), "
+                                          "but the capsule RuntimeClass schedules no pods on a node without " +
+                                          install::kRuntimeLabel + "=true; rerun install to retry the label "
+                                          "(it changes nothing else), or run capsule-runtime uninstall"));
   }
   std::fprintf(stderr, "capsule-runtime install: labelled node %s %s=true\n", f.label_node.c_str(),
                install::kRuntimeLabel);
@@ -123,8 +123,8 @@ int RunUninstall(const InstallFlags& f) {
   if (!f.label_node.empty()) {
     Status st = install::UnlabelNode(f.kube, f.label_node);
     if (!st.ok()) {
-      return Fail("uninstall", Status(st.code(), st.message() + "; nothing uninstalled: the node keeps its label "
-                                                  "and the runtime; retry, or uninstall without --label-node"));
+      return Fail("uninstall", st.WithMessage(st.message() + "; nothing uninstalled: the node keeps its label "
+                                              "and the runtime; retry, or uninstall without --label-node"));
     }
     std::fprintf(stderr, "capsule-runtime uninstall: removed label %s from node %s\n", install::kRuntimeLabel,
                  f.label_node.c_str());

@@ -36,7 +36,8 @@ inline constexpr std::string_view kAgentTokenRefused = "AGENT_TOKEN_REFUSED";
 // belongs. Refused, never followed or opened (INVALID_ARGUMENT or
 // FAILED_PRECONDITION).
 inline constexpr std::string_view kWrongFileType = "WRONG_FILE_TYPE";
-// The VMM process exited before its guest's agent answered (UNAVAILABLE).
+// The VMM process exited during its start-up or before its guest's agent
+// answered (UNAVAILABLE).
 inline constexpr std::string_view kVmmExited = "VMM_EXITED";
 
 inline constexpr std::array kAll = {

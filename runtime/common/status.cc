@@ -41,6 +41,12 @@ Status Status::WithContext(std::string_view context) && {
   return std::move(*this);
 }
 
+Status Status::WithMessage(std::string message) const& {
+  Status copy = *this;
+  if (!copy.ok()) copy.message_ = std::move(message);
+  return copy;
+}
+
 bool IsReasonName(std::string_view reason) {
   if (reason.empty() || reason.size() > 63 || reason[0] < 'A' || reason[0] > 'Z') return false;
   for (char c : reason)

@@ -59,6 +59,10 @@ class [[nodiscard]] Status {
   // Prefixes the message with what the caller was doing: "ctx: message".
   Status WithContext(std::string_view context) const&;
   Status WithContext(std::string_view context) &&;
+  // The same code and reason with `message` in place of this one's: for a
+  // layer that appends what it knows (a log tail) instead of prefixing.
+  // Building a new Status from code() and message() would lose the reason.
+  Status WithMessage(std::string message) const&;
 
   // "NOT_FOUND: container c1 not found", with the reason when there is one:
   // "FAILED_PRECONDITION [PROCESS_STATE]: cannot go from running to deleted"

@@ -20,6 +20,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/reasons.h"
 #include "runtime/common/subprocess.h"
 #include "runtime/common/unix_stream.h"
 #include "runtime/host/daemon.h"
@@ -94,7 +95,7 @@ Status WithVmmLog(Status st, const VmPaths& paths) {
   std::string tail = ReadLogTail(paths.vmm_log(), kLogTailBytes);
   while (!tail.empty() && tail.back() == '\n') tail.pop_back();
   if (tail.empty()) return st;
-  return Status(st.code(), st.message() + "; QEMU said: " + tail);
+  return st.WithMessage(st.message() + "; QEMU said: " + tail);
 }
 
 VmState StateFromQmp(const nlohmann::json& status) {
@@ -279,7 +280,7 @@ Result<std::unique_ptr<QmpClient>> AwaitQmp(const VmPaths& paths, int pidfd, con
   // A reset or closed socket means QEMU is on its way out; its pidfd
   // confirms it a moment later.
   if (qmp.status().code() == Code::kUnavailable && PidfdWait(pidfd, kExitConfirmMs))
-    return WithVmmLog(Unavailable("QEMU exited during start-up"), paths);
+    return WithVmmLog(Unavailable("QEMU exited during start-up").WithReason(reason::kVmmExited), paths);
   return WithVmmLog(qmp.status(), paths);
 }
 
@@ -363,7 +364,8 @@ Result<VmmPtr> QemuHypervisor::Launch(const VmSpec& spec_in) {
     if (auto* v = std::get_if<VsockDevice>(&dev)) v->vhost_fd = -1;
   record.vmm_uid = vmm_uid ? static_cast<int64_t>(*vmm_uid) : -1;
   auto identity = IdentifyProcess(daemon->pid);
-  if (!identity.ok()) return WithVmmLog(Unavailable(what + ": QEMU exited during start-up"), paths);
+  if (!identity.ok())
+    return WithVmmLog(Unavailable(what + ": QEMU exited during start-up").WithReason(reason::kVmmExited), paths);
   record.vmm = *identity;
   RETURN_IF_ERROR_CTX(WriteFileAtomic(paths.record(), VmRecordToJson(record), 0600), what);
 

@@ -87,7 +87,7 @@ Result<QemuCapabilities> ProbeQemu(const std::string& qemu_path, std::chrono::mi
   if (!child->Wait(timeout).ok()) child->Terminate(std::chrono::milliseconds(0));
   if (!caps.ok()) {
     std::string said = DrainPipe(err_read.get());
-    return Status(caps.status().code(), caps.status().message() + (said.empty() ? "" : ": QEMU said: " + said));
+    return caps.status().WithMessage(caps.status().message() + (said.empty() ? "" : ": QEMU said: " + said));
   }
   return caps;
 }

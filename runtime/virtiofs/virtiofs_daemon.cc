@@ -39,7 +39,7 @@ Status WithLog(Status st, const VirtiofsPaths& paths) {
   std::string tail = ReadLogTail(paths.log(), 2048);
   while (!tail.empty() && tail.back() == '\n') tail.pop_back();
   if (tail.empty()) return st;
-  return Status(st.code(), st.message() + "; virtiofsd said: " + tail);
+  return st.WithMessage(st.message() + "; virtiofsd said: " + tail);
 }
 
 // Waits for `name` to appear in `dir`, or the pidfd to fire, or the deadline.

@@ -192,7 +192,7 @@ Status WaitForAgent(SandboxVmImpl& vm, const config::Config& config, BootClock::
   std::string tail = ReadLogTail(hypervisor::VmPaths(vm.state_dir()).console_log(), kConsoleTailBytes);
   Status st = client.status().WithContext(fmt::format("runtime.boot_timeout_ms {}", config.runtime.boot_timeout_ms));
   if (tail.empty()) return st;
-  return Status(st.code(), st.message() + "\n--- console tail ---\n" + tail);
+  return st.WithMessage(st.message() + "\n--- console tail ---\n" + tail);
 }
 
 }  // namespace capsule::vm

@@ -56,7 +56,7 @@ Result<HybridStream> HybridHandshake(UniqueFd fd, uint32_t port, std::chrono::mi
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() < 0) left = std::chrono::milliseconds(0);
     Status w = WaitFd(fd.get(), POLLIN, left, "hybrid vsock handshake");
-    if (!w.ok()) return Status(w.code(), what + ": " + w.message());
+    if (!w.ok()) return std::move(w).WithContext(what);
     ssize_t n = ::recv(fd.get(), buf, kMaxReplyLine - reply.size(), MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
     if (n <= 0)

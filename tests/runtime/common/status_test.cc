@@ -62,6 +62,14 @@ TEST(StatusTest, AReasonSurvivesContextAndShowsInToString) {
   EXPECT_NE(s, FailedPrecondition(s.message())) << "the reason is part of equality";
 }
 
+TEST(StatusTest, WithMessageKeepsCodeAndReason) {
+  Status s = Unavailable("QEMU exited").WithReason("VMM_EXITED").WithMessage("QEMU exited; QEMU said: no");
+  EXPECT_EQ(s.code(), Code::kUnavailable);
+  EXPECT_EQ(s.reason(), "VMM_EXITED");
+  EXPECT_EQ(s.message(), "QEMU exited; QEMU said: no");
+  EXPECT_OK(Status::Ok().WithMessage("x")) << "OK stays OK";
+}
+
 TEST(StatusTest, ReasonNamesAreUpperSnakeOfAtMost63) {
   EXPECT_TRUE(IsReasonName("A"));
   EXPECT_TRUE(IsReasonName("EXECUTABLE_NOT_FOUND"));

@@ -15,6 +15,7 @@
 #include <future>
 
 #include "runtime/common/file_util.h"
+#include "runtime/common/reasons.h"
 #include "runtime/common/subprocess.h"
 #include "runtime/host/daemon.h"
 #include "runtime/hypervisor/qemu_hypervisor.h"
@@ -476,8 +477,9 @@ TEST_F(QemuTest, AMissingKernelIsNamedAndABadOneCarriesQemusOwnMessage) {
   vm = hv.Launch(spec);
   ASSERT_FALSE(vm.ok());
   EXPECT_EQ(vm.status().code(), Code::kUnavailable) << vm.status().ToString();
+  EXPECT_REASON(vm, reason::kVmmExited);
   EXPECT_NE(vm.status().message().find("launch VM vm-nokernel: QEMU exited during start-up; QEMU said:"), std::string::npos)
-      << vm.status().message();
+      << vm.status().message() << ": QEMU's own words are kept";
   EXPECT_FALSE(PathExists(spec.state_dir));
 }
 
@@ -513,6 +515,7 @@ TEST_F(QemuTest, VmmThatExitsAtOnceReportsItsStderr) {
   VmSpec spec = Spec("vm-exit");
   auto vm = hv.Launch(spec);
   ASSERT_FALSE(vm.ok());
+  EXPECT_REASON(vm, reason::kVmmExited) << "the reason survives the appended log tail";
   EXPECT_NE(vm.status().message().find("QEMU exited during start-up; QEMU said: fake-qemu: cannot do that"),
             std::string::npos)
       << vm.status().ToString();

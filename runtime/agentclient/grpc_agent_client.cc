@@ -44,9 +44,7 @@ Status FromGrpc(std::string_view rpc, const grpc::Status& s, std::optional<milli
   // so escape sequences and unbounded text stop here.
   std::string msg = s.error_message().empty() ? std::string(CodeName(code))
                                               : Printable(s.error_message(), kMaxAgentMessageBytes);
-  Status st(code, fmt::format("agent {}: {}", rpc, msg));
-  const std::string reason = ReasonFromGrpcStatus(s);
-  return reason.empty() ? st : std::move(st).WithReason(reason);
+  return FromGrpcStatus(s, fmt::format("agent {}: {}", rpc, msg));
 }
 
 Status Done(Result<Empty> r) { return std::move(r).status(); }

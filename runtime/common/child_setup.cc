@@ -77,4 +77,12 @@ const char* ChildStepName(ChildStep step) {
   return "set up";
 }
 
+std::vector<char*> CStrings(const std::vector<std::string>& v) {
+  std::vector<char*> out;
+  out.reserve(v.size() + 1);
+  for (const auto& s : v) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
 }  // namespace capsule

@@ -6,7 +6,9 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace capsule {
 
@@ -36,5 +38,9 @@ int ChildFdFloor(const ChildSetup& s);
 // failed (errno says why), or nullopt.
 std::optional<ChildStep> SetUpChild(const ChildSetup& s);
 const char* ChildStepName(ChildStep step);
+
+// execve's argv or envp for `v`, null-terminated, made by the parent before
+// fork (the child must not allocate); valid while `v` lives unchanged.
+std::vector<char*> CStrings(const std::vector<std::string>& v);
 
 }  // namespace capsule

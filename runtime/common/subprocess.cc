@@ -25,14 +25,6 @@ namespace {
 // What a child reports before it exits 127, with errno.
 enum Step : int { kPdeathsig = 1, kSetsid, kDropUser, kExec, kSetUp = 100 /* + ChildStep */ };
 
-std::vector<char*> CStrings(const std::vector<std::string>& v) {
-  std::vector<char*> out;
-  out.reserve(v.size() + 1);
-  for (const auto& s : v) out.push_back(const_cast<char*>(s.c_str()));
-  out.push_back(nullptr);
-  return out;
-}
-
 // Child side between fork and exec: only async-signal-safe calls.
 [[noreturn]] void ExecChild(const SpawnOptions& o, const ChildSetup& setup, char** argv, char** envp, int err_fd) {
   // The error pipe must survive the extra fds' placement: lift it above

@@ -67,14 +67,6 @@ std::string FailedStep(const DaemonOptions& o, int step) {
   return StepName(step);
 }
 
-std::vector<char*> CStrings(const std::vector<std::string>& v) {
-  std::vector<char*> out;
-  out.reserve(v.size() + 1);
-  for (const auto& s : v) out.push_back(const_cast<char*>(s.c_str()));
-  out.push_back(nullptr);
-  return out;
-}
-
 void SendRecord(int fd, int kind, int a, int b) {
   int data[3] = {kind, a, b};
   (void)!::write(fd, data, sizeof data);

@@ -89,7 +89,8 @@ engine::EngineOptions EngineOptionsFrom(const AgentOptions& options) {
 
 }  // namespace
 
-AgentProcess::AgentProcess(AgentOptions options) : options_(std::move(options)) {}
+AgentProcess::AgentProcess(AgentOptions options, pod::EngineFactory engines)
+    : options_(std::move(options)), engines_(std::move(engines)) {}
 
 AgentProcess::~AgentProcess() {
   if (server_) server_->Shutdown(std::chrono::milliseconds(0));
@@ -122,16 +123,11 @@ Status AgentProcess::Prepare() {
 }
 
 Status AgentProcess::Serve() {
-  sandbox::SandboxEnvironment env;
-  env.resolv_conf_path = options_.resolv_conf;
-  env.apply_hostname = options_.init || options_.private_namespaces;
-  env.modules = loader_.get();
-  sandboxes_ = std::make_unique<sandbox::SandboxManager>(env);
   server::AgentServiceOptions service_options;
   service_options.may_set_clock = options_.init;
   service_options.max_blocking_calls = options_.max_blocking_calls;
-  service_ = std::make_unique<server::AgentService>(service_options, sandboxes_.get(), this);
-  if (containers_) service_->SetContainerOps(containers_.get());
+  service_ = std::make_unique<server::AgentService>(service_options, pods_.get(), this);
+  service_->SetContainerOps(containers_.get());
   auto network = net::NetlinkNetwork::Open();
   if (network.ok()) {
     network_ = std::move(network).value();
@@ -270,8 +266,8 @@ void AgentProcess::Stop(const std::string& reason) {
   shutting_down_ = true;
   // A no-op after DestroySandbox; after a signal it stops the containers
   // and unmounts the storages before the VM goes.
-  if (sandboxes_) {
-    if (Status st = sandboxes_->Destroy(); !st.ok()) kLog.Error("sandbox teardown: {}", st.message());
+  if (pods_) {
+    if (Status st = pods_->Destroy(); !st.ok()) kLog.Error("sandbox teardown: {}", st.message());
   }
   // Calls in flight get kShutdownGrace; every connection is closed after it,
   // which is also what flushes the DestroySandbox reply out of gRPC.
@@ -291,10 +287,14 @@ int AgentProcess::Run() {
   if (Status st = Reaper::Instance().Start(); !st.ok()) Fatal(st);
   // Before the agent answers: a pooled VM's template is snapshotted once
   // it does, so every clone carries what this makes.
-  if (containers_) {
-    if (Status st = containers_->Prepare(); !st.ok())
-      kLog.Warn("not prepared ahead of the sandbox ({}); made when the sandbox is set up instead", st.ToString());
-  }
+  pod::PodEnvironment env;
+  env.resolv_conf_path = options_.resolv_conf;
+  env.apply_hostname = options_.init || options_.private_namespaces;
+  env.modules = loader_.get();
+  pods_ = std::make_unique<pod::PodSlot>(env, engines_);
+  if (Status st = pods_->Prepare(); !st.ok())
+    kLog.Warn("not prepared ahead of the sandbox ({}); made when the sandbox is set up instead", st.ToString());
+  containers_ = std::make_unique<containers::EngineOps>(pods_.get(), loader_.get());
   if (Status st = Serve(); !st.ok()) Fatal(st);
   std::string reason = WaitForStop();
   Stop(reason);
@@ -321,13 +321,9 @@ int RunAgent(int argc, char** argv, AgentExtensions extensions) {
   }
   kLog.Info("capsule-agent {} starting (pid {}, {})", kVersion, ::getpid(), init ? "init" : "--no-init");
   const engine::EngineOptions engine_options = EngineOptionsFrom(args.options);
-  const std::string modules_dir =
-      args.options.modules_dir.empty() ? modules::KernelModuleLoader::DefaultDir() : args.options.modules_dir;
-  AgentProcess agent(std::move(args.options));
-  // The engine itself starts in Run (ContainerOps::Prepare), once the
-  // reaper it needs is running.
-  agent.SetContainerOps(std::make_unique<containers::EngineOps>(
-      containers::EngineOps::LinuxEngine(engine_options), std::make_unique<modules::KernelModuleLoader>(modules_dir)));
+  // The engine itself is made in Run (PodSlot::Prepare), once the reaper it
+  // needs is running.
+  AgentProcess agent(std::move(args.options), pod::LinuxEngine(engine_options));
   agent.SetExtensions(std::move(extensions));
   return agent.Run();
 }

@@ -16,7 +16,7 @@
 #include "agent/forward/port_forwarder.h"
 #include "agent/modules/loader.h"
 #include "agent/net/network.h"
-#include "agent/sandbox/sandbox.h"
+#include "agent/pod/pod_slot.h"
 #include "agent/server/agent_service.h"
 #include "agent/server/grpc_server.h"
 #include "agent/server/lifecycle.h"
@@ -39,15 +39,13 @@ int RunAgent(int argc, char** argv, AgentExtensions extensions = {});
 
 class AgentProcess final : public server::AgentLifecycle {
  public:
-  explicit AgentProcess(AgentOptions options);
+  // `engines` makes the pod's container engine (agent/pod).
+  AgentProcess(AgentOptions options, pod::EngineFactory engines);
   ~AgentProcess() override;
 
   // Returns the exit code (never returns as PID 1).
   int Run();
 
-  // Plugs the container engine in; call before Run. Without one the
-  // container RPCs answer UNIMPLEMENTED.
-  void SetContainerOps(server::ContainerOpsPtr ops) { containers_ = std::move(ops); }
   // Call before Run.
   void SetExtensions(AgentExtensions extensions) { extensions_ = std::move(extensions); }
 
@@ -71,8 +69,9 @@ class AgentProcess final : public server::AgentLifecycle {
   UniqueFd signal_fd_;     // SIGTERM, SIGINT, SIGHUP
   UniqueFd power_off_fd_;  // eventfd written by RequestPowerOff
   std::unique_ptr<modules::KernelModuleLoader> loader_;
-  std::unique_ptr<sandbox::SandboxManager> sandboxes_;
-  server::ContainerOpsPtr containers_;  // the engine; declared before the service that points at it
+  const pod::EngineFactory engines_;
+  std::unique_ptr<pod::PodSlot> pods_;   // declared before what points at it
+  server::ContainerOpsPtr containers_;  // likewise
   net::NetworkPtr network_;              // likewise
   std::unique_ptr<server::AgentService> service_;
   std::unique_ptr<server::AgentServer> server_;

@@ -9,7 +9,6 @@
 #include "agent/containers/engine_ops.h"
 #include "agent/containers/validate.h"
 #include "agent/engine/metrics_proto.h"
-#include "agent/engine/pod_holder.h"
 #include "agent/modules/modprobe_helper.h"
 #include "agent/net/link_stats.h"
 #include "agent/server/convert.h"
@@ -59,66 +58,39 @@ bool MayAdministerNetwork(const oci::Spec& spec) {
 }  // namespace
 
 Status EngineOps::CreateContainer(const v1::CreateContainerRequest& req) {
-  RETURN_IF_ERROR(CheckContainerId("container_id", req.container_id()));
+  RETURN_IF_ERROR(pod::CheckId("container_id", req.container_id()));
   if (req.oci_spec_json().empty()) return InvalidArgument("oci_spec_json is required");
-  ASSIGN_OR_RETURN(PodPtr pod, CurrentPod());
+  ASSIGN_OR_RETURN(PodPtr pod, pods_->Current());
   auto spec = oci::ParseSpec(req.oci_spec_json());
   if (!spec.ok()) return std::move(spec).status().WithContext("oci_spec_json");
   return CreateInPod(*pod, req.container_id(), std::move(spec).value(), req);
 }
 
-Status EngineOps::CreateInPod(Pod& pod, const std::string& id, oci::Spec spec, const v1::CreateContainerRequest& req) {
-  auto role = RoleFromAnnotations(spec);
+Status EngineOps::CreateInPod(pod::GuestPod& pod, const std::string& id, oci::Spec spec, const v1::CreateContainerRequest& req) {
+  auto role = pod::RoleFromAnnotations(spec);
   if (!role.ok()) return std::move(role).status().WithContext("oci_spec_json");
-  std::lock_guard lock(pod.create_mu);
+  auto lock = pod.SerializeCreation();
   const auto t0 = std::chrono::steady_clock::now();
-  if (pod.engine->Get(id).ok()) return AlreadyExists("container " + id + " already exists");
-  ASSIGN_OR_RETURN(NamespaceJoinPlan plan, pod.namespaces.Plan(id, *role, req.sandbox_pidns(), &spec));
-  ASSIGN_OR_RETURN(std::vector<storage::MountedStorage> mounts, MountStorages(req.storages(), modules_.get()));
+  if (pod.engine().Get(id).ok()) return AlreadyExists("container " + id + " already exists");
+  ASSIGN_OR_RETURN(pod::NamespaceJoinPlan plan, pod.namespaces().Plan(id, *role, req.sandbox_pidns(), &spec));
+  ASSIGN_OR_RETURN(std::vector<storage::MountedStorage> mounts, MountStorages(req.storages(), modules_));
   if (MayAdministerNetwork(spec)) modules::LoadNetAdminBaseline();
   const auto t_storages = std::chrono::steady_clock::now();
   engine::CreateOptions options;
   options.share_namespaces_from = plan.share_from;
   options.share_types = plan.share_types;
-  RETURN_IF_ERROR(pod.engine->Create(id, spec, options).status());  // `mounts` unmount on failure
-  pod.namespaces.Created(id, plan);
-  if (auto name = spec.annotations.find(kCriContainerName); name != spec.annotations.end()) {
-    std::lock_guard names(pod.names_mu);
-    pod.cri_names[id] = name->second;
-  }
-  kLog.Info("container {} created in sandbox {} ({}{} storages) in {:.1f} ms, storages {:.1f} ms", id, pod.id,
+  RETURN_IF_ERROR(pod.engine().Create(id, spec, options).status());  // `mounts` unmount on failure
+  pod.namespaces().Created(id, plan);
+  kLog.Info("container {} created in sandbox {} ({}{} storages) in {:.1f} ms, storages {:.1f} ms", id, pod.id(),
             plan.anchor ? "namespace anchor, " : "joins " + plan.share_from + ", ", mounts.size(),
             MsSince(t0), MsBetween(t0, t_storages));
-  std::lock_guard storages(pod.storages_mu);
-  pod.storages[id] = std::move(mounts);
+  auto name = spec.annotations.find(kCriContainerName);
+  pod.AddContainer(id, std::move(mounts), name != spec.annotations.end() ? name->second : "");
   return Status::Ok();
 }
 
-Result<uint32_t> EngineOps::AdoptPodHolder(const std::string& container_id, const std::string& hostname) {
-  RETURN_IF_ERROR(CheckContainerId("holder_container_id", container_id));
-  ASSIGN_OR_RETURN(PodPtr pod, CurrentPod());
-  std::lock_guard lock(pod->create_mu);
-  oci::Spec no_spec;
-  ASSIGN_OR_RETURN(NamespaceJoinPlan plan,
-                   pod->namespaces.Plan(container_id, ContainerRole{ContainerKind::kSandbox, ""}, false, &no_spec));
-  ASSIGN_OR_RETURN(engine::ContainerPtr holder, pod->engine->AdoptPodHolder(container_id));
-  if (!hostname.empty()) {
-    auto uts = holder->ShareNamespaces({oci::NamespaceType::kUts});
-    Status st = uts.ok() ? engine::SetHostnameIn(uts->at(oci::NamespaceType::kUts).get(), hostname) : uts.status();
-    if (!st.ok()) {
-      (void)pod->engine->Remove(container_id, kDefaultRemoveTimeout);
-      return st.WithContext("hostname of the pod holder");
-    }
-  }
-  pod->namespaces.Created(container_id, plan);
-  const pid_t pid = holder->init_pid();
-  kLog.Info("container {} is the pod holder of sandbox {} (pid {}): no process created for it", container_id, pod->id,
-            pid);
-  return static_cast<uint32_t>(pid);
-}
-
 Result<v1::StartContainerResponse> EngineOps::StartContainer(const v1::StartContainerRequest& req) {
-  RETURN_IF_ERROR(CheckContainerId("container_id", req.container_id()));
+  RETURN_IF_ERROR(pod::CheckId("container_id", req.container_id()));
   ASSIGN_OR_RETURN(Target c, Lookup(req.container_id()));
   ASSIGN_OR_RETURN(pid_t pid, c->Start());
   v1::StartContainerResponse resp;
@@ -127,20 +99,15 @@ Result<v1::StartContainerResponse> EngineOps::StartContainer(const v1::StartCont
 }
 
 Status EngineOps::RemoveContainer(const v1::RemoveContainerRequest& req) {
-  RETURN_IF_ERROR(CheckContainerId("container_id", req.container_id()));
-  ASSIGN_OR_RETURN(PodPtr pod, CurrentPod());
-  const auto timeout = req.timeout() == 0 ? kDefaultRemoveTimeout : std::chrono::seconds(req.timeout());
+  RETURN_IF_ERROR(pod::CheckId("container_id", req.container_id()));
+  ASSIGN_OR_RETURN(PodPtr pod, pods_->Current());
+  const auto timeout = req.timeout() == 0 ? pod::kDefaultRemoveTimeout : std::chrono::seconds(req.timeout());
   // A debug process borrowing the container's tools would keep its
   // filesystem mounted in a namespace of its own: it goes first.
-  if (engine::GuestProcesses* guest = pod->engine->Guest())
+  if (engine::GuestProcesses* guest = pod->engine().Guest())
     RETURN_IF_ERROR(guest->EndToolUsers(req.container_id(), timeout));
-  RETURN_IF_ERROR(pod->engine->Remove(req.container_id(), timeout));
-  pod->namespaces.Removed(req.container_id());
-  {
-    std::lock_guard names(pod->names_mu);
-    pod->cri_names.erase(req.container_id());
-  }
-  RETURN_IF_ERROR(UnmountStorages(*pod, req.container_id()));
+  RETURN_IF_ERROR(pod->engine().Remove(req.container_id(), timeout));
+  RETURN_IF_ERROR(pod->ForgetContainer(req.container_id()));
   // Not fatal: the host then detaches its mounts lazily instead.
   const std::string share = std::string(guest_abi::kSharedFsGuestPath) + "/" + req.container_id();
   if (Status st = storage::ReleaseSharedSubtree(share); !st.ok())
@@ -149,7 +116,7 @@ Status EngineOps::RemoveContainer(const v1::RemoveContainerRequest& req) {
 }
 
 Status EngineOps::UpdateContainer(const v1::UpdateContainerRequest& req) {
-  RETURN_IF_ERROR(CheckContainerId("container_id", req.container_id()));
+  RETURN_IF_ERROR(pod::CheckId("container_id", req.container_id()));
   auto resources = oci::ParseLinuxResources(req.resources_json());
   if (!resources.ok()) return std::move(resources).status().WithContext("resources_json");
   ASSIGN_OR_RETURN(Target c, Lookup(req.container_id()));
@@ -157,7 +124,7 @@ Status EngineOps::UpdateContainer(const v1::UpdateContainerRequest& req) {
 }
 
 Result<v1::StatsContainerResponse> EngineOps::StatsContainer(const v1::StatsContainerRequest& req) {
-  RETURN_IF_ERROR(CheckContainerId("container_id", req.container_id()));
+  RETURN_IF_ERROR(pod::CheckId("container_id", req.container_id()));
   ASSIGN_OR_RETURN(Target c, Lookup(req.container_id()));
   ASSIGN_OR_RETURN(engine::CgroupMetrics metrics, c->Stats());
   v1::StatsContainerResponse resp;
@@ -173,13 +140,13 @@ Result<v1::StatsContainerResponse> EngineOps::StatsContainer(const v1::StatsCont
 }
 
 Status EngineOps::PauseContainer(const v1::PauseContainerRequest& req) {
-  RETURN_IF_ERROR(CheckContainerId("container_id", req.container_id()));
+  RETURN_IF_ERROR(pod::CheckId("container_id", req.container_id()));
   ASSIGN_OR_RETURN(Target c, Lookup(req.container_id()));
   return c->Pause();
 }
 
 Status EngineOps::ResumeContainer(const v1::ResumeContainerRequest& req) {
-  RETURN_IF_ERROR(CheckContainerId("container_id", req.container_id()));
+  RETURN_IF_ERROR(pod::CheckId("container_id", req.container_id()));
   ASSIGN_OR_RETURN(Target c, Lookup(req.container_id()));
   return c->Resume();
 }

@@ -3,6 +3,9 @@
 // container id "" is the guest itself (ExecGuestProcess's processes).
 #include <linux/capability.h>
 
+#include <map>
+#include <vector>
+
 #include "agent/containers/convert.h"
 #include "agent/containers/engine_ops.h"
 #include "agent/containers/validate.h"
@@ -35,7 +38,7 @@ std::optional<oci::Capabilities> WithoutPtrace(std::optional<oci::Capabilities> 
 }  // namespace
 
 Result<v1::ExecProcessResponse> EngineOps::ExecProcess(const v1::ExecProcessRequest& req) {
-  RETURN_IF_ERROR(CheckContainerId("container_id", req.container_id()));
+  RETURN_IF_ERROR(pod::CheckId("container_id", req.container_id()));
   RETURN_IF_ERROR(CheckExecId("exec_id", req.exec_id(), /*allow_init=*/false));
   ASSIGN_OR_RETURN(oci::Process process, ParseProcessJson(req.process_json()));
   ASSIGN_OR_RETURN(Target c, Lookup(req.container_id()));
@@ -48,7 +51,7 @@ Result<v1::ExecProcessResponse> EngineOps::ExecProcess(const v1::ExecProcessRequ
 Result<v1::ExecProcessResponse> EngineOps::ExecGuestProcess(const v1::ExecGuestProcessRequest& req) {
   RETURN_IF_ERROR(CheckExecId("exec_id", req.exec_id(), /*allow_init=*/false));
   if (!req.tools_container_id().empty())
-    RETURN_IF_ERROR(CheckContainerId("tools_container_id", req.tools_container_id()));
+    RETURN_IF_ERROR(pod::CheckId("tools_container_id", req.tools_container_id()));
   ASSIGN_OR_RETURN(oci::Process process, ParseProcessJson(req.process_json()));
   ASSIGN_OR_RETURN(GuestTarget g, LookupGuest());
   engine::GuestTools tools;
@@ -86,15 +89,11 @@ Result<v1::ExecProcessResponse> EngineOps::ExecGuestProcess(const v1::ExecGuestP
   return resp;
 }
 
-Result<engine::ContainerPtr> EngineOps::FindToolsContainer(Pod& pod, const std::string& query) {
-  if (auto exact = pod.engine->Get(query); exact.ok()) return exact;
+Result<engine::ContainerPtr> EngineOps::FindToolsContainer(pod::GuestPod& pod, const std::string& query) {
+  if (auto exact = pod.engine().Get(query); exact.ok()) return exact;
   std::vector<engine::ContainerPtr> named, prefixed;
-  std::map<std::string, std::string> names;
-  {
-    std::lock_guard lock(pod.names_mu);
-    names = pod.cri_names;
-  }
-  for (const engine::ContainerPtr& c : pod.engine->List()) {
+  const std::map<std::string, std::string> names = pod.CriNames();
+  for (const engine::ContainerPtr& c : pod.engine().List()) {
     auto name = names.find(c->id());
     if (name != names.end() && name->second == query) named.push_back(c);
     if (query.size() >= kMinIdPrefix && c->id().compare(0, query.size(), query) == 0) prefixed.push_back(c);
@@ -108,7 +107,7 @@ Result<engine::ContainerPtr> EngineOps::FindToolsContainer(Pod& pod, const std::
   const auto& found = named.empty() ? prefixed : named;
   if (found.size() == 1) return found.front();
   if (found.empty())
-    return NotFound("no container \"" + query + "\" in sandbox " + pod.id + " (by id, CRI name or id prefix)")
+    return NotFound("no container \"" + query + "\" in sandbox " + pod.id() + " (by id, CRI name or id prefix)")
         .WithReason(reason::kContainerNotFound);
   std::string ids;
   for (const auto& c : found) ids += (ids.empty() ? "" : ", ") + c->id();
@@ -152,7 +151,7 @@ Status EngineOps::RemoveProcess(const v1::RemoveProcessRequest& req) {
 }
 
 Result<v1::ListProcessesResponse> EngineOps::ListProcesses(const v1::ListProcessesRequest& req) {
-  RETURN_IF_ERROR(CheckContainerId("container_id", req.container_id()));
+  RETURN_IF_ERROR(pod::CheckId("container_id", req.container_id()));
   ASSIGN_OR_RETURN(Target c, Lookup(req.container_id()));
   ASSIGN_OR_RETURN(std::vector<engine::ProcessInfo> processes, c->ListProcesses());
   return ProcessListToProto(processes);

@@ -59,16 +59,16 @@ Status EngineOps::TtyWinResize(const v1::TtyWinResizeRequest& req) {
 }
 
 Result<v1::OOMEvent> EngineOps::GetOOMEvent(const v1::GetOOMEventRequest&, const server::CallContext& ctx) {
-  ASSIGN_OR_RETURN(PodPtr pod, CurrentPod());
+  ASSIGN_OR_RETURN(PodPtr pod, pods_->Current());
   for (;;) {
-    if (std::optional<std::string> id = pod->engine->WaitOomEvent(kOomPollInterval)) {
+    if (std::optional<std::string> id = pod->engine().WaitOomEvent(kOomPollInterval)) {
       v1::OOMEvent event;
       event.set_container_id(*id);
       return event;
     }
     if (ctx.cancelled()) return Cancelled("GetOOMEvent: the caller gave up");
-    auto current = CurrentPod();
-    if (!current.ok() || *current != pod) return FailedPrecondition("sandbox " + pod->id + " was destroyed");
+    auto current = pods_->Current();
+    if (!current.ok() || *current != pod) return FailedPrecondition("sandbox " + pod->id() + " was destroyed");
   }
 }
 

@@ -6,35 +6,18 @@
 #include <algorithm>
 
 namespace capsule::agent::containers {
-namespace {
-
-bool IsIdChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-         c == '.';
-}
-
-}  // namespace
-
-Status CheckContainerId(std::string_view field, const std::string& id) {
-  if (id.empty()) return InvalidArgument(fmt::format("{} is required", field));
-  if (id.size() > kMaxIdBytes) return InvalidArgument(fmt::format("{} is longer than {} bytes", field, kMaxIdBytes));
-  if (id == "." || id == ".." || !std::all_of(id.begin(), id.end(), IsIdChar))
-    return InvalidArgument(fmt::format("{} \"{}\" must be [A-Za-z0-9_.-] and not . or ..", field, id));
-  return Status::Ok();
-}
-
 Status CheckExecId(std::string_view field, const std::string& id, bool allow_init) {
   if (id.empty() && allow_init) return Status::Ok();
   if (id.empty()) return InvalidArgument(fmt::format("{} is required (the init goes with its container)", field));
-  return CheckContainerId(field, id);
+  return pod::CheckId(field, id);
 }
 
 Status CheckProcessTarget(const std::string& container_id, const std::string& exec_id, bool allow_init) {
   if (container_id.empty()) {
     if (exec_id.empty()) return InvalidArgument("exec_id is required for a guest process (container_id \"\")");
-    return CheckContainerId("exec_id", exec_id);
+    return pod::CheckId("exec_id", exec_id);
   }
-  RETURN_IF_ERROR(CheckContainerId("container_id", container_id));
+  RETURN_IF_ERROR(pod::CheckId("container_id", container_id));
   return CheckExecId("exec_id", exec_id, allow_init);
 }
 

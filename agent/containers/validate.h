@@ -7,11 +7,11 @@
 #include <string>
 #include <string_view>
 
+#include "agent/pod/pod_spec.h"
 #include "runtime/common/status.h"
 
 namespace capsule::agent::containers {
 
-inline constexpr size_t kMaxIdBytes = 128;
 // ReadStdout/ReadStderr: len 0 means this (agent.proto), and no reply carries
 // more than kMaxReadLen (well inside gRPC's 4 MiB message limit).
 inline constexpr uint32_t kDefaultReadLen = 32 * 1024;
@@ -21,9 +21,8 @@ inline constexpr uint32_t kMaxSignal = 64;
 // struct winsize has unsigned short rows and columns (asm-generic/termios.h).
 inline constexpr uint32_t kMaxWinSize = 65535;
 
-// container_id: 1..128 bytes of [A-Za-z0-9_.-], not "." or "..".
-Status CheckContainerId(std::string_view field, const std::string& id);
-// exec_id: "" (the init) when `allow_init`, else like a container id.
+// Container ids are pod::CheckId's. exec_id: "" (the init) when
+// `allow_init`, else an id like a container's.
 Status CheckExecId(std::string_view field, const std::string& id, bool allow_init);
 // The process RPCs' (container_id, exec_id): container_id "" names a guest
 // process (ExecGuestProcess), which always has an exec id.

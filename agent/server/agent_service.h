@@ -1,6 +1,7 @@
 // capsule.agent.v1.Agent, the agent's gRPC service. Handlers are thin, one
-// file per RPC (rpc_*.cc): check the request, call the sandbox manager, the
-// guest-system helpers or the container engine, map the Status. No handler
+// file per RPC (rpc_*.cc): check the request, call the pod slot (agent/pod),
+// the guest-system helpers or the container RPCs (ContainerOps), map the
+// Status. No handler
 // lets an exception or a bad request take the agent down.
 //
 // DestroySandbox uses gRPC's callback API so the power-off it may ask for
@@ -12,7 +13,7 @@
 #include <atomic>
 
 #include "agent/net/network.h"
-#include "agent/sandbox/sandbox.h"
+#include "agent/pod/pod_slot.h"
 #include "agent/server/blocking_gate.h"
 #include "agent/server/container_ops.h"
 #include "agent/server/limits.h"
@@ -38,11 +39,11 @@ using AgentServiceBase = v1::Agent::WithCallbackMethod_DestroySandbox<v1::Agent:
 class AgentService final : public AgentServiceBase {
  public:
   // Neither pointer is owned; both must outlive the service.
-  AgentService(AgentServiceOptions options, sandbox::SandboxManager* sandboxes, AgentLifecycle* lifecycle);
+  AgentService(AgentServiceOptions options, pod::PodSlot* pods, AgentLifecycle* lifecycle);
 
-  // Plugs the container engine in (not owned); it also becomes the sandbox
-  // manager's observer. Call before the server starts.
-  void SetContainerOps(ContainerOps* ops);
+  // Plugs the container RPCs in (not owned). Call before the server starts;
+  // without them they answer UNIMPLEMENTED.
+  void SetContainerOps(ContainerOps* ops) { containers_.store(ops); }
   // Plugs the guest network in (not owned). Call before the server starts;
   // without one the network RPCs answer UNIMPLEMENTED.
   void SetNetwork(net::Network* network) { network_ = network; }
@@ -98,7 +99,7 @@ class AgentService final : public AgentServiceBase {
   Result<v1::Routes> ApplyRoutes(const v1::Routes& routes) const;
 
   const AgentServiceOptions options_;
-  sandbox::SandboxManager* const sandboxes_;
+  pod::PodSlot* const pods_;
   AgentLifecycle* const lifecycle_;
   std::atomic<ContainerOps*> containers_{nullptr};
   net::Network* network_ = nullptr;  // set before serving, read-only after

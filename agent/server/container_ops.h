@@ -5,10 +5,9 @@
 // supports and the rest keeps answering UNIMPLEMENTED.
 //
 // The implementation over agent/engine is agent/containers/engine_ops.h,
-// plugged in by agent/app (AgentProcess::SetContainerOps, handed to
-// AgentService::SetContainerOps before serving). ContainerOps is also the
-// SandboxObserver: it hears when the sandbox (storages, hostname,
-// sandbox_pidns) is ready and must stop all containers when it is destroyed.
+// plugged in by agent/app (handed to AgentService::SetContainerOps before
+// serving). The pod the containers live in, and its engine, are agent/pod's:
+// the sandbox RPCs make and end it, the container RPCs only use it.
 //
 // Threading: methods are called concurrently from gRPC's threads; blocking
 // calls (WaitProcess, ReadStdout/ReadStderr, WriteStdin, GetOOMEvent) should
@@ -19,7 +18,6 @@
 
 #include <memory>
 
-#include "agent/sandbox/sandbox.h"
 #include "capsule/agent/v1/agent.pb.h"
 #include "runtime/common/status.h"
 
@@ -34,26 +32,9 @@ class CallContext {
   virtual bool cancelled() const = 0;
 };
 
-class ContainerOps : public sandbox::SandboxObserver {
+class ContainerOps {
  public:
-  Status SandboxCreated(const sandbox::SandboxInfo&) override { return Status::Ok(); }
-  Status SandboxDestroying(const sandbox::SandboxInfo&) override { return Status::Ok(); }
-
-  // Pod-independent work done before any sandbox exists (in a pooled VM,
-  // before its claim): the engine and the pod holder. Not fatal: what is
-  // not ready then is made when the sandbox needs it.
-  virtual Status Prepare() { return Status::Ok(); }
-  // agent.proto Rehearse: a container's create, start, wait and removal run
-  // once before any sandbox exists, leaving nothing behind.
-  virtual Result<v1::RehearseResponse> Rehearse(const v1::RehearseRequest& /*req*/) {
-    return Unimplemented("Rehearse: this engine cannot rehearse");
-  }
-  // SetupSandbox's holder_container_id: that CRI sandbox container becomes
-  // the pod holder (agent/engine/pod_holder.h), running, with `hostname`
-  // (empty: the boot one) in its uts namespace. Returns its pid.
-  virtual Result<uint32_t> AdoptPodHolder(const std::string& /*container_id*/, const std::string& /*hostname*/) {
-    return Missing("SetupSandbox with holder_container_id");
-  }
+  virtual ~ContainerOps() = default;
 
   virtual Status CreateContainer(const v1::CreateContainerRequest&) { return Missing("CreateContainer"); }
   virtual Result<v1::StartContainerResponse> StartContainer(const v1::StartContainerRequest&) {

@@ -1,4 +1,4 @@
-// Field-by-field copies; validation happens in the sandbox code.
+// Field-by-field copies; validation happens in agent/pod.
 #include "agent/server/convert.h"
 
 namespace capsule::agent::server {
@@ -13,8 +13,8 @@ storage::StorageSpec StorageFromProto(const ::capsule::agent::v1::Storage& s) {
   return out;
 }
 
-sandbox::SandboxSpec SandboxSpecFromProto(const ::capsule::agent::v1::CreateSandboxRequest& req) {
-  sandbox::SandboxSpec out;
+pod::PodSpec PodSpecFromProto(const ::capsule::agent::v1::CreateSandboxRequest& req) {
+  pod::PodSpec out;
   out.id = req.sandbox_id();
   out.hostname = req.hostname();
   out.dns.assign(req.dns().begin(), req.dns().end());

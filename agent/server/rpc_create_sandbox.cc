@@ -7,7 +7,7 @@
 namespace capsule::agent::server {
 
 grpc::Status AgentService::CreateSandbox(Ctx*, const v1::CreateSandboxRequest* req, Empty*) {
-  return Guarded("CreateSandbox", [&]() -> Status { return sandboxes_->Create(SandboxSpecFromProto(*req)); });
+  return Guarded("CreateSandbox", [&]() -> Status { return pods_->Create(PodSpecFromProto(*req)).status(); });
 }
 
 }  // namespace capsule::agent::server

@@ -29,7 +29,7 @@ class DestroyReactor final : public grpc::ServerUnaryReactor {
 
 grpc::ServerUnaryReactor* AgentService::DestroySandbox(grpc::CallbackServerContext*,
                                                        const v1::DestroySandboxRequest* req, Empty*) {
-  grpc::Status status = Guarded("DestroySandbox", [&]() -> Status { return sandboxes_->Destroy(); });
+  grpc::Status status = Guarded("DestroySandbox", [&]() -> Status { return pods_->Destroy(); });
   // The host asked for the VM to go away: power off even when the teardown
   // failed (the error is still reported), a half torn-down VM is no use.
   auto* reactor = new DestroyReactor(req->power_off() ? lifecycle_ : nullptr);

@@ -98,10 +98,11 @@ Status AgentService::RehearseNic(const std::string& mac) const {
 
 grpc::Status AgentService::Rehearse(Ctx*, const v1::RehearseRequest* req, v1::RehearseResponse* resp) {
   return Guarded("Rehearse", [&]() -> Status {
-    ContainerOps* ops = containers_.load();
-    if (ops == nullptr) return Unimplemented("Rehearse: this agent has no container engine yet");
     const auto start = std::chrono::steady_clock::now();
-    ASSIGN_OR_RETURN(*resp, ops->Rehearse(*req));
+    const std::vector<std::string> drivers(req->storage_drivers().begin(), req->storage_drivers().end());
+    auto ms = pods_->Rehearse(drivers);
+    if (!ms.ok()) return std::move(ms).status().WithContext("Rehearse");
+    kLog.Info("rehearsed a container's create, start and removal in {:.1f} ms", *ms);
     if (!req->boot_nic_mac().empty()) RETURN_IF_ERROR_CTX(RehearseNic(req->boot_nic_mac()), "Rehearse: the boot NIC");
     resp->set_elapsed_ms(static_cast<uint32_t>(MsSince(start)));
     return Status::Ok();

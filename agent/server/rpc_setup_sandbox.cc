@@ -27,13 +27,13 @@ grpc::Status AgentService::SetupSandbox(Ctx*, const v1::SetupSandboxRequest* req
     auto rng = ApplyRandomness(req->randomness());
     if (!rng.ok()) return std::move(rng).status().WithContext("randomness");
     *resp->mutable_randomness() = std::move(rng).value();
-    RETURN_IF_ERROR_CTX(sandboxes_->Create(SandboxSpecFromProto(req->sandbox())), "sandbox");
+    auto pod = pods_->Create(PodSpecFromProto(req->sandbox()));
+    if (!pod.ok()) return std::move(pod).status().WithContext("sandbox");
     if (!req->holder_container_id().empty()) {
-      ContainerOps* ops = containers_.load();
-      if (ops == nullptr) return Unimplemented("holder_container_id: this agent runs no containers");
-      auto pid = ops->AdoptPodHolder(req->holder_container_id(), req->sandbox().hostname());
+      RETURN_IF_ERROR(pod::CheckId("holder_container_id", req->holder_container_id()));
+      auto pid = (*pod)->AdoptHolder(req->holder_container_id());
       if (!pid.ok()) return std::move(pid).status().WithContext("holder");
-      resp->set_holder_pid(*pid);
+      resp->set_holder_pid(static_cast<uint32_t>(*pid));
     }
     for (int i = 0; i < req->interfaces_size(); ++i) {
       auto iface = ApplyInterface(req->interfaces(i));

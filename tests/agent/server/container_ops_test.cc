@@ -1,15 +1,18 @@
-// The seam for the container engine: a ContainerOps plugged into the service
-// receives the container RPCs and the sandbox lifecycle, and an engine
-// error keeps its code. Served in-process on a unix socket, as the agent does.
+// The service's two seams: a ContainerOps plugged into it receives the
+// container RPCs, and an engine error keeps its code; the sandbox RPCs make
+// and end the pod in a real PodSlot (over a fake engine). Served in-process
+// on a unix socket, as the agent does.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 
-#include "agent/sandbox/sandbox.h"
+#include "agent/pod/pod_slot.h"
 #include "agent/server/agent_service.h"
 #include "agent/server/grpc_server.h"
 #include "runtime/common/file_util.h"
+#include "runtime/common/reasons.h"
+#include "tests/agent/support/fake_engine.h"
 #include "tests/support/status_matchers.h"
 
 namespace capsule::agent::server {
@@ -23,25 +26,14 @@ class FakeLifecycle : public AgentLifecycle {
   std::atomic<int> power_offs{0};
 };
 
-class FakeEngine : public ContainerOps {
+class FakeOps : public ContainerOps {
  public:
-  Status SandboxCreated(const sandbox::SandboxInfo& info) override {
-    created = info;
-    return fail_sandbox ? Internal("engine refuses") : Status::Ok();
-  }
-  Status SandboxDestroying(const sandbox::SandboxInfo& info) override {
-    destroyed_id = info.id;
-    return Status::Ok();
-  }
   Result<v1::StartContainerResponse> StartContainer(const v1::StartContainerRequest& req) override {
     if (req.container_id() != "c1") return NotFound("container " + req.container_id() + " not found");
     v1::StartContainerResponse resp;
     resp.set_pid(42);
     return resp;
   }
-  std::optional<sandbox::SandboxInfo> created;
-  std::string destroyed_id;
-  bool fail_sandbox = false;
 };
 
 class ContainerOpsTest : public ::testing::Test {
@@ -50,11 +42,15 @@ class ContainerOpsTest : public ::testing::Test {
     auto dir = TempDir::Create("seam");
     ASSERT_OK(dir);
     dir_.emplace(std::move(dir).value());
-    sandbox::SandboxEnvironment env;
+    pod::PodEnvironment env;
     env.resolv_conf_path = dir_->Join("resolv.conf");
     env.apply_hostname = false;
-    sandboxes_ = std::make_unique<sandbox::SandboxManager>(env);
-    service_ = std::make_unique<AgentService>(AgentServiceOptions{false}, sandboxes_.get(), &lifecycle_);
+    auto fakes = fakes::FakeEngines(&engines_);
+    pods_ = std::make_unique<pod::PodSlot>(env, [this, fakes]() -> Result<engine::ContainerManagerPtr> {
+      if (refuse_engine_) return Internal("engine refuses");
+      return fakes();
+    });
+    service_ = std::make_unique<AgentService>(AgentServiceOptions{false}, pods_.get(), &lifecycle_);
   }
   void Serve() {
     Endpoint ep{Endpoint::Kind::kUnix, 0, dir_->Join("a.sock")};
@@ -75,8 +71,10 @@ class ContainerOpsTest : public ::testing::Test {
 
   std::optional<TempDir> dir_;
   FakeLifecycle lifecycle_;
-  FakeEngine engine_;
-  std::unique_ptr<sandbox::SandboxManager> sandboxes_;
+  FakeOps ops_;
+  fakes::FakeEngineLog engines_;
+  bool refuse_engine_ = false;
+  std::unique_ptr<pod::PodSlot> pods_;
   std::unique_ptr<AgentService> service_;
   std::unique_ptr<AgentServer> server_;
   std::unique_ptr<v1::Agent::Stub> stub_;
@@ -90,8 +88,8 @@ TEST_F(ContainerOpsTest, WithoutEngineContainerRpcsAreUnimplemented) {
   EXPECT_EQ(stub_->StartContainer(Ctx().get(), req, &resp).error_code(), grpc::StatusCode::UNIMPLEMENTED);
 }
 
-TEST_F(ContainerOpsTest, EngineGetsRpcsAndSandboxLifecycle) {
-  service_->SetContainerOps(&engine_);
+TEST_F(ContainerOpsTest, OpsGetTheContainerRpcsAndTheSandboxRpcsMakeAndEndThePod) {
+  service_->SetContainerOps(&ops_);
   Serve();
   v1::StartContainerRequest req;
   req.set_container_id("c1");
@@ -112,17 +110,21 @@ TEST_F(ContainerOpsTest, EngineGetsRpcsAndSandboxLifecycle) {
   create.set_sandbox_pidns(true);
   google::protobuf::Empty e;
   ASSERT_OK(stub_->CreateSandbox(Ctx().get(), create, &e));
-  ASSERT_TRUE(engine_.created.has_value());
-  EXPECT_EQ(engine_.created->id, "pod-9");
-  EXPECT_TRUE(engine_.created->sandbox_pidns);
+  auto pod = pods_->Current();
+  ASSERT_OK(pod);
+  EXPECT_EQ((*pod)->id(), "pod-9");
+  EXPECT_TRUE((*pod)->identity().sandbox_pidns);
+  EXPECT_EQ(engines_.engines, 1);
+  EXPECT_EQ(stub_->CreateSandbox(Ctx().get(), create, &e).error_code(), grpc::StatusCode::ALREADY_EXISTS);
   ASSERT_OK(stub_->DestroySandbox(Ctx().get(), v1::DestroySandboxRequest(), &e));
-  EXPECT_EQ(engine_.destroyed_id, "pod-9");
+  EXPECT_EQ(engines_.remove_all, 1);  // the pod's containers went with it
+  EXPECT_REASON(pods_->Current(), reason::kNoSandbox);
   EXPECT_EQ(lifecycle_.power_offs, 0);
 }
 
-TEST_F(ContainerOpsTest, EngineRefusingTheSandboxFailsCreateAndLeavesNone) {
-  engine_.fail_sandbox = true;
-  service_->SetContainerOps(&engine_);
+TEST_F(ContainerOpsTest, AnEngineThatCannotBeMadeFailsCreateAndLeavesNoPod) {
+  refuse_engine_ = true;
+  service_->SetContainerOps(&ops_);
   Serve();
   v1::CreateSandboxRequest create;
   create.set_sandbox_id("pod-9");
@@ -130,7 +132,7 @@ TEST_F(ContainerOpsTest, EngineRefusingTheSandboxFailsCreateAndLeavesNone) {
   grpc::Status st = stub_->CreateSandbox(Ctx().get(), create, &e);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INTERNAL);
   EXPECT_NE(st.error_message().find("container engine"), std::string::npos) << st.error_message();
-  EXPECT_FALSE(sandboxes_->Current().has_value());
+  EXPECT_REASON(pods_->Current(), reason::kNoSandbox);
 }
 
 TEST_F(ContainerOpsTest, PowerOffIsRequestedOnceTheCallIsDone) {

@@ -12,7 +12,7 @@
 
 #include "agent/containers/validate.h"
 #include "agent/net/validate.h"
-#include "agent/sandbox/sandbox.h"
+#include "agent/pod/pod_spec.h"
 #include "agent/server/convert.h"
 #include "agent/server/convert_net.h"
 #include "agent/storage/guest_path.h"
@@ -41,9 +41,9 @@ std::vector<std::string> SplitNul(const std::string& s) {
 void Sandbox(const std::string& bytes) {
   v1::CreateSandboxRequest req;
   if (!req.ParseFromString(bytes)) return;
-  sandbox::SandboxSpec spec = server::SandboxSpecFromProto(req);
-  if (!sandbox::ValidateSandboxSpec(spec).ok()) return;
-  auto conf = sandbox::ResolvConfFromDns(spec.dns);
+  pod::PodSpec spec = server::PodSpecFromProto(req);
+  if (!pod::ValidatePodSpec(spec).ok()) return;
+  auto conf = pod::ResolvConfFromDns(spec.dns);
   if (!conf.ok()) return;
   std::istringstream lines(*conf);
   std::string line;
@@ -76,7 +76,7 @@ void Strings(const std::string& text) {
   const std::vector<std::string> parts = SplitNul(text);
   (void)capsule::ParseMountOptions("", parts);
   for (const std::string& p : parts) {
-    (void)containers::CheckContainerId("container_id", p);
+    (void)pod::CheckId("container_id", p);
     (void)containers::CheckExecId("exec_id", p, true);
     if (storage::CheckAbsolutePath("path", p).ok()) {
       if (p.empty() || p[0] != '/') __builtin_trap();

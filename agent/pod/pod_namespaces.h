@@ -22,7 +22,7 @@
 #include "runtime/common/status.h"
 #include "runtime/oci/spec.h"
 
-namespace capsule::agent::containers {
+namespace capsule::agent::pod {
 
 enum class ContainerKind { kUnannotated, kSandbox, kContainer };
 
@@ -61,4 +61,4 @@ class PodNamespaces {
   std::string anchor_;  // guarded by mu_; empty until the first container
 };
 
-}  // namespace capsule::agent::containers
+}  // namespace capsule::agent::pod

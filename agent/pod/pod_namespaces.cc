@@ -1,14 +1,14 @@
 // The pod's namespace anchor and the joins of its containers.
-#include "agent/containers/pod_namespaces.h"
+#include "agent/pod/pod_namespaces.h"
 
 #include "runtime/common/logging.h"
 #include "runtime/common/reasons.h"
 #include "runtime/oci/annotations.h"
 
-namespace capsule::agent::containers {
+namespace capsule::agent::pod {
 namespace {
 
-const log::Logger kLog("containers.pod");
+const log::Logger kLog("pod.namespaces");
 
 // The spec asks for the pod's pid namespace: CRI's POD pid mode puts the
 // sandbox's (host) /proc/<pid>/ns/pid path in the pid entry.
@@ -97,4 +97,4 @@ std::optional<std::string> PodNamespaces::anchor() const {
   return anchor_;
 }
 
-}  // namespace capsule::agent::containers
+}  // namespace capsule::agent::pod

@@ -1,15 +1,15 @@
-// SandboxSpec validation and resolv.conf generation; mounting is covered by
+// PodSpec validation and resolv.conf generation; mounting is covered by
 // agent_service_test through the real agent.
 #include <gtest/gtest.h>
 
-#include "agent/sandbox/sandbox.h"
+#include "agent/pod/pod_spec.h"
 #include "tests/support/status_matchers.h"
 
-namespace capsule::agent::sandbox {
+namespace capsule::agent::pod {
 namespace {
 
-SandboxSpec Good() {
-  SandboxSpec s;
+PodSpec Good() {
+  PodSpec s;
   s.id = "pod-1";
   s.hostname = "web-0";
   s.dns = {"10.96.0.10", "search default.svc.cluster.local svc.cluster.local", "options ndots:5"};
@@ -18,15 +18,26 @@ SandboxSpec Good() {
   return s;
 }
 
-void ExpectInvalid(const SandboxSpec& s, std::string_view mention) {
-  Status st = ValidateSandboxSpec(s);
+void ExpectInvalid(const PodSpec& s, std::string_view mention) {
+  Status st = ValidatePodSpec(s);
   EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.ToString();
   EXPECT_NE(st.message().find(mention), std::string::npos) << st.message();
 }
 
-TEST(SandboxSpec, GoodSpecPasses) { EXPECT_OK(ValidateSandboxSpec(Good())); }
+TEST(CheckId, BoundedAndPathSafe) {
+  EXPECT_OK(CheckId("container_id", "abc-1_2.x"));
+  EXPECT_OK(CheckId("container_id", std::string(128, 'a')));
+  for (const std::string& bad : std::vector<std::string>{"", "..", ".", "a/b", "a b", std::string(129, 'a'),
+                                                         std::string("a\0b", 3)}) {
+    Status st = CheckId("container_id", bad);
+    EXPECT_EQ(st.code(), Code::kInvalidArgument) << bad;
+    EXPECT_EQ(st.message().rfind("container_id", 0), 0u) << st.message();
+  }
+}
 
-TEST(SandboxSpec, IdRequiredAndPlain) {
+TEST(PodSpec, GoodSpecPasses) { EXPECT_OK(ValidatePodSpec(Good())); }
+
+TEST(PodSpec, IdRequiredAndPlain) {
   auto s = Good();
   s.id = "";
   ExpectInvalid(s, "sandbox_id");
@@ -34,19 +45,19 @@ TEST(SandboxSpec, IdRequiredAndPlain) {
   ExpectInvalid(s, "sandbox_id");
 }
 
-TEST(SandboxSpec, BadHostname) {
+TEST(PodSpec, BadHostname) {
   auto s = Good();
   s.hostname = "under_score";
   ExpectInvalid(s, "hostname");
 }
 
-TEST(SandboxSpec, BadStorageNamedByIndex) {
+TEST(PodSpec, BadStorageNamedByIndex) {
   auto s = Good();
   s.storages.push_back({"tmpfs", "", "", {}, "rel"});
   ExpectInvalid(s, "storages[1].mount_point");
 }
 
-TEST(SandboxSpec, BadModuleName) {
+TEST(PodSpec, BadModuleName) {
   auto s = Good();
   s.kernel_modules = {"ok", "../../x"};
   ExpectInvalid(s, "kernel_modules[1]");
@@ -72,4 +83,4 @@ TEST(ResolvConf, RejectsInjectionAndJunk) {
 }
 
 }  // namespace
-}  // namespace capsule::agent::sandbox
+}  // namespace capsule::agent::pod

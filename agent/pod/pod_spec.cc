@@ -1,15 +1,15 @@
-// Checks of a SandboxSpec and the resolv.conf it produces; nothing here
-// touches the system, so every bad field is reported before any mount.
+// PodSpec's checks and the resolv.conf it produces.
 #include <arpa/inet.h>
 #include <fmt/format.h>
 
-#include "agent/config/settings.h"
-#include "agent/sandbox/sandbox.h"
+#include <algorithm>
 
-namespace capsule::agent::sandbox {
+#include "agent/config/settings.h"
+#include "agent/pod/pod_spec.h"
+
+namespace capsule::agent::pod {
 namespace {
 
-constexpr size_t kMaxIdBytes = 128;
 constexpr size_t kMaxDnsEntries = 64;
 constexpr size_t kMaxDnsEntryBytes = 1024;
 constexpr size_t kMaxStorages = 64;
@@ -23,16 +23,6 @@ bool IsIdChar(char c) {
 bool IsIpAddress(const std::string& s) {
   unsigned char buf[16];
   return inet_pton(AF_INET, s.c_str(), buf) == 1 || inet_pton(AF_INET6, s.c_str(), buf) == 1;
-}
-
-Status CheckId(const std::string& id) {
-  if (id.empty() || id.size() > kMaxIdBytes) {
-    return InvalidArgument(fmt::format("sandbox_id must be 1..{} bytes", kMaxIdBytes));
-  }
-  for (char c : id) {
-    if (!IsIdChar(c)) return InvalidArgument(fmt::format("sandbox_id '{}' has a character outside [A-Za-z0-9_.-]", id));
-  }
-  return Status::Ok();
 }
 
 // One resolv.conf line from an entry: "nameserver 10.0.0.10", "search a b",
@@ -63,6 +53,14 @@ Result<std::string> DnsLine(const std::string& entry, size_t i) {
 
 }  // namespace
 
+Status CheckId(std::string_view field, const std::string& id) {
+  if (id.empty()) return InvalidArgument(fmt::format("{} is required", field));
+  if (id.size() > kMaxIdBytes) return InvalidArgument(fmt::format("{} is longer than {} bytes", field, kMaxIdBytes));
+  if (id == "." || id == ".." || !std::all_of(id.begin(), id.end(), IsIdChar))
+    return InvalidArgument(fmt::format("{} \"{}\" must be [A-Za-z0-9_.-] and not . or ..", field, id));
+  return Status::Ok();
+}
+
 Result<std::string> ResolvConfFromDns(const std::vector<std::string>& dns) {
   if (dns.size() > kMaxDnsEntries) {
     return InvalidArgument(fmt::format("dns has {} entries, at most {}", dns.size(), kMaxDnsEntries));
@@ -75,8 +73,8 @@ Result<std::string> ResolvConfFromDns(const std::vector<std::string>& dns) {
   return text;
 }
 
-Status ValidateSandboxSpec(const SandboxSpec& spec) {
-  RETURN_IF_ERROR(CheckId(spec.id));
+Status ValidatePodSpec(const PodSpec& spec) {
+  RETURN_IF_ERROR(CheckId("sandbox_id", spec.id));
   if (!spec.hostname.empty() && !config::IsValidHostname(spec.hostname)) {
     return InvalidArgument(fmt::format("hostname '{}' is not a valid host name", spec.hostname));
   }
@@ -98,4 +96,4 @@ Status ValidateSandboxSpec(const SandboxSpec& spec) {
   return Status::Ok();
 }
 
-}  // namespace capsule::agent::sandbox
+}  // namespace capsule::agent::pod

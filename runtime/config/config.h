@@ -137,6 +137,9 @@ struct RuntimeConfig {
   // image layers, shared by every pod of the node that runs that image
   // (on disk: a tmpfs would hold them in RAM).
   std::string image_cache_dir = "/var/lib/capsule/images";
+  // What those images may take on disk: after a build, the ones used least
+  // recently go until the rest fit (none in use). 0: unbounded.
+  uint32_t image_cache_max_mib = 10240;
 };
 
 struct Config {

@@ -214,6 +214,8 @@ class Loader {
              {"boot_timeout_ms", [&](auto& n, auto& k) { return Uint(n, k, 100, 3600000, &r.boot_timeout_ms); }},
              {"agent_timeout_ms", [&](auto& n, auto& k) { return Uint(n, k, 500, 3600000, &r.agent_timeout_ms); }},
              {"image_cache_dir", [&](auto& n, auto& k) { return Path(n, k, &r.image_cache_dir); }},
+             {"image_cache_max_mib",
+              [&](auto& n, auto& k) { return Uint(n, k, 0, 16u << 20, &r.image_cache_max_mib); }},
          })},
     };
     RETURN_IF_ERROR(Section(root, "", top));
@@ -351,6 +353,7 @@ std::string ToYaml(const Config& c) {
       << YAML::Key << "boot_timeout_ms" << YAML::Value << c.runtime.boot_timeout_ms
       << YAML::Key << "agent_timeout_ms" << YAML::Value << c.runtime.agent_timeout_ms
       << YAML::Key << "image_cache_dir" << YAML::Value << c.runtime.image_cache_dir
+      << YAML::Key << "image_cache_max_mib" << YAML::Value << c.runtime.image_cache_max_mib
       << YAML::EndMap;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

@@ -14,6 +14,7 @@
 #include "runtime/common/reasons.h"
 #include "shim/pod/agent_status.h"
 #include "shim/task/dense_files.h"
+#include "shim/task/image_cache.h"
 #include "shim/task/process_limits.h"
 
 namespace capsule::shim::task {
@@ -33,6 +34,26 @@ bool JoinsPodPidNamespace(const nlohmann::json& spec) {
   return false;
 }
 
+// Dense device set: the kubelet's termination-message files, from the
+// guest back to the host, before the exit is reported. A failure is logged:
+// the exit is reported anyway, with the host file as the container left it
+// there (empty), as runc would leave a message the container never wrote.
+void CopyBackTerminationMessages(const pod::AgentHandle& agent, const std::string& id,
+                                 const std::vector<TerminationMessageFile>& files) {
+  for (const TerminationMessageFile& f : files) {
+    v1::ReadGuestFileRequest req;
+    req.set_path(f.guest_path);
+    req.set_max_bytes(kMaxTerminationMessageBytes);
+    auto read = agent.Call<Result<v1::ReadGuestFileResponse>>([&](AgentClient& a) { return a.ReadGuestFile(req); });
+    Status st = read.ok() ? WriteTerminationMessage(f.host_path, read->data()) : read.status();
+    if (st.ok()) {
+      kLog.Info("container {}: termination message ({} bytes) copied from the guest to {}", id, read->data().size(),
+                f.host_path);
+    } else {
+      kLog.Warn("container {}: termination message not copied to {}: {}", id, f.host_path, st.ToString());
+    }
+  }
+}
 
 }  // namespace
 
@@ -47,6 +68,9 @@ Result<std::unique_ptr<Container>> Container::Create(ContainerParams params, pod
   pp.agent = sb->agent();
   pp.vm_gone = sb->GoneProbe();  // never a raw Sandbox*: the Process may outlive it
   pp.on_exit = c->p_.on_exit;
+  pp.before_exit = [files = c->termination_files_, agent = sb->agent(), id = c->p_.id] {
+    CopyBackTerminationMessages(*agent, id, *files);
+  };
   // CRI's sandbox (pause) container is the pod holder the agent adopted at
   // set-up: its image is not mounted and nothing is created in the guest.
   const bool held = c->p_.sandbox_container && sb->holder_pid() != 0;
@@ -127,11 +151,13 @@ Result<std::vector<v1::Storage>> Container::PlugDense(mount::Mounter* mounter, G
   std::vector<v1::Storage> volumes = LocalVolumes(&guest->binds, &guest->spec);
   const std::vector<ShareBind>& binds = guest->binds;
   RETURN_IF_ERROR_CTX(RefuseSharedDirectories(binds), what);
+  *termination_files_ = TerminationMessageFiles(binds);
   const auto start = std::chrono::steady_clock::now();
   // containerd's rootfs mounts go where runc's would; the image is made of them.
   const std::string tree = p_.bundle + "/rootfs";
   RETURN_IF_ERROR_CTX(MountRootfs(mounter, tree), "rootfs of " + p_.id);
-  ASSIGN_OR_RETURN(DiskImage rootfs, RootfsImage(p_.image_cache_dir, RootfsCacheKey(p_.rootfs), tree, p_.id));
+  ASSIGN_OR_RETURN(DiskImage rootfs, RootfsImage(p_.image_cache_dir, RootfsCacheKey(p_.rootfs), tree, p_.id,
+                                                     p_.image_cache_max_bytes));
   RETURN_IF_ERROR_CTX(PlugImage(rootfs.path, rootfs.own), what);
   const auto rootfs_done = std::chrono::steady_clock::now();
   if (!binds.empty()) {

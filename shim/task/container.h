@@ -19,6 +19,7 @@
 #include "shim/io/stdio_uri.h"
 #include "shim/mount/mounter.h"
 #include "shim/pod/sandbox.h"
+#include "shim/task/dense_files.h"
 #include "shim/task/guest_spec.h"
 #include "shim/task/process.h"
 
@@ -33,6 +34,7 @@ struct ContainerParams {
   nlohmann::json host_spec;                 // the bundle's config.json
   std::vector<mount::MountSpec> rootfs;     // containerd's rootfs mounts (no target)
   std::string image_cache_dir;              // runtime.image_cache_dir (dense device set)
+  uint64_t image_cache_max_bytes = 0;       // runtime.image_cache_max_mib, in bytes; 0: unbounded
   io::StdioSpec stdio;
   // The pod's sandbox container (or a pod of one): pause/resume is the VM's.
   bool sandbox_container = false;
@@ -102,6 +104,10 @@ class Container {
   ProcessPtr init_;
   std::vector<mount::ScopedMount> mounts_;  // rootfs first; unmounted in reverse
   std::vector<std::string> disks_;          // dense: serials of its plugged disks
+  // Dense: filled at create, before the init can start; its exit watcher
+  // copies them back (dense_files.h).
+  std::shared_ptr<std::vector<TerminationMessageFile>> termination_files_ =
+      std::make_shared<std::vector<TerminationMessageFile>>();
   bool in_agent_ = false;
   bool pod_holder_ = false;
 

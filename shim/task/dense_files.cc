@@ -3,18 +3,19 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
-#include "runtime/common/sha256.h"
+#include "runtime/common/reasons.h"
 #include "runtime/common/unique_fd.h"
 #include "runtime/erofs/erofs_image.h"
 
@@ -22,20 +23,6 @@ namespace capsule::shim::task {
 namespace {
 
 const log::Logger kLog("shim.dense");
-
-std::string OptionValue(const std::vector<std::string>& options, std::string_view key) {
-  for (const std::string& o : options) {
-    if (o.size() > key.size() && o.compare(0, key.size(), key) == 0 && o[key.size()] == '=')
-      return o.substr(key.size() + 1);
-  }
-  return "";
-}
-
-// True when `dir` is a directory holding no entry.
-bool EmptyDir(const std::string& dir) {
-  struct stat st{};
-  return ::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && ListDir(dir).empty();
-}
 
 struct Tally {
   uint64_t bytes = 0, entries = 0;
@@ -95,39 +82,6 @@ std::string DenseGuestPath(std::string_view rel) {
   return out;
 }
 
-std::string RootfsCacheKey(const std::vector<mount::MountSpec>& rootfs) {
-  if (rootfs.size() != 1 || rootfs.front().type != "overlay") return "";
-  const std::string lower = OptionValue(rootfs.front().options, "lowerdir");
-  const std::string upper = OptionValue(rootfs.front().options, "upperdir");
-  if (lower.empty() || (!upper.empty() && !EmptyDir(upper))) return "";
-  return Sha256Hex("overlay lowerdir=" + lower);
-}
-
-Result<DiskImage> RootfsImage(const std::string& cache_dir, const std::string& key, const std::string& tree,
-                              const std::string& container_id) {
-  RETURN_IF_ERROR_CTX(MkdirAll(cache_dir, 0700), "image cache");
-  DiskImage out;
-  if (key.empty()) {
-    out.path = fmt::format("{}/ctr-{}.erofs", cache_dir, container_id);
-    out.own = out.built = true;
-    RETURN_IF_ERROR(erofs::MakeErofsImage(tree, out.path));
-    return out;
-  }
-  out.path = fmt::format("{}/{}.erofs", cache_dir, key);
-  // One builder per key; the others wait and find it made.
-  const std::string lock_path = fmt::format("{}/{}.lock", cache_dir, key);
-  UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!lock) return ErrnoStatus("open " + lock_path);
-  while (::flock(lock.get(), LOCK_EX) != 0) {
-    if (errno != EINTR) return ErrnoStatus("lock " + lock_path);
-  }
-  if (PathExists(out.path)) return out;
-  kLog.Info("container {}: building the rootfs image {} (first use of these layers)", container_id, out.path);
-  RETURN_IF_ERROR(erofs::MakeErofsImage(tree, out.path));
-  out.built = true;
-  return out;
-}
-
 std::string EmptyDirVolumeName(std::string_view host_source) {
   constexpr std::string_view kVolumes = "/volumes/kubernetes.io~empty-dir/";
   const size_t at = host_source.rfind(kVolumes);
@@ -182,6 +136,45 @@ Status RefuseSharedDirectories(const std::vector<ShareBind>& binds) {
           "read-only)", b.host_source));
   }
   return Status::Ok();
+}
+
+std::vector<TerminationMessageFile> TerminationMessageFiles(const std::vector<ShareBind>& binds) {
+  std::vector<TerminationMessageFile> out;
+  for (const ShareBind& b : binds) {
+    if (b.directory || std::find(b.options.begin(), b.options.end(), "ro") != b.options.end()) continue;
+    // .../pods/<uid>/containers/<name>/<id>: the last five components.
+    std::vector<std::string_view> parts;
+    std::string_view rest = b.host_source;
+    while (!rest.empty() && parts.size() < 6) {
+      const size_t slash = rest.rfind('/');
+      const std::string_view part = slash == std::string_view::npos ? rest : rest.substr(slash + 1);
+      if (!part.empty()) parts.push_back(part);
+      rest = slash == std::string_view::npos ? std::string_view() : rest.substr(0, slash);
+    }
+    if (parts.size() < 5 || parts[2] != "containers" || parts[4] != "pods") continue;
+    out.push_back({DenseGuestPath(b.rel), b.host_source});
+  }
+  return out;
+}
+
+Status WriteTerminationMessage(const std::string& host_path, std::string_view message) {
+  UniqueFd fd(::open(host_path.c_str(), O_WRONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) {
+    // A link (ELOOP), a directory (EISDIR), a FIFO without a reader or a
+    // device without a driver (ENXIO): not the kubelet's regular file.
+    if (errno == ELOOP || errno == EISDIR || errno == ENXIO)
+      return FailedPrecondition(fmt::format("termination message file {} is not a regular file: {}", host_path,
+                                            std::strerror(errno)))
+          .WithReason(reason::kWrongFileType);
+    return ErrnoStatus("open termination message file " + host_path);
+  }
+  struct stat st{};
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("stat " + host_path);
+  if (!S_ISREG(st.st_mode))
+    return FailedPrecondition(fmt::format("termination message file {} is not a regular file", host_path))
+        .WithReason(reason::kWrongFileType);
+  if (::ftruncate(fd.get(), 0) != 0) return ErrnoStatus("truncate " + host_path);
+  return WriteAll(fd.get(), message.substr(0, kMaxTerminationMessageBytes), "write " + host_path);
 }
 
 Status MountsImage(mount::Mounter* mounter, const std::vector<ShareBind>& binds, const std::string& staging,

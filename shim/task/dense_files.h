@@ -5,18 +5,16 @@
 // upper layer is guest memory (a tmpfs of the container's own). The guest
 // paths mirror the share's ("<id>/rootfs", "<id>/mounts/<n>-<name>") under
 // kDenseGuestRoot, so the guest spec is made the same way for both.
-//   rootfs  one image per set of image layers, in runtime.image_cache_dir:
-//           keyed by the overlay's lowerdirs (committed snapshots, which
-//           never change) while its upperdir is still empty, and built
-//           under a lock, so pods that start together build it once. Any
-//           other rootfs (a bind, a used upper layer) gets an image of its
-//           own, unlinked as soon as QEMU holds it.
+//   rootfs  one image per set of image layers, in runtime.image_cache_dir
+//           (image_cache.h). Any other rootfs (a bind, a used upper layer)
+//           gets an image of its own, unlinked as soon as QEMU holds it.
 //   mounts  the files and read-only directories the spec binds (CRI's
 //           /etc/hosts, resolv.conf, hostname, secrets, config maps),
 //           copied at create into one image of the container's own: bind
 //           mounted into a staging tree that mkfs.erofs reads, so links
 //           stay links and nothing under them is followed. Writes to them
-//           stay in the guest. A read-write host directory (hostPath)
+//           stay in the guest, but for the kubelet's termination-message
+//           file, copied back at the exit. A read-write host directory (hostPath)
 //           cannot be shared this way and is refused, naming it.
 //   emptyDir volumes live in the guest, as Kata makes them by default: a
 //           local volume (a directory in guest memory) per volume name,
@@ -41,24 +39,6 @@ namespace capsule::shim::task {
 
 inline constexpr std::string_view kDenseGuestRoot = "/run/capsule/dense";
 std::string DenseGuestPath(std::string_view rel);
-
-// The image cache's key of a rootfs ("" when it cannot be cached): the
-// SHA-256 of its single overlay mount's lowerdir list when the upperdir
-// holds nothing yet.
-std::string RootfsCacheKey(const std::vector<mount::MountSpec>& rootfs);
-
-struct DiskImage {
-  std::string path;
-  // The container's own image: unlink it once QEMU holds an fd of it.
-  bool own = false;
-  bool built = false;  // made now, not found in the cache
-};
-
-// The erofs image of the rootfs mounted at `tree`: the cache's for `key`,
-// built there when missing, else one of the container's own in the cache
-// dir.
-Result<DiskImage> RootfsImage(const std::string& cache_dir, const std::string& key, const std::string& tree,
-                              const std::string& container_id);
 
 // Where the agent makes a pod's local volumes.
 inline constexpr std::string_view kLocalVolumeGuestRoot = "/run/capsule/volumes";
@@ -88,6 +68,28 @@ inline constexpr uint64_t kMaxMountsEntries = 20000;
 // kMaxMountsBytes or kMaxMountsEntries (symlinks are counted, not followed).
 Status MountsImage(mount::Mounter* mounter, const std::vector<ShareBind>& binds, const std::string& staging,
                    const std::string& container_id, const std::string& image);
+
+// The kubelet reads a container's termination message, after it exited,
+// from the host file it binds read-write at terminationMessagePath
+// (<kubelet root>/pods/<uid>/containers/<name>/<id>), at most this much of
+// it. On the dense device set the container writes its copy in the guest,
+// so the shim copies that back before it reports the exit.
+inline constexpr uint32_t kMaxTerminationMessageBytes = 4096;
+
+struct TerminationMessageFile {
+  std::string guest_path;  // the container's copy, in the guest
+  std::string host_path;   // the kubelet's file
+};
+
+// The read-write file binds among `binds` whose host source is laid out as
+// the kubelet's termination-message files are.
+std::vector<TerminationMessageFile> TerminationMessageFiles(const std::vector<ShareBind>& binds);
+
+// Replaces the content of the host file with the first
+// kMaxTerminationMessageBytes of `message`. The file must already exist
+// and be a regular file; a symlink in its place is refused, not followed
+// (WRONG_FILE_TYPE).
+Status WriteTerminationMessage(const std::string& host_path, std::string_view message);
 
 // The storages CreateContainer takes: the rootfs disk (by serial) as the
 // lower layer of <root>/<id>/rootfs, and, when `mounts_serial` is set, the

@@ -128,6 +128,7 @@ void Process::WatchExit() {
   watcher_ = std::thread([this] {
     const ExitInfo exit = AwaitExit();
     const auto exited = std::chrono::steady_clock::now();
+    if (p_.before_exit) p_.before_exit();
     if (!WaitOutput(kExitOutputGrace).ok())
       kLog.Info("{}: output still open {} ms after its exit; reporting the exit", Name(), kExitOutputGrace.count());
     {

@@ -52,6 +52,10 @@ struct ProcessParams {
   // True once the VM is gone: a failed wait then means "killed with it".
   std::function<bool()> vm_gone;
   ExitObserver on_exit;
+  // Runs on the exit watcher once the guest reported the exit, before it is
+  // recorded and reported: what must be on the host by the time containerd
+  // (and the kubelet behind it) sees the exit.
+  std::function<void()> before_exit;
 };
 
 struct ProcessSnapshot {

@@ -199,6 +199,7 @@ Result<ContainerPtr> TaskManager::CreateReserved(const CreateParams& params, con
   cp.host_spec = std::move(spec);
   cp.rootfs = params.rootfs;
   cp.image_cache_dir = d_.config.runtime.image_cache_dir;
+  cp.image_cache_max_bytes = uint64_t{d_.config.runtime.image_cache_max_mib} << 20;
   cp.stdio = io::StdioSpec{params.stdin_path, params.stdout_path, params.stderr_path, params.terminal, params.id, d_.ns};
   cp.sandbox_container = !joins_pod;
   cp.on_exit = [this](const Process& p, const ExitInfo& e) { PublishExit(p, e); };

@@ -6,10 +6,12 @@
 // guest, CRI's /etc/hosts and friends come in an image of their own and are
 // writable in the guest, a second pod of the same image reuses the cached
 // rootfs image, an emptyDir is a directory in guest memory that the pod's
-// containers share, and a read-write host directory is refused by name. The
+// containers share, a read-write host directory is refused by name, and the
+// container's termination message reaches the kubelet's host file. The
 // fixture's leak check runs after the pool daemon stopped: no shim, QEMU,
 // capsule-vsockd, mount, disk image of a container's own or VM dir is left.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <thread>
@@ -182,6 +184,40 @@ TEST_F(CriDenseE2eTest, APodRunsOnACopyOnWriteCloneWithItsFilesOnErofsDisks) {
   ASSERT_OK(kept);
   EXPECT_EQ(*kept, "shared\n777\n") << "the emptyDir did not outlive the container that wrote it";
   EXPECT_TRUE(DirEntries(empty_dir).empty()) << "guest writes reached the host's emptyDir";
+
+  // The termination message: the container writes the guest's copy of the
+  // kubelet's file; by the time containerd reports the exit, the host's
+  // file has it (the kubelet reads it from there).
+  const std::string message_file = env_->dir() + "/kubelet/pods/uid-2/containers/last-words/0a1b2c3d";
+  ASSERT_OK(MkdirAll(env_->dir() + "/kubelet/pods/uid-2/containers/last-words"));
+  ASSERT_OK(WriteFile(message_file, ""));
+  cri::ContainerOptions lw;
+  lw.name = "last-words";
+  lw.image = kBusyboxImage;
+  lw.command = {"sh", "-c", "printf 'bye from the guest' > /dev/termination-log; exit 3"};
+  lw.log_path = "last-words.log";
+  v1::ContainerConfig lwc = cri::MakeContainerConfig(lw);
+  *lwc.mutable_linux()->mutable_security_context()->mutable_namespace_options() =
+      pod2.linux().security_context().namespace_options();
+  auto* tm = lwc.add_mounts();
+  tm->set_host_path(message_file);
+  tm->set_container_path("/dev/termination-log");
+  auto last = cri_->CreateContainer(*pod2_id, pod2, lwc);
+  ASSERT_OK(last);
+  ASSERT_OK(cri_->StartContainer(*last));
+  // A bound for a hang, not a speed check.
+  const auto deadline = std::chrono::steady_clock::now() + seconds(60);
+  auto lst = cri_->ContainerStatus(*last);
+  while (lst.ok() && lst->status().state() != v1::CONTAINER_EXITED && std::chrono::steady_clock::now() < deadline) {
+    ::usleep(100 * 1000);
+    lst = cri_->ContainerStatus(*last);
+  }
+  ASSERT_OK(lst);
+  ASSERT_EQ(lst->status().state(), v1::CONTAINER_EXITED);
+  EXPECT_EQ(lst->status().exit_code(), 3);
+  EXPECT_EQ(ReadFile(message_file).value_or("?"), "bye from the guest")
+      << "the termination message stayed in the guest";
+  EXPECT_OK(cri_->RemoveContainer(*last));
 
   for (const auto& id : {*pod_id, *pod2_id}) {
     ASSERT_OK(cri_->StopPod(id));

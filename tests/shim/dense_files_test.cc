@@ -11,31 +11,13 @@
 #include <unistd.h>
 
 #include "runtime/common/file_util.h"
+#include "runtime/common/reasons.h"
 #include "runtime/common/unique_fd.h"
 #include "tests/shim/fakes/fake_mounter.h"
 #include "tests/support/status_matchers.h"
 
 namespace capsule::shim::task {
 namespace {
-
-mount::MountSpec Overlay(const std::string& lower, const std::string& upper) {
-  return {"overlay", "overlay", "", {"index=off", "workdir=/w", "upperdir=" + upper, "lowerdir=" + lower}};
-}
-
-TEST(DenseFilesTest, TheCacheKeyIsTheLayersWhileNothingWasWrittenOnThem) {
-  auto dir = TempDir::Create("dense-key");
-  ASSERT_OK(dir);
-  const std::string upper = dir->Join("upper");
-  ASSERT_OK(MkdirAll(upper));
-  const std::string key = RootfsCacheKey({Overlay("/s/2/fs:/s/1/fs", upper)});
-  EXPECT_EQ(key.size(), 64u);
-  EXPECT_EQ(RootfsCacheKey({Overlay("/s/2/fs:/s/1/fs", upper)}), key) << "stable";
-  EXPECT_NE(RootfsCacheKey({Overlay("/s/3/fs:/s/1/fs", upper)}), key) << "other layers, other image";
-  ASSERT_OK(WriteFile(upper + "/written", "x"));
-  EXPECT_EQ(RootfsCacheKey({Overlay("/s/2/fs:/s/1/fs", upper)}), "") << "a used upper layer is the container's own";
-  EXPECT_EQ(RootfsCacheKey({{"bind", "/some/dir", "", {"rbind"}}}), "");
-  EXPECT_EQ(RootfsCacheKey({}), "");
-}
 
 TEST(DenseFilesTest, AContainerGetsItsLayersAsOverlaysOnATmpfsOfItsOwn) {
   auto s = DenseStorages("c1", "disk0", "disk1");
@@ -118,6 +100,41 @@ TEST(DenseFilesTest, HostFilesOverTheBoundAreRefusedBeforeAnythingIsMounted) {
   EXPECT_TRUE(mounter.history().empty()) << "nothing is mounted for a refused container";
   EXPECT_FALSE(PathExists(dir->Join("staging")));
   EXPECT_FALSE(PathExists(dir->Join("mounts.erofs")));
+}
+
+TEST(DenseFilesTest, TheKubeletsTerminationMessageFilesAreFoundByTheirLayout) {
+  const std::string file = "/var/lib/kubelet/pods/uid-1/containers/app/0a1b2c3d";
+  std::vector<ShareBind> binds = {
+      {file, "c1/mounts/0-termination-log", false, {"rbind", "rprivate"}},
+      {"/var/lib/kubelet/pods/uid-1/etc-hosts", "c1/mounts/1-hosts", false, {"rbind"}},
+      {"/var/lib/kubelet/pods/uid-1/containers/app/ro-one", "c1/mounts/2-x", false, {"rbind", "ro"}},
+      {"/var/lib/kubelet/pods/uid-1/containers/app", "c1/mounts/3-dir", true, {"rbind", "ro"}},
+      {"/tmp/containers/app/0a1b2c3d", "c1/mounts/4-y", false, {"rbind"}},
+  };
+  auto found = TerminationMessageFiles(binds);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].host_path, file);
+  EXPECT_EQ(found[0].guest_path, DenseGuestPath("c1/mounts/0-termination-log"));
+}
+
+TEST(DenseFilesTest, ATerminationMessageReplacesTheFileBoundedAndNeverThroughALink) {
+  ASSERT_OK_AND_ASSIGN(TempDir dir, TempDir::Create("termination"));
+  const std::string file = dir.Join("msg");
+  ASSERT_OK(WriteFile(file, "an older and longer message"));
+  ASSERT_OK(WriteTerminationMessage(file, "bye"));
+  EXPECT_EQ(ReadFile(file).value_or("?"), "bye");
+  ASSERT_OK(WriteTerminationMessage(file, std::string(kMaxTerminationMessageBytes + 100, 'x')));
+  EXPECT_EQ(ReadFile(file).value_or("").size(), kMaxTerminationMessageBytes);
+  // A link in the file's place is refused; what it points at is untouched.
+  const std::string target = dir.Join("target");
+  ASSERT_OK(WriteFile(target, "keep"));
+  ASSERT_EQ(::symlink(target.c_str(), dir.Join("link").c_str()), 0);
+  EXPECT_REASON(WriteTerminationMessage(dir.Join("link"), "evil"), reason::kWrongFileType);
+  EXPECT_EQ(ReadFile(target).value_or("?"), "keep");
+  EXPECT_REASON(WriteTerminationMessage(dir.path(), "x"), reason::kWrongFileType);
+  // A missing file is not made.
+  EXPECT_EQ(WriteTerminationMessage(dir.Join("missing"), "x").code(), Code::kNotFound);
+  EXPECT_FALSE(PathExists(dir.Join("missing")));
 }
 
 }  // namespace

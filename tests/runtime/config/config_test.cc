@@ -200,6 +200,17 @@ TEST(ConfigTest, AgentTimeoutHasADefaultAndIsBounded) {
       << cfg.status().message();
 }
 
+TEST(ConfigTest, TheImageCacheIsBoundedByDefaultAndZeroMeansUnbounded) {
+  EXPECT_EQ(Config{}.runtime.image_cache_max_mib, 10240u);
+  auto cfg = LoadString("runtime:\n  image_cache_max_mib: 0\n", "c.yaml");
+  ASSERT_OK(cfg);
+  EXPECT_EQ(cfg->runtime.image_cache_max_mib, 0u);
+  EXPECT_NE(ToYaml(*cfg).find("image_cache_max_mib: 0"), std::string::npos) << ToYaml(*cfg);
+  cfg = LoadString("runtime:\n  image_cache_max_mib: -1\n", "c.yaml");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("runtime.image_cache_max_mib"), std::string::npos) << cfg.status().message();
+}
+
 TEST(ConfigTest, DefaultAboveMaxIsRejected) {
   auto cfg = LoadString("guest:\n  default_vcpus: 4\n  max_vcpus: 2\n", "c.yaml");
   ASSERT_FALSE(cfg.ok());

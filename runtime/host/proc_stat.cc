@@ -21,12 +21,16 @@ Result<ProcStat> ParseProcStat(std::string_view text, const std::string& what) {
     if (token.empty()) return Internal("malformed " + what + ": field " + std::to_string(field) + " is missing");
     if (field == 3) {
       s.state = token.front();
-    } else if (field == 14 || field == 15 || field == 22) {
+    } else if (field == 9 || field == 14 || field == 15 || field == 22) {
       uint64_t v = 0;
       auto [ptr, ec] = std::from_chars(token.data(), token.data() + token.size(), v);
       if (ec != std::errc() || ptr != token.data() + token.size())
         return Internal("malformed " + what + ": field " + std::to_string(field) + " is not a number");
-      (field == 14 ? s.utime_ticks : field == 15 ? s.stime_ticks : s.start_time) = v;
+      if (field == 9) {
+        s.flags = static_cast<uint32_t>(v);
+      } else {
+        (field == 14 ? s.utime_ticks : field == 15 ? s.stime_ticks : s.start_time) = v;
+      }
     }
     rest.remove_prefix(end);
   }
@@ -38,6 +42,11 @@ Result<ProcStat> ReadProcStat(pid_t pid) {
   auto text = ReadFile(path);
   if (!text.ok()) return NotFound("process " + std::to_string(pid) + " is gone (" + text.status().message() + ")");
   return ParseProcStat(*text, path);
+}
+
+bool ProcessExiting(pid_t pid) {
+  auto st = ReadProcStat(pid);
+  return !st.ok() || st->state == 'Z' || st->state == 'X' || (st->flags & kProcFlagExiting) != 0;
 }
 
 Result<std::vector<std::string>> ReadCmdline(pid_t pid) {

@@ -17,10 +17,18 @@ namespace capsule {
 // The fields of /proc/<pid>/stat that Capsule reads.
 struct ProcStat {
   char state = '?';           // field 3: R, S, D, Z, ...
+  uint32_t flags = 0;         // field 9: the kernel's PF_* flags of its main thread
   uint64_t utime_ticks = 0;   // field 14, clock ticks
   uint64_t stime_ticks = 0;   // field 15
   uint64_t start_time = 0;    // field 22: clock ticks after boot (a process's identity with the pid)
 };
+
+// PF_EXITING (include/linux/sched.h): the thread is in do_exit. A killed
+// process keeps its pid for a moment after its fds are closed; this says it
+// is dying, not running.
+inline constexpr uint32_t kProcFlagExiting = 0x4;
+// True when the process is dying or dead: exiting, a zombie, or gone.
+bool ProcessExiting(pid_t pid);
 
 // NOT_FOUND when the process is gone; INTERNAL for a malformed file.
 Result<ProcStat> ReadProcStat(pid_t pid);

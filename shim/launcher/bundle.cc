@@ -9,9 +9,16 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/file_util.h"
+#include "runtime/common/logging.h"
+#include "runtime/host/daemon.h"
+#include "runtime/host/proc_stat.h"
+#include "shim/launcher/bundle_record.h"
 #include "shim/launcher/socket.h"
 
 namespace capsule::shim::launcher {
+namespace {
+const log::Logger kLog("shim.bundle");
+}  // namespace
 
 Result<std::string> ShimGroup(const std::string& bundle, const std::string& id) {
   const std::string path = bundle + "/config.json";
@@ -46,6 +53,15 @@ Result<std::string> GroupSocketPath(const std::string& bundle) {
 }
 
 bool GroupStillServed(const std::string& bundle) {
+  if (auto record = ReadBundleRecord(bundle); record.ok() && record->shim_pid > 0) {
+    const ProcessIdentity shim{static_cast<pid_t>(record->shim_pid), record->shim_start_time, record->shim_boot_id};
+    auto alive = OpenProcess(shim);
+    // A killed daemon closes its fds (containerd runs `delete` on seeing
+    // its connection go) a moment before its pid is released.
+    if (alive.ok()) return !PidfdExited(alive->get()) && !ProcessExiting(shim.pid);
+    if (alive.status().code() == Code::kNotFound) return false;
+    kLog.Warn("shim pid {}: {}; asking its socket instead", record->shim_pid, alive.status().ToString());
+  }
   auto path = GroupSocketPath(bundle);
   return path.ok() && CanConnect(*path);
 }

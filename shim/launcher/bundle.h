@@ -27,8 +27,12 @@ Result<std::string> ReadAddressFile(const std::string& bundle);
 // The socket path of <bundle>/address; the address file's or the
 // address's error when it has none.
 Result<std::string> GroupSocketPath(const std::string& bundle);
-// Whether the daemon at <bundle>/address still accepts connections: the
-// task's group lives on and cleans up after its own tasks.
+// Whether the task's group lives on and cleans up after its own tasks: the
+// daemon its bundle record names still runs (checked through the pid-reuse
+// guard), or, without such a record, the socket at <bundle>/address still
+// takes connects. The daemon is asked first because a child it forked and
+// had not exec'd yet holds a copy of its socket a moment after the daemon
+// was killed, and containerd runs `delete` at once.
 bool GroupStillServed(const std::string& bundle);
 
 // Opens <bundle>/log for writing without blocking: O_WRONLY when containerd

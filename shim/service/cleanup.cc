@@ -8,7 +8,7 @@
 #include "shim/launcher/bundle.h"
 #include "shim/pod/sandbox.h"
 #include "shim/service/daemon_hooks.h"
-#include "shim/task/bundle_record.h"
+#include "shim/launcher/bundle_record.h"
 
 namespace capsule::shim::service {
 namespace {
@@ -16,7 +16,7 @@ namespace {
 const log::Logger kLog("shim.cleanup");
 
 // Stops the VM a dead shim left; its pid, or 0 when none was left.
-uint32_t StopLeftVm(const task::BundleRecord& record, const VmProviderFactory& make_vms) {
+uint32_t StopLeftVm(const launcher::BundleRecord& record, const VmProviderFactory& make_vms) {
   LoadedConfig cfg = LoadConfig(record.config_path);
   if (!cfg.error.ok()) kLog.Warn("{}; adopting with the built-in defaults", cfg.error.ToString());
   pod::VmProviderPtr vms = make_vms(cfg.config);
@@ -35,7 +35,7 @@ uint32_t StopLeftVm(const task::BundleRecord& record, const VmProviderFactory& m
 }  // namespace
 
 Result<uint32_t> Cleanup(const launcher::CleanupContext& ctx, const VmProviderFactory& make_vms) {
-  auto record = task::ReadBundleRecord(ctx.bundle);
+  auto record = launcher::ReadBundleRecord(ctx.bundle);
   if (!record.ok()) {
     if (record.status().code() == Code::kNotFound) return 0u;  // the shim never got to create it
     return std::move(record).status();

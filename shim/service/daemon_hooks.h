@@ -41,4 +41,5 @@ LoadedConfig LoadConfig(const std::string& path);
 Status Serve(launcher::DaemonContext& ctx, const VmProviderFactory& make_vms);
 Result<uint32_t> Cleanup(const launcher::CleanupContext& ctx, const VmProviderFactory& make_vms);
 
+
 }  // namespace capsule::shim::service

@@ -12,7 +12,7 @@
 #include "runtime/common/logging.h"
 #include "shim/pod/host_namespaces.h"
 #include "shim/pod/vm_sizing.h"
-#include "shim/task/bundle_record.h"
+#include "shim/launcher/bundle_record.h"
 
 namespace capsule::shim::task {
 namespace {
@@ -38,6 +38,19 @@ std::map<std::string, std::string> Annotations(const nlohmann::json& spec) {
 }
 
 }  // namespace
+
+namespace {
+
+ProcessIdentity SelfIdentity() {
+  auto self = IdentifyProcess(::getpid());
+  if (self.ok()) return *self;
+  kLog.Warn("bundle records will not name this shim ({}); delete then asks the group's socket", self.status().ToString());
+  return ProcessIdentity{0, 0, ""};
+}
+
+}  // namespace
+
+TaskManager::TaskManager(TaskManagerDeps deps) : d_(std::move(deps)), self_(SelfIdentity()) {}
 
 TaskManager::~TaskManager() { StopAll(); }
 
@@ -167,10 +180,11 @@ Result<ContainerPtr> TaskManager::CreateReserved(const CreateParams& params, con
   }
   // The bundle names the VM before it is booted or adopted: a shim that
   // dies meanwhile still leaves `delete` enough to stop it.
-  auto record = [bundle = params.bundle, cid = params.id, sandbox_id, config = d_.config_path](
+  auto record = [bundle = params.bundle, cid = params.id, sandbox_id, config = d_.config_path, self = self_](
                     const std::string& vm_id, const std::string& state_dir) {
     // SandboxVm::HostSharedPath(cid): the host's tree of the share.
-    return WriteBundleRecord(bundle, {sandbox_id, vm_id, state_dir, state_dir + "/mounts/" + cid, config});
+    return launcher::WriteBundleRecord(bundle, {sandbox_id, vm_id, state_dir, state_dir + "/mounts/" + cid, config, self.pid > 0 ? self.pid : 0,
+                                      self.start_time, self.boot_id});
   };
   pod::SandboxPtr sandbox;
   if (joins_pod) {

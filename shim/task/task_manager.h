@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "runtime/config/config.h"
+#include "runtime/host/daemon.h"
 #include "shim/events/publisher.h"
 #include "shim/io/stdio_uri.h"
 #include "shim/mount/mounter.h"
@@ -76,7 +77,7 @@ struct CreateParams {
 
 class TaskManager {
  public:
-  explicit TaskManager(TaskManagerDeps deps) : d_(std::move(deps)) {}
+  explicit TaskManager(TaskManagerDeps deps);
   ~TaskManager();  // StopAll()
 
   // ALREADY_EXISTS for a known id; the rest as Container::Create. Past
@@ -163,6 +164,8 @@ class TaskManager {
   void ForgetOoms(const std::string& container_id);
 
   const TaskManagerDeps d_;
+  // This daemon, as bundle records name it (pid 0 when /proc could not say).
+  const ProcessIdentity self_;
   mutable std::mutex mu_;
   std::condition_variable creation_done_;  // a Creation became done
   std::map<std::string, std::shared_ptr<Creation>> creating_;  // guarded by mu_: by task id

@@ -2,7 +2,7 @@
 // vm_state_dir and unmounts and removes container_share_dir, so a record is
 // read only when those are the dirs the shim writes (found by record_fuzzer:
 // any path was taken, "/" included).
-#include "shim/task/bundle_record.h"
+#include "shim/launcher/bundle_record.h"
 
 #include <gtest/gtest.h>
 
@@ -11,11 +11,11 @@
 #include "runtime/common/file_util.h"
 #include "tests/support/status_matchers.h"
 
-namespace capsule::shim::task {
+namespace capsule::shim::launcher {
 namespace {
 
 BundleRecord AsTheShimWritesIt(const std::string& state_dir = "/run/capsule/vm/pod1") {
-  return {"pod1", "pod1", state_dir, state_dir + "/mounts/app", "/etc/capsule/config.yaml"};
+  return {"pod1", "pod1", state_dir, state_dir + "/mounts/app", "/etc/capsule/config.yaml", 4242, 987654321, "boot-1"};
 }
 
 TEST(BundleRecordTest, WhatTheShimWritesReadsBack) {
@@ -23,7 +23,7 @@ TEST(BundleRecordTest, WhatTheShimWritesReadsBack) {
   ASSERT_OK(dir);
   // A state root configured with a trailing slash gives "//": still fine.
   for (const BundleRecord& r : {AsTheShimWritesIt(), AsTheShimWritesIt("/var/lib/capsule//vm/p"),
-                                BundleRecord{"s", "", "", "", ""}}) {
+                                BundleRecord{"s", "", "", "", "", 0, 0, ""}}) {
     ASSERT_OK(WriteBundleRecord(dir->path(), r));
     auto back = ReadBundleRecord(dir->path());
     ASSERT_OK(back);
@@ -57,6 +57,17 @@ TEST(BundleRecordTest, VmDirMustBeAbsoluteWithoutDotParts) {
   }
 }
 
+TEST(BundleRecordTest, AShimThatIsNotAProcessIdentityIsRefused) {
+  for (const char* shim : {R"("x")", R"({"pid": 0, "start_time": 1, "boot_id": "b"})",
+                           R"({"pid": -5, "start_time": 1, "boot_id": "b"})",
+                           R"({"pid": 5, "start_time": -1, "boot_id": "b"})", R"({"pid": 5, "start_time": 1})",
+                           R"({"pid": 99999999999, "start_time": 1, "boot_id": "b"})"}) {
+    auto r = BundleRecordFromJson(std::string(R"({"sandbox_id": "s", "shim": )") + shim + "}", "b/capsule.json");
+    ASSERT_FALSE(r.ok()) << shim;
+    EXPECT_NE(r.status().message().find("b/capsule.json: shim must be"), std::string::npos) << r.status().message();
+  }
+}
+
 TEST(BundleRecordTest, MalformedFilesNameTheFile) {
   auto r = BundleRecordFromJson(R"({"vm_id": 7})", "b/capsule.json");
   ASSERT_FALSE(r.ok());
@@ -66,4 +77,4 @@ TEST(BundleRecordTest, MalformedFilesNameTheFile) {
 }
 
 }  // namespace
-}  // namespace capsule::shim::task
+}  // namespace capsule::shim::launcher

@@ -17,7 +17,7 @@
 #include "shim/pod/host_namespaces.h"
 #include "shim/pod/pod_network.h"
 #include "shim/pod/sandbox.h"
-#include "shim/task/bundle_record.h"
+#include "shim/launcher/bundle_record.h"
 #include "tests/shim/task_service_fixture.h"
 #include "tests/support/status_matchers.h"
 
@@ -858,9 +858,11 @@ TEST_F(TaskServiceTest, APodClaimsAPooledVmRecordsItAndRefreshesItsClockAndRng) 
   ASSERT_OK(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))));
   EXPECT_TRUE(vms_->boots().empty()) << "a claimed VM is not booted";
   EXPECT_EQ(vms_->claims(), std::vector<std::string>{"pod1"});
-  auto record = shim::task::ReadBundleRecord(tmp_->Join("pod1"));
+  auto record = shim::launcher::ReadBundleRecord(tmp_->Join("pod1"));
   ASSERT_OK(record);
   EXPECT_EQ(record->vm_id, "pool-fake-1");
+  EXPECT_EQ(record->shim_pid, ::getpid()) << "the record names the daemon, for delete to ask";
+  EXPECT_GT(record->shim_start_time, 0u);
   EXPECT_EQ(record->vm_state_dir, vms_->StateDirFor("pool-fake-1"));
   auto agent = vms_->agent_of("pool-fake-1");
   ASSERT_NE(agent, nullptr);
@@ -879,7 +881,7 @@ TEST_F(TaskServiceTest, APodClaimsAPooledVmRecordsItAndRefreshesItsClockAndRng) 
     EXPECT_EQ(std::count(calls.begin(), calls.end(), step), 1) << step << " outside SetupSandbox";
 
   ASSERT_OK(service_->Create(CreateReq("app", BaseSpec({{kTypeKey, "container"}, {kSandboxKey, "pod1"}}))));
-  auto app_record = shim::task::ReadBundleRecord(tmp_->Join("app"));
+  auto app_record = shim::launcher::ReadBundleRecord(tmp_->Join("app"));
   ASSERT_OK(app_record);
   EXPECT_EQ(app_record->vm_id, "pool-fake-1");
   EXPECT_EQ(app_record->container_share_dir, vms_->StateDirFor("pool-fake-1") + "/mounts/app");
@@ -892,7 +894,7 @@ TEST_F(TaskServiceTest, APodClaimsAPooledVmRecordsItAndRefreshesItsClockAndRng) 
 TEST_F(TaskServiceTest, APoolMissColdBootsAndRecordsTheBootedVm) {
   ASSERT_OK(service_->Create(CreateReq("pod1", BaseSpec({{kTypeKey, "sandbox"}}))));
   ASSERT_EQ(vms_->boots().size(), 1u);
-  auto record = shim::task::ReadBundleRecord(tmp_->Join("pod1"));
+  auto record = shim::launcher::ReadBundleRecord(tmp_->Join("pod1"));
   ASSERT_OK(record);
   EXPECT_EQ(record->vm_id, VmId("pod1"));
   EXPECT_EQ(Agent("pod1")->reseeds(), 1u) << "a cold VM is reseeded too";

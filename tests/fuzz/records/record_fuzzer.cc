@@ -22,7 +22,7 @@
 #include "runtime/pool/pool_record.h"
 #include "runtime/vm/guest_stats.h"
 #include "runtime/vm/pod_record.h"
-#include "shim/task/bundle_record.h"
+#include "shim/launcher/bundle_record.h"
 
 namespace {
 
@@ -118,11 +118,11 @@ bool IsCleanAbsolute(std::string_view p) {
 }
 
 void BundleJson(std::string_view text) {
-  namespace task = capsule::shim::task;
-  auto rec = task::BundleRecordFromJson(text, "capsule.json");
+  namespace launcher = capsule::shim::launcher;
+  auto rec = launcher::BundleRecordFromJson(text, "capsule.json");
   if (!rec.ok()) return;
-  std::string written = task::BundleRecordToJson(*rec);
-  auto again = task::BundleRecordFromJson(written, "capsule.json (written back)");
+  std::string written = launcher::BundleRecordToJson(*rec);
+  auto again = launcher::BundleRecordFromJson(written, "capsule.json (written back)");
   Check(again.ok() && *again == *rec, "capsule.json does not round-trip");
   CheckAgrees(text, written);
   Check(rec->vm_state_dir.empty() || IsCleanAbsolute(rec->vm_state_dir), "capsule.json: vm_state_dir not a clean absolute path");

@@ -3,6 +3,7 @@
 #include "runtime/host/proc_stat.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "runtime/host/daemon.h"
@@ -20,6 +21,27 @@ TEST(ProcStatTest, FieldsCountFromTheLastParenthesis) {
   EXPECT_EQ(s->utime_ticks, 7u);
   EXPECT_EQ(s->stime_ticks, 9u);
   EXPECT_EQ(s->start_time, 123456u);
+  EXPECT_EQ(s->flags, 4194560u);
+}
+
+TEST(ProcStatTest, ADyingProcessIsExitingBeforeItsPidGoes) {
+  EXPECT_FALSE(ProcessExiting(::getpid()));
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  // Exited, not reaped: a zombie still has its pid.
+  for (int i = 0; i < 500; ++i) {
+    auto st = ReadProcStat(child);
+    if (st.ok() && st->state == 'Z') break;
+    ::usleep(2000);
+  }
+  EXPECT_TRUE(ProcessExiting(child));
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  EXPECT_TRUE(ProcessExiting(child)) << "a gone process";
+  // PF_EXITING alone says so too.
+  auto parsed = ParseProcStat("42 (x) R 1 42 42 0 -1 4194564 100 0 0 0 7 9 0 0 20 0 1 0 5", "stat");
+  ASSERT_OK(parsed);
+  EXPECT_NE(parsed->flags & kProcFlagExiting, 0u);
 }
 
 TEST(ProcStatTest, MalformedTextIsNamed) {

@@ -1,12 +1,15 @@
 // See bundle_record.h. JSON, so a person can read it while debugging.
-#include "shim/task/bundle_record.h"
+#include "shim/launcher/bundle_record.h"
+
+#include <sys/types.h>
 
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/file_util.h"
 
-namespace capsule::shim::task {
+namespace capsule::shim::launcher {
 namespace {
 
 // An absolute path without NUL bytes or "." and ".." parts: `delete` runs as
@@ -52,6 +55,8 @@ std::string BundleRecordToJson(const BundleRecord& r) {
                       {"vm_state_dir", r.vm_state_dir},
                       {"container_share_dir", r.container_share_dir},
                       {"config_path", r.config_path}};
+  if (r.shim_pid > 0)
+    j["shim"] = {{"pid", r.shim_pid}, {"start_time", r.shim_start_time}, {"boot_id", r.shim_boot_id}};
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
@@ -67,6 +72,17 @@ Result<BundleRecord> BundleRecordFromJson(std::string_view text, std::string_vie
     if (j.contains(key) && !j[key].is_string()) return InvalidArgument(path + ": " + key + " must be a string");
     *field = j.value(key, "");
   }
+  if (j.contains("shim")) {
+    const nlohmann::json& shim = j["shim"];
+    if (!shim.is_object() || !shim.contains("pid") || !shim["pid"].is_number_integer() ||
+        shim["pid"].get<int64_t>() <= 0 || shim["pid"].get<int64_t>() > std::numeric_limits<pid_t>::max() ||
+        !shim.contains("start_time") || !shim["start_time"].is_number_unsigned() || !shim.contains("boot_id") ||
+        !shim["boot_id"].is_string())
+      return InvalidArgument(path + ": shim must be {pid: 1..pid_max, start_time: unsigned, boot_id: string}");
+    r.shim_pid = shim["pid"].get<int64_t>();
+    r.shim_start_time = shim["start_time"].get<uint64_t>();
+    r.shim_boot_id = shim["boot_id"].get<std::string>();
+  }
   RETURN_IF_ERROR(Validate(r, path));
   return r;
 }
@@ -81,4 +97,4 @@ Result<BundleRecord> ReadBundleRecord(const std::string& bundle) {
   return BundleRecordFromJson(text, path);
 }
 
-}  // namespace capsule::shim::task
+}  // namespace capsule::shim::launcher

@@ -3,12 +3,13 @@
 // host mounts: <bundle>/capsule.json, written before the VM boots.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "runtime/common/status.h"
 
-namespace capsule::shim::task {
+namespace capsule::shim::launcher {
 
 inline constexpr const char* kBundleRecordFile = "capsule.json";
 
@@ -18,6 +19,14 @@ struct BundleRecord {
   std::string vm_state_dir;
   std::string container_share_dir;  // host dir under the share holding this container's mounts
   std::string config_path;          // "" = the default config
+  // The shim daemon that serves the container (its pod's), as
+  // IdentifyProcess saw it: `delete` asks whether that very process still
+  // runs, not whether the group's socket still takes connects (a child the
+  // daemon forked, not yet exec'd, holds the socket a moment after the
+  // daemon was killed). pid 0: not recorded (then the socket is asked).
+  int64_t shim_pid = 0;
+  uint64_t shim_start_time = 0;
+  std::string shim_boot_id;
 
   bool operator==(const BundleRecord&) const = default;
 };
@@ -33,4 +42,4 @@ Result<BundleRecord> ReadBundleRecord(const std::string& bundle);
 std::string BundleRecordToJson(const BundleRecord& record);
 Result<BundleRecord> BundleRecordFromJson(std::string_view text, std::string_view source);
 
-}  // namespace capsule::shim::task
+}  // namespace capsule::shim::launcher

@@ -120,22 +120,29 @@ TEST_F(CriDenseE2eTest, APodRunsOnACopyOnWriteCloneWithItsFilesOnErofsDisks) {
   ASSERT_OK(other);
   EXPECT_EQ(*other, "none\n") << "a pod's writes reached the shared image";
 
+  // A container of the second pod with one host path mounted.
+  auto with_mount = [&](const std::string& name, std::vector<std::string> command, const std::string& host_path,
+                        const std::string& container_path, bool read_only) {
+    cri::ContainerOptions o;
+    o.name = name;
+    o.image = kBusyboxImage;
+    o.command = std::move(command);
+    o.log_path = name + ".log";
+    v1::ContainerConfig cc = cri::MakeContainerConfig(o);
+    *cc.mutable_linux()->mutable_security_context()->mutable_namespace_options() =
+        pod2.linux().security_context().namespace_options();
+    auto* m = cc.add_mounts();
+    m->set_host_path(host_path);
+    m->set_container_path(container_path);
+    m->set_readonly(read_only);
+    return cri_->CreateContainer(*pod2_id, pod2, cc);
+  };
+
   // A read-write host directory cannot be shared: refused by name.
   const std::string data = env_->dir() + "/hostdata";
   ASSERT_OK(MkdirAll(data));
   ASSERT_OK(WriteFile(data + "/f", "x"));
-  cri::ContainerOptions opts;
-  opts.name = "rw-volume";
-  opts.image = kBusyboxImage;
-  opts.command = {"sleep", "3600"};
-  opts.log_path = "rw-volume.log";
-  v1::ContainerConfig config = cri::MakeContainerConfig(opts);
-  *config.mutable_linux()->mutable_security_context()->mutable_namespace_options() =
-      pod2.linux().security_context().namespace_options();
-  auto* m = config.add_mounts();
-  m->set_host_path(data);
-  m->set_container_path("/data");
-  auto created = cri_->CreateContainer(*pod2_id, pod2, config);
+  auto created = with_mount("rw-volume", {"sleep", "3600"}, data, "/data", false);
   ASSERT_OK(created);  // CRI makes the task at start
   Status refused = cri_->StartContainer(*created);
   EXPECT_FALSE(refused.ok()) << "a read-write host directory was accepted";
@@ -151,19 +158,7 @@ TEST_F(CriDenseE2eTest, APodRunsOnACopyOnWriteCloneWithItsFilesOnErofsDisks) {
   const std::string empty_dir = env_->dir() + "/kubelet/pods/uid-2/volumes/kubernetes.io~empty-dir/cache";
   ASSERT_OK(MkdirAll(empty_dir));
   auto with_cache = [&](const std::string& name, bool read_only, std::vector<std::string> command) {
-    cri::ContainerOptions o;
-    o.name = name;
-    o.image = kBusyboxImage;
-    o.command = std::move(command);
-    o.log_path = name + ".log";
-    v1::ContainerConfig cc = cri::MakeContainerConfig(o);
-    *cc.mutable_linux()->mutable_security_context()->mutable_namespace_options() =
-        pod2.linux().security_context().namespace_options();
-    auto* vol = cc.add_mounts();
-    vol->set_host_path(empty_dir);
-    vol->set_container_path("/cache");
-    vol->set_readonly(read_only);
-    return cri_->CreateContainer(*pod2_id, pod2, cc);
+    return with_mount(name, std::move(command), empty_dir, "/cache", read_only);
   };
   auto writer = with_cache("writer", false, {"sh", "-c", "echo shared > /cache/note; exec sleep 3600"});
   ASSERT_OK(writer);
@@ -191,18 +186,8 @@ TEST_F(CriDenseE2eTest, APodRunsOnACopyOnWriteCloneWithItsFilesOnErofsDisks) {
   const std::string message_file = env_->dir() + "/kubelet/pods/uid-2/containers/last-words/0a1b2c3d";
   ASSERT_OK(MkdirAll(env_->dir() + "/kubelet/pods/uid-2/containers/last-words"));
   ASSERT_OK(WriteFile(message_file, ""));
-  cri::ContainerOptions lw;
-  lw.name = "last-words";
-  lw.image = kBusyboxImage;
-  lw.command = {"sh", "-c", "printf 'bye from the guest' > /dev/termination-log; exit 3"};
-  lw.log_path = "last-words.log";
-  v1::ContainerConfig lwc = cri::MakeContainerConfig(lw);
-  *lwc.mutable_linux()->mutable_security_context()->mutable_namespace_options() =
-      pod2.linux().security_context().namespace_options();
-  auto* tm = lwc.add_mounts();
-  tm->set_host_path(message_file);
-  tm->set_container_path("/dev/termination-log");
-  auto last = cri_->CreateContainer(*pod2_id, pod2, lwc);
+  auto last = with_mount("last-words", {"sh", "-c", "printf 'bye from the guest' > /dev/termination-log; exit 3"},
+                         message_file, "/dev/termination-log", false);
   ASSERT_OK(last);
   ASSERT_OK(cri_->StartContainer(*last));
   // A bound for a hang, not a speed check.

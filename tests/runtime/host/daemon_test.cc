@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <future>
 #include <iostream>
+#include <thread>
 #include <vector>
 
 #include "runtime/common/file_util.h"
@@ -128,6 +129,14 @@ TEST(DaemonTest, IdentityFindsTheSameProcessOnly) {
   ASSERT_OK(dir);
   auto d = ShDaemon(*dir, "exec sleep 60");
   ASSERT_OK(d);
+  // SpawnDaemon returns before the daemon execs: until then its command
+  // line is this test's, and no argument of it ends with "60".
+  const std::string sleep_cmdline("sleep\0" "60\0", 9);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (ReadFile("/proc/" + std::to_string(d->pid) + "/cmdline").value_or("") != sleep_cmdline) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the daemon never became sleep 60";
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   auto id = IdentifyProcess(d->pid);
   ASSERT_OK(id);
   EXPECT_FALSE(id->boot_id.empty());

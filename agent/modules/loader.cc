@@ -16,7 +16,7 @@
 namespace capsule::agent::modules {
 namespace {
 
-const log::Logger kLog("modules");
+const log::Logger kLoaderLog("modules");
 
 
 }  // namespace
@@ -69,7 +69,7 @@ Status KernelModuleLoader::Load(const std::vector<std::string>& names) {
   ASSIGN_OR_RETURN(auto order, index_->LoadOrder(wanted));
   for (const auto& rel : order) {
     ASSIGN_OR_RETURN(LoadOutcome outcome, LoadFile(rel));
-    if (outcome == LoadOutcome::kLoaded) kLog.Info("loaded module {}", ModuleNameFromPath(rel));
+    if (outcome == LoadOutcome::kLoaded) kLoaderLog.Info("loaded module {}", ModuleNameFromPath(rel));
   }
   return Status::Ok();
 }
@@ -84,21 +84,21 @@ Result<BootLoadReport> KernelModuleLoader::LoadBootSet() {
     std::string name = ModuleNameFromPath(rel);
     auto outcome = LoadFile(rel);
     if (!outcome.ok()) {
-      kLog.Error("{}", outcome.status().message());
+      kLoaderLog.Error("{}", outcome.status().message());
       report.failed.push_back(std::move(outcome).status());
       continue;
     }
     switch (*outcome) {
       case LoadOutcome::kLoaded:
-        kLog.Info("loaded module {}", name);
+        kLoaderLog.Info("loaded module {}", name);
         report.loaded.push_back(name);
         break;
       case LoadOutcome::kAlreadyLoaded:
-        kLog.Info("module {} already loaded", name);
+        kLoaderLog.Info("module {} already loaded", name);
         report.already_loaded.push_back(name);
         break;
       case LoadOutcome::kBuiltin:
-        kLog.Debug("module {} is built in", name);
+        kLoaderLog.Debug("module {} is built in", name);
         report.builtin.push_back(name);
         break;
     }

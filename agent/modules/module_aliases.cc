@@ -10,18 +10,6 @@
 namespace capsule::agent::modules {
 namespace {
 
-template <typename F>
-void ForEachLine(std::string_view text, F f) {
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t nl = text.find('\n', start);
-    if (nl == std::string_view::npos) nl = text.size();
-    std::string_view line = text.substr(start, nl - start);
-    if (!line.empty() && line.front() != '#') f(line);
-    start = nl + 1;
-  }
-}
-
 std::vector<std::string> Words(std::string_view line) {
   std::istringstream in{std::string(line)};
   std::vector<std::string> out;
@@ -33,10 +21,10 @@ std::vector<std::string> Words(std::string_view line) {
 
 ModuleAliases ModuleAliases::Parse(std::string_view modules_alias) {
   ModuleAliases a;
-  ForEachLine(modules_alias, [&](std::string_view line) {
+  for (const std::string& line : ModuleFileLines(modules_alias)) {
     std::vector<std::string> w = Words(line);
     if (w.size() == 3 && w[0] == "alias") a.aliases_.emplace_back(std::move(w[1]), NormalizeModuleName(w[2]));
-  });
+  }
   return a;
 }
 
@@ -52,9 +40,9 @@ std::vector<std::string> ModuleAliases::Resolve(std::string_view request) const 
 
 std::map<std::string, std::vector<std::string>> ParseSoftdepPre(std::string_view modules_softdep) {
   std::map<std::string, std::vector<std::string>> out;
-  ForEachLine(modules_softdep, [&](std::string_view line) {
+  for (const std::string& line : ModuleFileLines(modules_softdep)) {
     std::vector<std::string> w = Words(line);
-    if (w.size() < 3 || w[0] != "softdep") return;
+    if (w.size() < 3 || w[0] != "softdep") continue;
     bool pre = false;
     auto& list = out[NormalizeModuleName(w[1])];
     for (size_t i = 2; i < w.size(); ++i) {
@@ -66,7 +54,7 @@ std::map<std::string, std::vector<std::string>> ParseSoftdepPre(std::string_view
         list.push_back(w[i]);
       }
     }
-  });
+  }
   return out;
 }
 

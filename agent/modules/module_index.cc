@@ -50,14 +50,9 @@ std::string NormalizeModuleName(std::string_view name) {
 
 std::vector<std::string> ModuleFileLines(std::string_view text) {
   std::vector<std::string> out;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t nl = text.find('\n', start);
-    if (nl == std::string_view::npos) nl = text.size();
-    std::string_view line = text.substr(start, nl - start);
+  ForEachLine(text, [&](std::string_view line, size_t) {
     if (!line.empty() && line.front() != '#') out.emplace_back(line);
-    start = nl + 1;
-  }
+  });
   return out;
 }
 

@@ -75,9 +75,12 @@ test-sanitize: $(BUILD_CHECK)/CMakeCache.txt
 	@$(call check_results,$(BUILD_CHECK),unit)
 
 # libFuzzer targets, each run FUZZ_SECONDS on its seeds; a crash fails.
+# Each fuzzer is one single-threaded process with its own corpus and
+# artifacts folder, so JOBS of them run at once: every one still fuzzes for
+# FUZZ_SECONDS, and the stage takes 1/JOBS of the wall time.
 test-fuzz: $(BUILD_CHECK)/CMakeCache.txt
 	@$(call timed,cmake --build $(BUILD_CHECK) -j $(JOBS) --target capsule_fuzzers && cd $(BUILD_CHECK) && \
-	  FUZZ_SECONDS=$(FUZZ_SECONDS) ctest -L fuzz --no-tests=error --output-on-failure)
+	  FUZZ_SECONDS=$(FUZZ_SECONDS) ctest -L fuzz --no-tests=error --output-on-failure -j $(JOBS))
 
 # The soak at full length: CRI pod rounds for SOAK_SECONDS (the same test
 # runs for 2 minutes in test-integration), fds, RSS, mounts and links flat.

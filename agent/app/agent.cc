@@ -38,7 +38,7 @@
 namespace capsule::agent::app {
 namespace {
 
-const log::Logger kLog("agent");
+const log::Logger kAgentLog("agent");
 
 // How long calls in flight may finish once the agent stops; long polls
 // (WaitProcess, ReadStdout) are cancelled after it.
@@ -97,7 +97,7 @@ AgentProcess::~AgentProcess() {
 }
 
 void AgentProcess::Fatal(const Status& status) {
-  kLog.Error("fatal: {}", status.ToString());
+  kAgentLog.Error("fatal: {}", status.ToString());
   if (options_.init) init::PowerOff("fatal error: " + status.message());
   std::_Exit(1);
 }
@@ -110,7 +110,7 @@ Status AgentProcess::Prepare() {
     ASSIGN_OR_RETURN(init::BootReport report, init::RunBootDuties(*loader_));
     if (options_.log_level) log::SetLevel(*options_.log_level);
     if (!report.settings.fault.empty() && !extensions_.interceptors)
-      kLog.Warn("capsule.fault={} ignored: this agent has no fault switch (only the test build capsule-agent-faults "
+      kAgentLog.Warn("capsule.fault={} ignored: this agent has no fault switch (only the test build capsule-agent-faults "
                 "has one)", report.settings.fault);
     MaybeStartDebugShell(report.settings.debug_shell);
     serial_vsock_wanted_ = report.settings.serial_vsock;
@@ -133,7 +133,7 @@ Status AgentProcess::Serve() {
     network_ = std::move(network).value();
     service_->SetNetwork(network_.get());
   } else {
-    kLog.Warn("guest network RPCs disabled: {}", network.status().message());
+    kAgentLog.Warn("guest network RPCs disabled: {}", network.status().message());
   }
   std::string serial_port;
   if (serial_vsock_wanted_) {
@@ -160,7 +160,7 @@ Status AgentProcess::Serve() {
     if (forwarder.ok()) {
       forwarder_ = std::move(forwarder).value();
     } else {
-      kLog.Error("port-forward disabled: {}", forwarder.status().message());
+      kAgentLog.Error("port-forward disabled: {}", forwarder.status().message());
     }
   }
   if (!serial_port.empty()) {
@@ -171,7 +171,7 @@ Status AgentProcess::Serve() {
   std::string where;
   for (const auto& ep : options_.listen) where += (where.empty() ? "" : " ") + ep.ToString();
   if (forwarder_) where += ", port-forward on " + options_.forward_listen->ToString();
-  kLog.Info("{}: serving capsule.agent.v1.Agent on {} ({:.3f} s after kernel start)", guest_abi::kAgentReadyMarker,
+  kAgentLog.Info("{}: serving capsule.agent.v1.Agent on {} ({:.3f} s after kernel start)", guest_abi::kAgentReadyMarker,
             where, static_cast<double>(ready_us_.load()) / 1e6);
   SignalReady();
   return Status::Ok();
@@ -213,7 +213,7 @@ void AgentProcess::SignalReady() {
 void AgentProcess::MaybeStartDebugShell(bool wanted) {
   if (!wanted) return;
   if (::access("/bin/sh", X_OK) != 0) {
-    kLog.Warn("capsule.debug_shell: no /bin/sh in this image (build the debug image)");
+    kAgentLog.Warn("capsule.debug_shell: no /bin/sh in this image (build the debug image)");
     return;
   }
   SpawnOptions so;
@@ -223,10 +223,10 @@ void AgentProcess::MaybeStartDebugShell(bool wanted) {
   so.new_session = true;
   auto child = ChildProcess::Spawn(so);
   if (!child.ok()) {
-    kLog.Warn("debug shell: {}", child.status().message());
+    kAgentLog.Warn("debug shell: {}", child.status().message());
     return;
   }
-  kLog.Warn("debug shell started on the console (pid {}): not for production", child->pid());
+  kAgentLog.Warn("debug shell started on the console (pid {}): not for production", child->pid());
   debug_shell_.emplace(std::move(child).value());
 }
 
@@ -253,7 +253,7 @@ std::string AgentProcess::WaitForStop() {
     signalfd_siginfo si{};
     if ((fds[0].revents & POLLIN) && ::read(signal_fd_.get(), &si, sizeof si) == sizeof si) {
       if (si.ssi_signo == SIGHUP) {
-        kLog.Info("SIGHUP ignored");
+        kAgentLog.Info("SIGHUP ignored");
         continue;
       }
       return fmt::format("signal {} from pid {}", ::strsignal(static_cast<int>(si.ssi_signo)), si.ssi_pid);
@@ -262,12 +262,12 @@ std::string AgentProcess::WaitForStop() {
 }
 
 void AgentProcess::Stop(const std::string& reason) {
-  kLog.Info("stopping: {}", reason);
+  kAgentLog.Info("stopping: {}", reason);
   shutting_down_ = true;
   // A no-op after DestroySandbox; after a signal it stops the containers
   // and unmounts the storages before the VM goes.
   if (pods_) {
-    if (Status st = pods_->Destroy(); !st.ok()) kLog.Error("sandbox teardown: {}", st.message());
+    if (Status st = pods_->Destroy(); !st.ok()) kAgentLog.Error("sandbox teardown: {}", st.message());
   }
   // Calls in flight get kShutdownGrace; every connection is closed after it,
   // which is also what flushes the DestroySandbox reply out of gRPC.
@@ -293,13 +293,13 @@ int AgentProcess::Run() {
   env.modules = loader_.get();
   pods_ = std::make_unique<pod::PodSlot>(env, engines_);
   if (Status st = pods_->Prepare(); !st.ok())
-    kLog.Warn("not prepared ahead of the sandbox ({}); made when the sandbox is set up instead", st.ToString());
+    kAgentLog.Warn("not prepared ahead of the sandbox ({}); made when the sandbox is set up instead", st.ToString());
   containers_ = std::make_unique<containers::EngineOps>(pods_.get(), loader_.get());
   if (Status st = Serve(); !st.ok()) Fatal(st);
   std::string reason = WaitForStop();
   Stop(reason);
   if (options_.init) init::PowerOff(reason);
-  kLog.Info("exiting (--no-init)");
+  kAgentLog.Info("exiting (--no-init)");
   return 0;
 }
 
@@ -319,7 +319,7 @@ int RunAgent(int argc, char** argv, AgentExtensions extensions) {
     // An exception nobody caught must not kill PID 1 (a kernel panic).
     std::set_terminate([] { init::PowerOff("std::terminate: uncaught exception"); });
   }
-  kLog.Info("capsule-agent {} starting (pid {}, {})", kVersion, ::getpid(), init ? "init" : "--no-init");
+  kAgentLog.Info("capsule-agent {} starting (pid {}, {})", kVersion, ::getpid(), init ? "init" : "--no-init");
   const engine::EngineOptions engine_options = EngineOptionsFrom(args.options);
   // The engine itself is made in Run (PodSlot::Prepare), once the reaper it
   // needs is running.

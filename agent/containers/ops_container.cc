@@ -21,7 +21,7 @@
 namespace capsule::agent::containers {
 namespace {
 
-const log::Logger kLog("containers");
+const log::Logger kOpsContainerLog("containers");
 
 // CreateContainerRequest.storages, validated all before any is mounted and
 // unmounted again (RAII) if a later step fails.
@@ -81,7 +81,7 @@ Status EngineOps::CreateInPod(pod::GuestPod& pod, const std::string& id, oci::Sp
   options.share_types = plan.share_types;
   RETURN_IF_ERROR(pod.engine().Create(id, spec, options).status());  // `mounts` unmount on failure
   pod.namespaces().Created(id, plan);
-  kLog.Info("container {} created in sandbox {} ({}{} storages) in {:.1f} ms, storages {:.1f} ms", id, pod.id(),
+  kOpsContainerLog.Info("container {} created in sandbox {} ({}{} storages) in {:.1f} ms, storages {:.1f} ms", id, pod.id(),
             plan.anchor ? "namespace anchor, " : "joins " + plan.share_from + ", ", mounts.size(),
             MsSince(t0), MsBetween(t0, t_storages));
   auto name = spec.annotations.find(kCriContainerName);
@@ -111,7 +111,7 @@ Status EngineOps::RemoveContainer(const v1::RemoveContainerRequest& req) {
   // Not fatal: the host then detaches its mounts lazily instead.
   const std::string share = std::string(guest_abi::kSharedFsGuestPath) + "/" + req.container_id();
   if (Status st = storage::ReleaseSharedSubtree(share); !st.ok())
-    kLog.Warn("container {} removed, but its share is still referenced: {}", req.container_id(), st.ToString());
+    kOpsContainerLog.Warn("container {} removed, but its share is still referenced: {}", req.container_id(), st.ToString());
   return Status::Ok();
 }
 
@@ -134,7 +134,7 @@ Result<v1::StatsContainerResponse> EngineOps::StatsContainer(const v1::StatsCont
   if (network.ok()) {
     NetworkStatsToProto(*network, &resp);
   } else {
-    kLog.Warn("stats of container {}: network counters: {}", req.container_id(), network.status().message());
+    kOpsContainerLog.Warn("stats of container {}: network counters: {}", req.container_id(), network.status().message());
   }
   return resp;
 }

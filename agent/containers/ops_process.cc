@@ -16,7 +16,7 @@
 namespace capsule::agent::containers {
 namespace {
 
-const log::Logger kLog("agent.containers");
+const log::Logger kOpsProcessLog("agent.containers");
 
 Result<oci::Process> ParseProcessJson(const std::string& json) {
   if (json.empty()) return InvalidArgument("process_json is required");
@@ -76,7 +76,7 @@ Result<v1::ExecProcessResponse> EngineOps::ExecGuestProcess(const v1::ExecGuestP
   // Operators' access outside the containers is worth a line in the guest's
   // log (the VM console, which the shim keeps). The program only: its
   // arguments may carry secrets.
-  kLog.Info("guest process {}: \"{}\" with {} argument(s){}", req.exec_id(),
+  kOpsProcessLog.Info("guest process {}: \"{}\" with {} argument(s){}", req.exec_id(),
             process.args.empty() ? std::string() : process.args[0].substr(0, 256),
             process.args.empty() ? 0 : process.args.size() - 1,
             req.tools_container_id().empty() ? ""

@@ -24,7 +24,7 @@
 namespace capsule::engine {
 namespace {
 
-const log::Logger kLog("engine.cgroup");
+const log::Logger kCgroup2Log("engine.cgroup");
 
 // Writes without O_CREAT: a missing interface file means a missing controller.
 Status WriteCgroupFile(const std::string& dir, const std::string& file, const std::string& value) {
@@ -102,7 +102,7 @@ Status Cgroup2::ApplyCpu(const oci::LinuxCpu& cpu) {
   if (!cpu.cpus.empty()) RETURN_IF_ERROR(Write("cpuset.cpus", cpu.cpus));
   if (!cpu.mems.empty()) RETURN_IF_ERROR(Write("cpuset.mems", cpu.mems));
   if (cpu.realtime_runtime || cpu.realtime_period)
-    kLog.Warn("cgroup {}: cpu realtime limits have no cgroup v2 file; ignored", path_);
+    kCgroup2Log.Warn("cgroup {}: cpu realtime limits have no cgroup v2 file; ignored", path_);
   return Status::Ok();
 }
 
@@ -129,7 +129,7 @@ Status Cgroup2::ApplyMemory(const oci::LinuxMemory& mem) {
     }
   }
   if (mem.swappiness || mem.kernel || mem.kernel_tcp || mem.disable_oom_killer)
-    kLog.Debug("cgroup {}: swappiness/kernel/kernelTCP/disableOOMKiller have no v2 file; ignored", path_);
+    kCgroup2Log.Debug("cgroup {}: swappiness/kernel/kernelTCP/disableOOMKiller have no v2 file; ignored", path_);
   return Status::Ok();
 }
 
@@ -166,7 +166,7 @@ Status Cgroup2::Apply(const oci::LinuxResources& r) {
     RETURN_IF_ERROR(Write(file, value));
   }
   if (!r.devices.empty())
-    kLog.Debug("cgroup {}: device rules not enforced (cgroup v2 needs eBPF; the VM is the boundary)", path_);
+    kCgroup2Log.Debug("cgroup {}: device rules not enforced (cgroup v2 needs eBPF; the VM is the boundary)", path_);
   return Status::Ok();
 }
 
@@ -299,7 +299,7 @@ void Cgroup2Manager::EnableControllers(const std::string& dir) const {
     bool on = std::find(enabled.begin(), enabled.end(), want) != enabled.end();
     if (!has || on) continue;
     Status st = WriteCgroupFile(dir, "cgroup.subtree_control", std::string("+") + want);
-    if (!st.ok()) kLog.Warn("cgroup {}: cannot enable controller {}: {}", dir, want, st.message());
+    if (!st.ok()) kCgroup2Log.Warn("cgroup {}: cannot enable controller {}: {}", dir, want, st.message());
   }
 }
 

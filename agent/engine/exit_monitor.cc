@@ -7,7 +7,7 @@
 
 namespace capsule::engine {
 namespace {
-const log::Logger kLog("engine.exit");
+const log::Logger kExitMonitorLog("engine.exit");
 }  // namespace
 
 Result<std::unique_ptr<ExitMonitor>> ExitMonitor::Create(Reaper& reaper) {
@@ -30,7 +30,7 @@ void ExitMonitor::Register(pid_t pid, const ProcessPtr& process) {
   if (!early) return;
   // Alive (even as our unreaped child): the status was a stale one.
   if (::kill(pid, 0) == 0) {
-    kLog.Debug("pid {}: dropped a stale exit status of an earlier process", pid);
+    kExitMonitorLog.Debug("pid {}: dropped a stale exit status of an earlier process", pid);
     return;
   }
   {

@@ -17,7 +17,7 @@
 namespace capsule::engine {
 namespace {
 
-const log::Logger kLog("engine.guest");
+const log::Logger kGuestProcessesLog("engine.guest");
 
 std::string CgroupName(const std::string& exec_id) { return "capsule-debug-" + exec_id; }
 
@@ -25,7 +25,7 @@ std::string CgroupName(const std::string& exec_id) { return "capsule-debug-" + e
 
 GuestProcesses::~GuestProcesses() {
   Status st = RemoveAll(options_.setup_timeout);
-  if (!st.ok()) kLog.Error("guest processes teardown: {}", st.ToString());
+  if (!st.ok()) kGuestProcessesLog.Error("guest processes teardown: {}", st.ToString());
 }
 
 Result<pid_t> GuestProcesses::Exec(const std::string& exec_id, const oci::Process& process,
@@ -76,7 +76,7 @@ Result<pid_t> GuestProcesses::Exec(const std::string& exec_id, const oci::Proces
       // Killed and reaped before its exit is recorded by hand: a recorded
       // exit would make the kill a no-op.
       Status down = Teardown(exec_id, e, std::chrono::steady_clock::now() + options_.setup_timeout);
-      if (!down.ok()) kLog.Error("guest process {}: cleanup after failed start: {}", exec_id, down.ToString());
+      if (!down.ok()) kGuestProcessesLog.Error("guest process {}: cleanup after failed start: {}", exec_id, down.ToString());
       e.process->OnExit(W_EXITCODE(255, 0));  // wakes any waiter; no-op if it already exited
       return st;
     }
@@ -91,12 +91,12 @@ Result<pid_t> GuestProcesses::Exec(const std::string& exec_id, const oci::Proces
     entries_.erase(exec_id);
     lock.unlock();
     Status down = Teardown(exec_id, *launched, std::chrono::steady_clock::now() + options_.setup_timeout);
-    if (!down.ok()) kLog.Error("guest process {}: {}", exec_id, down.ToString());
+    if (!down.ok()) kGuestProcessesLog.Error("guest process {}: {}", exec_id, down.ToString());
     return Status(Code::kAborted, "guest process " + exec_id + ": the sandbox was destroyed while it started");
   }
   const pid_t pid = launched->process->pid();
   entries_[exec_id] = std::move(*launched);
-  kLog.Info("guest process {} started, pid {}, {}", exec_id, pid,
+  kGuestProcessesLog.Info("guest process {} started, pid {}, {}", exec_id, pid,
             tools.root.rootfs.empty()   ? std::string("in the guest's root")
             : tools.root.confined ? "tools from container " + tools.container_id + ", as its init runs"
                                   : "tools from container " + tools.container_id + ", as the guest's root");
@@ -137,7 +137,7 @@ Status GuestProcesses::RemoveProcess(const std::string& exec_id) {
     entries_.erase(it);
   }
   RETURN_IF_ERROR(Teardown(exec_id, e, std::chrono::steady_clock::now() + options_.setup_timeout));
-  kLog.Info("guest process {} removed", exec_id);
+  kGuestProcessesLog.Info("guest process {} removed", exec_id);
   return Status::Ok();
 }
 
@@ -159,14 +159,14 @@ Status GuestProcesses::EndToolUsers(const std::string& container_id, std::chrono
     if (e.process->pid() > 0 && !e.process->WaitUntil(deadline))
       return DeadlineExceeded("guest process " + id + " borrowing the tools of container " + container_id +
                               " did not exit after SIGKILL");
-    kLog.Info("guest process {} ended: container {}, whose tools it used, is being removed", id, container_id);
+    kGuestProcessesLog.Info("guest process {} ended: container {}, whose tools it used, is being removed", id, container_id);
   }
   return Status::Ok();
 }
 
 void GuestProcesses::Kill(const Entry& e) {
   Status kill = e.cgroup->SignalAll(SIGKILL);
-  if (!kill.ok()) kLog.Warn("guest process {}: kill all: {}", e.process->exec_id(), kill.ToString());
+  if (!kill.ok()) kGuestProcessesLog.Warn("guest process {}: kill all: {}", e.process->exec_id(), kill.ToString());
   if (e.process->pid() > 0) (void)e.process->Signal(SIGKILL);
 }
 
@@ -199,8 +199,8 @@ void GuestProcesses::Sweep(bool exited_too) {
   }
   for (auto& [id, e] : finished) {
     Status st = Teardown(id, e, std::chrono::steady_clock::now() + options_.setup_timeout);
-    if (!st.ok()) kLog.Warn("guest process {}: {}", id, st.ToString());
-    if (exited_too) kLog.Info("guest process {} swept: it exited and its client never removed it", id);
+    if (!st.ok()) kGuestProcessesLog.Warn("guest process {}: {}", id, st.ToString());
+    if (exited_too) kGuestProcessesLog.Info("guest process {} swept: it exited and its client never removed it", id);
   }
 }
 
@@ -226,7 +226,7 @@ Status GuestProcesses::RemoveAll(std::chrono::milliseconds timeout) {
     Status st = Teardown(id, e, deadline);
     if (!st.ok() && first.ok()) first = st;
   }
-  if (!all.empty()) kLog.Info("{} guest process(es) stopped with the sandbox", all.size());
+  if (!all.empty()) kGuestProcessesLog.Info("{} guest process(es) stopped with the sandbox", all.size());
   return first;
 }
 

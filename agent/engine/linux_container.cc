@@ -19,7 +19,7 @@
 namespace capsule::engine {
 namespace {
 
-const log::Logger kLog("engine.container");
+const log::Logger kLinuxContainerLog("engine.container");
 
 // Namespaces an exec (or a container sharing them) joins; network is the VM's.
 constexpr oci::NamespaceType kOwnedNamespaces[] = {oci::NamespaceType::kMount, oci::NamespaceType::kPid,
@@ -29,15 +29,15 @@ constexpr oci::NamespaceType kOwnedNamespaces[] = {oci::NamespaceType::kMount, o
 void LogIgnoredFeatures(const std::string& id, const oci::Spec& spec) {
   const oci::Hooks& h = spec.hooks;
   if (!h.prestart.empty() || !h.create_runtime.empty() || !h.poststart.empty() || !h.poststop.empty())
-    kLog.Warn("container {}: prestart/createRuntime/poststart/poststop hooks skipped: they set up the host side "
+    kLinuxContainerLog.Warn("container {}: prestart/createRuntime/poststart/poststop hooks skipped: they set up the host side "
               "and belong to the runtime that owns the VM (the shim), not the guest",
               id);
   if (!h.create_container.empty() || !h.start_container.empty())
-    kLog.Warn("container {}: createContainer/startContainer hooks skipped: their binaries live on the host and "
+    kLinuxContainerLog.Warn("container {}: createContainer/startContainer hooks skipped: their binaries live on the host and "
               "are not shipped into the guest",
               id);
   if (!spec.process.apparmor_profile.empty() || !spec.process.selinux_label.empty() || !spec.linux.mount_label.empty())
-    kLog.Debug("container {}: AppArmor/SELinux labels ignored: the guest has no LSM policy", id);
+    kLinuxContainerLog.Debug("container {}: AppArmor/SELinux labels ignored: the guest has no LSM policy", id);
 }
 
 Result<std::string> AbsoluteRootfs(const std::string& root, const std::string& bundle_dir) {
@@ -83,10 +83,10 @@ Result<std::shared_ptr<LinuxContainer>> LinuxContainer::Create(const std::string
   Status st = c->LaunchInit(std::move(ns), rootfs_plan ? &*rootfs_plan : nullptr, plan, spec.linux.resources);
   if (!st.ok()) {
     Status cleanup = c->Destroy(deps.options.setup_timeout);
-    if (!cleanup.ok()) kLog.Error("container {}: cleanup after failed create: {}", id, cleanup.ToString());
+    if (!cleanup.ok()) kLinuxContainerLog.Error("container {}: cleanup after failed create: {}", id, cleanup.ToString());
     return st;
   }
-  kLog.Info("container {} created, init pid {}, cgroup {}, in {:.1f} ms: plan and cgroup {:.1f} ms, fork to pid "
+  kLinuxContainerLog.Info("container {} created, init pid {}, cgroup {}, in {:.1f} ms: plan and cgroup {:.1f} ms, fork to pid "
             "{:.1f} ms, set-up to ready {:.1f} ms",
             id, c->init_pid(), c->cgroup_->path(), MsSince(t0), MsBetween(t0, t_cgroup),
             c->launch_pid_ms_, c->launch_ready_ms_);
@@ -147,14 +147,14 @@ void LinuxContainer::OnInitExit(ExitInfo& info) {
   // open. Done before the exit is reported, so no one sees it half-stopped.
   if (shares_pid_namespace_) {
     if (Status st = cgroup_->SignalAll(SIGKILL); !st.ok())
-      kLog.Warn("container {}: kill what its init left running: {}", id_, st.ToString());
+      kLinuxContainerLog.Warn("container {}: kill what its init left running: {}", id_, st.ToString());
   }
   // An OOM kill is a SIGKILL while the cgroup's oom_kill counter went up.
   if (WIFSIGNALED(info.wait_status) && WTERMSIG(info.wait_status) == SIGKILL &&
       cgroup_->OomKillCount() > oom_kills_at_create_)
     info.oom_killed = true;
   std::lock_guard lock(mu_);
-  kLog.Info("container {}: init exited with {}{}", id_, info.status, info.oom_killed ? " (OOM killed)" : "");
+  kLinuxContainerLog.Info("container {}: init exited with {}{}", id_, info.status, info.oom_killed ? " (OOM killed)" : "");
   state_ = ContainerState::kStopped;
 }
 
@@ -223,7 +223,7 @@ Result<std::string> LinuxContainer::RootfsPath() const {
 
 void LinuxContainer::Rename(const std::string& id) {
   std::lock_guard lock(mu_);
-  kLog.Info("container {} (pid {}) is now container {}", id_, init_ ? init_->pid() : -1, id);
+  kLinuxContainerLog.Info("container {} (pid {}) is now container {}", id_, init_ ? init_->pid() : -1, id);
   id_ = id;
 }
 
@@ -257,7 +257,7 @@ Result<pid_t> LinuxContainer::Exec(const std::string& exec_id, const oci::Proces
     execs_.erase(exec_id);
     return st.WithContext("exec " + exec_id + " in container " + id_);
   }
-  kLog.Debug("container {}: exec {} started, pid {}", id_, exec_id, p->pid());
+  kLinuxContainerLog.Debug("container {}: exec {} started, pid {}", id_, exec_id, p->pid());
   return p->pid();
 }
 
@@ -290,7 +290,7 @@ Status LinuxContainer::RemoveProcess(const std::string& exec_id) {
   p->io()->Release();  // wakes a reader still blocked on it
   std::lock_guard lock(mu_);
   ForgetExec(exec_id);
-  kLog.Debug("container {}: exec {} removed", id_, exec_id);
+  kLinuxContainerLog.Debug("container {}: exec {} removed", id_, exec_id);
   return Status::Ok();
 }
 
@@ -396,7 +396,7 @@ Status LinuxContainer::Destroy(std::chrono::milliseconds timeout) {
     launched_.reset();  // a created-but-not-started init exits on its own
   }
   Status kill = cgroup_->SignalAll(SIGKILL);
-  if (!kill.ok()) kLog.Warn("container {}: kill all: {}", id_, kill.ToString());
+  if (!kill.ok()) kLinuxContainerLog.Warn("container {}: kill all: {}", id_, kill.ToString());
   if (auto init = Find(""); init.ok()) (void)(*init)->Signal(SIGKILL);
   // Frozen tasks die on SIGKILL too, but leave the cgroup thawed for rmdir.
   (void)cgroup_->Freeze(false, deps_.options.freeze_timeout);
@@ -418,7 +418,7 @@ Status LinuxContainer::Destroy(std::chrono::milliseconds timeout) {
   const auto t_released = std::chrono::steady_clock::now();
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - t_released);
   RETURN_IF_ERROR(cgroup_->Destroy(std::max(left, std::chrono::milliseconds(100))));
-  kLog.Info("container {} destroyed in {:.1f} ms: kill {:.1f} ms, exits {:.1f} ms, stdio and namespaces {:.1f} ms, "
+  kLinuxContainerLog.Info("container {} destroyed in {:.1f} ms: kill {:.1f} ms, exits {:.1f} ms, stdio and namespaces {:.1f} ms, "
             "cgroup {:.1f} ms",
             id_, MsSince(t0), MsBetween(t0, t_killed), MsBetween(t_killed, t_exited), MsBetween(t_exited, t_released),
             MsSince(t_released));

@@ -11,7 +11,7 @@
 
 namespace capsule::engine {
 namespace {
-const log::Logger kLog("engine.sandbox");
+const log::Logger kLinuxContainerManagerLog("engine.sandbox");
 
 // A container id names its cgroup directory: one path component.
 Status CheckId(const std::string& id) {
@@ -30,13 +30,13 @@ Result<std::unique_ptr<LinuxContainerManager>> LinuxContainerManager::Create(Eng
   ASSIGN_OR_RETURN(std::unique_ptr<OomWatcher> oom, OomWatcher::Create());
   std::string controllers;
   for (const auto& c : cgroups->AvailableControllers()) controllers += " " + c;
-  kLog.Info("engine ready: cgroup root {}, controllers:{}", options.cgroup_root, controllers);
+  kLinuxContainerManagerLog.Info("engine ready: cgroup root {}, controllers:{}", options.cgroup_root, controllers);
   return std::unique_ptr<LinuxContainerManager>(new LinuxContainerManager(std::move(options), std::move(cgroups), std::move(exits), std::move(oom)));
 }
 
 LinuxContainerManager::~LinuxContainerManager() {
   Status st = RemoveAll(options_.setup_timeout);
-  if (!st.ok()) kLog.Error("sandbox teardown: {}", st.ToString());
+  if (!st.ok()) kLinuxContainerManagerLog.Error("sandbox teardown: {}", st.ToString());
 }
 
 Result<NamespaceFds> LinuxContainerManager::SharedNamespaces(const CreateOptions& options) const {
@@ -112,7 +112,7 @@ Status LinuxContainerManager::PrepareHolderLocked() {
     (void)c->Destroy(options_.setup_timeout);
     return st;
   }
-  kLog.Info("pod holder ready in {} ms, pid {}",
+  kLinuxContainerManagerLog.Info("pod holder ready in {} ms, pid {}",
             std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count(),
             c->init_pid());
   holder_ = std::move(c);
@@ -127,7 +127,7 @@ Result<ContainerPtr> LinuxContainerManager::AdoptPodHolder(const std::string& id
     if (containers_.count(id) || creating_.count(id)) return AlreadyExists("container " + id + " already exists");
   }
   if (!holder_ || holder_->state() != ContainerState::kRunning) {
-    kLog.Info("no pod holder was ready for container {}: making one now", id);
+    kLinuxContainerManagerLog.Info("no pod holder was ready for container {}: making one now", id);
     RETURN_IF_ERROR(PrepareHolderLocked());
   }
   std::shared_ptr<LinuxContainer> c = std::move(holder_);
@@ -163,7 +163,7 @@ Status LinuxContainerManager::Remove(const std::string& id, std::chrono::millise
   RETURN_IF_ERROR_CTX(c->Destroy(timeout), "remove container " + id);
   std::lock_guard lock(mu_);
   containers_.erase(id);
-  kLog.Info("container {} removed", id);
+  kLinuxContainerManagerLog.Info("container {} removed", id);
   return Status::Ok();
 }
 

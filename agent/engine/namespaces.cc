@@ -10,7 +10,7 @@
 namespace capsule::engine {
 namespace {
 
-const log::Logger kLog("engine.ns");
+const log::Logger kNamespacesLog("engine.ns");
 
 // setns order: joining the mount namespace last keeps the other paths,
 // resolved in the parent, valid; user would come first but is unsupported.
@@ -72,7 +72,7 @@ Result<NamespacePlan> PlanContainerNamespaces(const std::vector<oci::Namespace>&
     const oci::Namespace& ns = spec_namespaces[i];
     const std::string field = "linux.namespaces[" + std::to_string(i) + "]";
     if (ns.type == oci::NamespaceType::kNetwork) {
-      kLog.Debug("{}: network namespace ignored: containers share the VM's (the pod's) network", field);
+      kNamespacesLog.Debug("{}: network namespace ignored: containers share the VM's (the pod's) network", field);
       continue;
     }
     if (ns.type == oci::NamespaceType::kUser)

@@ -14,7 +14,7 @@
 namespace capsule::engine {
 namespace {
 
-const log::Logger kLog("engine.oom");
+const log::Logger kOomWatcherLog("engine.oom");
 
 uint64_t ReadOomKills(const std::string& path) {
   auto text = ReadFile(path);
@@ -75,7 +75,7 @@ void OomWatcher::Check(int wd) {
   if (it == watches_.end()) return;
   uint64_t kills = ReadOomKills(it->second.path);
   if (kills <= it->second.oom_kills) return;
-  kLog.Info("container {}: OOM kill (memory.events oom_kill {} -> {})", it->second.id, it->second.oom_kills, kills);
+  kOomWatcherLog.Info("container {}: OOM kill (memory.events oom_kill {} -> {})", it->second.id, it->second.oom_kills, kills);
   it->second.oom_kills = kills;
   events_.push_back(it->second.id);
   cv_.notify_all();

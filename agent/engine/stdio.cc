@@ -23,7 +23,7 @@ namespace {
 // Upper bound for one read, whatever the caller asks (bytes).
 constexpr size_t kMaxReadBytes = 1 << 20;
 
-const log::Logger kLog("engine.stdio");
+const log::Logger kStdioLog("engine.stdio");
 
 Result<UniqueFd> MakeEventFd() {
   int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -84,7 +84,7 @@ ProcessIo::~ProcessIo() = default;
 void ProcessIo::SetConsole(UniqueFd master) {
   std::scoped_lock lock(stdin_.mu, stdout_.mu, console_mu_);
   // Shared with stdin's dup: writes must not block past poll (see CreatePipes).
-  if (Status st = SetNonBlocking(master.get()); !st.ok()) kLog.Warn("{}", st.message());
+  if (Status st = SetNonBlocking(master.get()); !st.ok()) kStdioLog.Warn("{}", st.message());
   stdin_.fd.reset(::fcntl(master.get(), F_DUPFD_CLOEXEC, 3));
   console_.reset(::fcntl(master.get(), F_DUPFD_CLOEXEC, 3));
   stdout_.fd = std::move(master);

@@ -23,7 +23,7 @@ namespace gx = grpc::experimental;
 using Clock = std::chrono::system_clock;
 using Steady = std::chrono::steady_clock;
 
-const log::Logger kLog("fault");
+const log::Logger kFaultInterceptorLog("fault");
 constexpr std::chrono::milliseconds kPollInterval{20};
 // A held call goes on only once its caller is gone: gRPC may report the
 // cancel a little after the deadline the server computed (which runs a
@@ -65,14 +65,14 @@ class FaultInterceptor final : public gx::Interceptor {
     grpc::ServerContextBase* ctx = info_->server_context();
     const auto start = Steady::now();
     if (rule->action == FaultRule::Action::kHang) {
-      kLog.Warn("fault {}: holding {} until its caller gives up", rule->ToString(), rpc);
+      kFaultInterceptorLog.Warn("fault {}: holding {} until its caller gives up", rule->ToString(), rpc);
       const Clock::time_point deadline = ctx->deadline();
       Hold<Clock>(ctx, deadline >= Clock::time_point::max() - kPastDeadline ? deadline : deadline + kPastDeadline);
     } else {
-      kLog.Warn("fault {}: holding {} for {} ms", rule->ToString(), rpc, rule->delay.count());
+      kFaultInterceptorLog.Warn("fault {}: holding {} for {} ms", rule->ToString(), rpc, rule->delay.count());
       Hold<Steady>(ctx, start + rule->delay);
     }
-    kLog.Warn("fault {}: {} goes on after {} ms{}", rule->ToString(), rpc,
+    kFaultInterceptorLog.Warn("fault {}: {} goes on after {} ms{}", rule->ToString(), rpc,
               std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - start).count(),
               ctx->IsCancelled() ? " (its caller gave up)" : "");
   }

@@ -15,7 +15,7 @@
 
 namespace {
 
-const capsule::log::Logger kLog("fault");
+const capsule::log::Logger kMainLog("fault");
 
 // Removes "--fault SPEC" (or "--fault=SPEC") from argv; its value if any.
 std::optional<std::string> TakeFaultFlag(std::vector<char*>& args) {
@@ -45,14 +45,14 @@ int main(int argc, char** argv) {
     const std::string spec = flag ? *flag : faults::FaultSpecFromCmdline();
     auto plan = faults::FaultPlan::Parse(spec);
     if (!plan.ok()) {
-      kLog.Error("no fault armed: {}", plan.status().message());
+      kMainLog.Error("no fault armed: {}", plan.status().message());
       return {};
     }
     if (plan->empty()) {
-      kLog.Info("fault switch present, no fault armed");
+      kMainLog.Info("fault switch present, no fault armed");
       return {};
     }
-    kLog.Warn("fault switch armed: {}", plan->ToString());
+    kMainLog.Warn("fault switch armed: {}", plan->ToString());
     return faults::FaultInterceptors(std::make_shared<faults::FaultPlan>(std::move(*plan)));
   };
   args.push_back(nullptr);

@@ -20,7 +20,7 @@
 namespace capsule::agent::forward {
 namespace {
 
-const log::Logger kLog("forward");
+const log::Logger kPortForwarderLog("forward");
 using Clock = std::chrono::steady_clock;
 
 Result<UniqueFd> ConnectLoopback(const port_forward::Target& t, std::chrono::milliseconds timeout) {
@@ -69,7 +69,7 @@ void PortForwarder::AcceptLoop() {
     pollfd fds[2] = {{listen_.get(), POLLIN, 0}, {stop_.get(), POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
-      kLog.Error("poll on {}: {}", endpoint_.ToString(), ErrnoStatus("poll").message());
+      kPortForwarderLog.Error("poll on {}: {}", endpoint_.ToString(), ErrnoStatus("poll").message());
       return;
     }
     if (fds[1].revents != 0) return;
@@ -106,7 +106,7 @@ void PortForwarder::Serve(UniqueFd conn) {
   auto line = line_io::ReadLine(conn.get(), port_forward::kMaxRequestLine + 1,
                                 Clock::now() + options_.request_timeout, kWhat);
   if (!line.ok()) {
-    kLog.Warn("{}", line.status().message());
+    kPortForwarderLog.Warn("{}", line.status().message());
     return;
   }
   Result<port_forward::Target> target = InvalidArgument("port-forward request: longer than a request line");
@@ -121,18 +121,18 @@ void PortForwarder::Serve(UniqueFd conn) {
   Result<UniqueFd> upstream = target.ok() ? ConnectLoopback(*target, options_.connect_timeout) : target.status();
   const auto reply_by = Clock::now() + options_.request_timeout;
   if (!upstream.ok()) {
-    kLog.Info("port-forward refused: {}", upstream.status().message());
+    kPortForwarderLog.Info("port-forward refused: {}", upstream.status().message());
     (void)line_io::WriteAll(conn.get(), port_forward::FormatReply(upstream.status()), reply_by, "port-forward reply");
     return;
   }
   if (Status sent = line_io::WriteAll(conn.get(), port_forward::FormatReply(Status::Ok()), reply_by, "port-forward reply");
       !sent.ok()) {
-    kLog.Warn("{}", sent.message());
+    kPortForwarderLog.Warn("{}", sent.message());
     return;
   }
   RelayStats stats;
   Status relayed = Relay(conn.get(), upstream->get(), stop_.get(), "port-forward to " + target->ToString(), &stats);
-  kLog.Debug("port-forward to {} ended ({} bytes in, {} out): {}", target->ToString(), stats.a_to_b, stats.b_to_a,
+  kPortForwarderLog.Debug("port-forward to {} ended ({} bytes in, {} out): {}", target->ToString(), stats.a_to_b, stats.b_to_a,
              relayed.ok() ? "done" : relayed.message());
 }
 

@@ -20,7 +20,7 @@
 namespace capsule::agent::init {
 namespace {
 
-const log::Logger kLog("init");
+const log::Logger kBootLog("init");
 
 std::string Join(const std::vector<std::string>& v) {
   std::string out;
@@ -33,48 +33,48 @@ Result<config::BootSettings> ReadSettings() {
   ASSIGN_OR_RETURN(std::string cmdline, ReadFile("/proc/cmdline"));
   config::BootSettings settings = config::SettingsFromCmdline(config::ParseKernelCmdline(cmdline));
   log::SetLevel(settings.log_level);
-  kLog.Info("kernel command line: {}", cmdline);
-  for (const auto& w : settings.warnings) kLog.Warn("{}", w);
+  kBootLog.Info("kernel command line: {}", cmdline);
+  for (const auto& w : settings.warnings) kBootLog.Warn("{}", w);
   return settings;
 }
 
 // Steps whose failure leaves a usable agent: log and go on.
 void SoftSteps(BootReport& report) {
   const auto& s = report.settings;
-  if (Status st = CreateDevSymlinks(); !st.ok()) kLog.Warn("{}", st.message());
-  if (Status st = DisableCtrlAltDel(); !st.ok()) kLog.Warn("{}", st.message());
+  if (Status st = CreateDevSymlinks(); !st.ok()) kBootLog.Warn("{}", st.message());
+  if (Status st = DisableCtrlAltDel(); !st.ok()) kBootLog.Warn("{}", st.message());
   if (s.cgroups) {
     auto cg = EnableControllers(kCgroupRoot, DefaultControllers());
     if (cg.ok()) {
       report.cgroups = *cg;
-      kLog.Info("cgroup2 controllers enabled: {} (unavailable: {})", Join(cg->enabled), Join(cg->unavailable));
+      kBootLog.Info("cgroup2 controllers enabled: {} (unavailable: {})", Join(cg->enabled), Join(cg->unavailable));
     } else {
-      kLog.Error("cgroups: {}", cg.status().message());
+      kBootLog.Error("cgroups: {}", cg.status().message());
     }
   }
   if (::sethostname(s.hostname.data(), s.hostname.size()) != 0) {
-    kLog.Warn("{}", ErrnoStatus("sethostname " + s.hostname).message());
+    kBootLog.Warn("{}", ErrnoStatus("sethostname " + s.hostname).message());
   }
-  if (Status st = BringUpInterface("lo"); !st.ok()) kLog.Warn("loopback: {}", st.message());
+  if (Status st = BringUpInterface("lo"); !st.ok()) kBootLog.Warn("loopback: {}", st.message());
 }
 
 void LoadModules(modules::KernelModuleLoader& loader, BootReport& report) {
   auto loaded = loader.LoadBootSet();
   if (!loaded.ok()) {
-    kLog.Error("kernel modules: {}", loaded.status().message());
+    kBootLog.Error("kernel modules: {}", loaded.status().message());
     return;
   }
   report.modules = std::move(loaded).value();
   const auto& m = report.modules;
-  kLog.Info("kernel modules: {} loaded, {} already loaded, {} built in, {} failed", m.loaded.size(),
+  kBootLog.Info("kernel modules: {} loaded, {} already loaded, {} built in, {} failed", m.loaded.size(),
             m.already_loaded.size(), m.builtin.size(), m.failed.size());
   if (report.settings.scsi_disks) {
     Status st = loader.Load(std::vector<std::string>(guest_abi::kScsiDiskModules.begin(), guest_abi::kScsiDiskModules.end()));
-    if (!st.ok()) kLog.Error("capsule.disks=scsi: {}", st.message());
+    if (!st.ok()) kBootLog.Error("capsule.disks=scsi: {}", st.message());
   }
   if (!report.settings.extra_modules.empty()) {
     Status st = loader.Load(report.settings.extra_modules);
-    if (!st.ok()) kLog.Error("capsule.modules: {}", st.message());
+    if (!st.ok()) kBootLog.Error("capsule.modules: {}", st.message());
   }
 }
 
@@ -88,15 +88,15 @@ Result<BootReport> RunBootDuties(modules::KernelModuleLoader& loader) {
   RETURN_IF_ERROR(MountEarlyFilesystems(report.settings.cgroups));
   EnsureConsole();
   for (const auto& m : EarlyMounts(report.settings.cgroups)) report.mounted.emplace_back(m.target);
-  kLog.Info("mounted {}", Join(report.mounted));
+  kBootLog.Info("mounted {}", Join(report.mounted));
   SoftSteps(report);
   LoadModules(loader, report);
   // Modules the image does not load at boot come on demand from here on,
   // those the allowlist names.
   const auto policy = modules::ModulePolicy::WithExtra(report.settings.allowed_modules);
   if (Status st = modules::WriteModulePolicy(policy); !st.ok())
-    kLog.Warn("{}; modules on demand follow the built-in allowlist", st.message());
-  if (Status st = modules::InstallModprobeHelper(); !st.ok()) kLog.Warn("{}", st.message());
+    kBootLog.Warn("{}; modules on demand follow the built-in allowlist", st.message());
+  if (Status st = modules::InstallModprobeHelper(); !st.ok()) kBootLog.Warn("{}", st.message());
   return report;
 }
 

@@ -14,7 +14,7 @@
 namespace capsule::agent::init {
 namespace {
 
-const log::Logger kLog("init");
+const log::Logger kMountsLog("init");
 
 // Filesystem magics from linux/magic.h.
 constexpr long kProcMagic = 0x9fa0;
@@ -67,13 +67,13 @@ std::vector<EarlyMount> EarlyMounts(bool cgroups) {
 Status MountOne(const EarlyMount& m) {
   RETURN_IF_ERROR(MkdirAll(m.target));
   if (AlreadyMounted(m)) {
-    kLog.Debug("{} already mounted", m.target);
+    kMountsLog.Debug("{} already mounted", m.target);
     return Status::Ok();
   }
   if (::mount(m.source, m.target, m.fstype, m.flags, m.data) != 0) {
     return ErrnoStatus(fmt::format("mount {} on {}", m.fstype, m.target));
   }
-  kLog.Debug("mounted {} on {}", m.fstype, m.target);
+  kMountsLog.Debug("mounted {} on {}", m.fstype, m.target);
   return Status::Ok();
 }
 

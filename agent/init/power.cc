@@ -8,14 +8,14 @@
 
 namespace capsule::agent::init {
 namespace {
-const log::Logger kLog("init");
+const log::Logger kPowerLog("init");
 }  // namespace
 
 void PowerOff(std::string_view reason) {
-  kLog.Info("powering off: {}", reason);
+  kPowerLog.Info("powering off: {}", reason);
   ::sync();
   ::reboot(RB_POWER_OFF);
-  kLog.Error("reboot(RB_POWER_OFF) failed: {}; halting", ErrnoStatus("reboot").message());
+  kPowerLog.Error("reboot(RB_POWER_OFF) failed: {}; halting", ErrnoStatus("reboot").message());
   ::reboot(RB_HALT_SYSTEM);
   for (;;) ::pause();
 }

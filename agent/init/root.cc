@@ -15,7 +15,7 @@
 namespace capsule::agent::init {
 namespace {
 
-const log::Logger kLog("init");
+const log::Logger kRootLog("init");
 constexpr const char* kStaging = "/.capsule-root";
 
 // Mount id and parent id of the mount at "/" (the last one listed, since
@@ -49,8 +49,8 @@ Status MakeRootPivotable() {
   if (::chroot(".") != 0) return ErrnoStatus("chroot into the moved root");
   if (::chdir("/") != 0) return ErrnoStatus("chdir / in the new root");
   // The staging directory is visible again (same filesystem) and now empty.
-  if (::rmdir(kStaging) != 0) kLog.Warn("rmdir {}: {}", kStaging, ErrnoStatus("rmdir").message());
-  kLog.Info("root moved off the initramfs rootfs (bind mount), pivot_root works for containers");
+  if (::rmdir(kStaging) != 0) kRootLog.Warn("rmdir {}: {}", kStaging, ErrnoStatus("rmdir").message());
+  kRootLog.Info("root moved off the initramfs rootfs (bind mount), pivot_root works for containers");
   return Status::Ok();
 }
 

@@ -17,7 +17,7 @@
 namespace capsule::agent::net {
 namespace {
 
-const log::Logger kLog("net");
+const log::Logger kNetlinkNetworkLog("net");
 
 bool IsKernelLinkLocal(const IpAddress& a) { return a.family == AF_INET6 && a.address.rfind("fe80:", 0) == 0; }
 
@@ -204,12 +204,12 @@ Result<Interface> NetlinkNetwork::UpdateInterface(const Interface& want) {
     ASSIGN_OR_RETURN(std::string mac, NormalizeMac("interface.hw_addr", want.hw_addr));
     if (mac != MacToString(rtnl_link_get_addr(link.get()))) {
       RETURN_IF_ERROR(SetMac(link.get(), name, mac));
-      kLog.Info("interface {}: MAC set to {}", name, mac);
+      kNetlinkNetworkLog.Info("interface {}: MAC set to {}", name, mac);
     }
   }
   if (!want.name.empty() && want.name != name) {
     RETURN_IF_ERROR(Rename(link.get(), name, want.name));
-    kLog.Info("interface {} renamed to {}", name, want.name);
+    kNetlinkNetworkLog.Info("interface {} renamed to {}", name, want.name);
     name = want.name;
     ASSIGN_OR_RETURN(links, sock_->Links());
     rtnl_link* renamed = rtnl_link_get(links.get(), ifindex);
@@ -223,7 +223,7 @@ Result<Interface> NetlinkNetwork::UpdateInterface(const Interface& want) {
   rtnl_link* now = rtnl_link_get(links.get(), ifindex);
   if (now == nullptr) return NotFound(fmt::format("interface {} vanished while being updated", name));
   LinkPtr hold(now);
-  kLog.Info("interface {}: mtu {}, {} addresses, {}", name, rtnl_link_get_mtu(now), want.addresses.size(),
+  kNetlinkNetworkLog.Info("interface {}: mtu {}, {} addresses, {}", name, rtnl_link_get_mtu(now), want.addresses.size(),
             want.up ? "up" : "down");
   return Describe(now, addrs.get());
 }

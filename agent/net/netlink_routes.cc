@@ -16,7 +16,7 @@
 namespace capsule::agent::net {
 namespace {
 
-const log::Logger kLog("net");
+const log::Logger kNetlinkRoutesLog("net");
 
 bool IsMainUnicast(rtnl_route* r) {
   const int family = rtnl_route_get_family(r);
@@ -127,7 +127,7 @@ Result<std::vector<Route>> NetlinkNetwork::UpdateRoutes(const std::vector<Route>
     RestoreRoutes(removed);
     return st;
   }
-  kLog.Info("routes replaced: {} removed, {} added", removed.size(), routes.size());
+  kNetlinkRoutesLog.Info("routes replaced: {} removed, {} added", removed.size(), routes.size());
   return MainRoutes(links.get());
 }
 
@@ -141,7 +141,7 @@ void NetlinkNetwork::RestoreRoutes(const std::vector<RoutePtr>& removed) {
   }
   for (const auto& r : removed) {
     int rc = rtnl_route_add(sock_->get(), r.get(), NLM_F_REPLACE);
-    if (rc < 0) kLog.Warn("restoring a removed route failed: {}", nl_geterror(rc));
+    if (rc < 0) kNetlinkRoutesLog.Warn("restoring a removed route failed: {}", nl_geterror(rc));
   }
 }
 

@@ -8,7 +8,7 @@
 namespace capsule::agent::pod {
 namespace {
 
-const log::Logger kLog("pod");
+const log::Logger kGuestPodLog("pod");
 
 // Unmounts newest first; reports the first failure but tries them all.
 Status UnmountAll(std::vector<storage::MountedStorage>& mounts, const std::string& what) {
@@ -16,7 +16,7 @@ Status UnmountAll(std::vector<storage::MountedStorage>& mounts, const std::strin
   for (auto it = mounts.rbegin(); it != mounts.rend(); ++it) {
     Status st = it->Unmount();
     if (!st.ok()) {
-      kLog.Error("{}: {}", what, st.message());
+      kGuestPodLog.Error("{}: {}", what, st.message());
       if (first.ok()) first = std::move(st).WithContext(what);
     }
   }
@@ -54,7 +54,7 @@ Result<pid_t> GuestPod::AdoptHolder(const std::string& container_id) {
   }
   namespaces_.Created(container_id, plan);
   const pid_t pid = holder->init_pid();
-  kLog.Info("container {} is the pod holder of sandbox {} (pid {}): no process created for it", container_id, id(),
+  kGuestPodLog.Info("container {} is the pod holder of sandbox {} (pid {}): no process created for it", container_id, id(),
             pid);
   return pid;
 }
@@ -97,7 +97,7 @@ Status GuestPod::TearDown() {
   // removal.
   auto lock = SerializeCreation();
   Status removed = engine_->RemoveAll(kDefaultRemoveTimeout);
-  if (!removed.ok()) kLog.Error("sandbox {}: removing the containers: {}", id(), removed.message());
+  if (!removed.ok()) kGuestPodLog.Error("sandbox {}: removing the containers: {}", id(), removed.message());
   std::vector<std::string> ids;
   {
     std::lock_guard names(mu_);
@@ -114,7 +114,7 @@ Status GuestPod::TearDown() {
     own.swap(pod_mounts_);
   }
   Status pod_unmounted = UnmountAll(own, "sandbox storage");
-  kLog.Info("sandbox {}: engine {}, {} container storages and {} of its own unmounted", id(),
+  kGuestPodLog.Info("sandbox {}: engine {}, {} container storages and {} of its own unmounted", id(),
             removed.ok() ? "emptied" : "NOT emptied", ids.size(), identity_.mount_points.size());
   RETURN_IF_ERROR_CTX(removed, "remove containers");
   RETURN_IF_ERROR(unmounted);

@@ -8,7 +8,7 @@
 namespace capsule::agent::pod {
 namespace {
 
-const log::Logger kLog("pod.namespaces");
+const log::Logger kPodNamespacesLog("pod.namespaces");
 
 // The spec asks for the pod's pid namespace: CRI's POD pid mode puts the
 // sandbox's (host) /proc/<pid>/ns/pid path in the pid entry.
@@ -22,7 +22,7 @@ bool SpecJoinsPodPid(const oci::Spec& spec) {
 void DropHostPaths(const std::string& id, oci::Spec* spec) {
   for (auto& ns : spec->linux.namespaces) {
     if (ns.path.empty()) continue;
-    kLog.Debug("container {}: {} namespace path {} is the host's: ignored in the guest", id,
+    kPodNamespacesLog.Debug("container {}: {} namespace path {} is the host's: ignored in the guest", id,
                oci::NamespaceTypeName(ns.type), ns.path);
     ns.path.clear();
   }

@@ -14,7 +14,7 @@
 namespace capsule::agent::pod {
 namespace {
 
-const log::Logger kLog("pod");
+const log::Logger kPodSlotLog("pod");
 
 Status WriteResolvConf(const std::string& path, const std::vector<std::string>& dns) {
   ASSIGN_OR_RETURN(std::string text, ResolvConfFromDns(dns));
@@ -34,7 +34,7 @@ EngineFactory LinuxEngine(engine::EngineOptions options) {
 }
 
 PodSlot::~PodSlot() {
-  if (Status st = Destroy(); !st.ok()) kLog.Error("pod teardown: {}", st.message());
+  if (Status st = Destroy(); !st.ok()) kPodSlotLog.Error("pod teardown: {}", st.message());
   engine::ContainerManagerPtr idle;
   {
     std::lock_guard lock(mu_);
@@ -132,7 +132,7 @@ Result<GuestPodPtr> PodSlot::Create(const PodSpec& spec) {
     std::lock_guard lock(mu_);
     pod_ = *pod;
   }
-  kLog.Info("sandbox {} created ({} storages, pidns={})", spec.id, spec.storages.size(), spec.sandbox_pidns);
+  kPodSlotLog.Info("sandbox {} created ({} storages, pidns={})", spec.id, spec.storages.size(), spec.sandbox_pidns);
   return pod;
 }
 
@@ -144,11 +144,11 @@ Status PodSlot::Destroy() {
     pod.swap(pod_);  // new calls fail from here on
   }
   if (!pod) {
-    kLog.Info("destroy sandbox: none exists");
+    kPodSlotLog.Info("destroy sandbox: none exists");
     return Status::Ok();
   }
   RETURN_IF_ERROR_CTX(pod->TearDown(), "destroy sandbox " + pod->id());
-  kLog.Info("sandbox {} destroyed", pod->id());
+  kPodSlotLog.Info("sandbox {} destroyed", pod->id());
   return Status::Ok();
 }
 

@@ -10,7 +10,7 @@
 namespace capsule::agent::server {
 namespace {
 
-const log::Logger kLog("server");
+const log::Logger kConnectionGateLog("server");
 // How long a new connection waits for evicted handshakes to end.
 constexpr std::chrono::milliseconds kEvictedWait{500};
 
@@ -43,7 +43,7 @@ bool ConnectionGate::Shared::Accepts(std::string_view presented) {
     // Fail closed: a VM whose token cannot be read admits no one.
     cached.reset();
     if (warnings.Allow())
-      kLog.Error("agent token unreadable, connection refused: {}",
+      kConnectionGateLog.Error("agent token unreadable, connection refused: {}",
                  t.ok() ? "this VM was given none" : t.status().message());
     return false;
   }
@@ -66,12 +66,12 @@ void ConnectionGate::Offer(UniqueFd conn) {
     ::shutdown(oldest->second, SHUT_RDWR);
     shared_->waiting.erase(oldest);
     if (shared_->warnings.Allow())
-      kLog.Warn("{} connections already waiting to prove the agent token; the oldest closed", o.max_pending);
+      kConnectionGateLog.Warn("{} connections already waiting to prove the agent token; the oldest closed", o.max_pending);
   }
   // Evicted handshakes end at once; the accept loop waits for them rather
   // than let threads pile up or turn the newcomer away.
   if (!shared_->idle.wait_for(lock, kEvictedWait, [&] { return shared_->closed || shared_->threads < 2 * o.max_pending; })) {
-    if (shared_->warnings.Allow()) kLog.Warn("{} agent token handshakes still ending; a connection closed", shared_->threads);
+    if (shared_->warnings.Allow()) kConnectionGateLog.Warn("{} agent token handshakes still ending; a connection closed", shared_->threads);
     return;
   }
   if (shared_->closed) return;
@@ -92,7 +92,7 @@ void ConnectionGate::Handshake(const std::shared_ptr<Shared>& s, UniqueFd conn, 
   if (st.ok() && !s->closed) {
     s->admit(std::move(conn));
   } else if (!st.ok() && s->warnings.Allow()) {
-    kLog.Warn("connection closed before gRPC: {}", st.message());
+    kConnectionGateLog.Warn("connection closed before gRPC: {}", st.message());
   }
   --s->threads;
   s->idle.notify_all();

@@ -15,7 +15,7 @@
 namespace capsule::agent::server {
 namespace {
 
-const log::Logger kLog("server");
+const log::Logger kGrpcServerLog("server");
 
 }  // namespace
 
@@ -62,7 +62,7 @@ void AgentServer::AcceptLoop(Listener* listener) {
     pollfd fds[2] = {{listener->fd.get(), POLLIN, 0}, {stop_.get(), POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
-      kLog.Error("poll on {}: {}", name, ErrnoStatus("poll").message());
+      kGrpcServerLog.Error("poll on {}: {}", name, ErrnoStatus("poll").message());
       return;
     }
     if (fds[1].revents != 0) return;
@@ -70,10 +70,10 @@ void AgentServer::AcceptLoop(Listener* listener) {
     UniqueFd conn(::accept4(listener->fd.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!conn) {
       // ECONNABORTED and friends: the peer gave up; keep serving the rest.
-      if (errno != EINTR && errno != EAGAIN) kLog.Warn("accept on {}: {}", name, ErrnoStatus("accept4").message());
+      if (errno != EINTR && errno != EAGAIN) kGrpcServerLog.Warn("accept on {}: {}", name, ErrnoStatus("accept4").message());
       continue;
     }
-    kLog.Debug("connection on {} (fd {})", name, conn.get());
+    kGrpcServerLog.Debug("connection on {} (fd {})", name, conn.get());
     gate_->Offer(std::move(conn));
   }
 }

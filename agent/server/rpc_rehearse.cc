@@ -21,7 +21,7 @@
 namespace capsule::agent::server {
 namespace {
 
-const log::Logger kLog("rehearse");
+const log::Logger kRpcRehearseLog("rehearse");
 
 // Locally administered, and from the benchmarking range (RFC 2544): no pod
 // has them, and the NIC's tap is in QEMU's own netns meanwhile.
@@ -87,7 +87,7 @@ Status AgentService::RehearseNic(const std::string& mac) const {
     if (!again.ok()) {
       back = again.status();
     } else if (again->addresses != before.addresses || again->up != before.up || again->mtu != before.mtu) {
-      kLog.Warn("boot NIC {}: not quite as it was after the rehearsal ({} addresses, {}, mtu {})", before.name,
+      kRpcRehearseLog.Warn("boot NIC {}: not quite as it was after the rehearsal ({} addresses, {}, mtu {})", before.name,
                 again->addresses.size(), again->up ? "up" : "down", again->mtu);
     }
   }
@@ -102,7 +102,7 @@ grpc::Status AgentService::Rehearse(Ctx*, const v1::RehearseRequest* req, v1::Re
     const std::vector<std::string> drivers(req->storage_drivers().begin(), req->storage_drivers().end());
     auto ms = pods_->Rehearse(drivers);
     if (!ms.ok()) return std::move(ms).status().WithContext("Rehearse");
-    kLog.Info("rehearsed a container's create, start and removal in {:.1f} ms", *ms);
+    kRpcRehearseLog.Info("rehearsed a container's create, start and removal in {:.1f} ms", *ms);
     if (!req->boot_nic_mac().empty()) RETURN_IF_ERROR_CTX(RehearseNic(req->boot_nic_mac()), "Rehearse: the boot NIC");
     resp->set_elapsed_ms(static_cast<uint32_t>(MsSince(start)));
     return Status::Ok();

@@ -5,7 +5,7 @@
 namespace capsule::agent::server {
 namespace {
 
-const log::Logger kLog("rpc");
+const log::Logger kRpcUtilLog("rpc");
 
 bool IsCallerError(Code code) {
   switch (code) {
@@ -26,11 +26,11 @@ bool IsCallerError(Code code) {
 
 grpc::Status Reply(std::string_view rpc, const Status& status) {
   if (status.ok()) {
-    kLog.Debug("{}: ok", rpc);
+    kRpcUtilLog.Debug("{}: ok", rpc);
   } else if (IsCallerError(status.code())) {
-    kLog.Warn("{}: {}", rpc, status.ToString());
+    kRpcUtilLog.Warn("{}: {}", rpc, status.ToString());
   } else {
-    kLog.Error("{}: {}", rpc, status.ToString());
+    kRpcUtilLog.Error("{}: {}", rpc, status.ToString());
   }
   return ToGrpcStatus(status);
 }

@@ -21,7 +21,7 @@
 namespace capsule::agent::storage {
 namespace {
 
-const log::Logger kLog("storage");
+const log::Logger kStorageLog("storage");
 
 constexpr size_t kVirtioFsTagMax = 36;  // VIRTIO_FS tag field size, from linux/virtio_fs.h
 constexpr size_t kBlockSerialMax = 20;  // hypervisor::kMaxBlockSerialLen
@@ -115,7 +115,7 @@ Status MakeLocalVolume(const StorageSpec& s) {
   if (!parent.empty()) RETURN_IF_ERROR(MkdirAll(parent, 0755));
   if (::mkdir(s.mount_point.c_str(), 0700) == 0) {
     if (::chmod(s.mount_point.c_str(), 0777) != 0) return ErrnoStatus("chmod local volume " + s.mount_point);
-    kLog.Info("made local volume {} at {}", s.source, s.mount_point);
+    kStorageLog.Info("made local volume {} at {}", s.source, s.mount_point);
     return Status::Ok();
   }
   if (errno != EEXIST) return ErrnoStatus("make local volume " + s.mount_point);
@@ -214,7 +214,7 @@ Result<MountedStorage> MountedStorage::Mount(const StorageSpec& spec) {
   RETURN_IF_ERROR(MountFilesystem(spec, options));
   MountedStorage mounted(spec.mount_point, true);
   RETURN_IF_ERROR(ApplyAfterMount(spec, options));  // `mounted` unmounts on failure
-  kLog.Info("mounted {} {} on {}", spec.driver, spec.source.empty() ? "-" : spec.source, spec.mount_point);
+  kStorageLog.Info("mounted {} {} on {}", spec.driver, spec.source.empty() ? "-" : spec.source, spec.mount_point);
   return mounted;
 }
 
@@ -232,20 +232,20 @@ MountedStorage& MountedStorage::operator=(MountedStorage&& other) noexcept {
 
 MountedStorage::~MountedStorage() {
   Status st = Unmount();
-  if (!st.ok()) kLog.Error("{}", st.message());
+  if (!st.ok()) kStorageLog.Error("{}", st.message());
 }
 
 Status MountedStorage::Unmount() {
   if (!mounted_) return Status::Ok();
   if (::umount2(mount_point_.c_str(), UMOUNT_NOFOLLOW) != 0) {
     if (errno != EBUSY) return ErrnoStatus("unmount " + mount_point_);
-    kLog.Warn("{} is busy, detaching it (MNT_DETACH)", mount_point_);
+    kStorageLog.Warn("{} is busy, detaching it (MNT_DETACH)", mount_point_);
     if (::umount2(mount_point_.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0) {
       return ErrnoStatus("detach " + mount_point_);
     }
   }
   mounted_ = false;
-  kLog.Info("unmounted {}", mount_point_);
+  kStorageLog.Info("unmounted {}", mount_point_);
   return Status::Ok();
 }
 

@@ -21,7 +21,7 @@ namespace {
 
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
-const log::Logger kLog("agentclient");
+const log::Logger kConnectAgentLog("agentclient");
 
 milliseconds Left(Clock::time_point deadline) {
   return std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
@@ -90,13 +90,13 @@ Result<AgentClientPtr> ConnectAgent(const Dialer& dial, const ConnectOptions& o)
     ++attempts;
     auto client = TryOnce(dial, std::min(left, o.attempt_timeout), o);
     if (client.ok()) {
-      kLog.Debug("agent answered Check after {} attempt(s), {} ms", attempts,
+      kConnectAgentLog.Debug("agent answered Check after {} attempt(s), {} ms", attempts,
                  std::chrono::duration_cast<milliseconds>(Clock::now() - start).count());
       return client;
     }
     last = std::move(client).status();
     if (!Retryable(last)) return last.WithContext(fmt::format("connect to the agent (attempt {})", attempts));
-    kLog.Trace("agent not answering yet (attempt {}): {}", attempts, last.message());
+    kConnectAgentLog.Trace("agent not answering yet (attempt {}): {}", attempts, last.message());
     if (ReadableEither(o.abort_fd, o.cancel_fd, std::min(o.retry_interval, Left(deadline)))) continue;
   }
   if (Readable(o.cancel_fd, milliseconds(0))) return cancelled();

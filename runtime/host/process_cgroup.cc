@@ -19,7 +19,7 @@
 namespace capsule {
 namespace {
 
-const log::Logger kLog("cgroup");
+const log::Logger kProcessCgroupLog("cgroup");
 
 // The hierarchies to join: the unified (v2) root itself, or every v1
 // controller mount (and a hybrid host's v2 "unified" one) below the root.
@@ -101,7 +101,7 @@ Result<std::unique_ptr<ProcessCgroup>> ProcessCgroup::Join(const std::string& pa
     }
     cg->dirs_.push_back(dir);
   }
-  kLog.Info("VM processes {} moved into cgroup {} ({} hierarchies)", fmt::join(all, ","), path, cg->dirs_.size());
+  kProcessCgroupLog.Info("VM processes {} moved into cgroup {} ({} hierarchies)", fmt::join(all, ","), path, cg->dirs_.size());
   return cg;
 }
 
@@ -110,7 +110,7 @@ ProcessCgroup::~ProcessCgroup() { Remove(); }
 void ProcessCgroup::RemoveOwnDirs() {
   Remove();
   for (const std::string& d : dirs_) {
-    if (::rmdir(d.c_str()) != 0 && errno != ENOENT) kLog.Debug("{}", ErrnoStatus("remove cgroup " + d).ToString());
+    if (::rmdir(d.c_str()) != 0 && errno != ENOENT) kProcessCgroupLog.Debug("{}", ErrnoStatus("remove cgroup " + d).ToString());
   }
 }
 
@@ -134,7 +134,7 @@ void ProcessCgroup::Remove() {
   for (auto it = created_.rbegin(); it != created_.rend(); ++it) {
     // EBUSY: a parent another pod still uses, or a process not gone yet.
     if (::rmdir(it->c_str()) != 0 && errno != ENOENT)
-      kLog.Debug("{}", ErrnoStatus("remove cgroup " + *it).ToString());
+      kProcessCgroupLog.Debug("{}", ErrnoStatus("remove cgroup " + *it).ToString());
   }
   created_.clear();
 }

@@ -20,7 +20,7 @@
 namespace capsule::hypervisor {
 namespace {
 
-const log::Logger kLog("hypervisor");
+const log::Logger kAccelProbeLog("hypervisor");
 
 AccelDecision Unusable(std::string why) { return AccelDecision{Accelerator::kTcg, false, "KVM unusable: " + std::move(why), false}; }
 
@@ -100,11 +100,11 @@ Result<AccelDecision> ProbeAccelerator(config::Accelerator requested) {
   KvmFacts facts = GatherKvmFacts();
   auto d = DecideAccelerator(requested, facts);
   if (!d.ok()) {
-    kLog.Error("{}", d.status().message());
+    kAccelProbeLog.Error("{}", d.status().message());
   } else if (d->degraded) {
-    kLog.Warn("!!! {} !!!", d->reason);
+    kAccelProbeLog.Warn("!!! {} !!!", d->reason);
   } else {
-    kLog.Info("accelerator {}: {}", AcceleratorName(d->accelerator), d->reason);
+    kAccelProbeLog.Info("accelerator {}: {}", AcceleratorName(d->accelerator), d->reason);
   }
   return d;
 }

@@ -35,7 +35,7 @@ namespace capsule::hypervisor {
 namespace {
 
 using std::chrono::milliseconds;
-const log::Logger kLog("hypervisor");
+const log::Logger kQemuHypervisorLog("hypervisor");
 
 constexpr milliseconds kProbeTimeout{10000};
 constexpr size_t kLogTailBytes = 2048;
@@ -226,7 +226,7 @@ Result<Daemon> SpawnQemu(QemuCommandInput in, const VmPaths& paths, std::string_
   d.new_net_namespace = can_unshare;
   d.new_mount_namespace = can_unshare;
   if (!can_unshare)
-    kLog.Warn("VM {}: no CAP_SYS_ADMIN, so QEMU shares this process's network and mount namespaces", spec.id);
+    kQemuHypervisorLog.Warn("VM {}: no CAP_SYS_ADMIN, so QEMU shares this process's network and mount namespaces", spec.id);
   std::optional<VmmUser> user;
   if (VmmUsersEnabled(config)) {
     if (spec.memory_private && !(spec.memory_fd >= 0 && IsWriteSealed(spec.memory_fd)))
@@ -240,7 +240,7 @@ Result<Daemon> SpawnQemu(QemuCommandInput in, const VmPaths& paths, std::string_
     fds.Keep(std::move(user->lock));  // QEMU holds its uid's lock while it runs
     *vmm_uid = user->uid;
   } else if (config.hypervisor.vmm_uid_base != 0) {
-    kLog.Warn("VM {}: no CAP_SETUID/CAP_SETGID, so QEMU runs as this process's user", spec.id);
+    kQemuHypervisorLog.Warn("VM {}: no CAP_SETUID/CAP_SETGID, so QEMU runs as this process's user", spec.id);
   }
   UniqueFd console(::open(spec.console_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640));
   if (!console) return ErrnoStatus("open " + spec.console_log);
@@ -263,7 +263,7 @@ Result<Daemon> SpawnQemu(QemuCommandInput in, const VmPaths& paths, std::string_
     ASSIGN_OR_RETURN(d.jail, PlanJail(jail));
   }
   d.argv = BuildQemuCommandLine(in);
-  kLog.Info("launch VM {} ({}{}{}): {}", spec.id, why, can_unshare ? ", jailed in own netns and mount ns" : "",
+  kQemuHypervisorLog.Info("launch VM {} ({}{}{}): {}", spec.id, why, can_unshare ? ", jailed in own netns and mount ns" : "",
             user ? fmt::format(", uid {}", user->uid) : std::string(), Joined(d.argv));
   return SpawnDaemon(d);  // our copies of the fds close here
 }
@@ -314,7 +314,7 @@ Result<AccelDecision> QemuHypervisor::ResolveAccelerator(std::optional<config::A
   auto d = DecideAccelerator(requested.value_or(config_.hypervisor.accelerator), facts);
   std::lock_guard lock(mu_);
   if (d.ok() && d->degraded && !warned_degraded_) {
-    kLog.Warn("!!! {} !!!", d->reason);
+    kQemuHypervisorLog.Warn("!!! {} !!!", d->reason);
     warned_degraded_ = true;
   }
   return d;
@@ -332,7 +332,7 @@ Result<VmmPtr> QemuHypervisor::Launch(const VmSpec& spec_in) {
   ASSIGN_OR_RETURN(QemuCapabilities caps, Capabilities());
   bool sandbox = config_.hypervisor.seccomp_sandbox && caps.sandbox;
   if (config_.hypervisor.seccomp_sandbox && !caps.sandbox)
-    kLog.Warn("QEMU {} has no -sandbox support; VM {} runs without seccomp", caps.version, spec.id);
+    kQemuHypervisorLog.Warn("QEMU {} has no -sandbox support; VM {} runs without seccomp", caps.version, spec.id);
 
   RETURN_IF_ERROR_CTX(MkdirAll(paths.dir, 0750), what);
   auto lock = VmLock::Acquire(paths.lock(), /*create=*/true);
@@ -375,7 +375,7 @@ Result<VmmPtr> QemuHypervisor::Launch(const VmSpec& spec_in) {
   QemuVmm::Parts parts{std::move(record), std::move(*lock), rollback.Dismiss(), std::move(*qmp), VmState::kPaused, {}};
   auto vm = std::make_unique<QemuVmm>(std::move(parts));
   if (!spec.start_paused) RETURN_IF_ERROR_CTX(vm->Resume(), what);  // vm's destructor cleans up
-  kLog.Info("VM {} up: QEMU pid {}, QMP ready in {} ms", spec.id, vm->vmm_pid(),
+  kQemuHypervisorLog.Info("VM {} up: QEMU pid {}, QMP ready in {} ms", spec.id, vm->vmm_pid(),
             std::chrono::duration_cast<milliseconds>(ready - start).count());
   return VmmPtr(std::move(vm));
 }
@@ -396,7 +396,7 @@ Status ReapUnrecordedQemu(const std::string& state_dir) {
     if (pid <= 0 || pid == ::getpid()) continue;
     auto pidfd = OpenProcessWithArgument(pid, marker);
     if (!pidfd.ok()) continue;
-    kLog.Warn("VM {}: killing QEMU pid {}, started by a launch that never recorded it", paths.dir, pid);
+    kQemuHypervisorLog.Warn("VM {}: killing QEMU pid {}, started by a launch that never recorded it", paths.dir, pid);
     if (Status st = PidfdSignal(pidfd->get(), SIGKILL); !st.ok()) return st.WithContext(what);
     if (!PidfdWait(pidfd->get(), 10000)) return DeadlineExceeded(fmt::format("{}: pid {} outlived SIGKILL", what, pid));
     ++killed;
@@ -422,7 +422,7 @@ Result<VmmPtr> QemuHypervisor::Attach(const std::string& state_dir) {
   QemuVmm::Parts parts{std::move(record), std::move(*lock), {}, nullptr, VmState::kPaused, {}};
   auto pidfd = OpenProcess(parts.record.vmm);
   if (!pidfd.ok()) {
-    kLog.Warn("{}: {}; adopting it as exited", what, pidfd.status().message());
+    kQemuHypervisorLog.Warn("{}: {}; adopting it as exited", what, pidfd.status().message());
     VmExit e;
     e.reason = "QEMU exited while no driver was attached (" + pidfd.status().message() + ")";
     e.console_tail = ReadLogTail(parts.record.spec.console_log, 4096);
@@ -441,7 +441,7 @@ Result<VmmPtr> QemuHypervisor::Attach(const std::string& state_dir) {
   parts.state = StateFromQmp(*status);
   parts.pidfd = std::move(*pidfd);
   parts.qmp = std::move(*qmp);
-  kLog.Info("attached VM {} (QEMU pid {}, {})", parts.record.spec.id, parts.record.vmm.pid, VmStateName(parts.state));
+  kQemuHypervisorLog.Info("attached VM {} (QEMU pid {}, {})", parts.record.spec.id, parts.record.vmm.pid, VmStateName(parts.state));
   return VmmPtr(std::make_unique<QemuVmm>(std::move(parts)));
 }
 

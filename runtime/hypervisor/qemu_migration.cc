@@ -20,7 +20,7 @@ using nlohmann::json;
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-const log::Logger kLog("hypervisor");
+const log::Logger kQemuMigrationLog("hypervisor");
 
 constexpr const char* kMigrationFdName = "capsule-migration";
 // query-migrate polling: a device-state stream takes a few milliseconds.
@@ -69,7 +69,7 @@ Status QemuVmm::SaveState(int fd, milliseconds timeout) {
   RETURN_IF_ERROR_CTX(qmp_->ExecuteWithFd("getfd", json{{"fdname", kMigrationFdName}}, fd).status(), what);
   RETURN_IF_ERROR_CTX(qmp_->Execute("migrate", json{{"uri", fmt::format("fd:{}", kMigrationFdName)}}).status(), what);
   RETURN_IF_ERROR(AwaitMigration(what, timeout));
-  kLog.Info("{}: done in {} ms", what, std::chrono::duration_cast<milliseconds>(Clock::now() - start).count());
+  kQemuMigrationLog.Info("{}: done in {} ms", what, std::chrono::duration_cast<milliseconds>(Clock::now() - start).count());
   return Status::Ok();
 }
 
@@ -84,7 +84,7 @@ Status QemuVmm::LoadState(int fd, milliseconds timeout) {
   if (st.ok()) st = qmp_->Execute("migrate-incoming", json{{"uri", fmt::format("fd:{}", kMigrationFdName)}}).status();
   if (st.ok()) st = AwaitMigration(what, timeout);
   if (st.ok()) {
-    kLog.Info("{}: done in {} ms", what, std::chrono::duration_cast<milliseconds>(Clock::now() - start).count());
+    kQemuMigrationLog.Info("{}: done in {} ms", what, std::chrono::duration_cast<milliseconds>(Clock::now() - start).count());
     return Status::Ok();
   }
   // QEMU exits when it cannot load a stream; its own words say why.

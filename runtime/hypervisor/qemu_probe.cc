@@ -20,7 +20,7 @@ namespace capsule::hypervisor {
 namespace {
 
 using nlohmann::json;
-const log::Logger kLog("hypervisor");
+const log::Logger kQemuProbeLog("hypervisor");
 
 std::string DrainPipe(int fd) {
   std::string out;
@@ -108,8 +108,8 @@ Result<QemuCapabilities> ProbeQemuCached(const std::string& qemu_path, const std
   size_t slash = cache_file.rfind('/');
   Status st = slash == std::string::npos ? Status::Ok() : MkdirAll(cache_file.substr(0, slash), 0755);
   if (st.ok()) st = WriteFileAtomic(cache_file, out.dump(2) + "\n");
-  if (!st.ok()) kLog.Warn("cannot cache QEMU capabilities: {}", st.ToString());
-  kLog.Info("QEMU {} ({}): version {}, -sandbox {}", qemu_path, caps.package, caps.version,
+  if (!st.ok()) kQemuProbeLog.Warn("cannot cache QEMU capabilities: {}", st.ToString());
+  kQemuProbeLog.Info("QEMU {} ({}): version {}, -sandbox {}", qemu_path, caps.package, caps.version,
             caps.sandbox ? "supported" : "not supported");
   return caps;
 }

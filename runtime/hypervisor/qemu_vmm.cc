@@ -30,7 +30,7 @@ namespace {
 using nlohmann::json;
 using std::chrono::milliseconds;
 
-const log::Logger kLog("hypervisor");
+const log::Logger kQemuVmmLog("hypervisor");
 
 // After `quit`, QEMU tears down devices and exits; give it this long.
 constexpr milliseconds kQuitGrace{3000};
@@ -78,7 +78,7 @@ QemuVmm::QemuVmm(Parts parts)
 QemuVmm::~QemuVmm() {
   if (state() != VmState::kDetached) {
     Status st = Stop(milliseconds(0));
-    if (!st.ok()) kLog.Error("{}: cleanup on destruction failed: {}", Who(), st.ToString());
+    if (!st.ok()) kQemuVmmLog.Error("{}: cleanup on destruction failed: {}", Who(), st.ToString());
   }
   // Even if Stop() gave up half-way, no thread may outlive the members it
   // uses: the QMP reader calls OnQmpEvent, the watcher HandleVmmExit.
@@ -147,9 +147,9 @@ void QemuVmm::HandleVmmExit() {
   }
   VmExit e = BuildExit(requested);
   if (requested) {
-    kLog.Info("VM {} stopped ({})", record_.spec.id, e.reason);
+    kQemuVmmLog.Info("VM {} stopped ({})", record_.spec.id, e.reason);
   } else {
-    kLog.Error("{}", e.Describe(record_.spec.id));
+    kQemuVmmLog.Error("{}", e.Describe(record_.spec.id));
   }
   FinishExit(std::move(e));
 }
@@ -250,12 +250,12 @@ Status QemuVmm::TerminateVmm(milliseconds graceful, bool guest_running) {
   if (graceful.count() > 0 && guest_running && qmp_ && qmp_->connected()) {
     auto st = qmp_->Execute("system_powerdown");
     if (st.ok() && PidfdWait(fd, static_cast<int>(graceful.count()))) return Status::Ok();
-    kLog.Info("{}: guest did not power off within {} ms; quitting QEMU", Who(), graceful.count());
+    kQemuVmmLog.Info("{}: guest did not power off within {} ms; quitting QEMU", Who(), graceful.count());
   }
   if (qmp_ && qmp_->connected()) {
     (void)qmp_->Execute("quit", nullptr, kQuitGrace);
     if (PidfdWait(fd, static_cast<int>(kQuitGrace.count()))) return Status::Ok();
-    kLog.Warn("{}: QEMU did not exit after quit; killing pid {}", Who(), record_.vmm.pid);
+    kQemuVmmLog.Warn("{}: QEMU did not exit after quit; killing pid {}", Who(), record_.vmm.pid);
   }
   RETURN_IF_ERROR(PidfdSignal(fd, SIGKILL));
   if (!PidfdWait(fd, static_cast<int>(kKillGrace.count())))
@@ -295,7 +295,7 @@ Status QemuVmm::Detach() {
   std::lock_guard lock(mu_);
   state_ = VmState::kDetached;
   cv_.notify_all();
-  kLog.Info("{} detached (QEMU pid {} keeps running; state in {})", Who(), record_.vmm.pid, paths_.dir);
+  kQemuVmmLog.Info("{} detached (QEMU pid {} keeps running; state in {})", Who(), record_.vmm.pid, paths_.dir);
   return Status::Ok();
 }
 
@@ -402,7 +402,7 @@ Status QemuVmm::HotplugDevice(const Device& device) {
     std::lock_guard lock(mu_);
     record_.hotplugged.push_back({device, port});
   }
-  kLog.Info("{} on {}", what, port);
+  kQemuVmmLog.Info("{} on {}", what, port);
   return PersistRecord().WithContext(what + ": record it");
 }
 
@@ -442,7 +442,7 @@ Status QemuVmm::UnplugDevice(const std::string& device_id, milliseconds timeout)
     std::lock_guard lock(mu_);
     std::erase_if(record_.hotplugged, [&](const HotpluggedDevice& h) { return DeviceId(h.device) == device_id; });
   }
-  kLog.Info("{}: done", what);
+  kQemuVmmLog.Info("{}: done", what);
   return PersistRecord().WithContext(what + ": record it");
 }
 
@@ -453,7 +453,7 @@ Status QemuVmm::PassFd(const std::string& fd_name, int fd) {
   if (!IsValidFdName(fd_name))
     return InvalidArgument(what + ": fd name must match [A-Za-z][A-Za-z0-9_.-]{0,31}");
   RETURN_IF_ERROR_CTX(qmp_->ExecuteWithFd("getfd", json{{"fdname", fd_name}}, fd).status(), what);
-  kLog.Info("{}: done", what);
+  kQemuVmmLog.Info("{}: done", what);
   return Status::Ok();
 }
 

@@ -19,7 +19,7 @@
 namespace capsule::hypervisor {
 namespace {
 
-const log::Logger kLog("qmp");
+const log::Logger kQmpClientLog("qmp");
 constexpr size_t kReadChunk = 64 * 1024;
 
 int MsLeft(std::chrono::steady_clock::time_point deadline) {
@@ -121,7 +121,7 @@ Result<nlohmann::json> QmpClient::ExecuteImpl(std::string_view command, const nl
     id = next_id_++;
     pending_[id] = pending;
   }
-  kLog.Debug("{} -> {} {}{}", peer_, command, JsonForLog(arguments), pass_fd >= 0 ? " (+fd)" : "");
+  kQmpClientLog.Debug("{} -> {} {}{}", peer_, command, JsonForLog(arguments), pass_fd >= 0 ? " (+fd)" : "");
   Status sent = SendAll(EncodeQmpCommand(command, arguments, id), pass_fd);
   std::unique_lock lock(mu_);
   if (!sent.ok()) {
@@ -212,7 +212,7 @@ void QmpClient::Dispatch(QmpMessage msg) {
   if (auto* event = std::get_if<QmpEvent>(&msg)) return DispatchEvent(*event);
   auto* reply = std::get_if<QmpReply>(&msg);
   if (reply == nullptr) {
-    kLog.Warn("{}: ignoring a second QMP greeting", peer_);
+    kQmpClientLog.Warn("{}: ignoring a second QMP greeting", peer_);
     return;
   }
   std::lock_guard lock(mu_);
@@ -220,7 +220,7 @@ void QmpClient::Dispatch(QmpMessage msg) {
   if (it == pending_.end()) {
     // A reply to a command that timed out, or an error QEMU could not tie to
     // an id (it failed to parse our input): nobody waits for it.
-    kLog.Warn("{}: unmatched QMP reply (id {}): {} {}", peer_, reply->id ? std::to_string(*reply->id) : "none",
+    kQmpClientLog.Warn("{}: unmatched QMP reply (id {}): {} {}", peer_, reply->id ? std::to_string(*reply->id) : "none",
               reply->error_class, reply->error_desc);
     return;
   }
@@ -233,7 +233,7 @@ void QmpClient::DispatchEvent(const QmpEvent& event) {
   // Before the copy of the callbacks: an Unsubscribe that got dispatch_mu_
   // after its erase can no longer meet a stale copy.
   std::lock_guard dispatching(dispatch_mu_);
-  kLog.Debug("{} event {} {}", peer_, event.name, JsonForLog(event.data));
+  kQmpClientLog.Debug("{} event {} {}", peer_, event.name, JsonForLog(event.data));
   std::vector<std::shared_ptr<EventCallback>> callbacks;
   {
     std::lock_guard lock(mu_);
@@ -260,7 +260,7 @@ void QmpClient::MarkClosed(std::string reason) {
   for (auto& w : waiters_) w->closed_ = true;
   waiters_.clear();
   cv_.notify_all();
-  kLog.Debug("{}: QMP connection closed: {}", peer_, close_reason_);
+  kQmpClientLog.Debug("{}: QMP connection closed: {}", peer_, close_reason_);
 }
 
 bool QmpClient::connected() const {

@@ -13,7 +13,7 @@
 
 namespace capsule::hypervisor {
 namespace {
-const log::Logger kLog("hypervisor");
+const log::Logger kVmPathsLog("hypervisor");
 }  // namespace
 
 std::string DefaultVmStateDir(std::string_view state_root, std::string_view vm_id) {
@@ -58,7 +58,7 @@ Status RemoveVmmFiles(const VmPaths& paths, const std::string& console_log, VmLo
   lock.RemoveAndRelease();
   if (::rmdir(paths.dir.c_str()) != 0 && errno != ENOENT) {
     if (errno == ENOTEMPTY || errno == EEXIST) {
-      kLog.Debug("state dir {} still holds other components' files; leaving it", paths.dir);
+      kVmPathsLog.Debug("state dir {} still holds other components' files; leaving it", paths.dir);
     } else if (first.ok()) {
       first = ErrnoStatus("rmdir " + paths.dir);
     }

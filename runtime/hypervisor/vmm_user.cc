@@ -19,7 +19,7 @@ namespace capsule::hypervisor {
 namespace {
 
 constexpr const char* kKvmDevice = "/dev/kvm";
-const log::Logger kLog("hypervisor");
+const log::Logger kVmmUserLog("hypervisor");
 
 }  // namespace
 
@@ -64,7 +64,7 @@ Result<VmmUser> AcquireVmmUser(const config::Config& config, const std::string& 
     // uid is free only once nothing runs as it.
     ASSIGN_OR_RETURN(std::vector<pid_t> running, ProcessesRunningAs(uid));
     if (!running.empty()) {
-      kLog.Warn("VMM uid {} is unlocked but pid {} still runs as it (a VMM that let its lock go?); skipping it", uid,
+      kVmmUserLog.Warn("VMM uid {} is unlocked but pid {} still runs as it (a VMM that let its lock go?); skipping it", uid,
                 running.front());
       continue;
     }

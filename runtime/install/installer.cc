@@ -15,7 +15,7 @@
 namespace capsule::install {
 namespace {
 
-const log::Logger kLog("install");
+const log::Logger kInstallerLog("install");
 
 // Writes the manifest; directories made for it are recorded in it too.
 Status SaveManifest(const RootDir& root, const InstallLayout& layout, Manifest& m) {
@@ -45,7 +45,7 @@ Status InstallFile(const RootDir& root, const InstallLayout& layout, const Plann
     std::string cur_sha = Sha256Hex(*current);
     if (rec == nullptr && f.keep_existing) {
       report.kept.push_back(f.target);
-      kLog.Info("keeping {}: it was not written by capsule-runtime install", shown);
+      kInstallerLog.Info("keeping {}: it was not written by capsule-runtime install", shown);
       return Status::Ok();
     }
     if (cur_sha == sha) {
@@ -58,7 +58,7 @@ Status InstallFile(const RootDir& root, const InstallLayout& layout, const Plann
     if (cur_sha != rec->sha256) {
       if (f.keep_existing) {
         report.kept.push_back(f.target);
-        kLog.Info("keeping {}: changed since capsule-runtime install wrote it", shown);
+        kInstallerLog.Info("keeping {}: changed since capsule-runtime install wrote it", shown);
         return Status::Ok();
       }
       return FailedPrecondition(shown + " changed since capsule-runtime install wrote it; remove it first");
@@ -69,7 +69,7 @@ Status InstallFile(const RootDir& root, const InstallLayout& layout, const Plann
   m.AddCreatedDirs(created);
   m.Put(f.target, sha);
   report.written.push_back(f.target);
-  kLog.Info("wrote {}", shown);
+  kInstallerLog.Info("wrote {}", shown);
   return SaveManifest(root, layout, m);
 }
 
@@ -133,7 +133,7 @@ Status InstallContainerd(const RootDir& root, const InstallOptions& opts, Manife
     RETURN_IF_ERROR(root.WriteAtomic(main, edit.text, mode, &created));
     m.AddCreatedDirs(created);
     report.written.push_back(main);
-    kLog.Info("{} now imports {}", root.Display(main), layout.dropin);
+    kInstallerLog.Info("{} now imports {}", root.Display(main), layout.dropin);
   } else {
     report.unchanged.push_back(main);
   }
@@ -154,11 +154,11 @@ Status UninstallContainerd(const RootDir& root, const InstallLayout& layout, con
                         ") is missing or changed; " + shown + " left as it is");
       }
       RETURN_IF_ERROR(root.WriteAtomic(c.config, *original, static_cast<mode_t>(c.original_mode)));
-      kLog.Info("restored {} as it was before install", shown);
+      kInstallerLog.Info("restored {} as it was before install", shown);
     } else {
       RETURN_IF_ERROR(root.Remove(c.config));
       report.removed.push_back(c.config);
-      kLog.Info("removed {}: install had created it", shown);
+      kInstallerLog.Info("removed {}: install had created it", shown);
     }
     report.containerd_config_changed = true;
   } else if (current) {
@@ -231,7 +231,7 @@ Result<InstallReport> Uninstall(const InstallOptions& opts) {
   for (auto it = m.created_dirs.rbegin(); it != m.created_dirs.rend(); ++it) {
     RETURN_IF_ERROR(root.RemoveDirIfEmpty(*it));
   }
-  for (const std::string& w : report.warnings) kLog.Warn("{}", w);
+  for (const std::string& w : report.warnings) kInstallerLog.Warn("{}", w);
   return report;
 }
 

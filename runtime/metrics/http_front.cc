@@ -25,7 +25,7 @@ namespace capsule::metrics {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-const log::Logger kLog("metrics.http");
+const log::Logger kHttpFrontLog("metrics.http");
 
 constexpr std::string_view kMetricsType = "text/plain; version=0.0.4; charset=utf-8";
 constexpr std::string_view kIndex = "capsule-runtime metrics: GET /metrics\n";
@@ -204,7 +204,7 @@ class Front {
       UniqueFd fd(::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
       if (!fd) {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
-          kLog.Warn("accept: {}", std::strerror(errno));
+          kHttpFrontLog.Warn("accept: {}", std::strerror(errno));
         return;
       }
       if (LiveConnections() >= o_.max_connections && !EvictOne()) continue;  // every slot answers: drop the newcomer
@@ -265,7 +265,7 @@ class Front {
   void AskCollector() {
     const char req = kCollectRequest;
     if (::send(collector_fd_, &req, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) {
-      kLog.Error("cannot ask the collector for metrics: {}", std::strerror(errno));
+      kHttpFrontLog.Error("cannot ask the collector for metrics: {}", std::strerror(errno));
       return;  // the collector is gone: its close ends the loop
     }
     collecting_ = true;
@@ -377,7 +377,7 @@ class Front {
 
 Status ServeHttpFront(int listen_fd, int collector_fd, const HttpFrontOptions& options) {
   for (int fd : {listen_fd, collector_fd}) RETURN_IF_ERROR_CTX(SetNonBlocking(fd), "metrics front end");
-  kLog.Info("answering scrapes (at most {} connections, {} ms per request head of {} bytes at most)",
+  kHttpFrontLog.Info("answering scrapes (at most {} connections, {} ms per request head of {} bytes at most)",
             options.max_connections, options.request_timeout.count(), options.max_request_head);
   return Front(listen_fd, collector_fd, options).Run();
 }

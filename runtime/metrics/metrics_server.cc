@@ -16,7 +16,7 @@
 namespace capsule::metrics {
 namespace {
 
-const log::Logger kLog("metrics");
+const log::Logger kMetricsServerLog("metrics");
 
 // A collection the front end waits for reaches it within this, or the
 // front end is taken to be stuck.
@@ -96,7 +96,7 @@ struct MetricsServer::Impl {
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
       if (req != kCollectRequest) {
-        kLog.Error("the metrics front end sent {:#04x}, not a collection request: ending it", req);
+        kMetricsServerLog.Error("the metrics front end sent {:#04x}, not a collection request: ending it", req);
         break;
       }
       const std::string text = collect();
@@ -106,7 +106,7 @@ struct MetricsServer::Impl {
       Status st = line_io::WriteAll(collector.get(), frame, std::chrono::steady_clock::now() + kAnswerTimeout,
                                     "metrics front end");
       if (!st.ok()) {
-        kLog.Error("{}", st.ToString());
+        kMetricsServerLog.Error("{}", st.ToString());
         break;
       }
     }
@@ -145,7 +145,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& h
   impl->thread = std::thread([raw, collect = std::move(collect), on_exit = options.on_front_end_exit] {
     raw->Serve(collect, on_exit);
   });
-  kLog.Info("serving metrics on http://{}:{}/metrics (front end pid {}, uid {})", host, impl->port,
+  kMetricsServerLog.Info("serving metrics on http://{}:{}/metrics (front end pid {}, uid {})", host, impl->port,
             impl->front_end->pid(), spawn.uid < 0 ? static_cast<int64_t>(::geteuid()) : spawn.uid);
   return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl)));
 }

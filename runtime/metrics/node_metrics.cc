@@ -29,7 +29,7 @@
 namespace capsule::metrics {
 namespace {
 
-const log::Logger kLog("metrics");
+const log::Logger kNodeMetricsLog("metrics");
 
 // Guests asked for their memory and load at once during a scrape.
 constexpr size_t kGuestQueriesAtOnce = 8;
@@ -89,7 +89,7 @@ void CollectPool(const config::Config& config, const CollectOptions& o, Promethe
   auto st = pool::PoolClient::Create(config.pool.socket)->GetStatus(o.pool_timeout);
   t.Sample("capsule_pool_up", {}, st.ok() ? 1 : 0);
   if (!st.ok()) {
-    kLog.Warn("pool status from {}: {}", config.pool.socket, st.status().ToString());
+    kNodeMetricsLog.Warn("pool status from {}: {}", config.pool.socket, st.status().ToString());
     return;
   }
   struct Series {
@@ -130,7 +130,7 @@ std::string CollectNodeMetrics(const config::Config& config, const CollectOption
   t.Sample("capsule_build_info", {{"version", kVersion}}, 1);
   auto vms = vm::ListVms(config);
   if (!vms.ok()) {
-    kLog.Warn("list VMs: {}", vms.status().ToString());
+    kNodeMetricsLog.Warn("list VMs: {}", vms.status().ToString());
     vms = std::vector<vm::VmListing>();
   }
   const std::vector<HostProcess> procs = ScanProcesses();
@@ -188,7 +188,7 @@ std::string CollectNodeMetrics(const config::Config& config, const CollectOption
     if (!text.ok()) continue;
     auto stats = agentclient::CallStatsFromJson(*text, path);
     if (!stats.ok()) {
-      kLog.Warn("{}", stats.status().ToString());
+      kNodeMetricsLog.Warn("{}", stats.status().ToString());
       continue;
     }
     for (const auto& [rpc, r] : *stats) {
@@ -230,7 +230,7 @@ std::string CollectNodeMetrics(const config::Config& config, const CollectOption
     for (auto& worker : workers) worker.join();
     std::vector<Guest> guests;
     for (size_t i = 0; i < asked.size(); ++i) {
-      if (!answers[i]->ok()) kLog.Warn("VM {}: guest stats: {}", asked[i]->id, answers[i]->status().ToString());
+      if (!answers[i]->ok()) kNodeMetricsLog.Warn("VM {}: guest stats: {}", asked[i]->id, answers[i]->status().ToString());
       guests.push_back({VmLabels(*asked[i]), std::move(*answers[i])});
     }
     t.Family("capsule_guest_up", "gauge", "1 when the pod's guest agent answered this scrape");

@@ -11,7 +11,7 @@
 namespace capsule::network {
 namespace {
 
-const log::Logger kLog("network");
+const log::Logger kLoopbackRedirectLog("network");
 
 struct NftCtxDeleter {
   void operator()(nft_ctx* c) const { nft_ctx_free(c); }
@@ -61,7 +61,7 @@ Result<std::unique_ptr<LoopbackRedirect>> LoopbackRedirect::Install(const std::s
 }
 
 LoopbackRedirect::~LoopbackRedirect() {
-  if (Status st = Remove(); !st.ok()) kLog.Warn("{}", st.ToString());
+  if (Status st = Remove(); !st.ok()) kLoopbackRedirectLog.Warn("{}", st.ToString());
 }
 
 Status LoopbackRedirect::Remove() {

@@ -21,7 +21,7 @@
 namespace capsule::network {
 namespace {
 
-const log::Logger kLog("portforward");
+const log::Logger kPortForwardListenerLog("portforward");
 
 // <linux/netfilter_ipv6/ip6_tables.h>'s IP6T_SO_ORIGINAL_DST; that header
 // does not mix with the libc ones.
@@ -90,7 +90,7 @@ Result<std::unique_ptr<PortForwardListener>> PortForwardListener::Start(const st
     if (v6.ok()) {
       l->listen6_ = std::move(v6).value();
     } else {
-      kLog.Info("{}: port-forward over IPv4 only: {}", l->label_, v6.status().message());
+      kPortForwardListenerLog.Info("{}: port-forward over IPv4 only: {}", l->label_, v6.status().message());
     }
     return Status::Ok();
   }();
@@ -98,13 +98,13 @@ Result<std::unique_ptr<PortForwardListener>> PortForwardListener::Start(const st
   ASSIGN_OR_RETURN(l->redirect_, LoopbackRedirect::Install(netns_path, l->port_, l->ipv6()));
   PortForwardListener* raw = l.get();
   l->accept_thread_ = std::thread([raw] { raw->AcceptLoop(); });
-  kLog.Info("{}: port-forward: loopback TCP of netns {} goes to port {} and on into the VM", l->label_, netns_path,
+  kPortForwardListenerLog.Info("{}: port-forward: loopback TCP of netns {} goes to port {} and on into the VM", l->label_, netns_path,
             l->port_);
   return l;
 }
 
 PortForwardListener::~PortForwardListener() {
-  if (Status st = Stop(); !st.ok()) kLog.Warn("{}: {}", label_, st.ToString());
+  if (Status st = Stop(); !st.ok()) kPortForwardListenerLog.Warn("{}: {}", label_, st.ToString());
 }
 
 void PortForwardListener::AcceptLoop() {
@@ -112,7 +112,7 @@ void PortForwardListener::AcceptLoop() {
     pollfd fds[3] = {{stop_.get(), POLLIN, 0}, {listen4_.get(), POLLIN, 0}, {listen6_ ? listen6_.get() : -1, POLLIN, 0}};
     if (::poll(fds, 3, -1) < 0) {
       if (errno == EINTR) continue;
-      kLog.Error("{}: port-forward listener: {}", label_, ErrnoStatus("poll").message());
+      kPortForwardListenerLog.Error("{}: port-forward listener: {}", label_, ErrnoStatus("poll").message());
       return;
     }
     if (fds[0].revents != 0) return;
@@ -123,7 +123,7 @@ void PortForwardListener::AcceptLoop() {
       std::unique_lock lock(mu_);
       if (active_ >= options_.max_connections) {
         lock.unlock();
-        kLog.Warn("{}: port-forward: {} connections already forwarded; one more reset", label_, active_);
+        kPortForwardListenerLog.Warn("{}: port-forward: {} connections already forwarded; one more reset", label_, active_);
         ResetOnClose(conn.get());
         continue;
       }
@@ -142,20 +142,20 @@ void PortForwardListener::AcceptLoop() {
 void PortForwardListener::Forward(UniqueFd conn, int family) {
   auto target = OriginalDestination(conn.get(), family);
   if (!target.ok()) {
-    kLog.Warn("{}: port-forward: {}", label_, target.status().message());
+    kPortForwardListenerLog.Warn("{}: port-forward: {}", label_, target.status().message());
     ResetOnClose(conn.get());
     return;
   }
   auto guest = dial_(options_.guest_timeout);
   Status asked = guest.ok() ? port_forward::Request(guest->get(), *target, options_.guest_timeout) : guest.status();
   if (!asked.ok()) {
-    kLog.Info("{}: port-forward to {} in the guest refused: {}", label_, target->ToString(), asked.message());
+    kPortForwardListenerLog.Info("{}: port-forward to {} in the guest refused: {}", label_, target->ToString(), asked.message());
     ResetOnClose(conn.get());
     return;
   }
   RelayStats stats;
   Status relayed = Relay(conn.get(), guest->get(), stop_.get(), "port-forward to " + target->ToString(), &stats);
-  kLog.Debug("{}: port-forward to {} ended ({} bytes in, {} out): {}", label_, target->ToString(), stats.a_to_b,
+  kPortForwardListenerLog.Debug("{}: port-forward to {} ended ({} bytes in, {} out): {}", label_, target->ToString(), stats.a_to_b,
              stats.b_to_a, relayed.ok() ? "done" : relayed.message());
 }
 

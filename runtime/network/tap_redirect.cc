@@ -26,7 +26,7 @@ namespace {
 using netlink::LinkPtr;
 using netlink::NetlinkSocket;
 
-const log::Logger kLog("network");
+const log::Logger kTapRedirectLog("network");
 
 Result<LinkPtr> GetLink(NetlinkSocket& sock, const std::string& name) {
   rtnl_link* link = nullptr;
@@ -76,12 +76,12 @@ struct Progress {
 
 void Undo(NetlinkSocket& sock, const Progress& p, const std::string& tap_name) {
   if (p.veth_qdisc) {
-    if (Status st = DeleteIngressQdisc(sock, p.veth_index); !st.ok()) kLog.Warn("undo: {}", st.ToString());
+    if (Status st = DeleteIngressQdisc(sock, p.veth_index); !st.ok()) kTapRedirectLog.Warn("undo: {}", st.ToString());
   }
   // The tap's own qdisc and filter go with it.
   if (p.tap_made) {
     if (Status st = DeleteLink(sock, tap_name); !st.ok() && st.code() != Code::kNotFound)
-      kLog.Warn("undo: {}", st.ToString());
+      kTapRedirectLog.Warn("undo: {}", st.ToString());
   }
 }
 
@@ -145,7 +145,7 @@ Result<TapRedirect> TapRedirect::Create(const std::string& netns_path, const std
   if (!fd.ok()) return std::move(fd).status().WithContext(ctx);
   TapRedirect r(netns_path, veth_name, tap_name, std::move(*fd));
   r.active_ = true;
-  kLog.Info("{}: created (tap fd {})", ctx, r.tap_fd());
+  kTapRedirectLog.Info("{}: created (tap fd {})", ctx, r.tap_fd());
   return r;
 }
 
@@ -174,7 +174,7 @@ Result<TapRedirect> TapRedirect::AdoptTap(const std::string& source_netns, const
   if (!st.ok()) return std::move(st).WithContext(ctx);
   TapRedirect r(netns_path, veth_name, tap_name, UniqueFd());
   r.active_ = true;
-  kLog.Info("{}: moved and mirrored", ctx);
+  kTapRedirectLog.Info("{}: moved and mirrored", ctx);
   return r;
 }
 
@@ -185,7 +185,7 @@ TapRedirect::TapRedirect(TapRedirect&& other) noexcept
 
 TapRedirect& TapRedirect::operator=(TapRedirect&& other) noexcept {
   if (this == &other) return *this;
-  if (Status st = Remove(); !st.ok()) kLog.Error("{}", st.ToString());
+  if (Status st = Remove(); !st.ok()) kTapRedirectLog.Error("{}", st.ToString());
   netns_path_ = std::move(other.netns_path_);
   veth_name_ = std::move(other.veth_name_);
   tap_name_ = std::move(other.tap_name_);
@@ -195,7 +195,7 @@ TapRedirect& TapRedirect::operator=(TapRedirect&& other) noexcept {
 }
 
 TapRedirect::~TapRedirect() {
-  if (Status st = Remove(); !st.ok()) kLog.Error("{}", st.ToString());
+  if (Status st = Remove(); !st.ok()) kTapRedirectLog.Error("{}", st.ToString());
 }
 
 Status TapRedirect::Remove() {
@@ -217,7 +217,7 @@ Status TapRedirect::Remove() {
   }
   tap_fd_.reset();
   active_ = false;
-  kLog.Info("{}: done", ctx);
+  kTapRedirectLog.Info("{}: done", ctx);
   return Status::Ok();
 }
 

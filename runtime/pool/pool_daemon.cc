@@ -20,7 +20,7 @@
 namespace capsule::pool {
 namespace {
 
-const log::Logger kLog("poold");
+const log::Logger kPoolDaemonLog("poold");
 
 // True when a daemon already answers at `path`.
 bool SomeoneListens(const std::string& path) {
@@ -68,12 +68,12 @@ int RunPoolDaemon(WarmPoolOptions o) {
 
   const std::string& path = config.pool.socket;
   if (Status st = PreparePoolSocket(path); !st.ok()) {
-    kLog.Error("{}", st.ToString());
+    kPoolDaemonLog.Error("{}", st.ToString());
     return 1;
   }
   auto pool = WarmPool::Start(o);
   if (!pool.ok()) {
-    kLog.Error("start the pool: {}", pool.status().ToString());
+    kPoolDaemonLog.Error("start the pool: {}", pool.status().ToString());
     return 1;
   }
   PoolService service(pool->get());
@@ -85,17 +85,17 @@ int RunPoolDaemon(WarmPoolOptions o) {
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   ::umask(old_umask);
   if (!server) {
-    kLog.Error("serve the pool API on {}: gRPC could not listen there", path);
+    kPoolDaemonLog.Error("serve the pool API on {}: gRPC could not listen there", path);
     return 1;
   }
-  kLog.Info("capsule-poold serving {} (pid {})", path, ::getpid());
+  kPoolDaemonLog.Info("capsule-poold serving {} (pid {})", path, ::getpid());
   const int sig = WaitForStopSignal();
-  kLog.Info("got signal {}; stopping: no more claims, then draining", sig);
+  kPoolDaemonLog.Info("got signal {}; stopping: no more claims, then draining", sig);
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server.reset();
   pool->reset();  // drains
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) kLog.Warn("{}", ErrnoStatus("remove " + path).ToString());
-  kLog.Info("capsule-poold stopped");
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) kPoolDaemonLog.Warn("{}", ErrnoStatus("remove " + path).ToString());
+  kPoolDaemonLog.Info("capsule-poold stopped");
   return 0;
 }
 

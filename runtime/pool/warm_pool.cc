@@ -21,7 +21,7 @@
 namespace capsule::pool {
 namespace {
 
-const log::Logger kLog("pool");
+const log::Logger kWarmPoolLog("pool");
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 // A rehearsal takes ~0.2 s under TCG; one that hangs must not hold a refill.
@@ -73,7 +73,7 @@ Result<std::unique_ptr<WarmPool>> WarmPool::Start(WarmPoolOptions options) {
     auto refill = ProcessCgroup::Join(p->RefillCgroup(), {});
     if (!refill.ok()) return std::move(refill).status().WithContext("pool.cgroup's refill group");
     if (Status st = (*refill)->SetCpuWeight(kRefillCpuWeight); !st.ok())
-      kLog.Warn("{}: refills weigh as much as the pods: {}", p->RefillCgroup(), st.ToString());
+      kWarmPoolLog.Warn("{}: refills weigh as much as the pods: {}", p->RefillCgroup(), st.ToString());
     p->refill_cgroup_ = std::move(*refill);
   }
   p->ScanStateDir(/*at_start=*/true);
@@ -85,7 +85,7 @@ Result<std::unique_ptr<WarmPool>> WarmPool::Start(WarmPoolOptions options) {
     s.target = p->size_;
   }
   p->PruneTemplates(key);
-  kLog.Info("keeping {} ready VM(s) of {} (shape {}) made by {}, at most {} at once, state in {}", p->size_,
+  kWarmPoolLog.Info("keeping {} ready VM(s) of {} (shape {}) made by {}, at most {} at once, state in {}", p->size_,
             Describe(shape), key, p->o_.config.pool.refill, p->o_.config.pool.max_parallel_boots,
             p->o_.config.runtime.state_dir);
   p->refill_ = std::thread([p = p.get()] { p->RefillLoop(); });
@@ -105,7 +105,7 @@ WarmPool::~WarmPool() {
   // predecessor made them.
   if (refill_cgroup_) refill_cgroup_->RemoveOwnDirs();
   if (cgroup_) cgroup_->RemoveOwnDirs();
-  kLog.Info("pool stopped ({} idle VM(s) stopped)", stopped);
+  kWarmPoolLog.Info("pool stopped ({} idle VM(s) stopped)", stopped);
 }
 
 std::string WarmPool::NewVmId(const std::string& key) const {
@@ -177,7 +177,7 @@ void WarmPool::StartBootsLocked() {
       const uint64_t seq = next_boot_seq_++;
       s.tpl_building = true;
       ++booting_total_;
-      kLog.Info("building the template of shape {} ({})", key, Describe(s.shape));
+      kWarmPoolLog.Info("building the template of shape {} ({})", key, Describe(s.shape));
       boot_threads_[seq] = std::thread([this, seq, key = key, shape = s.shape] { BuildTemplateFor(seq, key, shape); });
     }
     while (booting_total_ < max && s.ready.size() + s.booting + held < s.target && idle < o_.config.pool.max_idle &&
@@ -188,7 +188,7 @@ void WarmPool::StartBootsLocked() {
       ++idle;
       ++booting_total_;
       booting_ids_.insert(id);
-      kLog.Info("{} {} for shape {} ({} ready, {} under way, target {})", s.tpl ? "restoring" : "booting", id, key,
+      kWarmPoolLog.Info("{} {} for shape {} ({} ready, {} under way, target {})", s.tpl ? "restoring" : "booting", id, key,
                 s.ready.size(), s.booting, s.target);
       boot_threads_[seq] = std::thread(
           [this, seq, key = key, shape = s.shape, id, tpl = s.tpl] { BootOne(seq, key, shape, id, tpl); });
@@ -200,7 +200,7 @@ void WarmPool::StartBootsLocked() {
 // inherits its nice value, so a refill never slows a pod that starts.
 void WarmPool::YieldToClaims() {
   if (Status st = SetThreadNice(kRefillNice); !st.ok())
-    kLog.Warn("refills run at the pods' CPU priority: {}", st.ToString());
+    kWarmPoolLog.Warn("refills run at the pods' CPU priority: {}", st.ToString());
 }
 
 Status WarmPool::Rehearse(vm::SandboxVm& vm) const {
@@ -212,12 +212,12 @@ Status WarmPool::Rehearse(vm::SandboxVm& vm) const {
   auto done = agent->Rehearse(req, kRehearseTimeout);
   if (!done.ok() && done.status().code() == Code::kUnimplemented) {
     // An agent without an engine or a network: nothing of it to play.
-    kLog.Warn("{}: no rehearsal (its first pod pays for that code's first run): {}", vm.id(),
+    kWarmPoolLog.Warn("{}: no rehearsal (its first pod pays for that code's first run): {}", vm.id(),
               done.status().ToString());
     return Status::Ok();
   }
   if (!done.ok()) return std::move(done).status();
-  kLog.Info("{}: rehearsed a container's start in {} ms in the guest{}", vm.id(), done->elapsed_ms(),
+  kWarmPoolLog.Info("{}: rehearsed a container's start in {} ms in the guest{}", vm.id(), done->elapsed_ms(),
             req.boot_nic_mac().empty() ? "" : ", with the boot NIC's take-over");
   return Status::Ok();
 }
@@ -237,7 +237,7 @@ void WarmPool::BootOne(uint64_t seq, std::string key, Shape shape, std::string v
     booted = vm::SandboxVm::Restore(o_.config, spec, *tpl);
     restored = booted.ok();
     if (!booted.ok()) {
-      kLog.Warn("{}: the clone of template {} failed, booting instead: {}", vm_id, tpl->key, booted.status().ToString());
+      kWarmPoolLog.Warn("{}: the clone of template {} failed, booting instead: {}", vm_id, tpl->key, booted.status().ToString());
       std::lock_guard lock(mu_);
       if (auto it = shapes_.find(key); it != shapes_.end()) CloneFailedLocked(it->second, booted.status());
     }
@@ -271,14 +271,14 @@ void WarmPool::CloneFailedLocked(ShapeState& s, const Status& why) {
   ++s.clone_failures;
   s.tpl_last_failure = "clone: " + why.ToString();
   if (++s.clone_failures_in_row < kMaxCloneFailuresInRow || !s.tpl) return;
-  kLog.Error("{} clones of template {} failed in a row: discarding it (the shape refills by boot until a new one "
+  kWarmPoolLog.Error("{} clones of template {} failed in a row: discarding it (the shape refills by boot until a new one "
              "is built)", s.clone_failures_in_row, s.tpl->key);
   const std::string dir = s.tpl->dir;
   s.tpl.reset();
   s.clone_failures_in_row = 0;
   s.tpl_backoff = Backoffs().After(s.tpl_backoff);
   s.tpl_next_build = Clock::now() + s.tpl_backoff;
-  if (Status st = vm::RemoveTemplate(o_.config, dir); !st.ok()) kLog.Warn("remove template {}: {}", dir, st.ToString());
+  if (Status st = vm::RemoveTemplate(o_.config, dir); !st.ok()) kWarmPoolLog.Warn("remove template {}: {}", dir, st.ToString());
 }
 
 void WarmPool::BuildTemplateFor(uint64_t seq, std::string key, Shape shape) {
@@ -306,7 +306,7 @@ void WarmPool::TemplateBuilt(const std::string& key, Result<vm::VmTemplate> buil
     s.tpl_last_failure = "build: " + built.status().ToString();
     s.tpl_backoff = Backoffs().After(s.tpl_backoff);
     s.tpl_next_build = Clock::now() + s.tpl_backoff;
-    kLog.Error("template of shape {} failed (next try in {} ms; VMs are booted meanwhile): {}", key,
+    kWarmPoolLog.Error("template of shape {} failed (next try in {} ms; VMs are booted meanwhile): {}", key,
                s.tpl_backoff.count(), built.status().ToString());
     return;
   }
@@ -314,7 +314,7 @@ void WarmPool::TemplateBuilt(const std::string& key, Result<vm::VmTemplate> buil
   s.tpl_backoff = milliseconds(0);
   s.clone_failures_in_row = 0;
   s.tpl = std::move(*built);
-  kLog.Info("template of shape {} ready in {:.0f} ms: the shape refills by restoring clones", key, s.tpl->build_ms);
+  kWarmPoolLog.Info("template of shape {} ready in {:.0f} ms: the shape refills by restoring clones", key, s.tpl->build_ms);
 }
 
 void WarmPool::BootFinished(const std::string& key, Result<vm::SandboxVmPtr> booted, double ms, bool restored) {
@@ -336,7 +336,7 @@ void WarmPool::BootFinished(const std::string& key, Result<vm::SandboxVmPtr> boo
     s.last_failure = booted.status().ToString();
     s.backoff = Backoffs().After(s.backoff);
     s.next_boot = Clock::now() + s.backoff;
-    kLog.Error("boot for shape {} failed after {:.0f} ms (next try in {} ms): {}", key, ms, s.backoff.count(),
+    kWarmPoolLog.Error("boot for shape {} failed after {:.0f} ms (next try in {} ms): {}", key, ms, s.backoff.count(),
                s.last_failure);
     return;
   }
@@ -363,7 +363,7 @@ void WarmPool::BootFinished(const std::string& key, Result<vm::SandboxVmPtr> boo
     died->store(true);
     cv_.notify_all();
   });
-  kLog.Info("{} ready in {:.0f} ms by {} (shape {}: {} ready)", r.vm->id(), ms, restored ? "restore" : "boot", key,
+  kWarmPoolLog.Info("{} ready in {:.0f} ms by {} (shape {}: {} ready)", r.vm->id(), ms, restored ? "restore" : "boot", key,
             s.ready.size() + 1);
   s.ready.push_back(std::move(r));
 }
@@ -408,10 +408,10 @@ void WarmPool::ReapDead() {
 void WarmPool::StopVm(vm::SandboxVmPtr v, std::string_view why) {
   if (!v) return;
   const std::string id = v->id();
-  kLog.Info("stopping {}: {}", id, why);
+  kWarmPoolLog.Info("stopping {}: {}", id, why);
   // No pod ever ran in it (or its pod is gone): nothing in the guest needs
   // a clean power-off, so QEMU quits at once, paused or not.
-  if (Status st = v->Stop(milliseconds(0)); !st.ok()) kLog.Warn("stop {}: {}", id, st.ToString());
+  if (Status st = v->Stop(milliseconds(0)); !st.ok()) kWarmPoolLog.Warn("stop {}: {}", id, st.ToString());
 }
 
 void WarmPool::StopVms(std::vector<std::pair<vm::SandboxVmPtr, std::string>> vms) {
@@ -437,15 +437,15 @@ void WarmPool::PruneTemplates(const std::string& default_key) {
         if (Status st = vm::AttachSealedRam(*t); !st.ok()) t = std::move(st);
       }
       if (t.ok()) {
-        kLog.Info("template {} (built {} ms ago) serves shape {}", dir, NowUnixMs() - t->created_unix_ms, name);
+        kWarmPoolLog.Info("template {} (built {} ms ago) serves shape {}", dir, NowUnixMs() - t->created_unix_ms, name);
         std::lock_guard lock(mu_);
         shapes_[default_key].tpl = std::move(*t);
         continue;
       }
       why = "unreadable: " + t.status().ToString();
     }
-    kLog.Info("removing template {}: {}", dir, why);
-    if (Status st = vm::RemoveTemplate(o_.config, dir); !st.ok()) kLog.Warn("remove {}: {}", dir, st.ToString());
+    kWarmPoolLog.Info("removing template {}: {}", dir, why);
+    if (Status st = vm::RemoveTemplate(o_.config, dir); !st.ok()) kWarmPoolLog.Warn("remove {}: {}", dir, st.ToString());
   }
 }
 
@@ -459,7 +459,7 @@ void WarmPool::RekeyShapes() {
   for (const auto& [key, shape] : shapes) {
     auto now = ShapeKey(o_.config, shape);
     if (!now.ok()) {
-      kLog.Warn("shape {}: {}", key, now.status().ToString());
+      kWarmPoolLog.Warn("shape {}: {}", key, now.status().ToString());
       continue;
     }
     if (*now != key) changed.emplace_back(key, *now);
@@ -482,7 +482,7 @@ void WarmPool::RekeyShapes() {
       s.tpl_next_build = {};
       // Boots in flight count against the old key; they stop what they made.
       s.booting = 0;
-      kLog.Info("shape {} ({}) changed its image: now {}; its idle VMs and its template go", old_key,
+      kWarmPoolLog.Info("shape {} ({}) changed its image: now {}; its idle VMs and its template go", old_key,
                 Describe(s.shape), new_key);
       shapes_.emplace(new_key, std::move(s));
     }
@@ -490,7 +490,7 @@ void WarmPool::RekeyShapes() {
   cv_.notify_all();
   for (auto& v : stale) StopVm(std::move(v), "its shape's image changed");
   for (const auto& dir : stale_templates)
-    if (Status st = vm::RemoveTemplate(o_.config, dir); !st.ok()) kLog.Warn("remove {}: {}", dir, st.ToString());
+    if (Status st = vm::RemoveTemplate(o_.config, dir); !st.ok()) kWarmPoolLog.Warn("remove {}: {}", dir, st.ToString());
 }
 
 void WarmPool::ExpireShapes() {
@@ -506,7 +506,7 @@ void WarmPool::ExpireShapes() {
         ++it;
         continue;
       }
-      kLog.Info("shape {} ({}) had no claim for {} s: forgetting it, {} idle VM(s) and {}", it->first,
+      kWarmPoolLog.Info("shape {} ({}) had no claim for {} s: forgetting it, {} idle VM(s) and {}", it->first,
                 Describe(s.shape), o_.config.pool.shape_expiry_s, s.ready.size(),
                 s.tpl ? "its template" : "no template");
       for (auto& r : s.ready) idle.emplace_back(std::move(r.vm), "its shape expired");
@@ -519,7 +519,7 @@ void WarmPool::ExpireShapes() {
   cv_.notify_all();
   StopVms(std::move(idle));
   for (const auto& dir : templates)
-    if (Status st = vm::RemoveTemplate(o_.config, dir); !st.ok()) kLog.Warn("remove {}: {}", dir, st.ToString());
+    if (Status st = vm::RemoveTemplate(o_.config, dir); !st.ok()) kWarmPoolLog.Warn("remove {}: {}", dir, st.ToString());
 }
 
 void WarmPool::ScanStateDir(bool at_start) {
@@ -555,7 +555,7 @@ void WarmPool::ScanStateDir(bool at_start) {
     auto v = vm::SandboxVm::Adopt(o_.config, dir);
     if (!v.ok()) {
       if (v.status().code() != Code::kFailedPrecondition)
-        kLog.Warn("cannot reap {} ({}): {}", id, why, v.status().ToString());
+        kWarmPoolLog.Warn("cannot reap {} ({}): {}", id, why, v.status().ToString());
       continue;
     }
     left.emplace_back(std::move(*v), std::move(why));
@@ -611,7 +611,7 @@ Result<std::optional<Claimed>> WarmPool::Claim(const Shape& requested, const Cla
         sp = &again->second;
         live = first_live();
         if (live != sp->ready.end())
-          kLog.Info("claim for sandbox {} waited {:.0f} ms for a clone", who.sandbox_id, MsSince(t0));
+          kWarmPoolLog.Info("claim for sandbox {} waited {:.0f} ms for a clone", who.sandbox_id, MsSince(t0));
       } else {
         *miss = fmt::format("shape {} changed its image while the claim waited", key);
         return std::optional<Claimed>();
@@ -663,7 +663,7 @@ Result<std::optional<Claimed>> WarmPool::Claim(const Shape& requested, const Cla
                           made.status().ToString());
       return std::optional<Claimed>();
     }
-    kLog.Info("no ready VM of shape {}: {} restored for sandbox {} in {:.0f} ms", key, restore_id, who.sandbox_id,
+    kWarmPoolLog.Info("no ready VM of shape {}: {} restored for sandbox {} in {:.0f} ms", key, restore_id, who.sandbox_id,
               MsSince(r0));
     r.vm = std::move(*made);
     r.ready_since_ms = NowUnixMs();
@@ -676,7 +676,7 @@ Result<std::optional<Claimed>> WarmPool::Claim(const Shape& requested, const Cla
   if (st.ok() && o_.after_claim_recorded) o_.after_claim_recorded(id);
   // Made at the refills' priority; the pod's VM runs at the normal one.
   if (Status nice = restore ? Status::Ok() : SetProcessesNice(r.vm->HostPids(), 0); !nice.ok())
-    kLog.Warn("{} keeps the refills' CPU priority: {}", id, nice.ToString());
+    kWarmPoolLog.Warn("{} keeps the refills' CPU priority: {}", id, nice.ToString());
   if (st.ok() && !restore) st = r.vm->vmm().Resume().WithContext("resume " + id);  // a claim's own clone runs
   if (st.ok()) st = r.vm->Detach();
   // The refill starts only now: its boot forks children, and a child forked
@@ -688,7 +688,7 @@ Result<std::optional<Claimed>> WarmPool::Claim(const Shape& requested, const Cla
     return std::optional<Claimed>();
   }
   Claimed c{id, dir, key, NowUnixMs() - r.ready_since_ms, MsSince(t0)};
-  kLog.Info("{} claimed for sandbox {} {} (pid {}) after {} ms idle; hand-over {:.2f} ms", id, who.sandbox_id,
+  kWarmPoolLog.Info("{} claimed for sandbox {} {} (pid {}) after {} ms idle; hand-over {:.2f} ms", id, who.sandbox_id,
             who.pod, who.process.pid, c.idle_ms, c.claim_ms);
   return std::optional<Claimed>(std::move(c));
 }
@@ -790,7 +790,7 @@ void WarmPool::Resize(uint32_t size) {
     }
   }
   cv_.notify_all();
-  kLog.Info("resized to {} ready VM(s) per shape", size);
+  kWarmPoolLog.Info("resized to {} ready VM(s) per shape", size);
   for (auto& v : surplus) StopVm(std::move(v), "the pool was resized");
 }
 
@@ -805,7 +805,7 @@ uint32_t WarmPool::Drain() {
       s.ready.clear();
     }
   }
-  kLog.Info("draining {} idle VM(s)", idle.size());
+  kWarmPoolLog.Info("draining {} idle VM(s)", idle.size());
   const auto n = static_cast<uint32_t>(idle.size());
   std::vector<std::pair<vm::SandboxVmPtr, std::string>> stopping;
   for (auto& v : idle) stopping.emplace_back(std::move(v), "the pool is draining");

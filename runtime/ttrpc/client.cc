@@ -27,7 +27,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Deadline = std::optional<Clock::time_point>;
 
-const log::Logger kLog("ttrpc");
+const log::Logger kClientLog("ttrpc");
 
 constexpr size_t kReadChunkBytes = 64 * 1024;
 // Client stream ids are odd and start at 1 (ttrpc client.go).
@@ -141,7 +141,7 @@ Status ClientImpl::Send(std::string& frame, Deadline deadline, const std::string
   }
   if (sent > 0) {
     // Half a frame is on the wire: the stream cannot be resynchronised.
-    kLog.Warn("{}: {}: partial request write; closing the connection", peer_, what);
+    kClientLog.Warn("{}: {}: partial request write; closing the connection", peer_, what);
     ::shutdown(fd_.get(), SHUT_RDWR);
   }
   if (st.code() == Code::kDeadlineExceeded) return st.WithContext("ttrpc: " + what);
@@ -190,7 +190,7 @@ void ClientImpl::ReadLoop() {
     }
     if (broken) break;
   }
-  kLog.Debug("{}: {}", peer_, why.message());
+  kClientLog.Debug("{}: {}", peer_, why.message());
   ::shutdown(fd_.get(), SHUT_RDWR);
   FailAll(why);
 }
@@ -213,7 +213,7 @@ void ClientImpl::Complete(uint32_t stream_id, Result<std::string> result) {
     std::lock_guard lock(mu_);
     auto it = pending_.find(stream_id);
     if (it == pending_.end()) {
-      kLog.Debug("{}: discarding response for stream {} (timed out or unknown)", peer_, stream_id);
+      kClientLog.Debug("{}: discarding response for stream {} (timed out or unknown)", peer_, stream_id);
       return;
     }
     p = std::move(it->second);

@@ -28,7 +28,7 @@
 namespace capsule::ttrpc {
 namespace {
 
-const log::Logger kLog("ttrpc");
+const log::Logger kServerLog("ttrpc");
 
 // After accept(2) fails for lack of fds or memory, pause this long before
 // polling the listeners again instead of spinning on a readable socket.
@@ -113,7 +113,7 @@ Status Server::Impl::Listen(const std::string& path, mode_t mode) {
     ::unlink(path.c_str());
     return added;
   }
-  kLog.Info("serving on {}", path);
+  kServerLog.Info("serving on {}", path);
   return Status::Ok();
 }
 
@@ -161,7 +161,7 @@ Status Server::Impl::Adopt(UniqueFd fd, const std::string& origin) {
   } catch (const std::system_error& e) {
     return ResourceExhausted(std::string("ttrpc: cannot start connection thread: ") + e.what());
   }
-  kLog.Debug("{}: accepted", conn->name());
+  kServerLog.Debug("{}: accepted", conn->name());
   connections_.emplace(id, std::move(conn));
   return Status::Ok();
 }
@@ -197,7 +197,7 @@ void Server::Impl::ControlLoop() {
     int n = ::poll(fds.data(), fds.size(), backoff ? kAcceptBackoffMs : -1);
     backoff = false;
     if (n < 0 && errno != EINTR) {
-      kLog.Error("server poll: {}", std::strerror(errno));
+      kServerLog.Error("server poll: {}", std::strerror(errno));
       backoff = true;
       continue;
     }
@@ -227,11 +227,11 @@ bool Server::Impl::AcceptFrom(int listen_fd, const std::string& where) {
   if (!fd) {
     const int err = errno;
     if (err == EAGAIN || err == EINTR || err == ECONNABORTED) return true;
-    kLog.Error("accept on {}: {}", where, std::strerror(err));
+    kServerLog.Error("accept on {}: {}", where, std::strerror(err));
     return false;
   }
   Status st = Adopt(std::move(fd), where);
-  if (!st.ok()) kLog.Warn("refused connection: {}", st.message());
+  if (!st.ok()) kServerLog.Warn("refused connection: {}", st.message());
   return true;
 }
 
@@ -266,7 +266,7 @@ void Server::Impl::Shutdown() {
   for (Listener& l : listeners) {
     l.fd.reset();
     if (!l.path.empty() && ::unlink(l.path.c_str()) != 0 && errno != ENOENT) {
-      kLog.Warn("unlink {}: {}", l.path, std::strerror(errno));
+      kServerLog.Warn("unlink {}: {}", l.path, std::strerror(errno));
     }
   }
   // Close all first so connections wind down in parallel, then join each.
@@ -274,7 +274,7 @@ void Server::Impl::Shutdown() {
   const size_t open = connections.size();
   connections.clear();
   finished.clear();
-  kLog.Debug("server shut down ({} open connections closed)", open);
+  kServerLog.Debug("server shut down ({} open connections closed)", open);
 }
 
 Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}

@@ -14,7 +14,7 @@
 namespace capsule::ttrpc {
 namespace {
 
-const log::Logger kLog("ttrpc");
+const log::Logger kServerConnectionLog("ttrpc");
 
 // Read size per read(2); large frames arrive over several reads.
 constexpr size_t kReadChunkBytes = 64 * 1024;
@@ -73,12 +73,12 @@ void ServerConnection::ReadLoop() {
   while (open) {
     Result<size_t> n = ReadSome(fd_.get(), buf.data(), buf.size());
     if (!n.ok()) {
-      kLog.Debug("{}: {}", name_, n.status().ToString());
+      kServerConnectionLog.Debug("{}: {}", name_, n.status().ToString());
       break;
     }
     if (*n == 0) {
       if (!decoder.AtFrameBoundary()) {
-        kLog.Warn("{}: peer closed mid-frame ({} bytes of a truncated frame dropped)", name_,
+        kServerConnectionLog.Warn("{}: peer closed mid-frame ({} bytes of a truncated frame dropped)", name_,
                   decoder.buffered());
       }
       break;
@@ -100,18 +100,18 @@ void ServerConnection::ReadLoop() {
     ShutdownSocket();
     pool_.Close();
   }
-  kLog.Debug("{}: closed", name_);
+  kServerConnectionLog.Debug("{}: closed", name_);
   on_finished_();
 }
 
 bool ServerConnection::HandleFrame(DecodedFrame frame) {
   FrameAction action = stream_.Classify(std::move(frame));
   if (auto* close = std::get_if<CloseConnection>(&action)) {
-    kLog.Warn("{}: closing connection: {}", name_, close->reason);
+    kServerConnectionLog.Warn("{}: closing connection: {}", name_, close->reason);
     return false;
   }
   if (auto* reply = std::get_if<ImmediateReply>(&action)) {
-    kLog.Debug("{}: stream {}: {}", name_, reply->stream_id, reply->status.ToString());
+    kServerConnectionLog.Debug("{}: stream {}: {}", name_, reply->stream_id, reply->status.ToString());
     WriteResponse(reply->stream_id, reply->status, {});
     return true;
   }
@@ -129,7 +129,7 @@ void ServerConnection::Dispatch(InboundCall call) {
                                   " requests already in flight on this connection; " +
                                   shared->request.service() + "/" + shared->request.method() +
                                   " refused");
-  kLog.Warn("{}: {}", name_, busy.message());
+  kServerConnectionLog.Warn("{}: {}", name_, busy.message());
   WriteResponse(shared->stream_id, busy, {});
 }
 
@@ -147,7 +147,7 @@ void ServerConnection::RunCall(const InboundCall& call) {
       return (*handler)(ctx, call.request.payload());
     } catch (const std::exception& e) {
       // Handlers should not throw; one that does fails its call, not the shim.
-      kLog.Error("{}: handler {}/{} threw: {}", name_, ctx.service, ctx.method, e.what());
+      kServerConnectionLog.Error("{}: handler {}/{} threw: {}", name_, ctx.service, ctx.method, e.what());
       return Internal("ttrpc: handler " + ctx.service + "/" + ctx.method + " failed: " + e.what());
     }
   }();
@@ -163,7 +163,7 @@ void ServerConnection::RunCall(const InboundCall& call) {
     try {
       work();
     } catch (const std::exception& e) {
-      kLog.Error("{}: work after the reply of {}/{} threw: {}", name_, ctx.service, ctx.method, e.what());
+      kServerConnectionLog.Error("{}: work after the reply of {}/{} threw: {}", name_, ctx.service, ctx.method, e.what());
     }
   }
 }
@@ -176,7 +176,7 @@ void ServerConnection::WriteResponse(uint32_t stream_id, const Status& status,
   resp.set_payload(std::move(payload));
   const size_t size = resp.ByteSizeLong();
   if (size > kMaxPayloadBytes) {
-    kLog.Warn("{}: stream {}: response of {} bytes over the {} byte limit", name_, stream_id,
+    kServerConnectionLog.Warn("{}: stream {}: response of {} bytes over the {} byte limit", name_, stream_id,
               size, kMaxPayloadBytes);
     resp.Clear();
     StatusToProto(ResourceExhausted("ttrpc: response of " + std::to_string(size) +
@@ -187,7 +187,7 @@ void ServerConnection::WriteResponse(uint32_t stream_id, const Status& status,
   std::string frame = EncodeFrame(stream_id, FrameType::kResponse, resp);
   std::lock_guard lock(write_mu_);
   Status st = SendAll(fd_.get(), frame);
-  if (!st.ok()) kLog.Debug("{}: stream {}: response dropped: {}", name_, stream_id, st.ToString());
+  if (!st.ok()) kServerConnectionLog.Debug("{}: stream {}: response dropped: {}", name_, stream_id, st.ToString());
 }
 
 }  // namespace capsule::ttrpc

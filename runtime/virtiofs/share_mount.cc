@@ -12,7 +12,7 @@
 
 namespace capsule::virtiofs {
 namespace {
-const log::Logger kLog("virtiofs");
+const log::Logger kShareMountLog("virtiofs");
 }  // namespace
 
 bool IsMountPoint(const std::string& path) {
@@ -83,7 +83,7 @@ SharedMount& SharedMount::operator=(SharedMount&& other) noexcept {
 
 SharedMount::~SharedMount() {
   Status st = Release();
-  if (!st.ok()) kLog.Error("release share mount: {}", st.ToString());
+  if (!st.ok()) kShareMountLog.Error("release share mount: {}", st.ToString());
 }
 
 namespace {
@@ -94,7 +94,7 @@ Status UnmountAndRemove(const std::string& dir) {
     if (errno != EBUSY) return ErrnoStatus("unmount share " + dir);
     // Container rootfs still mounted below: detach the whole subtree from
     // this namespace rather than leave the share pinned.
-    kLog.Warn("share {} still has mounts below it; detaching them lazily", dir);
+    kShareMountLog.Warn("share {} still has mounts below it; detaching them lazily", dir);
     if (::umount2(dir.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0) return ErrnoStatus("detach share " + dir);
   }
   return RemoveAll(dir).WithContext("remove share dir");

@@ -27,7 +27,7 @@ namespace capsule::virtiofs {
 namespace {
 
 using std::chrono::milliseconds;
-const log::Logger kLog("virtiofs");
+const log::Logger kVirtiofsDaemonLog("virtiofs");
 constexpr milliseconds kKillGrace{10000};
 
 int MsLeft(std::chrono::steady_clock::time_point deadline) {
@@ -86,7 +86,7 @@ VirtiofsOptions VirtiofsOptions::FromConfig(const config::Config& config, std::s
   } else if (!config.guest.modules.empty()) {
     static std::atomic<bool> warned{false};
     if (!warned.exchange(true))
-      kLog.Warn("guest.modules {} is not a directory: guests load only their image's own kernel modules",
+      kVirtiofsDaemonLog.Warn("guest.modules {} is not a directory: guests load only their image's own kernel modules",
                 config.guest.modules);
   }
   return o;
@@ -145,7 +145,7 @@ Result<std::unique_ptr<VirtiofsDaemon>> VirtiofsDaemon::Start(const VirtiofsOpti
     (void)v->Stop(milliseconds(0));
     return failed;
   }
-  kLog.Info("virtiofsd pid {} serves {} on {}", v->pid_, paths.share(), paths.socket());
+  kVirtiofsDaemonLog.Info("virtiofsd pid {} serves {} on {}", v->pid_, paths.share(), paths.socket());
   return v;
 }
 
@@ -157,12 +157,12 @@ Result<std::unique_ptr<VirtiofsDaemon>> VirtiofsDaemon::Attach(const std::string
   pid_t pid = static_cast<pid_t>(std::atoi(text->c_str()));
   if (pid <= 0) return InvalidArgument(fmt::format("{}: {} holds no pid", what, paths.pidfile()));
   auto share = SharedMount::Adopt(paths.host_tree(), paths.share());
-  if (!share.ok()) kLog.Warn("{}: {}", what, share.status().message());
+  if (!share.ok()) kVirtiofsDaemonLog.Warn("{}: {}", what, share.status().message());
   UniqueFd pidfd;
   if (auto fd = OpenServing(pid, paths.socket()); fd.ok()) {
     pidfd = std::move(*fd);
   } else {
-    kLog.Warn("{}: pid {} no longer runs virtiofsd; adopting it as exited", what, pid);
+    kVirtiofsDaemonLog.Warn("{}: pid {} no longer runs virtiofsd; adopting it as exited", what, pid);
     pid = -1;
   }
   std::unique_ptr<VirtiofsDaemon> v(
@@ -173,7 +173,7 @@ Result<std::unique_ptr<VirtiofsDaemon>> VirtiofsDaemon::Attach(const std::string
 VirtiofsDaemon::~VirtiofsDaemon() {
   if (done_) return;
   Status st = Stop(milliseconds(0));
-  if (!st.ok()) kLog.Error("virtiofsd of {}: cleanup on destruction failed: {}", paths_.dir, st.ToString());
+  if (!st.ok()) kVirtiofsDaemonLog.Error("virtiofsd of {}: cleanup on destruction failed: {}", paths_.dir, st.ToString());
 }
 
 bool VirtiofsDaemon::running() const { return pidfd_ && !PidfdExited(pidfd_.get()); }

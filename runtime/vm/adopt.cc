@@ -23,7 +23,7 @@ namespace capsule::vm {
 namespace {
 
 using std::chrono::milliseconds;
-const log::Logger kLog("vm");
+const log::Logger kAdoptLog("vm");
 
 // An adopted VM's agent is already up: it answers at once or not at all.
 constexpr milliseconds kAdoptConnectTimeout{5000};
@@ -33,7 +33,7 @@ void AdoptHostEnds(SandboxVmImpl& vm) {
   if (v.ok()) {
     vm.SetVsock(std::move(*v));
   } else {
-    kLog.Warn("VM {}: vsock host end not adopted: {}", vm.id(), v.status().message());
+    kAdoptLog.Warn("VM {}: vsock host end not adopted: {}", vm.id(), v.status().message());
   }
   // The dense device set has no virtiofsd, so nothing to adopt.
   if (!PathExists(virtiofs::VirtiofsPaths(vm.state_dir()).pidfile())) return;
@@ -41,7 +41,7 @@ void AdoptHostEnds(SandboxVmImpl& vm) {
   if (fs.ok()) {
     vm.SetVirtiofsd(std::move(*fs));
   } else {
-    kLog.Warn("VM {}: virtiofsd not adopted: {}", vm.id(), fs.status().message());
+    kAdoptLog.Warn("VM {}: virtiofsd not adopted: {}", vm.id(), fs.status().message());
   }
 }
 
@@ -71,7 +71,7 @@ Result<std::unique_ptr<SandboxVm>> AdoptUnfinishedBoot(const std::string& state_
   const std::string id = state_dir.substr(state_dir.rfind('/') + 1);
   auto vm = std::make_unique<SandboxVmImpl>(id, state_dir);
   AdoptHostEnds(*vm);
-  kLog.Warn("VM {}: its boot never finished ({}); adopted what it started, for stopping", id,
+  kAdoptLog.Warn("VM {}: its boot never finished ({}); adopted what it started, for stopping", id,
             reaped.ok() ? "its QEMU was killed" : "no QEMU ran");
   vm->SetAgentError(FailedPrecondition(fmt::format("VM {} never finished booting: {}", id, no_record.message())));
   return std::unique_ptr<SandboxVm>(std::move(vm));
@@ -91,9 +91,9 @@ Result<std::unique_ptr<SandboxVm>> SandboxVm::Adopt(const config::Config& config
   AdoptHostEnds(*vm);
   Status agent = ConnectAdopted(*vm, milliseconds(config.runtime.agent_timeout_ms));
   if (agent.ok()) {
-    kLog.Info("adopted VM {} (QEMU pid {}); the agent answers", vm->id(), vm->vmm_pid());
+    kAdoptLog.Info("adopted VM {} (QEMU pid {}); the agent answers", vm->id(), vm->vmm_pid());
   } else {
-    kLog.Warn("adopted VM {} without an agent: {}", vm->id(), agent.message());
+    kAdoptLog.Warn("adopted VM {} without an agent: {}", vm->id(), agent.message());
     vm->SetAgentError(std::move(agent).WithContext("adopt VM " + vm->id()));
   }
   return std::unique_ptr<SandboxVm>(std::move(vm));

@@ -25,7 +25,7 @@ namespace capsule::vm {
 namespace {
 
 using std::chrono::milliseconds;
-const log::Logger kLog("vm");
+const log::Logger kBootLog("vm");
 
 Status LaunchVmm(SandboxVmImpl& vm, const config::Config& config, const BootPlan& plan, const SandboxVmSpec& spec) {
   ASSIGN_OR_RETURN(hypervisor::VmSpec s, BaseVmmSpec(config, plan, spec));
@@ -37,7 +37,7 @@ Status LaunchVmm(SandboxVmImpl& vm, const config::Config& config, const BootPlan
   }
   ASSIGN_OR_RETURN(hypervisor::VmmPtr vmm, hypervisor::NewQemuHypervisor(config)->Launch(s));
   vm.vsock()->OnQemuStarted();  // QEMU holds its own copy of a kernel vhost fd now
-  kLog.Info("VM {}: QEMU pid {} running ({}, {} vCPU, {} MiB)", plan.id, vmm->vmm_pid(),
+  kBootLog.Info("VM {}: QEMU pid {} running ({}, {} vCPU, {} MiB)", plan.id, vmm->vmm_pid(),
             hypervisor::AcceleratorName(vmm->accelerator()), plan.vcpus, plan.memory_mib);
   vm.SetVmm(std::move(vmm));
   return Status::Ok();
@@ -71,18 +71,18 @@ Result<std::unique_ptr<SandboxVm>> SandboxVm::Boot(const config::Config& config,
   auto plan = Plan(config, spec);
   if (!plan.ok()) return plan.status().WithContext(what);
   RETURN_IF_ERROR_CTX(CreateVmDir(plan->state_dir), what);
-  kLog.Info("booting VM {} ({} vCPU, {} MiB, kernel {}) in {}", plan->id, plan->vcpus, plan->memory_mib,
+  kBootLog.Info("booting VM {} ({} vCPU, {} MiB, kernel {}) in {}", plan->id, plan->vcpus, plan->memory_mib,
             config.guest.kernel, plan->state_dir);
   auto vm = std::make_unique<SandboxVmImpl>(plan->id, plan->state_dir);
   Status st = BootInto(*vm, config, *plan, spec, start);
   if (!st.ok()) {
-    kLog.Warn("{} failed; tearing down what was started", what);
+    kBootLog.Warn("{} failed; tearing down what was started", what);
     Status cleanup = vm->Stop(milliseconds(0));
-    if (!cleanup.ok()) kLog.Error("{}: clean-up after the failure: {}", what, cleanup.ToString());
+    if (!cleanup.ok()) kBootLog.Error("{}: clean-up after the failure: {}", what, cleanup.ToString());
     return std::move(st).WithContext(what);
   }
   const BootTimings& t = vm->timings();
-  kLog.Info("VM {} booted in {:.0f} ms (prepare {:.0f}, VMM start {:.0f}, kernel+agent {:.0f})", plan->id, t.total_ms,
+  kBootLog.Info("VM {} booted in {:.0f} ms (prepare {:.0f}, VMM start {:.0f}, kernel+agent {:.0f})", plan->id, t.total_ms,
             t.prepare_ms, t.vmm_start_ms, t.agent_ready_ms);
   return std::unique_ptr<SandboxVm>(std::move(vm));
 }

@@ -25,7 +25,7 @@ namespace capsule::vm {
 namespace {
 
 using std::chrono::milliseconds;
-const log::Logger kLog("vm");
+const log::Logger kBootStepsLog("vm");
 
 // The serial console's last lines, for errors about a guest that never answered.
 constexpr size_t kConsoleTailBytes = 3000;
@@ -143,12 +143,12 @@ Status PrepareHostEnds(SandboxVmImpl& vm, const config::Config& config, uint64_t
   ASSIGN_OR_RETURN(vsock::VmVsockPtr v, backend->Prepare(vs));
   vm.SetVsock(std::move(v));
   if (IsDense(config)) {
-    kLog.Info("VM {}: vsock host end ({}, guest CID {}) ready; no virtiofsd (dense device set)", vm.id(),
+    kBootStepsLog.Info("VM {}: vsock host end ({}, guest CID {}) ready; no virtiofsd (dense device set)", vm.id(),
               config::VsockBackendName(vm.vsock()->kind()), vm.vsock()->guest_cid());
     return Status::Ok();
   }
   ASSIGN_OR_RETURN(auto fs, virtiofs::VirtiofsDaemon::Start(virtiofs::VirtiofsOptions::FromConfig(config, vm.state_dir())));
-  kLog.Info("VM {}: vsock host end ({}, guest CID {}) and virtiofsd (pid {}) ready", vm.id(),
+  kBootStepsLog.Info("VM {}: vsock host end ({}, guest CID {}) and virtiofsd (pid {}) ready", vm.id(),
             config::VsockBackendName(vm.vsock()->kind()), vm.vsock()->guest_cid(), fs->pid());
   vm.SetVirtiofsd(std::move(fs));
   return Status::Ok();
@@ -157,7 +157,7 @@ Status PrepareHostEnds(SandboxVmImpl& vm, const config::Config& config, uint64_t
 std::function<void(std::string_view rpc, double seconds, bool ok)> AgentCallStatsFor(const std::string& state_dir) {
   const std::string path = state_dir + "/" + agentclient::kCallStatsFile;
   auto stats = std::make_shared<agentclient::CallStats>([path](const std::string& json) {
-    if (Status st = WriteFileAtomic(path, json, 0600); !st.ok()) kLog.Debug("agent call stats: {}", st.ToString());
+    if (Status st = WriteFileAtomic(path, json, 0600); !st.ok()) kBootStepsLog.Debug("agent call stats: {}", st.ToString());
   });
   return [stats](std::string_view rpc, double seconds, bool ok) { stats->Record(rpc, seconds, ok); };
 }
@@ -180,7 +180,7 @@ Status WaitForAgent(SandboxVmImpl& vm, const config::Config& config, BootClock::
   o.default_call_timeout = milliseconds(config.runtime.agent_timeout_ms);
   vsock::VmVsock* v = vm.vsock();
   agentclient::Dialer dial = [v](milliseconds t) { return v->Dial(guest_abi::kAgentVsockPort, t); };
-  kLog.Info("VM {}: waiting up to {} ms for the agent on vsock port {}", vm.id(), o.deadline.count(),
+  kBootStepsLog.Info("VM {}: waiting up to {} ms for the agent on vsock port {}", vm.id(), o.deadline.count(),
             guest_abi::kAgentVsockPort);
   auto client = agentclient::ConnectAgent(dial, o);
   if (client.ok()) {

@@ -9,7 +9,7 @@
 namespace capsule::vm {
 namespace {
 
-const log::Logger kLog("vm.logs");
+const log::Logger kLogGuardLog("vm.logs");
 
 }  // namespace
 
@@ -38,13 +38,13 @@ void LogGuard::CheckNow() {
   for (const std::string& f : files_) {
     auto trim = TrimLogFile(f, options_.max_bytes, options_.keep_bytes);
     if (!trim.ok()) {
-      if (warnings_.Allow()) kLog.Warn("VM {}: cannot bound log: {}", vm_id_, trim.status().ToString());
+      if (warnings_.Allow()) kLogGuardLog.Warn("VM {}: cannot bound log: {}", vm_id_, trim.status().ToString());
       continue;
     }
     if (trim->dropped == 0) continue;
     dropped_ += trim->dropped;
     if (warnings_.Allow())
-      kLog.Warn("VM {}: {} reached {} bytes (limit {}): dropped its first {} bytes ({} from this VM's logs so far)",
+      kLogGuardLog.Warn("VM {}: {} reached {} bytes (limit {}): dropped its first {} bytes ({} from this VM's logs so far)",
                 vm_id_, f, trim->size_before, options_.max_bytes, trim->dropped, dropped_.load());
   }
 }

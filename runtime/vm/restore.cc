@@ -32,7 +32,7 @@ namespace capsule::vm {
 namespace {
 
 using std::chrono::milliseconds;
-const log::Logger kLog("vm");
+const log::Logger kRestoreLog("vm");
 
 // A device-state stream of a few hundred KB; seconds would mean trouble.
 constexpr milliseconds kStateLoadTimeout{30000};
@@ -80,10 +80,10 @@ Status LaunchClone(SandboxVmImpl& vm, const config::Config& config, const BootPl
   vm.SetVmm(std::move(vmm));
   t.vmm_start_ms = MsSince(step);  // QEMU holds the RAM now; our memfd closes here
   if (IsDense(config))
-    kLog.Info("VM {}: template {} RAM mapped copy-on-write; QEMU pid {} waits for the state", plan.id, tpl.key,
+    kRestoreLog.Info("VM {}: template {} RAM mapped copy-on-write; QEMU pid {} waits for the state", plan.id, tpl.key,
               vm.vmm_pid());
   else
-    kLog.Info("VM {}: {} MiB of template {} RAM copied in {:.0f} ms; QEMU pid {} waits for the state", plan.id,
+    kRestoreLog.Info("VM {}: {} MiB of template {} RAM copied in {:.0f} ms; QEMU pid {} waits for the state", plan.id,
               ram.copied >> 20, tpl.key, t.ram_copy_ms, vm.vmm_pid());
   return Status::Ok();
 }
@@ -136,13 +136,13 @@ Result<std::unique_ptr<SandboxVm>> SandboxVm::Restore(const config::Config& conf
   auto vm = std::make_unique<SandboxVmImpl>(plan->id, plan->state_dir);
   Status st = RestoreInto(*vm, config, *plan, tpl, spec.cancel_fd, spec.cgroup, start);
   if (!st.ok()) {
-    kLog.Warn("{} failed; tearing down what was started", what);
+    kRestoreLog.Warn("{} failed; tearing down what was started", what);
     Status cleanup = vm->Stop(milliseconds(0));
-    if (!cleanup.ok()) kLog.Error("{}: clean-up after the failure: {}", what, cleanup.ToString());
+    if (!cleanup.ok()) kRestoreLog.Error("{}: clean-up after the failure: {}", what, cleanup.ToString());
     return std::move(st).WithContext(what);
   }
   const BootTimings& t = vm->timings();
-  kLog.Info("VM {} restored in {:.0f} ms (prepare {:.0f}, RAM copy {:.0f}, VMM start {:.0f}, state {:.0f}, "
+  kRestoreLog.Info("VM {} restored in {:.0f} ms (prepare {:.0f}, RAM copy {:.0f}, VMM start {:.0f}, state {:.0f}, "
             "hot-plug {:.0f}, agent {:.0f})", plan->id, t.total_ms, t.prepare_ms, t.ram_copy_ms, t.vmm_start_ms,
             t.state_load_ms, t.hotplug_ms, t.agent_ready_ms);
   return std::unique_ptr<SandboxVm>(std::move(vm));

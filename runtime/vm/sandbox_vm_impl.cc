@@ -24,7 +24,7 @@ namespace capsule::vm {
 namespace {
 
 using std::chrono::milliseconds;
-const log::Logger kLog("vm");
+const log::Logger kSandboxVmImplLog("vm");
 
 // SIGTERM -> SIGKILL grace for virtiofsd and capsule-vsockd; both normally
 // exit by themselves when QEMU disconnects.
@@ -47,7 +47,7 @@ SandboxVmImpl::SandboxVmImpl(std::string id, std::string state_dir)
 SandboxVmImpl::~SandboxVmImpl() {
   Status st = Stop(milliseconds(0));
   if (!st.ok() && st.code() != Code::kFailedPrecondition)
-    kLog.Error("VM {}: clean-up on destruction failed: {}", id_, st.ToString());
+    kSandboxVmImplLog.Error("VM {}: clean-up on destruction failed: {}", id_, st.ToString());
 }
 
 std::string_view SandboxVmImpl::StateName(State s) {
@@ -150,8 +150,8 @@ Status SandboxVmImpl::PowerOffGuest(milliseconds graceful) {
   auto took = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - t0);
   agent_->Close();
   Status st = destroy.get();
-  if (!st.ok() && st.code() != Code::kCancelled) kLog.Warn("VM {}: DestroySandbox: {}", id_, st.message());
-  kLog.Info("VM {}: VMM gone {} ms after DestroySandbox(power_off) ({})", id_, took.count(),
+  if (!st.ok() && st.code() != Code::kCancelled) kSandboxVmImplLog.Warn("VM {}: DestroySandbox: {}", id_, st.message());
+  kSandboxVmImplLog.Info("VM {}: VMM gone {} ms after DestroySandbox(power_off) ({})", id_, took.count(),
             took < graceful ? "the guest powered off" : "the guest did not power off in time");
   return stopped;
 }
@@ -176,7 +176,7 @@ Status SandboxVmImpl::TearDown() {
   Status first;
   auto note = [&](Status st, std::string_view what) {
     if (st.ok()) return;
-    kLog.Warn("VM {}: {}: {}", id_, what, st.message());
+    kSandboxVmImplLog.Warn("VM {}: {}: {}", id_, what, st.message());
     if (first.ok()) first = std::move(st).WithContext(fmt::format("stop VM {}: {}", id_, what));
   };
   log_guard_.reset();
@@ -196,7 +196,7 @@ Status SandboxVmImpl::TearDown() {
   if (vsock_) note(vsock_->Shutdown(kDaemonGrace), "stop the vsock host end");
   note(RemoveAll(state_dir_), "remove the state dir");
   for (UniqueFd& fd : ram) CloseInBackground(std::move(fd));
-  if (first.ok()) kLog.Info("VM {} stopped; {} removed", id_, state_dir_);
+  if (first.ok()) kSandboxVmImplLog.Info("VM {} stopped; {} removed", id_, state_dir_);
   return first;
 }
 
@@ -215,7 +215,7 @@ Status SandboxVmImpl::Detach() {
   if (vsock_) vsock_->Detach();
   std::lock_guard lock(mu_);
   state_ = State::kDetached;
-  kLog.Info("VM {} detached (QEMU pid {}); adopt it from {}", id_, vmm_->vmm_pid(), state_dir_);
+  kSandboxVmImplLog.Info("VM {} detached (QEMU pid {}); adopt it from {}", id_, vmm_->vmm_pid(), state_dir_);
   return Status::Ok();
 }
 

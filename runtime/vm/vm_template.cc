@@ -41,7 +41,7 @@ namespace {
 
 using nlohmann::json;
 using std::chrono::milliseconds;
-const log::Logger kLog("vm");
+const log::Logger kVmTemplateLog("vm");
 
 constexpr const char* kRecordName = "template.json";
 constexpr const char* kBuildingSuffix = ".building";
@@ -150,7 +150,7 @@ Result<VmTemplate> BuildIn(const config::Config& config, const std::string& dir,
   t.vmm_version = caps.version;
   t.ram_allocated_bytes = AllocatedBytes(t.ram_path());
   t.state_bytes = FileBytes(t.state_path());
-  kLog.Info("template {} ({} vCPU, {} MiB): booted in {:.0f} ms, saved in {:.0f} ms; RAM image {} MiB allocated "
+  kVmTemplateLog.Info("template {} ({} vCPU, {} MiB): booted in {:.0f} ms, saved in {:.0f} ms; RAM image {} MiB allocated "
             "({} MiB of zero pages left out), device state {} KiB", spec.key, t.vcpus, t.memory_mib, booted_ms,
             t.build_ms - booted_ms, t.ram_allocated_bytes >> 20, punched >> 20, t.state_bytes >> 10);
   return t;
@@ -169,7 +169,7 @@ Result<VmTemplate> BuildTemplate(const config::Config& config, const std::string
   RETURN_IF_ERROR_CTX(MkdirAll(root, 0700), what);
   RETURN_IF_ERROR_CTX(RemoveTemplate(config, dir), what + ": an unfinished earlier build");
   if (::mkdir(dir.c_str(), 0700) != 0) return ErrnoStatus(what + ": mkdir " + dir);
-  kLog.Info("{}: booting a {} vCPU, {} MiB template VM in {}", what, spec.vcpus, spec.memory_mib, dir);
+  kVmTemplateLog.Info("{}: booting a {} vCPU, {} MiB template VM in {}", what, spec.vcpus, spec.memory_mib, dir);
 
   hypervisor::VmmPtr vmm;
   auto built = BuildIn(config, dir, spec, vmm);
@@ -180,7 +180,7 @@ Result<VmTemplate> BuildTemplate(const config::Config& config, const std::string
   if (!st.ok()) {
     if (vmm) (void)vmm->Stop(milliseconds(0));
     vmm.reset();
-    if (Status rm = RemoveTemplate(config, dir); !rm.ok()) kLog.Error("{}: clean-up: {}", what, rm.ToString());
+    if (Status rm = RemoveTemplate(config, dir); !rm.ok()) kVmTemplateLog.Error("{}: clean-up: {}", what, rm.ToString());
     return std::move(st).WithContext(what);
   }
   built->dir = final_dir;
@@ -206,7 +206,7 @@ Status AttachSealedRam(VmTemplate& t) {
   const auto start = BootClock::now();
   ASSIGN_OR_RETURN(RamCopy ram, SealedRamImage(t.ram_path(), static_cast<uint64_t>(t.memory_mib) << 20,
                                                "capsule-template-" + t.key));
-  kLog.Info("template {}: {} MiB of RAM sealed for copy-on-write clones in {:.0f} ms", t.key, ram.copied >> 20,
+  kVmTemplateLog.Info("template {}: {} MiB of RAM sealed for copy-on-write clones in {:.0f} ms", t.key, ram.copied >> 20,
             MsSince(start));
   t.sealed_ram = std::make_shared<const UniqueFd>(std::move(ram.memfd));
   return Status::Ok();
@@ -274,10 +274,10 @@ Status RemoveTemplate(const config::Config& config, const std::string& dir) {
     // A build a killed process left: its VMM may still run.
     auto vmm = hypervisor::NewQemuHypervisor(config)->Attach(vm_dir);
     if (vmm.ok()) {
-      kLog.Warn("stopping the VMM of an unfinished template build in {}", dir);
+      kVmTemplateLog.Warn("stopping the VMM of an unfinished template build in {}", dir);
       RETURN_IF_ERROR((*vmm)->Stop(milliseconds(0)));
     } else {
-      kLog.Warn("unfinished template build in {}: {}", dir, vmm.status().message());
+      kVmTemplateLog.Warn("unfinished template build in {}: {}", dir, vmm.status().message());
     }
   }
   return RemoveAll(dir);

@@ -11,7 +11,7 @@
 namespace capsule::shim::events {
 namespace {
 
-const log::Logger kLog("shim.events");
+const log::Logger kQueuedPublisherLog("shim.events");
 
 bool Retryable(const Status& st) {
   return st.code() == Code::kUnavailable || st.code() == Code::kDeadlineExceeded ||
@@ -51,11 +51,11 @@ void QueuedPublisher::Publish(std::string_view topic, const google::protobuf::Me
   {
     std::lock_guard lock(mu_);
     if (closing_) {
-      kLog.Warn("publisher closed; dropping {} event", topic);
+      kQueuedPublisherLog.Warn("publisher closed; dropping {} event", topic);
       return;
     }
     if (queue_.size() >= options_.max_queued) {
-      kLog.Error("event queue full ({}); dropping the oldest event {}", queue_.size(), queue_.front().topic());
+      kQueuedPublisherLog.Error("event queue full ({}); dropping the oldest event {}", queue_.size(), queue_.front().topic());
       queue_.pop_front();
     }
     queue_.push_back(std::move(env));
@@ -80,18 +80,18 @@ bool QueuedPublisher::Deliver(const ev::Envelope& envelope) {
   for (int attempt = 1;; ++attempt) {
     Status st = sender_->Send(envelope);
     if (st.ok()) {
-      kLog.Debug("published {} via {}", envelope.topic(), sender_->Describe());
+      kQueuedPublisherLog.Debug("published {} via {}", envelope.topic(), sender_->Describe());
       return true;
     }
     Clock::time_point close_deadline{};
     const bool stopping = Stopping(&close_deadline);
     const auto now = Clock::now();
     if (!Retryable(st) || now + backoff > give_up || (stopping && now + backoff > close_deadline)) {
-      kLog.Error("dropping {} event after {} attempt(s) via {}: {}", envelope.topic(), attempt,
+      kQueuedPublisherLog.Error("dropping {} event after {} attempt(s) via {}: {}", envelope.topic(), attempt,
                  sender_->Describe(), st.ToString());
       return false;
     }
-    if (attempt == 1) kLog.Warn("publish {} via {}: {}; retrying", envelope.topic(), sender_->Describe(), st.ToString());
+    if (attempt == 1) kQueuedPublisherLog.Warn("publish {} via {}: {}; retrying", envelope.topic(), sender_->Describe(), st.ToString());
     std::unique_lock lock(mu_);
     // A Close() with a short deadline cuts the wait short.
     cv_.wait_for(lock, backoff, [&] { return closing_ && Clock::now() + backoff > close_deadline_; });
@@ -107,7 +107,7 @@ void QueuedPublisher::Loop() {
       cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
       if (queue_.empty()) return;  // closing and drained
       if (closing_ && Clock::now() >= close_deadline_) {
-        kLog.Error("shim exiting: dropping {} undelivered event(s), first {}", queue_.size(), queue_.front().topic());
+        kQueuedPublisherLog.Error("shim exiting: dropping {} undelivered event(s), first {}", queue_.size(), queue_.front().topic());
         queue_.clear();
         return;
       }

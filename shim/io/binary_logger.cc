@@ -12,7 +12,7 @@
 namespace capsule::shim::io {
 namespace {
 
-const log::Logger kLog("shim.io");
+const log::Logger kBinaryLoggerLog("shim.io");
 
 // Fd numbers the logger finds its ends at (containerd's ExtraFiles order).
 constexpr int kLoggerStdoutFd = 3;
@@ -66,7 +66,7 @@ Result<std::unique_ptr<BinaryLogger>> BinaryLogger::Start(const std::string& bin
   if (Status st = WaitReady(ready.r.get(), binary); !st.ok()) return st;  // child killed by ~ChildProcess
   RETURN_IF_ERROR(SetNonBlocking(out.w.get()));
   RETURN_IF_ERROR(SetNonBlocking(err.w.get()));
-  kLog.Info("logging binary {} pid {} ready for {}/{}", binary, child->pid(), ns, container_id);
+  kBinaryLoggerLog.Info("logging binary {} pid {} ready for {}/{}", binary, child->pid(), ns, container_id);
   return std::unique_ptr<BinaryLogger>(
       new BinaryLogger(std::move(*child), std::move(out.w), std::move(err.w)));
 }
@@ -79,7 +79,7 @@ void BinaryLogger::Stop() {
   stdout_w_.reset();
   stderr_w_.reset();
   if (child_.Wait(kLoggerEofGrace).ok()) return;
-  kLog.Warn("logging binary pid {} still running {} ms after EOF; sending SIGTERM", child_.pid(),
+  kBinaryLoggerLog.Warn("logging binary pid {} still running {} ms after EOF; sending SIGTERM", child_.pid(),
             kLoggerEofGrace.count());
   child_.Terminate(kLoggerTermGrace);
 }

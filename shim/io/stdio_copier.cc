@@ -22,7 +22,7 @@
 namespace capsule::shim::io {
 namespace {
 
-const log::Logger kLog("shim.io");
+const log::Logger kStdioCopierLog("shim.io");
 
 using SinkPtr = std::shared_ptr<UniqueFd>;
 
@@ -66,7 +66,7 @@ struct StdioCopier::Shared {
   void CloseProcessStdin() {
     if (process_stdin_closed.exchange(true)) return;
     if (Status st = process->CloseStdin(); !st.ok())
-      kLog.Debug("{} close stdin: {}", name, st.ToString());
+      kStdioCopierLog.Debug("{} close stdin: {}", name, st.ToString());
   }
 
   void Finished(bool output) {
@@ -108,7 +108,7 @@ void OutputLoop(std::shared_ptr<StdioCopier::Shared> s, OutputStream stream, Sin
   for (;;) {
     auto chunk = s->process->Read(stream, kReadChunkBytes);
     if (!chunk.ok()) {
-      kLog.Warn("{} {}: {}; treating it as the end of the stream", s->name, StreamName(stream),
+      kStdioCopierLog.Warn("{} {}: {}; treating it as the end of the stream", s->name, StreamName(stream),
                 chunk.status().ToString());
       break;
     }
@@ -123,7 +123,7 @@ void OutputLoop(std::shared_ptr<StdioCopier::Shared> s, OutputStream stream, Sin
       if (!st.ok()) {
         ClearPendingSigpipe();
         // Keep draining so the process never blocks on a full pipe.
-        kLog.Warn("{} {}: {}; discarding further output", s->name, StreamName(stream), st.ToString());
+        kStdioCopierLog.Warn("{} {}: {}; discarding further output", s->name, StreamName(stream), st.ToString());
         writable = false;
       }
     }
@@ -143,7 +143,7 @@ bool DrainStdin(StdioCopier::Shared& s, int in, bool* forward) {
     if (n <= 0) return false;
     if (!*forward) continue;
     if (Status st = s.process->Write(std::string_view(buf, static_cast<size_t>(n))); !st.ok()) {
-      kLog.Warn("{} stdin: {}; discarding further input", s.name, st.ToString());
+      kStdioCopierLog.Warn("{} stdin: {}; discarding further input", s.name, st.ToString());
       *forward = false;
     }
   }
@@ -156,7 +156,7 @@ void StdinLoop(std::shared_ptr<StdioCopier::Shared> s, UniqueFd in) {
                    {s->close_stdin_efd.get(), POLLIN, 0}};
     if (::poll(p, 3, -1) < 0) {
       if (errno == EINTR) continue;
-      kLog.Warn("{} stdin: {}", s->name, ErrnoStatus("poll").ToString());
+      kStdioCopierLog.Warn("{} stdin: {}", s->name, ErrnoStatus("poll").ToString());
       break;
     }
     if (p[1].revents != 0) {  // destroyed: drop the rest
@@ -291,7 +291,7 @@ StdioCopier::~StdioCopier() {
     std::unique_lock lock(s.mu);
     finished = s.cv.wait_for(lock, kCopierStopTimeout, [&] { return s.running == 0; });
     if (!finished) {
-      kLog.Warn("{}: {} stdio copy thread(s) still blocked in the process's Read after {} ms; "
+      kStdioCopierLog.Warn("{}: {} stdio copy thread(s) still blocked in the process's Read after {} ms; "
                 "leaving them to finish on their own", s.name, s.running, kCopierStopTimeout.count());
     }
   }

@@ -17,7 +17,7 @@
 
 namespace capsule::shim::launcher {
 namespace {
-const log::Logger kLog("shim.bundle");
+const log::Logger kBundleLog("shim.bundle");
 }  // namespace
 
 Result<std::string> ShimGroup(const std::string& bundle, const std::string& id) {
@@ -60,7 +60,7 @@ bool GroupStillServed(const std::string& bundle) {
     // its connection go) a moment before its pid is released.
     if (alive.ok()) return !PidfdExited(alive->get()) && !ProcessExiting(shim.pid);
     if (alive.status().code() == Code::kNotFound) return false;
-    kLog.Warn("shim pid {}: {}; asking its socket instead", record->shim_pid, alive.status().ToString());
+    kBundleLog.Warn("shim pid {}: {}; asking its socket instead", record->shim_pid, alive.status().ToString());
   }
   auto path = GroupSocketPath(bundle);
   return path.ok() && CanConnect(*path);

@@ -22,7 +22,7 @@
 namespace capsule::shim::launcher {
 namespace {
 
-const log::Logger kLog("shim.daemon");
+const log::Logger kDaemonLog("shim.daemon");
 
 // Watches SIGTERM/SIGINT through a signalfd and turns them into a shutdown
 // request. The signals must be blocked in every thread first, so this is
@@ -61,7 +61,7 @@ class SignalWatcher {
       if (p[1].revents != 0) return;
       signalfd_siginfo info{};
       if (::read(sfd_.get(), &info, sizeof info) == sizeof info) {
-        kLog.Info("got signal {}; shutting down", info.ssi_signo);
+        kDaemonLog.Info("got signal {}; shutting down", info.ssi_signo);
         shutdown->Request("signal " + std::to_string(info.ssi_signo));
       }
     }
@@ -98,7 +98,7 @@ Result<std::string> AdoptSocket(int fd) {
 void RemoveSocket(const std::string& path, ino_t ino) {
   struct stat st{};
   if (::lstat(path.c_str(), &st) != 0 || st.st_ino != ino) return;
-  if (::unlink(path.c_str()) != 0) kLog.Warn("{}", ErrnoStatus("remove socket " + path).ToString());
+  if (::unlink(path.c_str()) != 0) kDaemonLog.Warn("{}", ErrnoStatus("remove socket " + path).ToString());
 }
 
 }  // namespace
@@ -158,12 +158,12 @@ int RunDaemon(const ShimFlags& flags, const ServeFn& serve) {
   ::signal(SIGPIPE, SIG_IGN);  // a gone FIFO reader must be EPIPE, not death
   RedirectLogs(flags.bundle, flags.debug);
   if (!watcher.ok()) {
-    kLog.Error("{}", watcher.status().ToString());
+    kDaemonLog.Error("{}", watcher.status().ToString());
     return 1;
   }
   auto path = AdoptSocket(flags.socket_fd);
   if (!path.ok()) {
-    kLog.Error("{}", path.status().ToString());
+    kDaemonLog.Error("{}", path.status().ToString());
     return 1;
   }
   DaemonContext ctx;
@@ -175,16 +175,16 @@ int RunDaemon(const ShimFlags& flags, const ServeFn& serve) {
     FillContext(flags, ctx);
     ctx.socket_path = *path;
     ctx.shutdown = &shutdown;
-    kLog.Info("shim daemon pid {} serving {} (namespace {}, task {})", ::getpid(), *path, ctx.ns, ctx.id);
+    kDaemonLog.Info("shim daemon pid {} serving {} (namespace {}, task {})", ::getpid(), *path, ctx.ns, ctx.id);
     st = serve ? serve(ctx) : Unimplemented("no serve hook linked into this shim");
     if (!st.ok()) st = std::move(st).WithContext("serve");
   }
   RemoveSocket(*path, sock_ino);
   if (!st.ok()) {
-    kLog.Error("{}", st.ToString());
+    kDaemonLog.Error("{}", st.ToString());
     return 1;
   }
-  kLog.Info("shim daemon exiting ({})", shutdown.requested() ? shutdown.Wait() : "serve returned");
+  kDaemonLog.Info("shim daemon exiting ({})", shutdown.requested() ? shutdown.Wait() : "serve returned");
   return 0;
 }
 

@@ -12,23 +12,23 @@
 namespace capsule::shim::launcher {
 namespace {
 
-const log::Logger kLog("shim.delete");
+const log::Logger kDeleteLog("shim.delete");
 
 // Removes the socket named by <bundle>/address when nothing listens on it.
 void RemoveStaleSocket(const std::string& bundle) {
   auto path = GroupSocketPath(bundle);
   if (!path.ok()) {
-    if (path.status().code() != Code::kNotFound) kLog.Warn("{}", path.status().ToString());
+    if (path.status().code() != Code::kNotFound) kDeleteLog.Warn("{}", path.status().ToString());
     return;
   }
   if (CanConnect(*path)) {
-    kLog.Info("shim socket {} is still served; keeping it", *path);
+    kDeleteLog.Info("shim socket {} is still served; keeping it", *path);
     return;
   }
   if (::unlink(path->c_str()) == 0) {
-    kLog.Info("removed stale shim socket {}", *path);
+    kDeleteLog.Info("removed stale shim socket {}", *path);
   } else if (errno != ENOENT) {
-    kLog.Warn("{}", ErrnoStatus("remove stale shim socket " + *path).ToString());
+    kDeleteLog.Warn("{}", ErrnoStatus("remove stale shim socket " + *path).ToString());
   }
 }
 
@@ -43,7 +43,7 @@ Result<std::string> DeleteShim(const DeleteRequest& req) {
   RemoveStaleSocket(req.bundle);
   const std::string address_file = req.bundle + "/" + kAddressFile;
   if (::unlink(address_file.c_str()) != 0 && errno != ENOENT)
-    kLog.Warn("{}", ErrnoStatus("remove " + address_file).ToString());
+    kDeleteLog.Warn("{}", ErrnoStatus("remove " + address_file).ToString());
 
   timespec now{};
   ::clock_gettime(CLOCK_REALTIME, &now);

@@ -23,7 +23,7 @@
 namespace capsule::shim::launcher {
 namespace {
 
-const log::Logger kLog("shim");
+const log::Logger kLauncherLog("shim");
 
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
@@ -39,7 +39,7 @@ Status WriteAllStdout(std::string_view data) {
 }
 
 int Fail(const Status& st) {
-  kLog.Error("{}", st.ToString());
+  kLauncherLog.Error("{}", st.ToString());
   std::fprintf(stderr, "%s: %s\n", kShimName, st.ToString().c_str());
   return kExitFailure;
 }

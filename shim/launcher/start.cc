@@ -20,7 +20,7 @@
 namespace capsule::shim::launcher {
 namespace {
 
-const log::Logger kLog("shim.start");
+const log::Logger kStartLog("shim.start");
 
 // The daemon finds its listening socket at fd 3, as containerd's Go shims
 // do (exec.Cmd ExtraFiles[0]); -socket-fd says so explicitly.
@@ -35,13 +35,13 @@ constexpr int kOomScoreAdjMax = 1000;
 void RaiseOomScore(pid_t daemon) {
   auto parent = ReadFile(fmt::format("/proc/{}/oom_score_adj", ::getppid()));
   if (!parent.ok()) {
-    kLog.Warn("oom score: {}", parent.status().ToString());
+    kStartLog.Warn("oom score: {}", parent.status().ToString());
     return;
   }
   int score = std::atoi(parent->c_str());
   score = std::min(score + 1, kOomScoreAdjMax);
   Status st = WriteFile(fmt::format("/proc/{}/oom_score_adj", daemon), std::to_string(score));
-  if (!st.ok()) kLog.Warn("oom score of shim daemon {}: {}", daemon, st.ToString());
+  if (!st.ok()) kStartLog.Warn("oom score of shim daemon {}: {}", daemon, st.ToString());
 }
 
 // Binds the group's socket; if a live daemon owns it, returns no fd (reuse).
@@ -50,7 +50,7 @@ Result<UniqueFd> ClaimSocket(const std::string& path) {
   if (fd.ok() || fd.status().code() != Code::kAlreadyExists) return fd;
   if (CanConnect(path)) return UniqueFd();
   // A socket file nobody serves: left by a daemon that died. Take it over.
-  kLog.Info("removing stale shim socket {}", path);
+  kStartLog.Info("removing stale shim socket {}", path);
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("remove stale socket " + path);
   auto retry = ListenUnix(path);
   if (!retry.ok()) return std::move(retry).status().WithContext("create shim socket after removing a stale one");
@@ -80,7 +80,7 @@ Result<std::string> StartShim(const StartRequest& req) {
 
   ASSIGN_OR_RETURN(UniqueFd listen_fd, ClaimSocket(path));
   if (!listen_fd) {
-    kLog.Info("task {} joins shim group {} at {}", req.flags.id, group, address);
+    kStartLog.Info("task {} joins shim group {} at {}", req.flags.id, group, address);
     RETURN_IF_ERROR_CTX(WriteAddressFile(req.bundle, address), "record existing shim address");
     return address;
   }
@@ -96,7 +96,7 @@ Result<std::string> StartShim(const StartRequest& req) {
     return st.WithContext("record shim address");
   }
   RaiseOomScore(*daemon);
-  kLog.Info("started shim daemon pid {} for group {} at {} (config {})", *daemon, group, address,
+  kStartLog.Info("started shim daemon pid {} for group {} at {} (config {})", *daemon, group, address,
             options.config_path.empty() ? "default" : options.config_path);
   return address;
 }

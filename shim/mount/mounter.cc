@@ -18,7 +18,7 @@
 namespace capsule::shim::mount {
 namespace {
 
-const log::Logger kLog("shim.mount");
+const log::Logger kMounterLog("shim.mount");
 
 // How long an unmount waits for a busy mount to be released, and how often
 // it tries again meanwhile.
@@ -81,7 +81,7 @@ Status LinuxMounter::Unmount(const std::string& target) {
     if (std::chrono::steady_clock::now() >= deadline) break;
     poll.Wait(deadline);
   }
-  kLog.Warn("umount {}: still busy after {} ms (the guest has not released it); detaching it lazily", target,
+  kMounterLog.Warn("umount {}: still busy after {} ms (the guest has not released it); detaching it lazily", target,
             kBusyUnmountWait.count());
   if (::umount2(target.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0) return ErrnoStatus("detach " + target);
   return Status::Ok();
@@ -102,7 +102,7 @@ ScopedMount& ScopedMount::operator=(ScopedMount&& other) noexcept {
 }
 
 ScopedMount::~ScopedMount() {
-  if (Status st = Unmount(); !st.ok()) kLog.Error("{}", st.ToString());
+  if (Status st = Unmount(); !st.ok()) kMounterLog.Error("{}", st.ToString());
 }
 
 Status MakeMountTarget(const std::string& target, bool directory) {

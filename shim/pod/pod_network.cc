@@ -18,7 +18,7 @@
 namespace capsule::shim::pod {
 namespace {
 
-const log::Logger kLog("shim.net");
+const log::Logger kPodNetworkLog("shim.net");
 namespace v1 = agentclient::v1;
 
 using Clock = std::chrono::steady_clock;
@@ -84,7 +84,7 @@ Status PodNetwork::TakeOverBootNic(const network::PodInterface& iface, const vm:
   taps_.push_back(std::move(moved).value());
   used_boot_nic_ = true;
   boot_nic_mac_ = nic.mac;
-  kLog.Info("pod NIC {}: taken over; tap moved and mirrored in {:.1f} ms", what, MsSince(t0));
+  kPodNetworkLog.Info("pod NIC {}: taken over; tap moved and mirrored in {:.1f} ms", what, MsSince(t0));
   return Status::Ok();
 }
 
@@ -105,7 +105,7 @@ Status PodNetwork::Hotplug(size_t n, const network::PodInterface& iface, hypervi
   RETURN_IF_ERROR_CTX(vmm.PassFd(dev.fd_name, tap.tap_fd()), "hand the tap of " + nic + " to the VMM");
   RETURN_IF_ERROR_CTX(vmm.HotplugDevice(dev), "hot-plug the NIC for " + nic);
   taps_.push_back(std::move(tap));
-  kLog.Info("pod NIC {}: hot-plugged; tap made and plugged in {:.1f} ms", nic, MsSince(t0));
+  kPodNetworkLog.Info("pod NIC {}: hot-plugged; tap made and plugged in {:.1f} ms", nic, MsSince(t0));
   return Status::Ok();
 }
 
@@ -122,7 +122,7 @@ Result<std::unique_ptr<PodNetwork>> PodNetwork::Attach(const std::string& netns_
     if (n == 0 && boot_nic) {
       Status st = net->TakeOverBootNic(iface, *boot_nic);
       if (st.ok()) continue;
-      kLog.Warn("{}: the boot NIC is not usable, hot-plugging one: {}", what, st.ToString());
+      kPodNetworkLog.Warn("{}: the boot NIC is not usable, hot-plugging one: {}", what, st.ToString());
     }
     RETURN_IF_ERROR(net->Hotplug(n, iface, vmm));
   }
@@ -152,7 +152,7 @@ Status PodNetwork::CheckGuest(const v1::SetupSandboxResponse& resp) const {
     if (n == 0 && used_boot_nic_ && !EqualsIgnoringCase(got.hw_addr(), want.mac))
       return Internal(fmt::format("pod NIC {} ({}, {}) on the boot NIC {}: the agent left the NIC's MAC at {}",
                                   want.name, want.mac, netns_path_, boot_nic_mac_, got.hw_addr().substr(0, 64)));
-    kLog.Info("pod NIC {} ({}): {} in the guest, {} address(es), mtu {}", want.name, want.mac,
+    kPodNetworkLog.Info("pod NIC {} ({}): {} in the guest, {} address(es), mtu {}", want.name, want.mac,
               got.name().substr(0, 64), got.addresses_size(), got.mtu());
   }
   return Status::Ok();
@@ -169,7 +169,7 @@ Status PodNetwork::Remove() {
 }
 
 PodNetwork::~PodNetwork() {
-  if (Status st = Remove(); !st.ok()) kLog.Warn("{}: {}", netns_path_, st.ToString());
+  if (Status st = Remove(); !st.ok()) kPodNetworkLog.Warn("{}: {}", netns_path_, st.ToString());
 }
 
 }  // namespace capsule::shim::pod

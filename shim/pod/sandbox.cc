@@ -25,7 +25,7 @@
 namespace capsule::shim::pod {
 namespace {
 
-const log::Logger kLog("shim.sandbox");
+const log::Logger kSandboxLog("shim.sandbox");
 namespace v1 = agentclient::v1;
 using agentclient::AgentClient;
 
@@ -75,7 +75,7 @@ Result<vm::SandboxVmPtr> Sandbox::ObtainVm(const SandboxParams& p, VmProvider& p
     }
   }
   *claimed = false;
-  kLog.Info("sandbox {}: cold-booting VM {} ({} vCPU, {} MiB): {}", p.id, spec.id, spec.vcpus, spec.memory_mib, miss);
+  kSandboxLog.Info("sandbox {}: cold-booting VM {} ({} vCPU, {} MiB): {}", p.id, spec.id, spec.vcpus, spec.memory_mib, miss);
   // A failed claim may have recorded its VM: the bundle names ours again.
   RETURN_IF_ERROR(record(spec.id, provider.StateDirFor(spec.id)));
   return provider.Boot(spec);
@@ -106,9 +106,9 @@ Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxParams params, VmProvide
   s->vm_->OnExit([watch = s->watch_](const hypervisor::VmExit& exit) {
     watch->gone.store(true);
     if (watch->failed.load()) {
-      kLog.Warn("VM {} stopped after its agent stopped answering", watch->vm_id);
+      kSandboxLog.Warn("VM {} stopped after its agent stopped answering", watch->vm_id);
     } else if (!watch->Stopping()) {
-      kLog.Error("the VM died: {}", exit.Describe(watch->vm_id));
+      kSandboxLog.Error("the VM died: {}", exit.Describe(watch->vm_id));
     }
     watch->agent->Revoke();  // every blocked call (waits, reads) ends now
   });
@@ -152,7 +152,7 @@ Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxParams params, VmProvide
   const char* nics = !s->network_ || s->network_->nic_count() == 0 ? "no NIC"
                      : s->network_->used_boot_nic()                 ? "boot NIC"
                                                                     : "hot-plugged NIC";
-  kLog.Info("sandbox {} ready in VM {} (VMM pid {}): {} {:.1f} ms, then {:.1f} ms: host network {:.1f} ms ({}), "
+  kSandboxLog.Info("sandbox {} ready in VM {} (VMM pid {}): {} {:.1f} ms, then {:.1f} ms: host network {:.1f} ms ({}), "
             "guest set-up {:.1f} ms in {} guest round trip(s), cgroup and port-forward {:.1f} ms beside it",
             s->p_.id, s->vm_id_, s->vmm_pid_, st.claimed ? "claimed from the pool in" : "cold boot", st.vm_ms,
             st.setup_ms, st.network_ms, nics, st.guest_ms, st.guest_calls, st.beside_ms);
@@ -165,7 +165,7 @@ void Sandbox::JoinCgroup() {
   if (cg.ok()) {
     cgroup_ = std::move(*cg);
   } else {
-    kLog.Error("sandbox {}: its VM's processes stay outside the pod's cgroup: {}", p_.id, cg.status().ToString());
+    kSandboxLog.Error("sandbox {}: its VM's processes stay outside the pod's cgroup: {}", p_.id, cg.status().ToString());
   }
 }
 
@@ -185,7 +185,7 @@ void Sandbox::WritePodRecord() const {
   r.vm_ms = timings_.vm_ms;
   r.setup_ms = timings_.setup_ms;
   if (Status st = vm::WritePodRecord(vm_->state_dir(), r); !st.ok())
-    kLog.Warn("sandbox {}: {}", p_.id, st.ToString());
+    kSandboxLog.Warn("sandbox {}: {}", p_.id, st.ToString());
 }
 
 Status Sandbox::SetupInGuest() {
@@ -218,7 +218,7 @@ Status Sandbox::SetupInGuest() {
   if (!p_.holder_container_id.empty() && done->holder_pid() == 0)
     return Internal("set up sandbox " + p_.id + " in VM " + vm_id_ + ": the agent named no pid for the pod holder");
   holder_pid_ = done->holder_pid();
-  kLog.Info("sandbox {}: guest clock set, guest RNG reseeded with {} bytes from the host (reseed {} since its boot)",
+  kSandboxLog.Info("sandbox {}: guest clock set, guest RNG reseeded with {} bytes from the host (reseed {} since its boot)",
             p_.id, kReseedBytes, done->randomness().reseeds());
   return Status::Ok();
 }
@@ -242,7 +242,7 @@ void Sandbox::StartPortForward() {
   };
   auto listener = network::PortForwardListener::Start(p_.netns_path, std::move(dial), label_);
   if (!listener.ok()) {
-    kLog.Error("{}: kubectl port-forward will not reach this pod: {}", label_, listener.status().ToString());
+    kSandboxLog.Error("{}: kubectl port-forward will not reach this pod: {}", label_, listener.status().ToString());
     return;
   }
   port_forward_ = std::move(listener).value();
@@ -277,18 +277,18 @@ void Sandbox::OomLoop() {
       if (!HostsContainer(cid)) {
         ++ignored_ooms_;
         if (warnings.Allow())
-          kLog.Warn("sandbox {}: the guest reported an OOM kill of '{}', no container of this pod: ignored ({} so far)",
+          kSandboxLog.Warn("sandbox {}: the guest reported an OOM kill of '{}', no container of this pod: ignored ({} so far)",
                     p_.id, cid.substr(0, 128), ignored_ooms_.load());
         continue;
       }
       if (!events.Allow()) {
         ++ignored_ooms_;
         if (warnings.Allow())
-          kLog.Warn("sandbox {}: the guest reports OOM kills faster than {} a second: dropped ({} so far)", p_.id,
+          kSandboxLog.Warn("sandbox {}: the guest reports OOM kills faster than {} a second: dropped ({} so far)", p_.id,
                     kMaxOomEventsPerSecond, ignored_ooms_.load());
         continue;
       }
-      kLog.Warn("sandbox {}: container {} had an OOM kill", p_.id, cid);
+      kSandboxLog.Warn("sandbox {}: container {} had an OOM kill", p_.id, cid);
       if (p_.on_oom) p_.on_oom(cid);
       continue;
     }
@@ -296,11 +296,11 @@ void Sandbox::OomLoop() {
     if (code == Code::kDeadlineExceeded) continue;
     if (watch_->Stopping() || agent_->revoked()) return;
     if (code == Code::kUnimplemented) {
-      kLog.Warn("sandbox {}: the agent has no OOM events ({}); OOM kills will not be reported", p_.id,
+      kSandboxLog.Warn("sandbox {}: the agent has no OOM events ({}); OOM kills will not be reported", p_.id,
                 ev.status().message());
       return;
     }
-    kLog.Warn("sandbox {}: OOM event poll: {}", p_.id, ev.status().ToString());
+    kSandboxLog.Warn("sandbox {}: OOM event poll: {}", p_.id, ev.status().ToString());
     std::this_thread::sleep_for(kOomRetryDelay);
   }
 }
@@ -321,7 +321,7 @@ std::string_view SandboxStateName(SandboxState s) {
 
 void Sandbox::MoveLocked(SandboxState from, SandboxState to) {
   watch_->state.store(to);
-  kLog.Debug("sandbox {}: {} -> {}", p_.id, SandboxStateName(from), SandboxStateName(to));
+  kSandboxLog.Debug("sandbox {}: {} -> {}", p_.id, SandboxStateName(from), SandboxStateName(to));
 }
 
 Status Sandbox::PauseVm() {
@@ -364,7 +364,7 @@ Status Sandbox::Stop() {
     deletes_done_.wait(deletes_lock, [this] { return deletes_in_flight_ == 0; });
   }
   MoveLocked(state(), SandboxState::kStopping);
-  kLog.Info("stopping sandbox {} (VM {}, VMM pid {})", p_.id, vm_id_, vmm_pid_);
+  kSandboxLog.Info("stopping sandbox {} (VM {}, VMM pid {})", p_.id, vm_id_, vmm_pid_);
   // First end every call the shim's threads have in flight; the VM's own
   // stop then finds its agent closed and stops the VMM directly.
   if (agent_) agent_->Revoke();
@@ -387,14 +387,14 @@ Status Sandbox::Stop() {
     try {
       network_down = std::thread([net = std::move(network_)]() mutable { net.reset(); });
     } catch (const std::system_error& e) {
-      kLog.Warn("{}: no thread for the network's removal ({}); it went on this one", label_, e.what());
+      kSandboxLog.Warn("{}: no thread for the network's removal ({}); it went on this one", label_, e.what());
     }
   }
   Status st = vm_->Stop(std::chrono::milliseconds(0));
-  if (!st.ok()) kLog.Error("stop VM {}: {}", vm_id_, st.ToString());
+  if (!st.ok()) kSandboxLog.Error("stop VM {}: {}", vm_id_, st.ToString());
   if (oom_thread_.joinable()) oom_thread_.join();
   if (port_forward_) {
-    if (Status pf = port_forward_->Stop(); !pf.ok()) kLog.Warn("{}: {}", label_, pf.ToString());
+    if (Status pf = port_forward_->Stop(); !pf.ok()) kSandboxLog.Warn("{}: {}", label_, pf.ToString());
   }
   {
     std::lock_guard unplug_lock(unplug_mu_);  // their waits ended with the VMM's QMP connection
@@ -428,13 +428,13 @@ void Sandbox::FailInBackground(const Status& why) {
   std::lock_guard lock(fail_mu_);
   if (fail_thread_.joinable() || watch_->Stopping()) return;
   watch_->failed.store(true);
-  kLog.Error("sandbox {}: {}; stopping VM {} (VMM pid {})", p_.id, why.message(), vm_id_, vmm_pid_);
+  kSandboxLog.Error("sandbox {}: {}; stopping VM {} (VMM pid {})", p_.id, why.message(), vm_id_, vmm_pid_);
   fail_thread_ = std::thread([this] {
     agent_->Revoke();  // the pod's other calls in flight end now, not at their deadlines
     // The VMM only: the share, virtiofsd and the vsock host end stay until
     // containerd deletes the pod's tasks (Stop), as after a crash.
     if (Status st = vm_->vmm().Stop(std::chrono::milliseconds(0)); !st.ok())
-      kLog.Error("sandbox {}: stop the VMM of VM {}: {}", p_.id, vm_id_, st.ToString());
+      kSandboxLog.Error("sandbox {}: stop the VMM of VM {}: {}", p_.id, vm_id_, st.ToString());
     watch_->gone.store(true);
   });
 }
@@ -454,7 +454,7 @@ void Sandbox::UnplugDiskLater(const std::string& serial) {
   if (unplugs_closed_) return;  // Stop() ran meanwhile
   unplugs_.emplace_back([this, serial] {
     Status st = vm_->vmm().UnplugDevice(serial, kDiskUnplugTimeout);
-    if (!st.ok() && !watch_->Stopping()) kLog.Warn("{}: {}", label_, st.ToString());
+    if (!st.ok() && !watch_->Stopping()) kSandboxLog.Warn("{}: {}", label_, st.ToString());
   });
 }
 

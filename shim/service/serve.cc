@@ -25,17 +25,17 @@
 namespace capsule::shim::service {
 namespace {
 
-const log::Logger kLog("shim.serve");
+const log::Logger kServeLog("shim.serve");
 
 void LogConfig(const LoadedConfig& c) {
   if (!c.error.ok()) {
-    kLog.Error("configuration: {}; every task will fail until it is fixed", c.error.ToString());
+    kServeLog.Error("configuration: {}; every task will fail until it is fixed", c.error.ToString());
     return;
   }
-  kLog.Info("effective configuration (from {}):", c.path.empty() ? "built-in defaults" : c.path);
+  kServeLog.Info("effective configuration (from {}):", c.path.empty() ? "built-in defaults" : c.path);
   std::istringstream lines(config::ToYaml(c.config));
   for (std::string line; std::getline(lines, line);) {
-    if (!line.empty()) kLog.Info("  {}", line);
+    if (!line.empty()) kServeLog.Info("  {}", line);
   }
 }
 
@@ -81,7 +81,7 @@ class TeardownDeadline {
   void Run() {
     std::unique_lock lock(mu_);
     if (cv_.wait_for(lock, kShutdownDeadline, [this] { return done_; })) return;
-    kLog.Error("shutdown stuck for {} s at: {}; exiting anyway", kShutdownDeadline.count(), stage_.load());
+    kServeLog.Error("shutdown stuck for {} s at: {}; exiting anyway", kShutdownDeadline.count(), stage_.load());
     if (!socket_path_.empty()) ::unlink(socket_path_.c_str());
     ::_exit(2);
   }
@@ -116,7 +116,7 @@ Status Serve(launcher::DaemonContext& ctx, const VmProviderFactory& make_vms) {
 
   ASSIGN_OR_RETURN(events::SenderPtr sender,
                    events::MakeSender(ctx.ttrpc_address, ctx.publish_binary, ctx.containerd_address));
-  kLog.Info("events go to {}", sender->Describe());
+  kServeLog.Info("events go to {}", sender->Describe());
   events::QueuedPublisher publisher(ctx.ns, std::move(sender));
   mount::LinuxMounter mounter;
   pod::VmProviderPtr vms = make_vms(cfg.config);
@@ -140,7 +140,7 @@ Status Serve(launcher::DaemonContext& ctx, const VmProviderFactory& make_vms) {
   RETURN_IF_ERROR_CTX(server.ListenFd(std::move(ctx.listen_fd)), "serve " + ctx.socket_path);
 
   const std::string why = WaitForShutdown(*ctx.shutdown, tasks);
-  kLog.Info("shutting down: {}", why);
+  kServeLog.Info("shutting down: {}", why);
   TeardownDeadline deadline(ctx.socket_path);
   deadline.Stage("stopping VMs and ending every process's wait");
   tasks.StopAll();

@@ -16,7 +16,7 @@ namespace cev = ::containerd::events;
 using task::ProcessPtr;
 
 namespace {
-const log::Logger kLog("shim.service");
+const log::Logger kTaskServiceLog("shim.service");
 // A guest that answers neither the kill nor anything else is stopped long
 // before this; it bounds only the wait, not the delete.
 constexpr std::chrono::milliseconds kKillAnswerWait{2000};
@@ -111,7 +111,7 @@ Result<v2::DeleteResponse> TaskService::Delete(const v2::DeleteRequest& req, con
   {
     std::unique_lock lock(kills_mu_);
     if (!kills_answered_.wait_for(lock, kKillAnswerWait, [&] { return kills_in_flight_.count(req.id()) == 0; }))
-      kLog.Warn("task {}: deleted with a kill still unanswered after {} ms", req.id(), kKillAnswerWait.count());
+      kTaskServiceLog.Warn("task {}: deleted with a kill still unanswered after {} ms", req.id(), kKillAnswerWait.count());
   }
   const task::ExitInfo& exit = deleted.exit;
   v2::DeleteResponse resp;

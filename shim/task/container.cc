@@ -20,7 +20,7 @@
 namespace capsule::shim::task {
 namespace {
 
-const log::Logger kLog("shim.container");
+const log::Logger kContainerLog("shim.container");
 namespace v1 = agentclient::v1;
 using agentclient::AgentClient;
 
@@ -47,10 +47,10 @@ void CopyBackTerminationMessages(const pod::AgentHandle& agent, const std::strin
     auto read = agent.Call<Result<v1::ReadGuestFileResponse>>([&](AgentClient& a) { return a.ReadGuestFile(req); });
     Status st = read.ok() ? WriteTerminationMessage(f.host_path, read->data()) : read.status();
     if (st.ok()) {
-      kLog.Info("container {}: termination message ({} bytes) copied from the guest to {}", id, read->data().size(),
+      kContainerLog.Info("container {}: termination message ({} bytes) copied from the guest to {}", id, read->data().size(),
                 f.host_path);
     } else {
-      kLog.Warn("container {}: termination message not copied to {}: {}", id, f.host_path, st.ToString());
+      kContainerLog.Warn("container {}: termination message not copied to {}: {}", id, f.host_path, st.ToString());
     }
   }
 }
@@ -80,7 +80,7 @@ Result<std::unique_ptr<Container>> Container::Create(ContainerParams params, pod
     c->in_agent_ = true;  // RemoveContainer ends the holder
     c->pod_holder_ = true;
     sb->AddContainer(c->p_.id);
-    kLog.Info("container {} is the pod holder in the guest (pid {}): no image mounted, no process created",
+    kContainerLog.Info("container {} is the pod holder in the guest (pid {}): no image mounted, no process created",
               c->p_.id, sb->holder_pid());
     return c;
   }
@@ -91,7 +91,7 @@ Result<std::unique_ptr<Container>> Container::Create(ContainerParams params, pod
                       return dense ? DenseGuestPath(rel) : sb->GuestSharedPath(rel);
                     }};
   ASSIGN_OR_RETURN(GuestSpec guest, MakeGuestSpec(c->p_.host_spec, in));
-  for (const auto& note : guest.notes) kLog.Info("container {}: {}", c->p_.id, note);
+  for (const auto& note : guest.notes) kContainerLog.Info("container {}: {}", c->p_.id, note);
   // From here on ~Container undoes whatever was done.
   std::vector<v1::Storage> storages;
   if (dense) {
@@ -104,18 +104,18 @@ Result<std::unique_ptr<Container>> Container::Create(ContainerParams params, pod
   RETURN_IF_ERROR(c->CreateInAgent(guest.spec.dump(), std::move(storages)));
   const auto t_guest = std::chrono::steady_clock::now();
   RETURN_IF_ERROR_CTX(c->init_->AttachStdio(), "stdio of " + c->p_.id);
-  kLog.Info("container {} created in {:.1f} ms: spec and host files {:.1f} ms, guest create {:.1f} ms, stdio {:.1f} ms",
+  kContainerLog.Info("container {} created in {:.1f} ms: spec and host files {:.1f} ms, guest create {:.1f} ms, stdio {:.1f} ms",
             c->p_.id, MsSince(t0), MsBetween(t0, t_files), MsBetween(t_files, t_guest), MsSince(t_guest));
   return c;
 }
 
 Container::~Container() {
   if (init_) init_->Abandon(kKilledExitStatus);  // wakes a Wait on a never-started init
-  if (Status st = RemoveFromAgent(); !st.ok()) kLog.Error("{}", st.ToString());
+  if (Status st = RemoveFromAgent(); !st.ok()) kContainerLog.Error("{}", st.ToString());
   execs_.clear();
   init_.reset();
   UnplugDisks();  // the guest unmounted them with the container
-  if (Status st = UnmountAll(); !st.ok()) kLog.Error("{}", st.ToString());
+  if (Status st = UnmountAll(); !st.ok()) kContainerLog.Error("{}", st.ToString());
 }
 
 Status Container::MountRootfs(mount::Mounter* mounter, const std::string& target) {
@@ -165,7 +165,7 @@ Result<std::vector<v1::Storage>> Container::PlugDense(mount::Mounter* mounter, G
     RETURN_IF_ERROR(MountsImage(mounter, binds, p_.bundle + "/dense-mounts", p_.id, image));
     RETURN_IF_ERROR_CTX(PlugImage(image, true), what);
   }
-  kLog.Info("container {}: rootfs image {} ({}, {:.0f} ms){}{}; {:.0f} ms in all", p_.id, rootfs.path,
+  kContainerLog.Info("container {}: rootfs image {} ({}, {:.0f} ms){}{}; {:.0f} ms in all", p_.id, rootfs.path,
             rootfs.built ? "built" : "cached", MsBetween(start, rootfs_done),
             binds.empty() ? "" : fmt::format(", {} host mounts in an image of their own", binds.size()),
             volumes.empty() ? "" : fmt::format(", {} emptyDir volumes in guest memory", volumes.size()),
@@ -289,7 +289,7 @@ void Container::FinishDelete() {
   const auto t0 = std::chrono::steady_clock::now();
   // containerd considers the task gone: finish the clean-up whatever
   // fails, and report failures in the log only.
-  if (Status st = RemoveFromAgent(); !st.ok()) kLog.Error("{}", st.ToString());
+  if (Status st = RemoveFromAgent(); !st.ok()) kContainerLog.Error("{}", st.ToString());
   const auto t_guest = std::chrono::steady_clock::now();
   std::map<std::string, ProcessPtr> execs;
   {
@@ -301,8 +301,8 @@ void Container::FinishDelete() {
   for (auto& [exec_id, p] : execs) p->Abandon(kKilledExitStatus);
   execs.clear();  // their watchers return now that the guest container is gone
   UnplugDisks();
-  if (Status st = UnmountAll(); !st.ok()) kLog.Error("container {}: {}", p_.id, st.ToString());
-  kLog.Info("container {} removed in {:.1f} ms: from the guest {:.1f} ms, host clean-up {:.1f} ms", p_.id, MsSince(t0),
+  if (Status st = UnmountAll(); !st.ok()) kContainerLog.Error("container {}: {}", p_.id, st.ToString());
+  kContainerLog.Info("container {} removed in {:.1f} ms: from the guest {:.1f} ms, host clean-up {:.1f} ms", p_.id, MsSince(t0),
             MsBetween(t0, t_guest), MsSince(t_guest));
 }
 

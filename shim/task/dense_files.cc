@@ -22,7 +22,7 @@
 namespace capsule::shim::task {
 namespace {
 
-const log::Logger kLog("shim.dense");
+const log::Logger kDenseFilesLog("shim.dense");
 
 struct Tally {
   uint64_t bytes = 0, entries = 0;

@@ -18,7 +18,7 @@
 namespace capsule::shim::task {
 namespace {
 
-const log::Logger kLog("shim.images");
+const log::Logger kImageCacheLog("shim.images");
 
 constexpr std::string_view kImageSuffix = ".erofs";
 constexpr std::string_view kOwnPrefix = "ctr-";  // a container's own image, never cached
@@ -86,15 +86,15 @@ Result<DiskImage> RootfsImage(const std::string& cache_dir, const std::string& k
   if (PathExists(out.path)) {
     // Used now: the trim goes by the last use.
     if (::utimensat(AT_FDCWD, out.path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW) != 0)
-      kLog.Warn("image cache: cannot mark {} used: {}", out.path, ErrnoStatus("utimensat").message());
+      kImageCacheLog.Warn("image cache: cannot mark {} used: {}", out.path, ErrnoStatus("utimensat").message());
     return out;
   }
-  kLog.Info("container {}: building the rootfs image {} (first use of these layers)", container_id, out.path);
+  kImageCacheLog.Info("container {}: building the rootfs image {} (first use of these layers)", container_id, out.path);
   RETURN_IF_ERROR(erofs::MakeErofsImage(tree, out.path));
   out.built = true;
   if (max_bytes != 0) {
     for (const TrimmedImage& t : TrimImageCache(cache_dir, max_bytes, out.path))
-      kLog.Info("image cache: removed {} ({} MiB, the least recently used) to stay within {} MiB", t.path,
+      kImageCacheLog.Info("image cache: removed {} ({} MiB, the least recently used) to stay within {} MiB", t.path,
                 t.bytes >> 20, max_bytes >> 20);
   }
   return out;
@@ -132,7 +132,7 @@ std::vector<TrimmedImage> TrimImageCache(const std::string& cache_dir, uint64_t 
     auto lock = LockKey(lock_path, /*wait=*/false);
     if (!lock.ok()) continue;  // being built or about to be plugged
     if (::unlink(e.path.c_str()) != 0) {
-      kLog.Warn("image cache: cannot remove {}: {}", e.path, ErrnoStatus("unlink").message());
+      kImageCacheLog.Warn("image cache: cannot remove {}: {}", e.path, ErrnoStatus("unlink").message());
       continue;
     }
     ::unlink(lock_path.c_str());  // while held: a waiter re-locks the next one (LockKey)

@@ -14,7 +14,7 @@
 namespace capsule::shim::task {
 namespace {
 
-const log::Logger kLog("shim.process");
+const log::Logger kProcessLog("shim.process");
 namespace v1 = agentclient::v1;
 using agentclient::AgentClient;
 
@@ -90,7 +90,7 @@ Result<uint32_t> Process::Start() {
   starting_ = false;
   if (!pid.ok()) {
     const uint32_t status = pid.status().code() == Code::kNotFound ? kNotFoundExitStatus : kCannotRunExitStatus;
-    kLog.Warn("{} could not start ({}); it is stopped with status {}", Name(), pid.status().message(), status);
+    kProcessLog.Warn("{} could not start ({}); it is stopped with status {}", Name(), pid.status().message(), status);
     RecordExitLocked(ExitInfo{status, NowUnixNanos(), false});
     cv_.notify_all();
     return std::move(pid).status();
@@ -109,7 +109,7 @@ Result<uint32_t> Process::Start() {
   cv_.notify_all();
   lock.unlock();
   if (!is_init()) RETURN_IF_ERROR_CTX(AttachStdio(), "stdio of " + Name());
-  kLog.Info("{} started (guest pid {}) in {:.1f} ms", Name(), *pid, start_ms);
+  kProcessLog.Info("{} started (guest pid {}) in {:.1f} ms", Name(), *pid, start_ms);
   return p_.host_pid;
 }
 
@@ -130,7 +130,7 @@ void Process::WatchExit() {
     const auto exited = std::chrono::steady_clock::now();
     if (p_.before_exit) p_.before_exit();
     if (!WaitOutput(kExitOutputGrace).ok())
-      kLog.Info("{}: output still open {} ms after its exit; reporting the exit", Name(), kExitOutputGrace.count());
+      kProcessLog.Info("{}: output still open {} ms after its exit; reporting the exit", Name(), kExitOutputGrace.count());
     {
       std::lock_guard exiting(mu_);
       draining_ = true;
@@ -155,14 +155,14 @@ ExitInfo Process::AwaitExit() {
       return e;
     }
     if ((p_.vm_gone && p_.vm_gone()) || p_.agent->revoked()) {
-      kLog.Warn("{}: its VM is gone; reporting it killed", Name());
+      kProcessLog.Warn("{}: its VM is gone; reporting it killed", Name());
       return ExitInfo{kKilledExitStatus, NowUnixNanos(), false};
     }
     if (r.status().code() == Code::kNotFound || attempt >= kWaitAttempts) {
-      kLog.Error("wait for {}: {}; reporting exit status {}", Name(), r.status().ToString(), kUnknownExitStatus);
+      kProcessLog.Error("wait for {}: {}; reporting exit status {}", Name(), r.status().ToString(), kUnknownExitStatus);
       return ExitInfo{kUnknownExitStatus, NowUnixNanos(), false};
     }
-    kLog.Warn("wait for {} (attempt {}): {}; retrying", Name(), attempt, r.status().ToString());
+    kProcessLog.Warn("wait for {} (attempt {}): {}; retrying", Name(), attempt, r.status().ToString());
     std::this_thread::sleep_for(kWaitRetryDelay);
   }
 }
@@ -184,7 +184,7 @@ void Process::DrainOutput(std::chrono::steady_clock::time_point deadline) {
   }
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
   if (Status st = WaitOutput(left); !st.ok())
-    kLog.Warn("{}: output still open {} ms after its exit; closing it now", Name(), kExitDrainTimeout.count());
+    kProcessLog.Warn("{}: output still open {} ms after its exit; closing it now", Name(), kExitDrainTimeout.count());
   std::lock_guard lock(mu_);
   copier_.reset();  // closes the host ends (CRI's ExecSync reads them to EOF)
 }
@@ -199,7 +199,7 @@ void Process::RecordExitLocked(const ExitInfo& exit) {
   const bool was_running = state_ == ProcessState::kRunning;
   state_ = ProcessState::kStopped;
   exit_ = exit;
-  kLog.Info("{} exited with status {}", Name(), exit.status);
+  kProcessLog.Info("{} exited with status {}", Name(), exit.status);
   // Queues /tasks/exit before anyone can Delete. An exec that never ran
   // had no start event, so it gets no exit event either.
   if (p_.on_exit && !drop_events_ && (was_running || is_init())) p_.on_exit(*this, exit);
@@ -244,7 +244,7 @@ Result<ExitInfo> Process::Delete() {
     return FailedPrecondition("delete " + Name() + ": its start is in progress (kill it, then wait)")
         .WithReason(reason::kWrongState);
   if (draining_ && !cv_.wait_for(lock, kExitDrainTimeout + io::kCopierStopTimeout, [&] { return !draining_; }))
-    kLog.Warn("delete {}: its output is still being copied; deleting anyway", Name());
+    kProcessLog.Warn("delete {}: its output is still being copied; deleting anyway", Name());
   RETURN_IF_ERROR(CheckTransition(state_, ProcessState::kDeleted, "delete " + Name()));
   const bool started = started_in_agent_;
   ExitInfo exit = exit_.value_or(ExitInfo{0, NowUnixNanos(), false});
@@ -262,7 +262,7 @@ Result<ExitInfo> Process::Delete() {
     req.set_container_id(p_.container_id);
     req.set_exec_id(p_.exec_id);
     Status st = p_.agent->Call<Status>([&](AgentClient& a) { return a.RemoveProcess(req); });
-    if (!st.ok() && st.code() != Code::kNotFound) kLog.Warn("forget {} in the agent: {}", Name(), st.ToString());
+    if (!st.ok() && st.code() != Code::kNotFound) kProcessLog.Warn("forget {} in the agent: {}", Name(), st.ToString());
   }
   return exit;
 }

@@ -17,7 +17,7 @@
 namespace capsule::shim::task {
 namespace {
 
-const log::Logger kLog("shim.tasks");
+const log::Logger kTaskManagerLog("shim.tasks");
 
 Result<nlohmann::json> ReadSpec(const std::string& bundle) {
   const std::string path = bundle + "/config.json";
@@ -44,7 +44,7 @@ namespace {
 ProcessIdentity SelfIdentity() {
   auto self = IdentifyProcess(::getpid());
   if (self.ok()) return *self;
-  kLog.Warn("bundle records will not name this shim ({}); delete then asks the group's socket", self.status().ToString());
+  kTaskManagerLog.Warn("bundle records will not name this shim ({}); delete then asks the group's socket", self.status().ToString());
   return ProcessIdentity{0, 0, ""};
 }
 
@@ -83,7 +83,7 @@ Result<ContainerPtr> TaskManager::Create(const CreateParams& params) {
   // Undone outside the lock: unmount, remove from the guest, stop the VM.
   undo.container.reset();
   if (undo.sandbox) {
-    kLog.Info("sandbox {}: stopping the VM of an abandoned creation", undo.sandbox->id());
+    kTaskManagerLog.Info("sandbox {}: stopping the VM of an abandoned creation", undo.sandbox->id());
     (void)undo.sandbox->Stop();
     undo.sandbox.reset();
   }
@@ -103,12 +103,12 @@ TaskManager::Undo TaskManager::Settle(const CreateParams& params, const pod::Can
   if (cancel.cancelled()) {
     const Status why = cancel.reason();
     if (result.ok()) {
-      kLog.Warn("{}; the task was created just before and is undone", why.message());
+      kTaskManagerLog.Warn("{}; the task was created just before and is undone", why.message());
       undo.container = std::move(*result);
     } else if (result.status() != why) {
-      kLog.Warn("{} (the creation ended with: {})", why.message(), result.status().message());
+      kTaskManagerLog.Warn("{} (the creation ended with: {})", why.message(), result.status().message());
     } else {
-      kLog.Warn("{}", why.message());
+      kTaskManagerLog.Warn("{}", why.message());
     }
     result = why;
   } else if (result.ok()) {
@@ -152,10 +152,10 @@ void TaskManager::CancelCreation(const std::string& id, const Status& why) {
   const auto start = std::chrono::steady_clock::now();
   std::unique_lock lock(mu_);
   if (creation_done_.wait_for(lock, kCancelledCreateWait, [&] { return op->done; })) {
-    kLog.Info("task {}: its creation was cancelled and undone in {} ms", id,
+    kTaskManagerLog.Info("task {}: its creation was cancelled and undone in {} ms", id,
               std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
   } else {
-    kLog.Warn("task {}: its cancelled creation is still being undone after {} ms; the shim exits once it is",
+    kTaskManagerLog.Warn("task {}: its cancelled creation is still being undone after {} ms; the shim exits once it is",
               id, kCancelledCreateWait.count());
   }
 }
@@ -174,7 +174,7 @@ Result<ContainerPtr> TaskManager::CreateReserved(const CreateParams& params, con
   }
   if (type != annotations.end() && type->second == kContainerTypeSandbox) {
     if (Status st = pod::RefuseHostNamespaces(spec, params.id); !st.ok()) {
-      kLog.Error("{}", st.message());
+      kTaskManagerLog.Error("{}", st.message());
       return st;
     }
   }
@@ -254,7 +254,7 @@ Result<pod::SandboxPtr> TaskManager::NewSandbox(const std::string& sandbox_id, c
     if (k != annotations.end()) sp.pod_namespace = k->second;
   }
   sp.size = pod::SizeVm(limits, d_.config.guest);
-  for (const auto& note : sp.size.notes) kLog.Info("sandbox {}: {}", sandbox_id, note);
+  for (const auto& note : sp.size.notes) kTaskManagerLog.Info("sandbox {}: {}", sandbox_id, note);
   sp.hostname = spec.value("hostname", "");
   // CRI's sandbox container is the pause container: the guest has its own
   // holder for what pause holds, so no image and no process are needed.
@@ -262,7 +262,7 @@ Result<pod::SandboxPtr> TaskManager::NewSandbox(const std::string& sandbox_id, c
   sp.netns_path = pod::PodNetnsPath(spec);
   if (auto linux = spec.find("linux"); linux != spec.end() && linux->is_object())
     sp.cgroups_path = linux->value("cgroupsPath", "");
-  if (sp.netns_path.empty()) kLog.Info("sandbox {}: no network namespace path in the spec: the VM gets no NIC", sandbox_id);
+  if (sp.netns_path.empty()) kTaskManagerLog.Info("sandbox {}: no network namespace path in the spec: the VM gets no NIC", sandbox_id);
   sp.on_oom = [this](const std::string& container_id) { PublishOom(container_id); };
   sp.agent_timeout = std::chrono::milliseconds(d_.config.runtime.agent_timeout_ms);
   sp.cancel = cancel;
@@ -287,15 +287,15 @@ Result<std::function<void()>> TaskManager::Kill(const std::string& id, const std
   if (exec_id.empty() && c->pod_holder() && c->sandbox()->stopping()) return std::function<void()>();
   if (exec_id.empty() && signal == SIGKILL && c->pod_holder() && p->Snapshot().state == ProcessState::kRunning) {
     if (pod::SandboxPtr sb = TakeSandboxOfLoneHolder(c)) {
-      kLog.Info("sandbox {}: SIGKILL to its pod holder, the pod's last task: stopping the VM instead of signalling the guest",
+      kTaskManagerLog.Info("sandbox {}: SIGKILL to its pod holder, the pod's last task: stopping the VM instead of signalling the guest",
                 sb->id());
       return std::function<void()>([sb, p] {
         const auto t0 = std::chrono::steady_clock::now();
         // A failure is the stop's to log (as at Delete): the VMM is gone
         // whatever else was left, and the holder with it.
-        if (Status st = sb->Stop(); !st.ok()) kLog.Error("sandbox {}: {}", sb->id(), st.ToString());
+        if (Status st = sb->Stop(); !st.ok()) kTaskManagerLog.Error("sandbox {}: {}", sb->id(), st.ToString());
         p->Abandon(kKilledExitStatus);  // the watcher reported it already, as the agent went
-        kLog.Info("sandbox {}: VM stopped {:.1f} ms after the kill's answer", sb->id(), MsSince(t0));
+        kTaskManagerLog.Info("sandbox {}: VM stopped {:.1f} ms after the kill's answer", sb->id(), MsSince(t0));
       });
     }
   }
@@ -349,8 +349,8 @@ Result<TaskManager::Deleted> TaskManager::Delete(const std::string& id, const st
                    }};
   }
   c->FinishDelete();
-  if (running) kLog.Info("sandbox {} has no containers left; stopping its VM", last->id());
-  if (Status st = last->Stop(); !st.ok()) kLog.Error("sandbox {}: {}", last->id(), st.ToString());
+  if (running) kTaskManagerLog.Info("sandbox {} has no containers left; stopping its VM", last->id());
+  if (Status st = last->Stop(); !st.ok()) kTaskManagerLog.Error("sandbox {}: {}", last->id(), st.ToString());
   return Deleted{exit, nullptr};
 }
 
@@ -368,7 +368,7 @@ bool TaskManager::AcceptShutdown() {
     shutdown_requested_ = true;
     for (const auto& [id, op] : creating_) forgotten.push_back(op);
   }
-  kLog.Warn("containerd shut the shim down with {} creation(s) still running: cancelling them", forgotten.size());
+  kTaskManagerLog.Warn("containerd shut the shim down with {} creation(s) still running: cancelling them", forgotten.size());
   for (const auto& op : forgotten)
     op->cancel->Cancel(Cancelled("containerd shut the shim down while the task was being created"));
   return false;
@@ -393,7 +393,7 @@ void TaskManager::StopAll() {
   // A boot in flight would hold the shim's exit up for its whole timeout.
   for (const auto& op : creating) op->cancel->Cancel(Cancelled("the shim is stopping"));
   for (auto& [id, s] : sandboxes) {
-    kLog.Warn("shim exiting with sandbox {} still running; stopping its VM", id);
+    kTaskManagerLog.Warn("shim exiting with sandbox {} still running; stopping its VM", id);
     (void)s->Stop();
   }
   for (auto& [id, c] : containers) c->AbandonProcesses();
@@ -432,7 +432,7 @@ void TaskManager::PublishOomOfExit(const Process& p, const ExitInfo& exit) {
     if (oom_reported_.erase(p.container_id()) != 0) return;
     oom_at_exit_.insert(p.container_id());
   }
-  kLog.Info("{} was OOM-killed before the OOM watcher reported it; publishing /tasks/oom with its exit", p.Name());
+  kTaskManagerLog.Info("{} was OOM-killed before the OOM watcher reported it; publishing /tasks/oom with its exit", p.Name());
   containerd::events::TaskOOM ev;
   ev.set_container_id(p.container_id());
   d_.events->Publish(events::kTaskOOM, ev);

@@ -23,7 +23,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-const log::Logger kLog("containerd-harness");
+const log::Logger kContainerdHarnessLog("containerd-harness");
 
 // Pause between readiness probes; containerd 1.6 boots in ~0.1 s here.
 constexpr int kProbeIntervalMs = 20;
@@ -81,7 +81,7 @@ ContainerdHarness::ContainerdHarness(ContainerdOptions options, TempDir dir)
 
 ContainerdHarness::~ContainerdHarness() {
   Status st = Stop();
-  if (!st.ok()) kLog.Error("cleanup of {}: {}", dir_, st.ToString());
+  if (!st.ok()) kContainerdHarnessLog.Error("cleanup of {}: {}", dir_, st.ToString());
 }
 
 Result<std::unique_ptr<ContainerdHarness>> ContainerdHarness::Start(ContainerdOptions options) {
@@ -113,7 +113,7 @@ Status ContainerdHarness::WriteCniConfig() {
   CniNetwork net = RandomCniNetwork();
   RETURN_IF_ERROR(WriteFile(cni_conf_dir() + "/10-capsule-test.conflist",
                             RenderCniConflist(net, dir_ + "/cni-ipam")));
-  kLog.Info("CNI bridge {} subnet {} for containerd in {}", net.bridge, net.subnet, dir_);
+  kContainerdHarnessLog.Info("CNI bridge {} subnet {} for containerd in {}", net.bridge, net.subnet, dir_);
   cni_ = std::move(net);
   return Status::Ok();
 }
@@ -139,7 +139,7 @@ Status ContainerdHarness::Spawn() {
   Result<ChildProcess> child = ChildProcess::Spawn(o);
   if (!child.ok()) return std::move(child).status().WithContext("start " + options_.containerd_binary);
   daemon_.emplace(std::move(*child));
-  kLog.Info("started containerd pid {} in {}", pid(), dir_);
+  kContainerdHarnessLog.Info("started containerd pid {} in {}", pid(), dir_);
   return Status::Ok();
 }
 
@@ -245,7 +245,7 @@ Status ContainerdHarness::Restart() {
   if (!temp_) return FailedPrecondition("containerd harness: Restart after Stop");
   if (daemon_ && !daemon_->reaped()) {
     int status = daemon_->Terminate(options_.stop_timeout);
-    kLog.Info("containerd pid {} stopped for restart (exit {})", daemon_->pid(), ExitCode(status));
+    kContainerdHarnessLog.Info("containerd pid {} stopped for restart (exit {})", daemon_->pid(), ExitCode(status));
   }
   daemon_.reset();
   RETURN_IF_ERROR_CTX(Spawn(), "restart containerd in " + dir_);
@@ -274,7 +274,7 @@ Status ContainerdHarness::Stop() {
   if (!temp_) return Status::Ok();
   if (daemon_ && !daemon_->reaped()) {
     int status = daemon_->Terminate(options_.stop_timeout);
-    kLog.Info("containerd pid {} stopped (exit {})", daemon_->pid(), ExitCode(status));
+    kContainerdHarnessLog.Info("containerd pid {} stopped (exit {})", daemon_->pid(), ExitCode(status));
   }
   daemon_.reset();
   // Shims first: they hold mounts (rootfs, shm) and netns open.

@@ -75,7 +75,7 @@ std::string RandomBytes(size_t n, unsigned seed) {
   return s;
 }
 
-bool WriteAll(int fd, std::string_view data) {
+bool SendAll(int fd, std::string_view data) {
   while (!data.empty()) {
     ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
     if (n <= 0) return false;
@@ -112,8 +112,8 @@ TEST_F(VsockSerialTest, AHostConnectReachesTheGuestsListenerAndCarriesAMegabyteE
 
   // More than any one side's credit (256 KiB), both ways at once.
   const std::string up = RandomBytes(1 << 20, 1), down = RandomBytes(1 << 20, 2);
-  std::thread writer_up([&] { EXPECT_TRUE(WriteAll(host->get(), up)); });
-  std::thread writer_down([&] { EXPECT_TRUE(WriteAll(g.get(), down)); });
+  std::thread writer_up([&] { EXPECT_TRUE(SendAll(host->get(), up)); });
+  std::thread writer_down([&] { EXPECT_TRUE(SendAll(g.get(), down)); });
   std::string got_up = ReadN(g.get(), up.size());
   std::string got_down = ReadN(host->get(), down.size());
   writer_up.join();
@@ -182,7 +182,7 @@ TEST_F(VsockSerialTest, AFrameLongerThanAnyPacketBreaksTheLinkAndClosesItsStream
   h.len = kMaxPacketPayload + 1;
   uint8_t raw[kPacketHeaderSize];
   EncodeHeader(h, raw);
-  ASSERT_TRUE(WriteAll(port->get(), std::string_view(reinterpret_cast<const char*>(raw), sizeof raw)));
+  ASSERT_TRUE(SendAll(port->get(), std::string_view(reinterpret_cast<const char*>(raw), sizeof raw)));
   EXPECT_TRUE(WaitEof(port->get()));
   for (int i = 0; i < 100 && !backend_->frontend_gone(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_TRUE(backend_->frontend_gone());
@@ -200,7 +200,7 @@ TEST_F(VsockSerialTest, PacketsFromAnotherCidAreDroppedAndUnknownStreamsReset) {
     h.op = static_cast<uint16_t>(op);
     uint8_t raw[kPacketHeaderSize];
     EncodeHeader(h, raw);
-    return WriteAll(port->get(), std::string_view(reinterpret_cast<const char*>(raw), sizeof raw));
+    return SendAll(port->get(), std::string_view(reinterpret_cast<const char*>(raw), sizeof raw));
   };
   ASSERT_TRUE(send(kGuestCid + 1, Op::kRw));  // spoofed: no answer
   ASSERT_TRUE(send(kGuestCid, Op::kRw));      // ours, no such stream: RST

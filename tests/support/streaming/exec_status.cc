@@ -10,7 +10,7 @@ namespace capsule::testing::streaming {
 namespace {
 
 // The quote of a bad status in an error.
-constexpr size_t kQuoteBytes = 300;
+constexpr size_t kStatusQuoteBytes = 300;
 
 std::string StringField(const nlohmann::json& j, const char* name) {
   auto it = j.find(name);
@@ -32,7 +32,7 @@ std::optional<std::string> ExitCodeCause(const nlohmann::json& status) {
 }  // namespace
 
 Result<ExecStatus> ParseExecStatus(std::string_view json) {
-  const std::string quote(json.substr(0, kQuoteBytes));
+  const std::string quote(json.substr(0, kStatusQuoteBytes));
   if (json.empty()) return InvalidArgument("exec status: nothing on the error channel");
   const nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())

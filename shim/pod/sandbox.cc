@@ -82,9 +82,9 @@ Result<vm::SandboxVmPtr> Sandbox::ObtainVm(const SandboxParams& p, VmProvider& p
 }
 
 Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxParams params, VmProvider& provider) {
-  using Clock = std::chrono::steady_clock;
-  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
-  auto t = Clock::now();
+  using Steady = std::chrono::steady_clock;
+  auto ms_since = [](Steady::time_point t) { return std::chrono::duration<double, std::milli>(Steady::now() - t).count(); };
+  auto t = Steady::now();
   bool claimed = false;
   const CancelTokenPtr cancel = params.cancel;
   if (cancel && cancel->cancelled()) return cancel->reason();
@@ -121,7 +121,7 @@ Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxParams params, VmProvide
   // the pod and its network exist in it, so no container runs on a stale
   // clock or RNG. What the pod does not need in the guest (the VM's
   // cgroup, the port-forward listener) is done beside that call.
-  t = Clock::now();
+  t = Steady::now();
   const uint64_t calls_before = s->agent_->round_trips();
   Status attached = s->AttachNetwork();
   s->timings_.network_ms = ms_since(t);
@@ -129,12 +129,12 @@ Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxParams params, VmProvide
   if (!attached.ok()) return attached;
   Sandbox* raw = s.get();
   auto beside = std::async(std::launch::async, [raw, &ms_since] {
-    const auto start = Clock::now();
+    const auto start = Steady::now();
     raw->JoinCgroup();
     raw->StartPortForward();
     raw->timings_.beside_ms = ms_since(start);
   });
-  auto start = Clock::now();
+  auto start = Steady::now();
   Status set_up = s->SetupInGuest();
   s->timings_.guest_ms = ms_since(start);
   beside.get();

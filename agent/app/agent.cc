@@ -110,8 +110,10 @@ Status AgentProcess::Prepare() {
     ASSIGN_OR_RETURN(init::BootReport report, init::RunBootDuties(*loader_));
     if (options_.log_level) log::SetLevel(*options_.log_level);
     if (!report.settings.fault.empty() && !extensions_.interceptors)
-      kAgentLog.Warn("capsule.fault={} ignored: this agent has no fault switch (only the test build capsule-agent-faults "
-                "has one)", report.settings.fault);
+      kAgentLog.Warn(
+          "capsule.fault={} ignored: this agent has no fault switch (only the test build capsule-agent-faults "
+          "has one)",
+          report.settings.fault);
     MaybeStartDebugShell(report.settings.debug_shell);
     serial_vsock_wanted_ = report.settings.serial_vsock;
     return Status::Ok();
@@ -172,7 +174,7 @@ Status AgentProcess::Serve() {
   for (const auto& ep : options_.listen) where += (where.empty() ? "" : " ") + ep.ToString();
   if (forwarder_) where += ", port-forward on " + options_.forward_listen->ToString();
   kAgentLog.Info("{}: serving capsule.agent.v1.Agent on {} ({:.3f} s after kernel start)", guest_abi::kAgentReadyMarker,
-            where, static_cast<double>(ready_us_.load()) / 1e6);
+                 where, static_cast<double>(ready_us_.load()) / 1e6);
   SignalReady();
   return Status::Ok();
 }

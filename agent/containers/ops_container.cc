@@ -81,9 +81,9 @@ Status EngineOps::CreateInPod(pod::GuestPod& pod, const std::string& id, oci::Sp
   options.share_types = plan.share_types;
   RETURN_IF_ERROR(pod.engine().Create(id, spec, options).status());  // `mounts` unmount on failure
   pod.namespaces().Created(id, plan);
-  kOpsContainerLog.Info("container {} created in sandbox {} ({}{} storages) in {:.1f} ms, storages {:.1f} ms", id, pod.id(),
-            plan.anchor ? "namespace anchor, " : "joins " + plan.share_from + ", ", mounts.size(),
-            MsSince(t0), MsBetween(t0, t_storages));
+  kOpsContainerLog.Info("container {} created in sandbox {} ({}{} storages) in {:.1f} ms, storages {:.1f} ms", id,
+                        pod.id(), plan.anchor ? "namespace anchor, " : "joins " + plan.share_from + ", ", mounts.size(),
+                        MsSince(t0), MsBetween(t0, t_storages));
   auto name = spec.annotations.find(kCriContainerName);
   pod.AddContainer(id, std::move(mounts), name != spec.annotations.end() ? name->second : "");
   return Status::Ok();
@@ -111,7 +111,8 @@ Status EngineOps::RemoveContainer(const v1::RemoveContainerRequest& req) {
   // Not fatal: the host then detaches its mounts lazily instead.
   const std::string share = std::string(guest_abi::kSharedFsGuestPath) + "/" + req.container_id();
   if (Status st = storage::ReleaseSharedSubtree(share); !st.ok())
-    kOpsContainerLog.Warn("container {} removed, but its share is still referenced: {}", req.container_id(), st.ToString());
+    kOpsContainerLog.Warn("container {} removed, but its share is still referenced: {}", req.container_id(),
+                          st.ToString());
   return Status::Ok();
 }
 
@@ -134,7 +135,8 @@ Result<v1::StatsContainerResponse> EngineOps::StatsContainer(const v1::StatsCont
   if (network.ok()) {
     NetworkStatsToProto(*network, &resp);
   } else {
-    kOpsContainerLog.Warn("stats of container {}: network counters: {}", req.container_id(), network.status().message());
+    kOpsContainerLog.Warn("stats of container {}: network counters: {}", req.container_id(),
+                          network.status().message());
   }
   return resp;
 }

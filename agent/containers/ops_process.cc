@@ -76,13 +76,15 @@ Result<v1::ExecProcessResponse> EngineOps::ExecGuestProcess(const v1::ExecGuestP
   // Operators' access outside the containers is worth a line in the guest's
   // log (the VM console, which the shim keeps). The program only: its
   // arguments may carry secrets.
-  kOpsProcessLog.Info("guest process {}: \"{}\" with {} argument(s){}", req.exec_id(),
-            process.args.empty() ? std::string() : process.args[0].substr(0, 256),
-            process.args.empty() ? 0 : process.args.size() - 1,
-            req.tools_container_id().empty() ? ""
-            : ", tools from container " + req.tools_container_id() +
-                  (req.tools_as_guest_root() ? " as the guest's root (asked for)"
-                                             : " as its init runs (uid " + std::to_string(process.user.uid) + ")"));
+  kOpsProcessLog.Info(
+      "guest process {}: \"{}\" with {} argument(s){}", req.exec_id(),
+      process.args.empty() ? std::string() : process.args[0].substr(0, 256),
+      process.args.empty() ? 0 : process.args.size() - 1,
+      req.tools_container_id().empty()
+          ? ""
+          : ", tools from container " + req.tools_container_id() +
+                (req.tools_as_guest_root() ? " as the guest's root (asked for)"
+                                           : " as its init runs (uid " + std::to_string(process.user.uid) + ")"));
   ASSIGN_OR_RETURN(pid_t pid, g->Exec(req.exec_id(), process, tools));
   v1::ExecProcessResponse resp;
   resp.set_pid(static_cast<uint32_t>(pid));

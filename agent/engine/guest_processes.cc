@@ -76,7 +76,8 @@ Result<pid_t> GuestProcesses::Exec(const std::string& exec_id, const oci::Proces
       // Killed and reaped before its exit is recorded by hand: a recorded
       // exit would make the kill a no-op.
       Status down = Teardown(exec_id, e, std::chrono::steady_clock::now() + options_.setup_timeout);
-      if (!down.ok()) kGuestProcessesLog.Error("guest process {}: cleanup after failed start: {}", exec_id, down.ToString());
+      if (!down.ok())
+        kGuestProcessesLog.Error("guest process {}: cleanup after failed start: {}", exec_id, down.ToString());
       e.process->OnExit(W_EXITCODE(255, 0));  // wakes any waiter; no-op if it already exited
       return st;
     }
@@ -97,9 +98,10 @@ Result<pid_t> GuestProcesses::Exec(const std::string& exec_id, const oci::Proces
   const pid_t pid = launched->process->pid();
   entries_[exec_id] = std::move(*launched);
   kGuestProcessesLog.Info("guest process {} started, pid {}, {}", exec_id, pid,
-            tools.root.rootfs.empty()   ? std::string("in the guest's root")
-            : tools.root.confined ? "tools from container " + tools.container_id + ", as its init runs"
-                                  : "tools from container " + tools.container_id + ", as the guest's root");
+                          tools.root.rootfs.empty() ? std::string("in the guest's root")
+                          : tools.root.confined
+                              ? "tools from container " + tools.container_id + ", as its init runs"
+                              : "tools from container " + tools.container_id + ", as the guest's root");
   return pid;
 }
 
@@ -159,7 +161,8 @@ Status GuestProcesses::EndToolUsers(const std::string& container_id, std::chrono
     if (e.process->pid() > 0 && !e.process->WaitUntil(deadline))
       return DeadlineExceeded("guest process " + id + " borrowing the tools of container " + container_id +
                               " did not exit after SIGKILL");
-    kGuestProcessesLog.Info("guest process {} ended: container {}, whose tools it used, is being removed", id, container_id);
+    kGuestProcessesLog.Info("guest process {} ended: container {}, whose tools it used, is being removed", id,
+                            container_id);
   }
   return Status::Ok();
 }

@@ -29,13 +29,15 @@ constexpr oci::NamespaceType kOwnedNamespaces[] = {oci::NamespaceType::kMount, o
 void LogIgnoredFeatures(const std::string& id, const oci::Spec& spec) {
   const oci::Hooks& h = spec.hooks;
   if (!h.prestart.empty() || !h.create_runtime.empty() || !h.poststart.empty() || !h.poststop.empty())
-    kLinuxContainerLog.Warn("container {}: prestart/createRuntime/poststart/poststop hooks skipped: they set up the host side "
-              "and belong to the runtime that owns the VM (the shim), not the guest",
-              id);
+    kLinuxContainerLog.Warn(
+        "container {}: prestart/createRuntime/poststart/poststop hooks skipped: they set up the host side "
+        "and belong to the runtime that owns the VM (the shim), not the guest",
+        id);
   if (!h.create_container.empty() || !h.start_container.empty())
-    kLinuxContainerLog.Warn("container {}: createContainer/startContainer hooks skipped: their binaries live on the host and "
-              "are not shipped into the guest",
-              id);
+    kLinuxContainerLog.Warn(
+        "container {}: createContainer/startContainer hooks skipped: their binaries live on the host and "
+        "are not shipped into the guest",
+        id);
   if (!spec.process.apparmor_profile.empty() || !spec.process.selinux_label.empty() || !spec.linux.mount_label.empty())
     kLinuxContainerLog.Debug("container {}: AppArmor/SELinux labels ignored: the guest has no LSM policy", id);
 }
@@ -83,13 +85,15 @@ Result<std::shared_ptr<LinuxContainer>> LinuxContainer::Create(const std::string
   Status st = c->LaunchInit(std::move(ns), rootfs_plan ? &*rootfs_plan : nullptr, plan, spec.linux.resources);
   if (!st.ok()) {
     Status cleanup = c->Destroy(deps.options.setup_timeout);
-    if (!cleanup.ok()) kLinuxContainerLog.Error("container {}: cleanup after failed create: {}", id, cleanup.ToString());
+    if (!cleanup.ok())
+      kLinuxContainerLog.Error("container {}: cleanup after failed create: {}", id, cleanup.ToString());
     return st;
   }
-  kLinuxContainerLog.Info("container {} created, init pid {}, cgroup {}, in {:.1f} ms: plan and cgroup {:.1f} ms, fork to pid "
-            "{:.1f} ms, set-up to ready {:.1f} ms",
-            id, c->init_pid(), c->cgroup_->path(), MsSince(t0), MsBetween(t0, t_cgroup),
-            c->launch_pid_ms_, c->launch_ready_ms_);
+  kLinuxContainerLog.Info(
+      "container {} created, init pid {}, cgroup {}, in {:.1f} ms: plan and cgroup {:.1f} ms, fork to pid "
+      "{:.1f} ms, set-up to ready {:.1f} ms",
+      id, c->init_pid(), c->cgroup_->path(), MsSince(t0), MsBetween(t0, t_cgroup), c->launch_pid_ms_,
+      c->launch_ready_ms_);
   return c;
 }
 
@@ -154,7 +158,8 @@ void LinuxContainer::OnInitExit(ExitInfo& info) {
       cgroup_->OomKillCount() > oom_kills_at_create_)
     info.oom_killed = true;
   std::lock_guard lock(mu_);
-  kLinuxContainerLog.Info("container {}: init exited with {}{}", id_, info.status, info.oom_killed ? " (OOM killed)" : "");
+  kLinuxContainerLog.Info("container {}: init exited with {}{}", id_, info.status,
+                          info.oom_killed ? " (OOM killed)" : "");
   state_ = ContainerState::kStopped;
 }
 
@@ -418,10 +423,11 @@ Status LinuxContainer::Destroy(std::chrono::milliseconds timeout) {
   const auto t_released = std::chrono::steady_clock::now();
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - t_released);
   RETURN_IF_ERROR(cgroup_->Destroy(std::max(left, std::chrono::milliseconds(100))));
-  kLinuxContainerLog.Info("container {} destroyed in {:.1f} ms: kill {:.1f} ms, exits {:.1f} ms, stdio and namespaces {:.1f} ms, "
-            "cgroup {:.1f} ms",
-            id_, MsSince(t0), MsBetween(t0, t_killed), MsBetween(t_killed, t_exited), MsBetween(t_exited, t_released),
-            MsSince(t_released));
+  kLinuxContainerLog.Info(
+      "container {} destroyed in {:.1f} ms: kill {:.1f} ms, exits {:.1f} ms, stdio and namespaces {:.1f} ms, "
+      "cgroup {:.1f} ms",
+      id_, MsSince(t0), MsBetween(t0, t_killed), MsBetween(t_killed, t_exited), MsBetween(t_exited, t_released),
+      MsSince(t_released));
   return Status::Ok();
 }
 

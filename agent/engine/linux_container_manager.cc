@@ -112,9 +112,10 @@ Status LinuxContainerManager::PrepareHolderLocked() {
     (void)c->Destroy(options_.setup_timeout);
     return st;
   }
-  kLinuxContainerManagerLog.Info("pod holder ready in {} ms, pid {}",
-            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count(),
-            c->init_pid());
+  kLinuxContainerManagerLog.Info(
+      "pod holder ready in {} ms, pid {}",
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count(),
+      c->init_pid());
   holder_ = std::move(c);
   return Status::Ok();
 }

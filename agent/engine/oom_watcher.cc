@@ -75,7 +75,8 @@ void OomWatcher::Check(int wd) {
   if (it == watches_.end()) return;
   uint64_t kills = ReadOomKills(it->second.path);
   if (kills <= it->second.oom_kills) return;
-  kOomWatcherLog.Info("container {}: OOM kill (memory.events oom_kill {} -> {})", it->second.id, it->second.oom_kills, kills);
+  kOomWatcherLog.Info("container {}: OOM kill (memory.events oom_kill {} -> {})", it->second.id, it->second.oom_kills,
+                      kills);
   it->second.oom_kills = kills;
   events_.push_back(it->second.id);
   cv_.notify_all();

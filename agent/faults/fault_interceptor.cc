@@ -73,8 +73,8 @@ class FaultInterceptor final : public gx::Interceptor {
       Hold<Steady>(ctx, start + rule->delay);
     }
     kFaultInterceptorLog.Warn("fault {}: {} goes on after {} ms{}", rule->ToString(), rpc,
-              std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - start).count(),
-              ctx->IsCancelled() ? " (its caller gave up)" : "");
+                              std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - start).count(),
+                              ctx->IsCancelled() ? " (its caller gave up)" : "");
   }
 
   gx::ServerRpcInfo* const info_;

@@ -132,8 +132,8 @@ void PortForwarder::Serve(UniqueFd conn) {
   }
   RelayStats stats;
   Status relayed = Relay(conn.get(), upstream->get(), stop_.get(), "port-forward to " + target->ToString(), &stats);
-  kPortForwarderLog.Debug("port-forward to {} ended ({} bytes in, {} out): {}", target->ToString(), stats.a_to_b, stats.b_to_a,
-             relayed.ok() ? "done" : relayed.message());
+  kPortForwarderLog.Debug("port-forward to {} ended ({} bytes in, {} out): {}", target->ToString(), stats.a_to_b,
+                          stats.b_to_a, relayed.ok() ? "done" : relayed.message());
 }
 
 std::optional<PortForwarder::PortSlot> PortForwarder::TakePortSlot(uint16_t port) {

@@ -67,7 +67,7 @@ void LoadModules(modules::KernelModuleLoader& loader, BootReport& report) {
   report.modules = std::move(loaded).value();
   const auto& m = report.modules;
   kBootLog.Info("kernel modules: {} loaded, {} already loaded, {} built in, {} failed", m.loaded.size(),
-            m.already_loaded.size(), m.builtin.size(), m.failed.size());
+                m.already_loaded.size(), m.builtin.size(), m.failed.size());
   if (report.settings.scsi_disks) {
     Status st = loader.Load(std::vector<std::string>(guest_abi::kScsiDiskModules.begin(), guest_abi::kScsiDiskModules.end()));
     if (!st.ok()) kBootLog.Error("capsule.disks=scsi: {}", st.message());

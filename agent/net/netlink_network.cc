@@ -224,7 +224,7 @@ Result<Interface> NetlinkNetwork::UpdateInterface(const Interface& want) {
   if (now == nullptr) return NotFound(fmt::format("interface {} vanished while being updated", name));
   LinkPtr hold(now);
   kNetlinkNetworkLog.Info("interface {}: mtu {}, {} addresses, {}", name, rtnl_link_get_mtu(now), want.addresses.size(),
-            want.up ? "up" : "down");
+                          want.up ? "up" : "down");
   return Describe(now, addrs.get());
 }
 

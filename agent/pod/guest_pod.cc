@@ -54,8 +54,8 @@ Result<pid_t> GuestPod::AdoptHolder(const std::string& container_id) {
   }
   namespaces_.Created(container_id, plan);
   const pid_t pid = holder->init_pid();
-  kGuestPodLog.Info("container {} is the pod holder of sandbox {} (pid {}): no process created for it", container_id, id(),
-            pid);
+  kGuestPodLog.Info("container {} is the pod holder of sandbox {} (pid {}): no process created for it", container_id,
+                    id(), pid);
   return pid;
 }
 
@@ -115,7 +115,7 @@ Status GuestPod::TearDown() {
   }
   Status pod_unmounted = UnmountAll(own, "sandbox storage");
   kGuestPodLog.Info("sandbox {}: engine {}, {} container storages and {} of its own unmounted", id(),
-            removed.ok() ? "emptied" : "NOT emptied", ids.size(), identity_.mount_points.size());
+                    removed.ok() ? "emptied" : "NOT emptied", ids.size(), identity_.mount_points.size());
   RETURN_IF_ERROR_CTX(removed, "remove containers");
   RETURN_IF_ERROR(unmounted);
   return pod_unmounted;

@@ -23,7 +23,7 @@ void DropHostPaths(const std::string& id, oci::Spec* spec) {
   for (auto& ns : spec->linux.namespaces) {
     if (ns.path.empty()) continue;
     kPodNamespacesLog.Debug("container {}: {} namespace path {} is the host's: ignored in the guest", id,
-               oci::NamespaceTypeName(ns.type), ns.path);
+                            oci::NamespaceTypeName(ns.type), ns.path);
     ns.path.clear();
   }
 }

@@ -44,7 +44,7 @@ bool ConnectionGate::Shared::Accepts(std::string_view presented) {
     cached.reset();
     if (warnings.Allow())
       kConnectionGateLog.Error("agent token unreadable, connection refused: {}",
-                 t.ok() ? "this VM was given none" : t.status().message());
+                               t.ok() ? "this VM was given none" : t.status().message());
     return false;
   }
   cached = std::move(**t);
@@ -66,12 +66,14 @@ void ConnectionGate::Offer(UniqueFd conn) {
     ::shutdown(oldest->second, SHUT_RDWR);
     shared_->waiting.erase(oldest);
     if (shared_->warnings.Allow())
-      kConnectionGateLog.Warn("{} connections already waiting to prove the agent token; the oldest closed", o.max_pending);
+      kConnectionGateLog.Warn("{} connections already waiting to prove the agent token; the oldest closed",
+                              o.max_pending);
   }
   // Evicted handshakes end at once; the accept loop waits for them rather
   // than let threads pile up or turn the newcomer away.
   if (!shared_->idle.wait_for(lock, kEvictedWait, [&] { return shared_->closed || shared_->threads < 2 * o.max_pending; })) {
-    if (shared_->warnings.Allow()) kConnectionGateLog.Warn("{} agent token handshakes still ending; a connection closed", shared_->threads);
+    if (shared_->warnings.Allow())
+      kConnectionGateLog.Warn("{} agent token handshakes still ending; a connection closed", shared_->threads);
     return;
   }
   if (shared_->closed) return;

@@ -70,7 +70,8 @@ void AgentServer::AcceptLoop(Listener* listener) {
     UniqueFd conn(::accept4(listener->fd.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!conn) {
       // ECONNABORTED and friends: the peer gave up; keep serving the rest.
-      if (errno != EINTR && errno != EAGAIN) kGrpcServerLog.Warn("accept on {}: {}", name, ErrnoStatus("accept4").message());
+      if (errno != EINTR && errno != EAGAIN)
+        kGrpcServerLog.Warn("accept on {}: {}", name, ErrnoStatus("accept4").message());
       continue;
     }
     kGrpcServerLog.Debug("connection on {} (fd {})", name, conn.get());

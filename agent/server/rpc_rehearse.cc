@@ -87,8 +87,8 @@ Status AgentService::RehearseNic(const std::string& mac) const {
     if (!again.ok()) {
       back = again.status();
     } else if (again->addresses != before.addresses || again->up != before.up || again->mtu != before.mtu) {
-      kRpcRehearseLog.Warn("boot NIC {}: not quite as it was after the rehearsal ({} addresses, {}, mtu {})", before.name,
-                again->addresses.size(), again->up ? "up" : "down", again->mtu);
+      kRpcRehearseLog.Warn("boot NIC {}: not quite as it was after the rehearsal ({} addresses, {}, mtu {})",
+                           before.name, again->addresses.size(), again->up ? "up" : "down", again->mtu);
     }
   }
   RETURN_IF_ERROR_CTX(played, "playing a pod's take-over");

@@ -91,7 +91,7 @@ Result<AgentClientPtr> ConnectAgent(const Dialer& dial, const ConnectOptions& o)
     auto client = TryOnce(dial, std::min(left, o.attempt_timeout), o);
     if (client.ok()) {
       kConnectAgentLog.Debug("agent answered Check after {} attempt(s), {} ms", attempts,
-                 std::chrono::duration_cast<milliseconds>(Clock::now() - start).count());
+                             std::chrono::duration_cast<milliseconds>(Clock::now() - start).count());
       return client;
     }
     last = std::move(client).status();

@@ -101,7 +101,8 @@ Result<std::unique_ptr<ProcessCgroup>> ProcessCgroup::Join(const std::string& pa
     }
     cg->dirs_.push_back(dir);
   }
-  kProcessCgroupLog.Info("VM processes {} moved into cgroup {} ({} hierarchies)", fmt::join(all, ","), path, cg->dirs_.size());
+  kProcessCgroupLog.Info("VM processes {} moved into cgroup {} ({} hierarchies)", fmt::join(all, ","), path,
+                         cg->dirs_.size());
   return cg;
 }
 
@@ -110,7 +111,8 @@ ProcessCgroup::~ProcessCgroup() { Remove(); }
 void ProcessCgroup::RemoveOwnDirs() {
   Remove();
   for (const std::string& d : dirs_) {
-    if (::rmdir(d.c_str()) != 0 && errno != ENOENT) kProcessCgroupLog.Debug("{}", ErrnoStatus("remove cgroup " + d).ToString());
+    if (::rmdir(d.c_str()) != 0 && errno != ENOENT)
+      kProcessCgroupLog.Debug("{}", ErrnoStatus("remove cgroup " + d).ToString());
   }
 }
 

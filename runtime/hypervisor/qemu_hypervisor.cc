@@ -226,7 +226,8 @@ Result<Daemon> SpawnQemu(QemuCommandInput in, const VmPaths& paths, std::string_
   d.new_net_namespace = can_unshare;
   d.new_mount_namespace = can_unshare;
   if (!can_unshare)
-    kQemuHypervisorLog.Warn("VM {}: no CAP_SYS_ADMIN, so QEMU shares this process's network and mount namespaces", spec.id);
+    kQemuHypervisorLog.Warn("VM {}: no CAP_SYS_ADMIN, so QEMU shares this process's network and mount namespaces",
+                            spec.id);
   std::optional<VmmUser> user;
   if (VmmUsersEnabled(config)) {
     if (spec.memory_private && !(spec.memory_fd >= 0 && IsWriteSealed(spec.memory_fd)))
@@ -263,8 +264,9 @@ Result<Daemon> SpawnQemu(QemuCommandInput in, const VmPaths& paths, std::string_
     ASSIGN_OR_RETURN(d.jail, PlanJail(jail));
   }
   d.argv = BuildQemuCommandLine(in);
-  kQemuHypervisorLog.Info("launch VM {} ({}{}{}): {}", spec.id, why, can_unshare ? ", jailed in own netns and mount ns" : "",
-            user ? fmt::format(", uid {}", user->uid) : std::string(), Joined(d.argv));
+  kQemuHypervisorLog.Info("launch VM {} ({}{}{}): {}", spec.id, why,
+                          can_unshare ? ", jailed in own netns and mount ns" : "",
+                          user ? fmt::format(", uid {}", user->uid) : std::string(), Joined(d.argv));
   return SpawnDaemon(d);  // our copies of the fds close here
 }
 
@@ -376,7 +378,7 @@ Result<VmmPtr> QemuHypervisor::Launch(const VmSpec& spec_in) {
   auto vm = std::make_unique<QemuVmm>(std::move(parts));
   if (!spec.start_paused) RETURN_IF_ERROR_CTX(vm->Resume(), what);  // vm's destructor cleans up
   kQemuHypervisorLog.Info("VM {} up: QEMU pid {}, QMP ready in {} ms", spec.id, vm->vmm_pid(),
-            std::chrono::duration_cast<milliseconds>(ready - start).count());
+                          std::chrono::duration_cast<milliseconds>(ready - start).count());
   return VmmPtr(std::move(vm));
 }
 
@@ -441,7 +443,8 @@ Result<VmmPtr> QemuHypervisor::Attach(const std::string& state_dir) {
   parts.state = StateFromQmp(*status);
   parts.pidfd = std::move(*pidfd);
   parts.qmp = std::move(*qmp);
-  kQemuHypervisorLog.Info("attached VM {} (QEMU pid {}, {})", parts.record.spec.id, parts.record.vmm.pid, VmStateName(parts.state));
+  kQemuHypervisorLog.Info("attached VM {} (QEMU pid {}, {})", parts.record.spec.id, parts.record.vmm.pid,
+                          VmStateName(parts.state));
   return VmmPtr(std::make_unique<QemuVmm>(std::move(parts)));
 }
 

@@ -69,7 +69,8 @@ Status QemuVmm::SaveState(int fd, milliseconds timeout) {
   RETURN_IF_ERROR_CTX(qmp_->ExecuteWithFd("getfd", json{{"fdname", kMigrationFdName}}, fd).status(), what);
   RETURN_IF_ERROR_CTX(qmp_->Execute("migrate", json{{"uri", fmt::format("fd:{}", kMigrationFdName)}}).status(), what);
   RETURN_IF_ERROR(AwaitMigration(what, timeout));
-  kQemuMigrationLog.Info("{}: done in {} ms", what, std::chrono::duration_cast<milliseconds>(Clock::now() - start).count());
+  kQemuMigrationLog.Info("{}: done in {} ms", what,
+                         std::chrono::duration_cast<milliseconds>(Clock::now() - start).count());
   return Status::Ok();
 }
 
@@ -84,7 +85,8 @@ Status QemuVmm::LoadState(int fd, milliseconds timeout) {
   if (st.ok()) st = qmp_->Execute("migrate-incoming", json{{"uri", fmt::format("fd:{}", kMigrationFdName)}}).status();
   if (st.ok()) st = AwaitMigration(what, timeout);
   if (st.ok()) {
-    kQemuMigrationLog.Info("{}: done in {} ms", what, std::chrono::duration_cast<milliseconds>(Clock::now() - start).count());
+    kQemuMigrationLog.Info("{}: done in {} ms", what,
+                           std::chrono::duration_cast<milliseconds>(Clock::now() - start).count());
     return Status::Ok();
   }
   // QEMU exits when it cannot load a stream; its own words say why.

@@ -110,7 +110,7 @@ Result<QemuCapabilities> ProbeQemuCached(const std::string& qemu_path, const std
   if (st.ok()) st = WriteFileAtomic(cache_file, out.dump(2) + "\n");
   if (!st.ok()) kQemuProbeLog.Warn("cannot cache QEMU capabilities: {}", st.ToString());
   kQemuProbeLog.Info("QEMU {} ({}): version {}, -sandbox {}", qemu_path, caps.package, caps.version,
-            caps.sandbox ? "supported" : "not supported");
+                     caps.sandbox ? "supported" : "not supported");
   return caps;
 }
 

@@ -221,7 +221,7 @@ void QmpClient::Dispatch(QmpMessage msg) {
     // A reply to a command that timed out, or an error QEMU could not tie to
     // an id (it failed to parse our input): nobody waits for it.
     kQmpClientLog.Warn("{}: unmatched QMP reply (id {}): {} {}", peer_, reply->id ? std::to_string(*reply->id) : "none",
-              reply->error_class, reply->error_desc);
+                       reply->error_class, reply->error_desc);
     return;
   }
   it->second->reply = std::move(*reply);

@@ -64,8 +64,8 @@ Result<VmmUser> AcquireVmmUser(const config::Config& config, const std::string& 
     // uid is free only once nothing runs as it.
     ASSIGN_OR_RETURN(std::vector<pid_t> running, ProcessesRunningAs(uid));
     if (!running.empty()) {
-      kVmmUserLog.Warn("VMM uid {} is unlocked but pid {} still runs as it (a VMM that let its lock go?); skipping it", uid,
-                running.front());
+      kVmmUserLog.Warn("VMM uid {} is unlocked but pid {} still runs as it (a VMM that let its lock go?); skipping it",
+                       uid, running.front());
       continue;
     }
     VmmUser u;

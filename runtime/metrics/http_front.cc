@@ -378,7 +378,7 @@ class Front {
 Status ServeHttpFront(int listen_fd, int collector_fd, const HttpFrontOptions& options) {
   for (int fd : {listen_fd, collector_fd}) RETURN_IF_ERROR_CTX(SetNonBlocking(fd), "metrics front end");
   kHttpFrontLog.Info("answering scrapes (at most {} connections, {} ms per request head of {} bytes at most)",
-            options.max_connections, options.request_timeout.count(), options.max_request_head);
+                     options.max_connections, options.request_timeout.count(), options.max_request_head);
   return Front(listen_fd, collector_fd, options).Run();
 }
 

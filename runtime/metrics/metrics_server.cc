@@ -146,7 +146,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& h
     raw->Serve(collect, on_exit);
   });
   kMetricsServerLog.Info("serving metrics on http://{}:{}/metrics (front end pid {}, uid {})", host, impl->port,
-            impl->front_end->pid(), spawn.uid < 0 ? static_cast<int64_t>(::geteuid()) : spawn.uid);
+                         impl->front_end->pid(), spawn.uid < 0 ? static_cast<int64_t>(::geteuid()) : spawn.uid);
   return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl)));
 }
 

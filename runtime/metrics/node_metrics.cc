@@ -230,7 +230,8 @@ std::string CollectNodeMetrics(const config::Config& config, const CollectOption
     for (auto& worker : workers) worker.join();
     std::vector<Guest> guests;
     for (size_t i = 0; i < asked.size(); ++i) {
-      if (!answers[i]->ok()) kNodeMetricsLog.Warn("VM {}: guest stats: {}", asked[i]->id, answers[i]->status().ToString());
+      if (!answers[i]->ok())
+        kNodeMetricsLog.Warn("VM {}: guest stats: {}", asked[i]->id, answers[i]->status().ToString());
       guests.push_back({VmLabels(*asked[i]), std::move(*answers[i])});
     }
     t.Family("capsule_guest_up", "gauge", "1 when the pod's guest agent answered this scrape");

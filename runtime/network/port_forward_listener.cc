@@ -98,8 +98,8 @@ Result<std::unique_ptr<PortForwardListener>> PortForwardListener::Start(const st
   ASSIGN_OR_RETURN(l->redirect_, LoopbackRedirect::Install(netns_path, l->port_, l->ipv6()));
   PortForwardListener* raw = l.get();
   l->accept_thread_ = std::thread([raw] { raw->AcceptLoop(); });
-  kPortForwardListenerLog.Info("{}: port-forward: loopback TCP of netns {} goes to port {} and on into the VM", l->label_, netns_path,
-            l->port_);
+  kPortForwardListenerLog.Info("{}: port-forward: loopback TCP of netns {} goes to port {} and on into the VM",
+                               l->label_, netns_path, l->port_);
   return l;
 }
 
@@ -123,7 +123,8 @@ void PortForwardListener::AcceptLoop() {
       std::unique_lock lock(mu_);
       if (active_ >= options_.max_connections) {
         lock.unlock();
-        kPortForwardListenerLog.Warn("{}: port-forward: {} connections already forwarded; one more reset", label_, active_);
+        kPortForwardListenerLog.Warn("{}: port-forward: {} connections already forwarded; one more reset", label_,
+                                     active_);
         ResetOnClose(conn.get());
         continue;
       }
@@ -149,14 +150,15 @@ void PortForwardListener::Forward(UniqueFd conn, int family) {
   auto guest = dial_(options_.guest_timeout);
   Status asked = guest.ok() ? port_forward::Request(guest->get(), *target, options_.guest_timeout) : guest.status();
   if (!asked.ok()) {
-    kPortForwardListenerLog.Info("{}: port-forward to {} in the guest refused: {}", label_, target->ToString(), asked.message());
+    kPortForwardListenerLog.Info("{}: port-forward to {} in the guest refused: {}", label_, target->ToString(),
+                                 asked.message());
     ResetOnClose(conn.get());
     return;
   }
   RelayStats stats;
   Status relayed = Relay(conn.get(), guest->get(), stop_.get(), "port-forward to " + target->ToString(), &stats);
-  kPortForwardListenerLog.Debug("{}: port-forward to {} ended ({} bytes in, {} out): {}", label_, target->ToString(), stats.a_to_b,
-             stats.b_to_a, relayed.ok() ? "done" : relayed.message());
+  kPortForwardListenerLog.Debug("{}: port-forward to {} ended ({} bytes in, {} out): {}", label_, target->ToString(),
+                                stats.a_to_b, stats.b_to_a, relayed.ok() ? "done" : relayed.message());
 }
 
 Status PortForwardListener::Stop() {

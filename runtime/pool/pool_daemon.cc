@@ -94,7 +94,8 @@ int RunPoolDaemon(WarmPoolOptions o) {
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server.reset();
   pool->reset();  // drains
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) kPoolDaemonLog.Warn("{}", ErrnoStatus("remove " + path).ToString());
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    kPoolDaemonLog.Warn("{}", ErrnoStatus("remove " + path).ToString());
   kPoolDaemonLog.Info("capsule-poold stopped");
   return 0;
 }

@@ -86,8 +86,8 @@ Result<std::unique_ptr<WarmPool>> WarmPool::Start(WarmPoolOptions options) {
   }
   p->PruneTemplates(key);
   kWarmPoolLog.Info("keeping {} ready VM(s) of {} (shape {}) made by {}, at most {} at once, state in {}", p->size_,
-            Describe(shape), key, p->o_.config.pool.refill, p->o_.config.pool.max_parallel_boots,
-            p->o_.config.runtime.state_dir);
+                    Describe(shape), key, p->o_.config.pool.refill, p->o_.config.pool.max_parallel_boots,
+                    p->o_.config.runtime.state_dir);
   p->refill_ = std::thread([p = p.get()] { p->RefillLoop(); });
   return p;
 }
@@ -188,8 +188,8 @@ void WarmPool::StartBootsLocked() {
       ++idle;
       ++booting_total_;
       booting_ids_.insert(id);
-      kWarmPoolLog.Info("{} {} for shape {} ({} ready, {} under way, target {})", s.tpl ? "restoring" : "booting", id, key,
-                s.ready.size(), s.booting, s.target);
+      kWarmPoolLog.Info("{} {} for shape {} ({} ready, {} under way, target {})", s.tpl ? "restoring" : "booting", id,
+                        key, s.ready.size(), s.booting, s.target);
       boot_threads_[seq] = std::thread(
           [this, seq, key = key, shape = s.shape, id, tpl = s.tpl] { BootOne(seq, key, shape, id, tpl); });
     }
@@ -213,12 +213,12 @@ Status WarmPool::Rehearse(vm::SandboxVm& vm) const {
   if (!done.ok() && done.status().code() == Code::kUnimplemented) {
     // An agent without an engine or a network: nothing of it to play.
     kWarmPoolLog.Warn("{}: no rehearsal (its first pod pays for that code's first run): {}", vm.id(),
-              done.status().ToString());
+                      done.status().ToString());
     return Status::Ok();
   }
   if (!done.ok()) return std::move(done).status();
   kWarmPoolLog.Info("{}: rehearsed a container's start in {} ms in the guest{}", vm.id(), done->elapsed_ms(),
-            req.boot_nic_mac().empty() ? "" : ", with the boot NIC's take-over");
+                    req.boot_nic_mac().empty() ? "" : ", with the boot NIC's take-over");
   return Status::Ok();
 }
 
@@ -237,7 +237,8 @@ void WarmPool::BootOne(uint64_t seq, std::string key, Shape shape, std::string v
     booted = vm::SandboxVm::Restore(o_.config, spec, *tpl);
     restored = booted.ok();
     if (!booted.ok()) {
-      kWarmPoolLog.Warn("{}: the clone of template {} failed, booting instead: {}", vm_id, tpl->key, booted.status().ToString());
+      kWarmPoolLog.Warn("{}: the clone of template {} failed, booting instead: {}", vm_id, tpl->key,
+                        booted.status().ToString());
       std::lock_guard lock(mu_);
       if (auto it = shapes_.find(key); it != shapes_.end()) CloneFailedLocked(it->second, booted.status());
     }
@@ -271,14 +272,17 @@ void WarmPool::CloneFailedLocked(ShapeState& s, const Status& why) {
   ++s.clone_failures;
   s.tpl_last_failure = "clone: " + why.ToString();
   if (++s.clone_failures_in_row < kMaxCloneFailuresInRow || !s.tpl) return;
-  kWarmPoolLog.Error("{} clones of template {} failed in a row: discarding it (the shape refills by boot until a new one "
-             "is built)", s.clone_failures_in_row, s.tpl->key);
+  kWarmPoolLog.Error(
+      "{} clones of template {} failed in a row: discarding it (the shape refills by boot until a new one "
+      "is built)",
+      s.clone_failures_in_row, s.tpl->key);
   const std::string dir = s.tpl->dir;
   s.tpl.reset();
   s.clone_failures_in_row = 0;
   s.tpl_backoff = Backoffs().After(s.tpl_backoff);
   s.tpl_next_build = Clock::now() + s.tpl_backoff;
-  if (Status st = vm::RemoveTemplate(o_.config, dir); !st.ok()) kWarmPoolLog.Warn("remove template {}: {}", dir, st.ToString());
+  if (Status st = vm::RemoveTemplate(o_.config, dir); !st.ok())
+    kWarmPoolLog.Warn("remove template {}: {}", dir, st.ToString());
 }
 
 void WarmPool::BuildTemplateFor(uint64_t seq, std::string key, Shape shape) {
@@ -307,14 +311,15 @@ void WarmPool::TemplateBuilt(const std::string& key, Result<vm::VmTemplate> buil
     s.tpl_backoff = Backoffs().After(s.tpl_backoff);
     s.tpl_next_build = Clock::now() + s.tpl_backoff;
     kWarmPoolLog.Error("template of shape {} failed (next try in {} ms; VMs are booted meanwhile): {}", key,
-               s.tpl_backoff.count(), built.status().ToString());
+                       s.tpl_backoff.count(), built.status().ToString());
     return;
   }
   ++s.tpl_builds;
   s.tpl_backoff = milliseconds(0);
   s.clone_failures_in_row = 0;
   s.tpl = std::move(*built);
-  kWarmPoolLog.Info("template of shape {} ready in {:.0f} ms: the shape refills by restoring clones", key, s.tpl->build_ms);
+  kWarmPoolLog.Info("template of shape {} ready in {:.0f} ms: the shape refills by restoring clones", key,
+                    s.tpl->build_ms);
 }
 
 void WarmPool::BootFinished(const std::string& key, Result<vm::SandboxVmPtr> booted, double ms, bool restored) {
@@ -337,7 +342,7 @@ void WarmPool::BootFinished(const std::string& key, Result<vm::SandboxVmPtr> boo
     s.backoff = Backoffs().After(s.backoff);
     s.next_boot = Clock::now() + s.backoff;
     kWarmPoolLog.Error("boot for shape {} failed after {:.0f} ms (next try in {} ms): {}", key, ms, s.backoff.count(),
-               s.last_failure);
+                       s.last_failure);
     return;
   }
   vm::SandboxVmPtr v = std::move(*booted);
@@ -363,8 +368,8 @@ void WarmPool::BootFinished(const std::string& key, Result<vm::SandboxVmPtr> boo
     died->store(true);
     cv_.notify_all();
   });
-  kWarmPoolLog.Info("{} ready in {:.0f} ms by {} (shape {}: {} ready)", r.vm->id(), ms, restored ? "restore" : "boot", key,
-            s.ready.size() + 1);
+  kWarmPoolLog.Info("{} ready in {:.0f} ms by {} (shape {}: {} ready)", r.vm->id(), ms, restored ? "restore" : "boot",
+                    key, s.ready.size() + 1);
   s.ready.push_back(std::move(r));
 }
 
@@ -445,7 +450,8 @@ void WarmPool::PruneTemplates(const std::string& default_key) {
       why = "unreadable: " + t.status().ToString();
     }
     kWarmPoolLog.Info("removing template {}: {}", dir, why);
-    if (Status st = vm::RemoveTemplate(o_.config, dir); !st.ok()) kWarmPoolLog.Warn("remove {}: {}", dir, st.ToString());
+    if (Status st = vm::RemoveTemplate(o_.config, dir); !st.ok())
+      kWarmPoolLog.Warn("remove {}: {}", dir, st.ToString());
   }
 }
 
@@ -483,14 +489,15 @@ void WarmPool::RekeyShapes() {
       // Boots in flight count against the old key; they stop what they made.
       s.booting = 0;
       kWarmPoolLog.Info("shape {} ({}) changed its image: now {}; its idle VMs and its template go", old_key,
-                Describe(s.shape), new_key);
+                        Describe(s.shape), new_key);
       shapes_.emplace(new_key, std::move(s));
     }
   }
   cv_.notify_all();
   for (auto& v : stale) StopVm(std::move(v), "its shape's image changed");
   for (const auto& dir : stale_templates)
-    if (Status st = vm::RemoveTemplate(o_.config, dir); !st.ok()) kWarmPoolLog.Warn("remove {}: {}", dir, st.ToString());
+    if (Status st = vm::RemoveTemplate(o_.config, dir); !st.ok())
+      kWarmPoolLog.Warn("remove {}: {}", dir, st.ToString());
 }
 
 void WarmPool::ExpireShapes() {
@@ -507,8 +514,8 @@ void WarmPool::ExpireShapes() {
         continue;
       }
       kWarmPoolLog.Info("shape {} ({}) had no claim for {} s: forgetting it, {} idle VM(s) and {}", it->first,
-                Describe(s.shape), o_.config.pool.shape_expiry_s, s.ready.size(),
-                s.tpl ? "its template" : "no template");
+                        Describe(s.shape), o_.config.pool.shape_expiry_s, s.ready.size(),
+                        s.tpl ? "its template" : "no template");
       for (auto& r : s.ready) idle.emplace_back(std::move(r.vm), "its shape expired");
       if (s.tpl) templates.push_back(s.tpl->dir);
       // Boots and builds in flight find the shape gone and stop what they made.
@@ -519,7 +526,8 @@ void WarmPool::ExpireShapes() {
   cv_.notify_all();
   StopVms(std::move(idle));
   for (const auto& dir : templates)
-    if (Status st = vm::RemoveTemplate(o_.config, dir); !st.ok()) kWarmPoolLog.Warn("remove {}: {}", dir, st.ToString());
+    if (Status st = vm::RemoveTemplate(o_.config, dir); !st.ok())
+      kWarmPoolLog.Warn("remove {}: {}", dir, st.ToString());
 }
 
 void WarmPool::ScanStateDir(bool at_start) {
@@ -663,8 +671,8 @@ Result<std::optional<Claimed>> WarmPool::Claim(const Shape& requested, const Cla
                           made.status().ToString());
       return std::optional<Claimed>();
     }
-    kWarmPoolLog.Info("no ready VM of shape {}: {} restored for sandbox {} in {:.0f} ms", key, restore_id, who.sandbox_id,
-              MsSince(r0));
+    kWarmPoolLog.Info("no ready VM of shape {}: {} restored for sandbox {} in {:.0f} ms", key, restore_id,
+                      who.sandbox_id, MsSince(r0));
     r.vm = std::move(*made);
     r.ready_since_ms = NowUnixMs();
   }
@@ -689,7 +697,7 @@ Result<std::optional<Claimed>> WarmPool::Claim(const Shape& requested, const Cla
   }
   Claimed c{id, dir, key, NowUnixMs() - r.ready_since_ms, MsSince(t0)};
   kWarmPoolLog.Info("{} claimed for sandbox {} {} (pid {}) after {} ms idle; hand-over {:.2f} ms", id, who.sandbox_id,
-            who.pod, who.process.pid, c.idle_ms, c.claim_ms);
+                    who.pod, who.process.pid, c.idle_ms, c.claim_ms);
   return std::optional<Claimed>(std::move(c));
 }
 

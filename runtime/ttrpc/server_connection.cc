@@ -79,7 +79,7 @@ void ServerConnection::ReadLoop() {
     if (*n == 0) {
       if (!decoder.AtFrameBoundary()) {
         kServerConnectionLog.Warn("{}: peer closed mid-frame ({} bytes of a truncated frame dropped)", name_,
-                  decoder.buffered());
+                                  decoder.buffered());
       }
       break;
     }
@@ -163,7 +163,8 @@ void ServerConnection::RunCall(const InboundCall& call) {
     try {
       work();
     } catch (const std::exception& e) {
-      kServerConnectionLog.Error("{}: work after the reply of {}/{} threw: {}", name_, ctx.service, ctx.method, e.what());
+      kServerConnectionLog.Error("{}: work after the reply of {}/{} threw: {}", name_, ctx.service, ctx.method,
+                                 e.what());
     }
   }
 }
@@ -176,8 +177,8 @@ void ServerConnection::WriteResponse(uint32_t stream_id, const Status& status,
   resp.set_payload(std::move(payload));
   const size_t size = resp.ByteSizeLong();
   if (size > kMaxPayloadBytes) {
-    kServerConnectionLog.Warn("{}: stream {}: response of {} bytes over the {} byte limit", name_, stream_id,
-              size, kMaxPayloadBytes);
+    kServerConnectionLog.Warn("{}: stream {}: response of {} bytes over the {} byte limit", name_, stream_id, size,
+                              kMaxPayloadBytes);
     resp.Clear();
     StatusToProto(ResourceExhausted("ttrpc: response of " + std::to_string(size) +
                                     " bytes exceeds maximum message size of " +

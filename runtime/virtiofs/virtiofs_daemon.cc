@@ -87,7 +87,7 @@ VirtiofsOptions VirtiofsOptions::FromConfig(const config::Config& config, std::s
     static std::atomic<bool> warned{false};
     if (!warned.exchange(true))
       kVirtiofsDaemonLog.Warn("guest.modules {} is not a directory: guests load only their image's own kernel modules",
-                config.guest.modules);
+                              config.guest.modules);
   }
   return o;
 }
@@ -173,7 +173,8 @@ Result<std::unique_ptr<VirtiofsDaemon>> VirtiofsDaemon::Attach(const std::string
 VirtiofsDaemon::~VirtiofsDaemon() {
   if (done_) return;
   Status st = Stop(milliseconds(0));
-  if (!st.ok()) kVirtiofsDaemonLog.Error("virtiofsd of {}: cleanup on destruction failed: {}", paths_.dir, st.ToString());
+  if (!st.ok())
+    kVirtiofsDaemonLog.Error("virtiofsd of {}: cleanup on destruction failed: {}", paths_.dir, st.ToString());
 }
 
 bool VirtiofsDaemon::running() const { return pidfd_ && !PidfdExited(pidfd_.get()); }

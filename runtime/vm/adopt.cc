@@ -72,7 +72,7 @@ Result<std::unique_ptr<SandboxVm>> AdoptUnfinishedBoot(const std::string& state_
   auto vm = std::make_unique<SandboxVmImpl>(id, state_dir);
   AdoptHostEnds(*vm);
   kAdoptLog.Warn("VM {}: its boot never finished ({}); adopted what it started, for stopping", id,
-            reaped.ok() ? "its QEMU was killed" : "no QEMU ran");
+                 reaped.ok() ? "its QEMU was killed" : "no QEMU ran");
   vm->SetAgentError(FailedPrecondition(fmt::format("VM {} never finished booting: {}", id, no_record.message())));
   return std::unique_ptr<SandboxVm>(std::move(vm));
 }

@@ -38,7 +38,7 @@ Status LaunchVmm(SandboxVmImpl& vm, const config::Config& config, const BootPlan
   ASSIGN_OR_RETURN(hypervisor::VmmPtr vmm, hypervisor::NewQemuHypervisor(config)->Launch(s));
   vm.vsock()->OnQemuStarted();  // QEMU holds its own copy of a kernel vhost fd now
   kBootLog.Info("VM {}: QEMU pid {} running ({}, {} vCPU, {} MiB)", plan.id, vmm->vmm_pid(),
-            hypervisor::AcceleratorName(vmm->accelerator()), plan.vcpus, plan.memory_mib);
+                hypervisor::AcceleratorName(vmm->accelerator()), plan.vcpus, plan.memory_mib);
   vm.SetVmm(std::move(vmm));
   return Status::Ok();
 }
@@ -72,7 +72,7 @@ Result<std::unique_ptr<SandboxVm>> SandboxVm::Boot(const config::Config& config,
   if (!plan.ok()) return plan.status().WithContext(what);
   RETURN_IF_ERROR_CTX(CreateVmDir(plan->state_dir), what);
   kBootLog.Info("booting VM {} ({} vCPU, {} MiB, kernel {}) in {}", plan->id, plan->vcpus, plan->memory_mib,
-            config.guest.kernel, plan->state_dir);
+                config.guest.kernel, plan->state_dir);
   auto vm = std::make_unique<SandboxVmImpl>(plan->id, plan->state_dir);
   Status st = BootInto(*vm, config, *plan, spec, start);
   if (!st.ok()) {
@@ -82,8 +82,8 @@ Result<std::unique_ptr<SandboxVm>> SandboxVm::Boot(const config::Config& config,
     return std::move(st).WithContext(what);
   }
   const BootTimings& t = vm->timings();
-  kBootLog.Info("VM {} booted in {:.0f} ms (prepare {:.0f}, VMM start {:.0f}, kernel+agent {:.0f})", plan->id, t.total_ms,
-            t.prepare_ms, t.vmm_start_ms, t.agent_ready_ms);
+  kBootLog.Info("VM {} booted in {:.0f} ms (prepare {:.0f}, VMM start {:.0f}, kernel+agent {:.0f})", plan->id,
+                t.total_ms, t.prepare_ms, t.vmm_start_ms, t.agent_ready_ms);
   return std::unique_ptr<SandboxVm>(std::move(vm));
 }
 

@@ -144,12 +144,12 @@ Status PrepareHostEnds(SandboxVmImpl& vm, const config::Config& config, uint64_t
   vm.SetVsock(std::move(v));
   if (IsDense(config)) {
     kBootStepsLog.Info("VM {}: vsock host end ({}, guest CID {}) ready; no virtiofsd (dense device set)", vm.id(),
-              config::VsockBackendName(vm.vsock()->kind()), vm.vsock()->guest_cid());
+                       config::VsockBackendName(vm.vsock()->kind()), vm.vsock()->guest_cid());
     return Status::Ok();
   }
   ASSIGN_OR_RETURN(auto fs, virtiofs::VirtiofsDaemon::Start(virtiofs::VirtiofsOptions::FromConfig(config, vm.state_dir())));
   kBootStepsLog.Info("VM {}: vsock host end ({}, guest CID {}) and virtiofsd (pid {}) ready", vm.id(),
-            config::VsockBackendName(vm.vsock()->kind()), vm.vsock()->guest_cid(), fs->pid());
+                     config::VsockBackendName(vm.vsock()->kind()), vm.vsock()->guest_cid(), fs->pid());
   vm.SetVirtiofsd(std::move(fs));
   return Status::Ok();
 }
@@ -157,7 +157,8 @@ Status PrepareHostEnds(SandboxVmImpl& vm, const config::Config& config, uint64_t
 std::function<void(std::string_view rpc, double seconds, bool ok)> AgentCallStatsFor(const std::string& state_dir) {
   const std::string path = state_dir + "/" + agentclient::kCallStatsFile;
   auto stats = std::make_shared<agentclient::CallStats>([path](const std::string& json) {
-    if (Status st = WriteFileAtomic(path, json, 0600); !st.ok()) kBootStepsLog.Debug("agent call stats: {}", st.ToString());
+    if (Status st = WriteFileAtomic(path, json, 0600); !st.ok())
+      kBootStepsLog.Debug("agent call stats: {}", st.ToString());
   });
   return [stats](std::string_view rpc, double seconds, bool ok) { stats->Record(rpc, seconds, ok); };
 }
@@ -181,7 +182,7 @@ Status WaitForAgent(SandboxVmImpl& vm, const config::Config& config, BootClock::
   vsock::VmVsock* v = vm.vsock();
   agentclient::Dialer dial = [v](milliseconds t) { return v->Dial(guest_abi::kAgentVsockPort, t); };
   kBootStepsLog.Info("VM {}: waiting up to {} ms for the agent on vsock port {}", vm.id(), o.deadline.count(),
-            guest_abi::kAgentVsockPort);
+                     guest_abi::kAgentVsockPort);
   auto client = agentclient::ConnectAgent(dial, o);
   if (client.ok()) {
     vm.SetAgent(std::move(*client));

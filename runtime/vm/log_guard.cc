@@ -44,8 +44,9 @@ void LogGuard::CheckNow() {
     if (trim->dropped == 0) continue;
     dropped_ += trim->dropped;
     if (warnings_.Allow())
-      kLogGuardLog.Warn("VM {}: {} reached {} bytes (limit {}): dropped its first {} bytes ({} from this VM's logs so far)",
-                vm_id_, f, trim->size_before, options_.max_bytes, trim->dropped, dropped_.load());
+      kLogGuardLog.Warn(
+          "VM {}: {} reached {} bytes (limit {}): dropped its first {} bytes ({} from this VM's logs so far)", vm_id_,
+          f, trim->size_before, options_.max_bytes, trim->dropped, dropped_.load());
   }
 }
 

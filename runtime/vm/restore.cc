@@ -81,10 +81,10 @@ Status LaunchClone(SandboxVmImpl& vm, const config::Config& config, const BootPl
   t.vmm_start_ms = MsSince(step);  // QEMU holds the RAM now; our memfd closes here
   if (IsDense(config))
     kRestoreLog.Info("VM {}: template {} RAM mapped copy-on-write; QEMU pid {} waits for the state", plan.id, tpl.key,
-              vm.vmm_pid());
+                     vm.vmm_pid());
   else
     kRestoreLog.Info("VM {}: {} MiB of template {} RAM copied in {:.0f} ms; QEMU pid {} waits for the state", plan.id,
-              ram.copied >> 20, tpl.key, t.ram_copy_ms, vm.vmm_pid());
+                     ram.copied >> 20, tpl.key, t.ram_copy_ms, vm.vmm_pid());
   return Status::Ok();
 }
 
@@ -142,9 +142,11 @@ Result<std::unique_ptr<SandboxVm>> SandboxVm::Restore(const config::Config& conf
     return std::move(st).WithContext(what);
   }
   const BootTimings& t = vm->timings();
-  kRestoreLog.Info("VM {} restored in {:.0f} ms (prepare {:.0f}, RAM copy {:.0f}, VMM start {:.0f}, state {:.0f}, "
-            "hot-plug {:.0f}, agent {:.0f})", plan->id, t.total_ms, t.prepare_ms, t.ram_copy_ms, t.vmm_start_ms,
-            t.state_load_ms, t.hotplug_ms, t.agent_ready_ms);
+  kRestoreLog.Info(
+      "VM {} restored in {:.0f} ms (prepare {:.0f}, RAM copy {:.0f}, VMM start {:.0f}, state {:.0f}, "
+      "hot-plug {:.0f}, agent {:.0f})",
+      plan->id, t.total_ms, t.prepare_ms, t.ram_copy_ms, t.vmm_start_ms, t.state_load_ms, t.hotplug_ms,
+      t.agent_ready_ms);
   return std::unique_ptr<SandboxVm>(std::move(vm));
 }
 

@@ -152,7 +152,7 @@ Status SandboxVmImpl::PowerOffGuest(milliseconds graceful) {
   Status st = destroy.get();
   if (!st.ok() && st.code() != Code::kCancelled) kSandboxVmImplLog.Warn("VM {}: DestroySandbox: {}", id_, st.message());
   kSandboxVmImplLog.Info("VM {}: VMM gone {} ms after DestroySandbox(power_off) ({})", id_, took.count(),
-            took < graceful ? "the guest powered off" : "the guest did not power off in time");
+                         took < graceful ? "the guest powered off" : "the guest did not power off in time");
   return stopped;
 }
 

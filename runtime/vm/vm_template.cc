@@ -150,9 +150,11 @@ Result<VmTemplate> BuildIn(const config::Config& config, const std::string& dir,
   t.vmm_version = caps.version;
   t.ram_allocated_bytes = AllocatedBytes(t.ram_path());
   t.state_bytes = FileBytes(t.state_path());
-  kVmTemplateLog.Info("template {} ({} vCPU, {} MiB): booted in {:.0f} ms, saved in {:.0f} ms; RAM image {} MiB allocated "
-            "({} MiB of zero pages left out), device state {} KiB", spec.key, t.vcpus, t.memory_mib, booted_ms,
-            t.build_ms - booted_ms, t.ram_allocated_bytes >> 20, punched >> 20, t.state_bytes >> 10);
+  kVmTemplateLog.Info(
+      "template {} ({} vCPU, {} MiB): booted in {:.0f} ms, saved in {:.0f} ms; RAM image {} MiB allocated "
+      "({} MiB of zero pages left out), device state {} KiB",
+      spec.key, t.vcpus, t.memory_mib, booted_ms, t.build_ms - booted_ms, t.ram_allocated_bytes >> 20, punched >> 20,
+      t.state_bytes >> 10);
   return t;
 }
 
@@ -180,7 +182,8 @@ Result<VmTemplate> BuildTemplate(const config::Config& config, const std::string
   if (!st.ok()) {
     if (vmm) (void)vmm->Stop(milliseconds(0));
     vmm.reset();
-    if (Status rm = RemoveTemplate(config, dir); !rm.ok()) kVmTemplateLog.Error("{}: clean-up: {}", what, rm.ToString());
+    if (Status rm = RemoveTemplate(config, dir); !rm.ok())
+      kVmTemplateLog.Error("{}: clean-up: {}", what, rm.ToString());
     return std::move(st).WithContext(what);
   }
   built->dir = final_dir;
@@ -206,8 +209,8 @@ Status AttachSealedRam(VmTemplate& t) {
   const auto start = BootClock::now();
   ASSIGN_OR_RETURN(RamCopy ram, SealedRamImage(t.ram_path(), static_cast<uint64_t>(t.memory_mib) << 20,
                                                "capsule-template-" + t.key));
-  kVmTemplateLog.Info("template {}: {} MiB of RAM sealed for copy-on-write clones in {:.0f} ms", t.key, ram.copied >> 20,
-            MsSince(start));
+  kVmTemplateLog.Info("template {}: {} MiB of RAM sealed for copy-on-write clones in {:.0f} ms", t.key,
+                      ram.copied >> 20, MsSince(start));
   t.sealed_ram = std::make_shared<const UniqueFd>(std::move(ram.memfd));
   return Status::Ok();
 }

@@ -55,7 +55,8 @@ void QueuedPublisher::Publish(std::string_view topic, const google::protobuf::Me
       return;
     }
     if (queue_.size() >= options_.max_queued) {
-      kQueuedPublisherLog.Error("event queue full ({}); dropping the oldest event {}", queue_.size(), queue_.front().topic());
+      kQueuedPublisherLog.Error("event queue full ({}); dropping the oldest event {}", queue_.size(),
+                                queue_.front().topic());
       queue_.pop_front();
     }
     queue_.push_back(std::move(env));
@@ -88,10 +89,11 @@ bool QueuedPublisher::Deliver(const ev::Envelope& envelope) {
     const auto now = Clock::now();
     if (!Retryable(st) || now + backoff > give_up || (stopping && now + backoff > close_deadline)) {
       kQueuedPublisherLog.Error("dropping {} event after {} attempt(s) via {}: {}", envelope.topic(), attempt,
-                 sender_->Describe(), st.ToString());
+                                sender_->Describe(), st.ToString());
       return false;
     }
-    if (attempt == 1) kQueuedPublisherLog.Warn("publish {} via {}: {}; retrying", envelope.topic(), sender_->Describe(), st.ToString());
+    if (attempt == 1)
+      kQueuedPublisherLog.Warn("publish {} via {}: {}; retrying", envelope.topic(), sender_->Describe(), st.ToString());
     std::unique_lock lock(mu_);
     // A Close() with a short deadline cuts the wait short.
     cv_.wait_for(lock, backoff, [&] { return closing_ && Clock::now() + backoff > close_deadline_; });
@@ -107,7 +109,8 @@ void QueuedPublisher::Loop() {
       cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
       if (queue_.empty()) return;  // closing and drained
       if (closing_ && Clock::now() >= close_deadline_) {
-        kQueuedPublisherLog.Error("shim exiting: dropping {} undelivered event(s), first {}", queue_.size(), queue_.front().topic());
+        kQueuedPublisherLog.Error("shim exiting: dropping {} undelivered event(s), first {}", queue_.size(),
+                                  queue_.front().topic());
         queue_.clear();
         return;
       }

@@ -80,7 +80,7 @@ void BinaryLogger::Stop() {
   stderr_w_.reset();
   if (child_.Wait(kLoggerEofGrace).ok()) return;
   kBinaryLoggerLog.Warn("logging binary pid {} still running {} ms after EOF; sending SIGTERM", child_.pid(),
-            kLoggerEofGrace.count());
+                        kLoggerEofGrace.count());
   child_.Terminate(kLoggerTermGrace);
 }
 

@@ -65,8 +65,7 @@ struct StdioCopier::Shared {
 
   void CloseProcessStdin() {
     if (process_stdin_closed.exchange(true)) return;
-    if (Status st = process->CloseStdin(); !st.ok())
-      kStdioCopierLog.Debug("{} close stdin: {}", name, st.ToString());
+    if (Status st = process->CloseStdin(); !st.ok()) kStdioCopierLog.Debug("{} close stdin: {}", name, st.ToString());
   }
 
   void Finished(bool output) {
@@ -109,7 +108,7 @@ void OutputLoop(std::shared_ptr<StdioCopier::Shared> s, OutputStream stream, Sin
     auto chunk = s->process->Read(stream, kReadChunkBytes);
     if (!chunk.ok()) {
       kStdioCopierLog.Warn("{} {}: {}; treating it as the end of the stream", s->name, StreamName(stream),
-                chunk.status().ToString());
+                           chunk.status().ToString());
       break;
     }
     if (chunk->data.empty() && !chunk->eof && !s->cancelled.load()) {
@@ -291,8 +290,10 @@ StdioCopier::~StdioCopier() {
     std::unique_lock lock(s.mu);
     finished = s.cv.wait_for(lock, kCopierStopTimeout, [&] { return s.running == 0; });
     if (!finished) {
-      kStdioCopierLog.Warn("{}: {} stdio copy thread(s) still blocked in the process's Read after {} ms; "
-                "leaving them to finish on their own", s.name, s.running, kCopierStopTimeout.count());
+      kStdioCopierLog.Warn(
+          "{}: {} stdio copy thread(s) still blocked in the process's Read after {} ms; "
+          "leaving them to finish on their own",
+          s.name, s.running, kCopierStopTimeout.count());
     }
   }
   for (auto& t : threads_) {

@@ -97,7 +97,7 @@ Result<std::string> StartShim(const StartRequest& req) {
   }
   RaiseOomScore(*daemon);
   kStartLog.Info("started shim daemon pid {} for group {} at {} (config {})", *daemon, group, address,
-            options.config_path.empty() ? "default" : options.config_path);
+                 options.config_path.empty() ? "default" : options.config_path);
   return address;
 }
 

@@ -82,7 +82,7 @@ Status LinuxMounter::Unmount(const std::string& target) {
     poll.Wait(deadline);
   }
   kMounterLog.Warn("umount {}: still busy after {} ms (the guest has not released it); detaching it lazily", target,
-            kBusyUnmountWait.count());
+                   kBusyUnmountWait.count());
   if (::umount2(target.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0) return ErrnoStatus("detach " + target);
   return Status::Ok();
 }

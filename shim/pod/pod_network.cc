@@ -153,7 +153,7 @@ Status PodNetwork::CheckGuest(const v1::SetupSandboxResponse& resp) const {
       return Internal(fmt::format("pod NIC {} ({}, {}) on the boot NIC {}: the agent left the NIC's MAC at {}",
                                   want.name, want.mac, netns_path_, boot_nic_mac_, got.hw_addr().substr(0, 64)));
     kPodNetworkLog.Info("pod NIC {} ({}): {} in the guest, {} address(es), mtu {}", want.name, want.mac,
-              got.name().substr(0, 64), got.addresses_size(), got.mtu());
+                        got.name().substr(0, 64), got.addresses_size(), got.mtu());
   }
   return Status::Ok();
 }

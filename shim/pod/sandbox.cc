@@ -75,7 +75,8 @@ Result<vm::SandboxVmPtr> Sandbox::ObtainVm(const SandboxParams& p, VmProvider& p
     }
   }
   *claimed = false;
-  kSandboxLog.Info("sandbox {}: cold-booting VM {} ({} vCPU, {} MiB): {}", p.id, spec.id, spec.vcpus, spec.memory_mib, miss);
+  kSandboxLog.Info("sandbox {}: cold-booting VM {} ({} vCPU, {} MiB): {}", p.id, spec.id, spec.vcpus, spec.memory_mib,
+                   miss);
   // A failed claim may have recorded its VM: the bundle names ours again.
   RETURN_IF_ERROR(record(spec.id, provider.StateDirFor(spec.id)));
   return provider.Boot(spec);
@@ -83,7 +84,9 @@ Result<vm::SandboxVmPtr> Sandbox::ObtainVm(const SandboxParams& p, VmProvider& p
 
 Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxParams params, VmProvider& provider) {
   using Steady = std::chrono::steady_clock;
-  auto ms_since = [](Steady::time_point t) { return std::chrono::duration<double, std::milli>(Steady::now() - t).count(); };
+  auto ms_since = [](Steady::time_point t) {
+    return std::chrono::duration<double, std::milli>(Steady::now() - t).count();
+  };
   auto t = Steady::now();
   bool claimed = false;
   const CancelTokenPtr cancel = params.cancel;
@@ -152,10 +155,11 @@ Result<std::shared_ptr<Sandbox>> Sandbox::Create(SandboxParams params, VmProvide
   const char* nics = !s->network_ || s->network_->nic_count() == 0 ? "no NIC"
                      : s->network_->used_boot_nic()                 ? "boot NIC"
                                                                     : "hot-plugged NIC";
-  kSandboxLog.Info("sandbox {} ready in VM {} (VMM pid {}): {} {:.1f} ms, then {:.1f} ms: host network {:.1f} ms ({}), "
-            "guest set-up {:.1f} ms in {} guest round trip(s), cgroup and port-forward {:.1f} ms beside it",
-            s->p_.id, s->vm_id_, s->vmm_pid_, st.claimed ? "claimed from the pool in" : "cold boot", st.vm_ms,
-            st.setup_ms, st.network_ms, nics, st.guest_ms, st.guest_calls, st.beside_ms);
+  kSandboxLog.Info(
+      "sandbox {} ready in VM {} (VMM pid {}): {} {:.1f} ms, then {:.1f} ms: host network {:.1f} ms ({}), "
+      "guest set-up {:.1f} ms in {} guest round trip(s), cgroup and port-forward {:.1f} ms beside it",
+      s->p_.id, s->vm_id_, s->vmm_pid_, st.claimed ? "claimed from the pool in" : "cold boot", st.vm_ms, st.setup_ms,
+      st.network_ms, nics, st.guest_ms, st.guest_calls, st.beside_ms);
   return s;
 }
 
@@ -165,7 +169,8 @@ void Sandbox::JoinCgroup() {
   if (cg.ok()) {
     cgroup_ = std::move(*cg);
   } else {
-    kSandboxLog.Error("sandbox {}: its VM's processes stay outside the pod's cgroup: {}", p_.id, cg.status().ToString());
+    kSandboxLog.Error("sandbox {}: its VM's processes stay outside the pod's cgroup: {}", p_.id,
+                      cg.status().ToString());
   }
 }
 
@@ -218,8 +223,9 @@ Status Sandbox::SetupInGuest() {
   if (!p_.holder_container_id.empty() && done->holder_pid() == 0)
     return Internal("set up sandbox " + p_.id + " in VM " + vm_id_ + ": the agent named no pid for the pod holder");
   holder_pid_ = done->holder_pid();
-  kSandboxLog.Info("sandbox {}: guest clock set, guest RNG reseeded with {} bytes from the host (reseed {} since its boot)",
-            p_.id, kReseedBytes, done->randomness().reseeds());
+  kSandboxLog.Info(
+      "sandbox {}: guest clock set, guest RNG reseeded with {} bytes from the host (reseed {} since its boot)", p_.id,
+      kReseedBytes, done->randomness().reseeds());
   return Status::Ok();
 }
 
@@ -277,15 +283,16 @@ void Sandbox::OomLoop() {
       if (!HostsContainer(cid)) {
         ++ignored_ooms_;
         if (warnings.Allow())
-          kSandboxLog.Warn("sandbox {}: the guest reported an OOM kill of '{}', no container of this pod: ignored ({} so far)",
-                    p_.id, cid.substr(0, 128), ignored_ooms_.load());
+          kSandboxLog.Warn(
+              "sandbox {}: the guest reported an OOM kill of '{}', no container of this pod: ignored ({} so far)",
+              p_.id, cid.substr(0, 128), ignored_ooms_.load());
         continue;
       }
       if (!events.Allow()) {
         ++ignored_ooms_;
         if (warnings.Allow())
-          kSandboxLog.Warn("sandbox {}: the guest reports OOM kills faster than {} a second: dropped ({} so far)", p_.id,
-                    kMaxOomEventsPerSecond, ignored_ooms_.load());
+          kSandboxLog.Warn("sandbox {}: the guest reports OOM kills faster than {} a second: dropped ({} so far)",
+                           p_.id, kMaxOomEventsPerSecond, ignored_ooms_.load());
         continue;
       }
       kSandboxLog.Warn("sandbox {}: container {} had an OOM kill", p_.id, cid);
@@ -297,7 +304,7 @@ void Sandbox::OomLoop() {
     if (watch_->Stopping() || agent_->revoked()) return;
     if (code == Code::kUnimplemented) {
       kSandboxLog.Warn("sandbox {}: the agent has no OOM events ({}); OOM kills will not be reported", p_.id,
-                ev.status().message());
+                       ev.status().message());
       return;
     }
     kSandboxLog.Warn("sandbox {}: OOM event poll: {}", p_.id, ev.status().ToString());

@@ -77,7 +77,8 @@ vm::SandboxVmPtr SandboxVmProvider::Claim(const vm::SandboxVmSpec& spec, const P
   auto give_back = [&](const Status& why) {
     *miss = fmt::format("claimed VM {} unusable: {}", c.vm_id, why.ToString());
     if (Status st = client->Release(c.vm_id, kReleaseTimeout); !st.ok())
-      kSandboxVmProviderLog.Warn("give VM {} back to the pool: {} (the pool reaps it after its claim grace)", c.vm_id, st.ToString());
+      kSandboxVmProviderLog.Warn("give VM {} back to the pool: {} (the pool reaps it after its claim grace)", c.vm_id,
+                                 st.ToString());
     return nullptr;
   };
   if (Status st = CheckAnswer(c); !st.ok()) return give_back(st);
@@ -93,8 +94,8 @@ vm::SandboxVmPtr SandboxVmProvider::Claim(const vm::SandboxVmSpec& spec, const P
     (void)v->Stop(std::chrono::milliseconds(0));
     return nullptr;
   }
-  kSandboxVmProviderLog.Info("sandbox {}: claimed pooled VM {} (shape {}, idle {} ms in the pool, hand-over {:.1f} ms)", who.sandbox_id,
-            c.vm_id, c.shape_key, c.idle_ms, c.claim_ms);
+  kSandboxVmProviderLog.Info("sandbox {}: claimed pooled VM {} (shape {}, idle {} ms in the pool, hand-over {:.1f} ms)",
+                             who.sandbox_id, c.vm_id, c.shape_key, c.idle_ms, c.claim_ms);
   return v;
 }
 

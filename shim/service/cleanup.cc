@@ -28,7 +28,8 @@ uint32_t StopLeftVm(const launcher::BundleRecord& record, const VmProviderFactor
   }
   const auto pid = static_cast<uint32_t>((*vm)->vmm_pid());
   kCleanupLog.Warn("stopping VM {} (VMM pid {}) left by a dead shim", record.vm_id, pid);
-  if (Status st = (*vm)->Stop(std::chrono::milliseconds(0)); !st.ok()) kCleanupLog.Error("stop VM {}: {}", record.vm_id, st.ToString());
+  if (Status st = (*vm)->Stop(std::chrono::milliseconds(0)); !st.ok())
+    kCleanupLog.Error("stop VM {}: {}", record.vm_id, st.ToString());
   return pid;
 }
 

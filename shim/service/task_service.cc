@@ -111,7 +111,8 @@ Result<v2::DeleteResponse> TaskService::Delete(const v2::DeleteRequest& req, con
   {
     std::unique_lock lock(kills_mu_);
     if (!kills_answered_.wait_for(lock, kKillAnswerWait, [&] { return kills_in_flight_.count(req.id()) == 0; }))
-      kTaskServiceLog.Warn("task {}: deleted with a kill still unanswered after {} ms", req.id(), kKillAnswerWait.count());
+      kTaskServiceLog.Warn("task {}: deleted with a kill still unanswered after {} ms", req.id(),
+                           kKillAnswerWait.count());
   }
   const task::ExitInfo& exit = deleted.exit;
   v2::DeleteResponse resp;

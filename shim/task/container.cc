@@ -47,8 +47,8 @@ void CopyBackTerminationMessages(const pod::AgentHandle& agent, const std::strin
     auto read = agent.Call<Result<v1::ReadGuestFileResponse>>([&](AgentClient& a) { return a.ReadGuestFile(req); });
     Status st = read.ok() ? WriteTerminationMessage(f.host_path, read->data()) : read.status();
     if (st.ok()) {
-      kContainerLog.Info("container {}: termination message ({} bytes) copied from the guest to {}", id, read->data().size(),
-                f.host_path);
+      kContainerLog.Info("container {}: termination message ({} bytes) copied from the guest to {}", id,
+                         read->data().size(), f.host_path);
     } else {
       kContainerLog.Warn("container {}: termination message not copied to {}: {}", id, f.host_path, st.ToString());
     }
@@ -81,7 +81,7 @@ Result<std::unique_ptr<Container>> Container::Create(ContainerParams params, pod
     c->pod_holder_ = true;
     sb->AddContainer(c->p_.id);
     kContainerLog.Info("container {} is the pod holder in the guest (pid {}): no image mounted, no process created",
-              c->p_.id, sb->holder_pid());
+                       c->p_.id, sb->holder_pid());
     return c;
   }
 
@@ -104,8 +104,9 @@ Result<std::unique_ptr<Container>> Container::Create(ContainerParams params, pod
   RETURN_IF_ERROR(c->CreateInAgent(guest.spec.dump(), std::move(storages)));
   const auto t_guest = std::chrono::steady_clock::now();
   RETURN_IF_ERROR_CTX(c->init_->AttachStdio(), "stdio of " + c->p_.id);
-  kContainerLog.Info("container {} created in {:.1f} ms: spec and host files {:.1f} ms, guest create {:.1f} ms, stdio {:.1f} ms",
-            c->p_.id, MsSince(t0), MsBetween(t0, t_files), MsBetween(t_files, t_guest), MsSince(t_guest));
+  kContainerLog.Info(
+      "container {} created in {:.1f} ms: spec and host files {:.1f} ms, guest create {:.1f} ms, stdio {:.1f} ms",
+      c->p_.id, MsSince(t0), MsBetween(t0, t_files), MsBetween(t_files, t_guest), MsSince(t_guest));
   return c;
 }
 
@@ -166,10 +167,10 @@ Result<std::vector<v1::Storage>> Container::PlugDense(mount::Mounter* mounter, G
     RETURN_IF_ERROR_CTX(PlugImage(image, true), what);
   }
   kContainerLog.Info("container {}: rootfs image {} ({}, {:.0f} ms){}{}; {:.0f} ms in all", p_.id, rootfs.path,
-            rootfs.built ? "built" : "cached", MsBetween(start, rootfs_done),
-            binds.empty() ? "" : fmt::format(", {} host mounts in an image of their own", binds.size()),
-            volumes.empty() ? "" : fmt::format(", {} emptyDir volumes in guest memory", volumes.size()),
-            MsSince(start));
+                     rootfs.built ? "built" : "cached", MsBetween(start, rootfs_done),
+                     binds.empty() ? "" : fmt::format(", {} host mounts in an image of their own", binds.size()),
+                     volumes.empty() ? "" : fmt::format(", {} emptyDir volumes in guest memory", volumes.size()),
+                     MsSince(start));
   std::vector<v1::Storage> storages = DenseStorages(p_.id, disks_.front(), disks_.size() > 1 ? disks_[1] : "");
   for (auto& v : volumes) storages.push_back(std::move(v));
   return storages;
@@ -302,8 +303,8 @@ void Container::FinishDelete() {
   execs.clear();  // their watchers return now that the guest container is gone
   UnplugDisks();
   if (Status st = UnmountAll(); !st.ok()) kContainerLog.Error("container {}: {}", p_.id, st.ToString());
-  kContainerLog.Info("container {} removed in {:.1f} ms: from the guest {:.1f} ms, host clean-up {:.1f} ms", p_.id, MsSince(t0),
-            MsBetween(t0, t_guest), MsSince(t_guest));
+  kContainerLog.Info("container {} removed in {:.1f} ms: from the guest {:.1f} ms, host clean-up {:.1f} ms", p_.id,
+                     MsSince(t0), MsBetween(t0, t_guest), MsSince(t_guest));
 }
 
 void Container::AbandonProcesses() {

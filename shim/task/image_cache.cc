@@ -95,7 +95,7 @@ Result<DiskImage> RootfsImage(const std::string& cache_dir, const std::string& k
   if (max_bytes != 0) {
     for (const TrimmedImage& t : TrimImageCache(cache_dir, max_bytes, out.path))
       kImageCacheLog.Info("image cache: removed {} ({} MiB, the least recently used) to stay within {} MiB", t.path,
-                t.bytes >> 20, max_bytes >> 20);
+                          t.bytes >> 20, max_bytes >> 20);
   }
   return out;
 }

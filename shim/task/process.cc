@@ -130,7 +130,8 @@ void Process::WatchExit() {
     const auto exited = std::chrono::steady_clock::now();
     if (p_.before_exit) p_.before_exit();
     if (!WaitOutput(kExitOutputGrace).ok())
-      kProcessLog.Info("{}: output still open {} ms after its exit; reporting the exit", Name(), kExitOutputGrace.count());
+      kProcessLog.Info("{}: output still open {} ms after its exit; reporting the exit", Name(),
+                       kExitOutputGrace.count());
     {
       std::lock_guard exiting(mu_);
       draining_ = true;

@@ -44,7 +44,8 @@ namespace {
 ProcessIdentity SelfIdentity() {
   auto self = IdentifyProcess(::getpid());
   if (self.ok()) return *self;
-  kTaskManagerLog.Warn("bundle records will not name this shim ({}); delete then asks the group's socket", self.status().ToString());
+  kTaskManagerLog.Warn("bundle records will not name this shim ({}); delete then asks the group's socket",
+                       self.status().ToString());
   return ProcessIdentity{0, 0, ""};
 }
 
@@ -152,11 +153,12 @@ void TaskManager::CancelCreation(const std::string& id, const Status& why) {
   const auto start = std::chrono::steady_clock::now();
   std::unique_lock lock(mu_);
   if (creation_done_.wait_for(lock, kCancelledCreateWait, [&] { return op->done; })) {
-    kTaskManagerLog.Info("task {}: its creation was cancelled and undone in {} ms", id,
-              std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
+    kTaskManagerLog.Info(
+        "task {}: its creation was cancelled and undone in {} ms", id,
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
   } else {
     kTaskManagerLog.Warn("task {}: its cancelled creation is still being undone after {} ms; the shim exits once it is",
-              id, kCancelledCreateWait.count());
+                         id, kCancelledCreateWait.count());
   }
 }
 
@@ -262,7 +264,8 @@ Result<pod::SandboxPtr> TaskManager::NewSandbox(const std::string& sandbox_id, c
   sp.netns_path = pod::PodNetnsPath(spec);
   if (auto linux = spec.find("linux"); linux != spec.end() && linux->is_object())
     sp.cgroups_path = linux->value("cgroupsPath", "");
-  if (sp.netns_path.empty()) kTaskManagerLog.Info("sandbox {}: no network namespace path in the spec: the VM gets no NIC", sandbox_id);
+  if (sp.netns_path.empty())
+    kTaskManagerLog.Info("sandbox {}: no network namespace path in the spec: the VM gets no NIC", sandbox_id);
   sp.on_oom = [this](const std::string& container_id) { PublishOom(container_id); };
   sp.agent_timeout = std::chrono::milliseconds(d_.config.runtime.agent_timeout_ms);
   sp.cancel = cancel;
@@ -287,8 +290,9 @@ Result<std::function<void()>> TaskManager::Kill(const std::string& id, const std
   if (exec_id.empty() && c->pod_holder() && c->sandbox()->stopping()) return std::function<void()>();
   if (exec_id.empty() && signal == SIGKILL && c->pod_holder() && p->Snapshot().state == ProcessState::kRunning) {
     if (pod::SandboxPtr sb = TakeSandboxOfLoneHolder(c)) {
-      kTaskManagerLog.Info("sandbox {}: SIGKILL to its pod holder, the pod's last task: stopping the VM instead of signalling the guest",
-                sb->id());
+      kTaskManagerLog.Info(
+          "sandbox {}: SIGKILL to its pod holder, the pod's last task: stopping the VM instead of signalling the guest",
+          sb->id());
       return std::function<void()>([sb, p] {
         const auto t0 = std::chrono::steady_clock::now();
         // A failure is the stop's to log (as at Delete): the VMM is gone
@@ -368,7 +372,8 @@ bool TaskManager::AcceptShutdown() {
     shutdown_requested_ = true;
     for (const auto& [id, op] : creating_) forgotten.push_back(op);
   }
-  kTaskManagerLog.Warn("containerd shut the shim down with {} creation(s) still running: cancelling them", forgotten.size());
+  kTaskManagerLog.Warn("containerd shut the shim down with {} creation(s) still running: cancelling them",
+                       forgotten.size());
   for (const auto& op : forgotten)
     op->cancel->Cancel(Cancelled("containerd shut the shim down while the task was being created"));
   return false;
@@ -432,7 +437,8 @@ void TaskManager::PublishOomOfExit(const Process& p, const ExitInfo& exit) {
     if (oom_reported_.erase(p.container_id()) != 0) return;
     oom_at_exit_.insert(p.container_id());
   }
-  kTaskManagerLog.Info("{} was OOM-killed before the OOM watcher reported it; publishing /tasks/oom with its exit", p.Name());
+  kTaskManagerLog.Info("{} was OOM-killed before the OOM watcher reported it; publishing /tasks/oom with its exit",
+                       p.Name());
   containerd::events::TaskOOM ev;
   ev.set_container_id(p.container_id());
   d_.events->Publish(events::kTaskOOM, ev);

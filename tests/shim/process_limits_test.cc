@@ -13,18 +13,18 @@ namespace {
 
 using nlohmann::json;
 
-json Process() { return json{{"args", {"sh", "-c", "true"}}, {"env", {"PATH=/bin", "A=1"}}, {"cwd", "/"}}; }
+json ProcessJson() { return json{{"args", {"sh", "-c", "true"}}, {"env", {"PATH=/bin", "A=1"}}, {"cwd", "/"}}; }
 
 TEST(ProcessLimitsTest, AnOrdinaryProcessAndOneWithoutArgsOrEnvPass) {
-  EXPECT_OK(CheckProcessLimits(Process(), "process"));
+  EXPECT_OK(CheckProcessLimits(ProcessJson(), "process"));
   EXPECT_OK(CheckProcessLimits(json{{"cwd", "/"}}, "process"));
-  json at_limit = Process();
+  json at_limit = ProcessJson();
   at_limit["env"][1] = std::string(kMaxProcessStringBytes - 1, 'x');  // plus its NUL
   EXPECT_OK(CheckProcessLimits(at_limit, "process"));
 }
 
 TEST(ProcessLimitsTest, OneStringOverWhatAnExecTakesIsNamedByIndex) {
-  json p = Process();
+  json p = ProcessJson();
   p["env"][1] = "BIG=" + std::string(kMaxProcessStringBytes, 'x');
   Status st = CheckProcessLimits(p, "process");
   EXPECT_EQ(st.code(), Code::kInvalidArgument);
@@ -32,7 +32,7 @@ TEST(ProcessLimitsTest, OneStringOverWhatAnExecTakesIsNamedByIndex) {
 }
 
 TEST(ProcessLimitsTest, ManyStringsTogetherOverArgMaxAreRefusedWithTheirSize) {
-  json p = Process();
+  json p = ProcessJson();
   for (int i = 0; i < 40; ++i) p["args"].push_back(std::string(64 * 1024, 'a'));
   Status st = CheckProcessLimits(p, "exec e1 of container c1: process");
   EXPECT_EQ(st.code(), Code::kInvalidArgument);
@@ -42,10 +42,10 @@ TEST(ProcessLimitsTest, ManyStringsTogetherOverArgMaxAreRefusedWithTheirSize) {
 }
 
 TEST(ProcessLimitsTest, WrongTypesAreNamed) {
-  json p = Process();
+  json p = ProcessJson();
   p["args"][1] = 7;
   EXPECT_NE(CheckProcessLimits(p, "process").message().find("process.args[1]: must be a string"), std::string::npos);
-  p = Process();
+  p = ProcessJson();
   p["env"] = "PATH=/bin";
   EXPECT_NE(CheckProcessLimits(p, "process").message().find("process.env: must be an array of strings"),
             std::string::npos);
@@ -54,7 +54,7 @@ TEST(ProcessLimitsTest, WrongTypesAreNamed) {
 }
 
 TEST(ProcessLimitsTest, TheGuestSpecRewriteRefusesAnOversizedInitProcess) {
-  json spec = {{"root", {{"path", "rootfs"}}}, {"process", Process()}, {"mounts", json::array()}};
+  json spec = {{"root", {{"path", "rootfs"}}}, {"process", ProcessJson()}, {"mounts", json::array()}};
   spec["process"]["env"].push_back(std::string(kMaxProcessStringBytes + 1, 'y'));
   GuestSpecInput in{"c1", "c1/rootfs", [](std::string_view rel) { return "/run/capsule/shared/" + std::string(rel); }};
   auto guest = MakeGuestSpec(spec, in);
@@ -69,7 +69,7 @@ TEST(GuestSpecMountsTest, BidirectionalPropagationIsRefusedAndHostToContainerPas
   auto spec_with = [](const char* propagation) {
     json m = {{"destination", "/data"}, {"type", "bind"}, {"source", "/tmp"},
               {"options", {"rbind", propagation, "rw"}}};
-    return json{{"root", {{"path", "rootfs"}}}, {"process", Process()}, {"mounts", json::array({m})}};
+    return json{{"root", {{"path", "rootfs"}}}, {"process", ProcessJson()}, {"mounts", json::array({m})}};
   };
   auto refused = MakeGuestSpec(spec_with("rshared"), in);
   ASSERT_FALSE(refused.ok());

@@ -1,7 +1,7 @@
 // PodSlot and GuestPod over a fake engine: the engine made ahead and used
 // by the pod, one pod at a time, a failed create leaving nothing, the
 // teardown, the holder's adoption and the containers' bookkeeping. Real
-// mounts and the real engine run in agent_service_test and container_api_test.
+// mounts and the real engine run in agent_service_test.cc and container_api_test.
 #include <gtest/gtest.h>
 
 #include "agent/pod/pod_slot.h"

@@ -1,5 +1,5 @@
 // PodSpec validation and resolv.conf generation; mounting is covered by
-// agent_service_test through the real agent.
+// agent_service_test.cc through the real agent.
 #include <gtest/gtest.h>
 
 #include "agent/pod/pod_spec.h"

@@ -1,5 +1,5 @@
 // Storage validation: every bad field is named before anything is mounted.
-// (Real mounts are exercised through the agent in agent_service_test and in
+// (Real mounts are exercised through the agent in agent_service_test.cc and in
 // the guest by the boot test.)
 #include "agent/storage/storage.h"
 

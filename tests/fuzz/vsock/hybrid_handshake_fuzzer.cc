@@ -83,12 +83,15 @@ void FuzzParsers(std::string_view in) {
   }
 }
 
+// A static, so that libFuzzer's exit at the end of a timed run removes it
+// (a bare mkdtemp left one directory in /tmp per run).
 const std::string& SocketPath() {
-  static const std::string path = [] {
-    char dir[] = "/tmp/capsule-hybrid-fuzz.XXXXXX";
-    if (::mkdtemp(dir) == nullptr) std::abort();
-    return std::string(dir) + "/vsock.sock";
+  static const TempDir dir = [] {
+    auto d = TempDir::Create("capsule-hybrid-fuzz");
+    if (!d.ok()) std::abort();
+    return std::move(*d);
   }();
+  static const std::string path = dir.Join("vsock.sock");
   return path;
 }
 

@@ -4,7 +4,7 @@
 // replies reach the caller field for field, server codes keep their code,
 // unimplemented RPCs are UNIMPLEMENTED, deadlines and Close() end calls the
 // server never answers, ConnectAgent retries a not-yet-serving agent. The
-// real capsule-agent is covered by agent_client_test and tests/integration/vm.
+// real capsule-agent is covered by agent_client_test.cc and tests/integration/vm.
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/server_posix.h>
 #include <gtest/gtest.h>

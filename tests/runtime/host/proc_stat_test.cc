@@ -62,7 +62,7 @@ TEST(ProcStatTest, ThisProcessReadsBackAndAGoneOneIsNotFound) {
   auto args = ReadCmdline(::getpid());
   ASSERT_OK(args);
   ASSERT_FALSE(args->empty());
-  EXPECT_NE(args->front().find("host_test"), std::string::npos) << args->front();
+  EXPECT_NE(args->front().find("runtime_unit_test"), std::string::npos) << args->front();
   // pid_max is at most 2^22: this pid never exists.
   EXPECT_EQ(ReadProcStat(1 << 23).status().code(), Code::kNotFound);
   EXPECT_EQ(ReadCmdline(1 << 23).status().code(), Code::kNotFound);

@@ -13,7 +13,7 @@
 namespace capsule::vm {
 namespace {
 
-PodRecord Sample() {
+PodRecord SamplePodRecord() {
   PodRecord r;
   r.sandbox_id = "0123456789abcdef";
   r.ns = "k8s.io";
@@ -30,7 +30,7 @@ PodRecord Sample() {
 TEST(PodRecordTest, RoundTripsThroughItsFile) {
   auto dir = TempDir::Create("pod-record");
   ASSERT_OK(dir);
-  ASSERT_OK(WritePodRecord(dir->path(), Sample()));
+  ASSERT_OK(WritePodRecord(dir->path(), SamplePodRecord()));
   struct stat st{};
   ASSERT_EQ(::stat(dir->Join(kPodRecordFile).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
@@ -65,13 +65,13 @@ TEST(PodRecordTest, EachBadFieldIsNamed) {
       {"setup_ms", "1e300"},
   };
   for (const Case& c : cases) {
-    nlohmann::json j = nlohmann::json::parse(PodRecordToJson(Sample()));
+    nlohmann::json j = nlohmann::json::parse(PodRecordToJson(SamplePodRecord()));
     j[c.field] = nlohmann::json::parse(c.value);
     auto r = PodRecordFromJson(j.dump(), "pod.json");
     ASSERT_FALSE(r.ok()) << c.field << "=" << c.value;
     EXPECT_EQ(r.status().message().rfind(std::string("pod.json: ") + c.field + ": ", 0), 0u) << r.status().ToString();
   }
-  nlohmann::json j = nlohmann::json::parse(PodRecordToJson(Sample()));
+  nlohmann::json j = nlohmann::json::parse(PodRecordToJson(SamplePodRecord()));
   j["pod_name"] = std::string(300, 'x');
   EXPECT_FALSE(PodRecordFromJson(j.dump(), "pod.json").ok());
   EXPECT_FALSE(PodRecordFromJson("[1,2]", "pod.json").ok());

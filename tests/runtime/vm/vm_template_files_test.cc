@@ -141,7 +141,7 @@ TEST(RamImageTest, ZeroPagesBecomeHolesAndTheDataStays) {
   EXPECT_EQ(copy->copied, 3ull << 20);
 }
 
-VmTemplate Sample() {
+VmTemplate SampleTemplate() {
   VmTemplate t;
   t.key = "0123456789abcdef";
   t.vcpus = 2;
@@ -157,7 +157,7 @@ VmTemplate Sample() {
 }
 
 TEST(TemplateRecordTest, RoundTripsEveryField) {
-  VmTemplate t = Sample();
+  VmTemplate t = SampleTemplate();
   auto back = TemplateFromJson(TemplateToJson(t), "template.json");
   ASSERT_OK(back);
   EXPECT_EQ(back->key, t.key);
@@ -196,7 +196,7 @@ TEST(TemplateRecordTest, ABadRecordNamesTheFileAndTheField) {
 TEST(TemplateRecordTest, LoadRefusesARamImageOfTheWrongSize) {
   auto dir = TempDir::Create("tpl");
   ASSERT_OK(dir);
-  VmTemplate t = Sample();
+  VmTemplate t = SampleTemplate();
   t.memory_mib = 16;
   ASSERT_OK(WriteFile(dir->Join("template.json"), TemplateToJson(t)));
   ASSERT_OK(WriteFile(dir->Join("ram"), std::string(4096, 'r')));

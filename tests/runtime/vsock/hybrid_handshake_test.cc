@@ -1,7 +1,7 @@
 // The host client's half of the hybrid handshake (HybridHandshake, the part
 // of DialHybrid after connect) against a back end played by the test over a
 // socketpair, and the OK line parser. The back end's half is in
-// vsock_datapath_test.
+// vsock_datapath_test.cc.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +11,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/subprocess.h"
+#include "runtime/host/proc_stat.h"
 #include "runtime/vsock/kernel_vhost_vsock.h"
 #include "runtime/vsock/vsockd_vsock.h"
 #include "runtime/vsock/vsock_backend.h"
@@ -25,19 +25,9 @@ namespace {
 
 using config::VsockBackendKind;
 
-bool Exists(const std::string& p) {
-  struct stat st{};
-  return ::lstat(p.c_str(), &st) == 0;
-}
-
 // capsule-vsockd is double-forked, so not our child: whoever reaps orphans
 // here reaps it, and until then a zombie counts as gone.
-bool Alive(pid_t pid) {
-  auto stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat.ok()) return false;
-  const size_t close = stat->rfind(')');
-  return close != std::string::npos && close + 2 < stat->size() && (*stat)[close + 2] != 'Z';
-}
+bool Alive(pid_t pid) { return !ProcessExiting(pid); }
 
 class VsockBackendTest : public ::testing::Test {
  protected:
@@ -96,7 +86,7 @@ TEST_F(VsockBackendTest, KernelBackendReportsTheFailingIoctl) {
   EXPECT_NE(vm.status().message().find("VHOST_VSOCK_SET_GUEST_CID 3 on " + options_.vhost_vsock_device),
             std::string::npos)
       << vm.status().message();
-  EXPECT_FALSE(Exists(dir_->Join(kStateFile)));
+  EXPECT_FALSE(PathExists(dir_->Join(kStateFile)));
 }
 
 TEST_F(VsockBackendTest, KernelDialFailsCleanlyWithoutVsock) {
@@ -149,9 +139,9 @@ TEST_F(VsockBackendTest, VhostUserPrepareStartsTheDaemonAndShutdownCleansUp) {
   ASSERT_OK(vm);
   auto* v = static_cast<VsockdVmVsock*>(vm->get());
   EXPECT_EQ(v->guest_cid(), 3u);
-  EXPECT_TRUE(Exists(dir_->Join(kVhostUserSocketName)));
-  EXPECT_TRUE(Exists(dir_->Join(kHybridSocketName)));
-  EXPECT_TRUE(Exists(dir_->Join(kVsockdPidName)));
+  EXPECT_TRUE(PathExists(dir_->Join(kVhostUserSocketName)));
+  EXPECT_TRUE(PathExists(dir_->Join(kHybridSocketName)));
+  EXPECT_TRUE(PathExists(dir_->Join(kVsockdPidName)));
   EXPECT_EQ(v->qemu_device().Args(),
             (std::vector<std::string>{"-chardev", "socket,id=vsock0-chr,path=" + dir_->Join(kVhostUserSocketName),
                                       "-device", "vhost-user-vsock-pci,id=vsock0,chardev=vsock0-chr"}));
@@ -169,7 +159,7 @@ TEST_F(VsockBackendTest, VhostUserPrepareStartsTheDaemonAndShutdownCleansUp) {
   EXPECT_OK(v->Shutdown(std::chrono::seconds(2)));
   EXPECT_FALSE(Alive(pid));
   for (const char* f : {kVhostUserSocketName, kHybridSocketName, kVsockdPidName, kStateFile})
-    EXPECT_FALSE(Exists(dir_->Join(f))) << f;
+    EXPECT_FALSE(PathExists(dir_->Join(f))) << f;
   std::string log = ReadFile(dir_->Join(kVsockdLogName)).value_or("");
   EXPECT_NE(log.find("stopped; sockets removed"), std::string::npos) << log;
 }
@@ -185,8 +175,8 @@ TEST_F(VsockBackendTest, SerialPrepareStartsTheDaemonOnThePortSocketAndIsAdoptab
   ASSERT_OK(vm);
   auto* v = static_cast<VsockdVmVsock*>(vm->get());
   EXPECT_EQ(v->guest_cid(), 3u) << "a serial link's CID names nothing: always 3";
-  EXPECT_TRUE(Exists(dir_->Join(kSerialSocketName)));
-  EXPECT_FALSE(Exists(dir_->Join(kVhostUserSocketName)));
+  EXPECT_TRUE(PathExists(dir_->Join(kSerialSocketName)));
+  EXPECT_FALSE(PathExists(dir_->Join(kVhostUserSocketName)));
   EXPECT_EQ(v->qemu_device().Args(),
             (std::vector<std::string>{"-chardev", "socket,id=vsock0-chr,path=" + dir_->Join(kSerialSocketName),
                                       "-device", "virtio-serial-pci,id=vsock0-bus", "-device",
@@ -208,7 +198,7 @@ TEST_F(VsockBackendTest, SerialPrepareStartsTheDaemonOnThePortSocketAndIsAdoptab
   EXPECT_TRUE((*adopted)->Shutdown(std::chrono::seconds(2)).ok());
   EXPECT_FALSE(Alive(pid));
   for (const char* f : {kSerialSocketName, kHybridSocketName, kVsockdPidName, kStateFile})
-    EXPECT_FALSE(Exists(dir_->Join(f))) << f;
+    EXPECT_FALSE(PathExists(dir_->Join(f))) << f;
 }
 
 TEST_F(VsockBackendTest, DialReachesTheGuestThroughTheDaemon) {
@@ -262,8 +252,8 @@ TEST_F(VsockBackendTest, DetachedDaemonIsAdoptedAndStoppedByAnotherOwner) {
   EXPECT_EQ(::waitpid(pid, nullptr, WNOHANG), -1) << "it is not our child, so never our zombie";
   std::string log = ReadFile(dir_->Join(kVsockdLogName)).value_or("");
   EXPECT_NE(log.find("stopped; sockets removed"), std::string::npos) << "a clean exit on SIGTERM: " << log;
-  EXPECT_FALSE(Exists(dir_->Join(kHybridSocketName)));
-  EXPECT_FALSE(Exists(dir_->Join(kStateFile)));
+  EXPECT_FALSE(PathExists(dir_->Join(kHybridSocketName)));
+  EXPECT_FALSE(PathExists(dir_->Join(kStateFile)));
 }
 
 TEST_F(VsockBackendTest, AdoptRefusesADeadDaemon) {
@@ -294,8 +284,8 @@ TEST_F(VsockBackendTest, DestroyingTheOwnerStopsTheDaemon) {
     pid = static_cast<VsockdVmVsock*>(vm->get())->vsockd_pid();
   }
   EXPECT_FALSE(Alive(pid));
-  EXPECT_FALSE(Exists(dir_->Join(kVhostUserSocketName)));
-  EXPECT_FALSE(Exists(dir_->Join(kStateFile)));
+  EXPECT_FALSE(PathExists(dir_->Join(kVhostUserSocketName)));
+  EXPECT_FALSE(PathExists(dir_->Join(kStateFile)));
 }
 
 TEST_F(VsockBackendTest, MissingDaemonBinaryIsReportedUpFront) {

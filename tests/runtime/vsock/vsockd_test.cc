@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "runtime/common/file_util.h"
@@ -19,11 +18,6 @@ namespace {
 std::string VsockdBinary() {
   const char* build = std::getenv("CAPSULE_BUILD_DIR");
   return std::string(build ? build : ".") + "/runtime/vsock/capsule-vsockd";
-}
-
-bool Exists(const std::string& p) {
-  struct stat st{};
-  return ::lstat(p.c_str(), &st) == 0;
 }
 
 struct RunResult {
@@ -84,9 +78,9 @@ class VsockdTest : public ::testing::Test {
     auto st = c.Wait(std::chrono::seconds(5));
     ASSERT_OK(st);
     EXPECT_EQ(ExitCode(*st), 0) << Log();
-    EXPECT_FALSE(Exists(vhost()));
-    EXPECT_FALSE(Exists(uds()));
-    EXPECT_FALSE(Exists(pidfile()));
+    EXPECT_FALSE(PathExists(vhost()));
+    EXPECT_FALSE(PathExists(uds()));
+    EXPECT_FALSE(PathExists(pidfile()));
   }
 
   std::unique_ptr<TempDir> dir_;
@@ -113,7 +107,7 @@ TEST_F(VsockdTest, BadArgumentsFailWithAMessage) {
   RunResult level = RunToEnd({"--vhost-user-socket", vhost(), "--uds-path", uds(), "--log-level", "loud"}, *dir_);
   EXPECT_NE(level.exit_code, 0);
   EXPECT_NE(level.output.find("loud"), std::string::npos) << level.output;
-  EXPECT_FALSE(Exists(vhost()));
+  EXPECT_FALSE(PathExists(vhost()));
 }
 
 TEST_F(VsockdTest, ExitsWhenQemuDisconnects) {
@@ -148,7 +142,7 @@ TEST_F(VsockdTest, RefusesSocketsAnotherDaemonServes) {
   RunResult second = RunToEnd({"--vhost-user-socket", vhost(), "--uds-path", uds()}, *dir_);
   EXPECT_EQ(second.exit_code, 1);
   EXPECT_NE(second.output.find("another process serves it"), std::string::npos) << second.output;
-  EXPECT_TRUE(Exists(vhost())) << "the first daemon's socket is untouched";
+  EXPECT_TRUE(PathExists(vhost())) << "the first daemon's socket is untouched";
   // The second one's liveness probe did not count as QEMU leaving.
   EXPECT_FALSE(first.TryReap());
   auto drv = FakeDriver::Connect(vhost());
@@ -163,7 +157,7 @@ TEST_F(VsockdTest, ReplacesAStaleSocketFile) {
     auto stale = ListenUnix(uds());
     ASSERT_OK(stale);
   }  // closed: the file stays, nobody accepts
-  ASSERT_TRUE(Exists(uds()));
+  ASSERT_TRUE(PathExists(uds()));
   ChildProcess d = StartDaemon();
   ASSERT_OK(d.Signal(SIGTERM));
   ExpectCleanExit(d);

@@ -1,12 +1,20 @@
-// The two children of a launch. Both run single-threaded copies of the
+// The two children of a launch. Both run a single-threaded copy of the
 // agent: the intermediate is a fork() (glibc keeps malloc usable), the
-// container process a raw clone of that single thread, so allocation is
-// safe in both; neither touches the agent's loggers or locks.
+// container process a clone of that single thread, so allocation is safe in
+// both; neither touches the agent's loggers or locks. The container process
+// shares the intermediate's copy (CLONE_VM) instead of making another: a
+// copy of the agent's page tables and the teardown of one were most of a
+// create's "fork to pid" time under TCG. The two never run on that memory
+// at once (glibc takes no malloc lock in a process it thinks is
+// single-threaded): the container process first waits for the intermediate
+// to be gone.
 #include "agent/engine/process_launch.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -48,6 +56,18 @@ bool Expect(int sync, SyncType type) {
   return r.ok() && r->message && r->message->type == type;
 }
 
+// The container process's own stack, mapped in the shared copy: only the
+// pages it touches cost memory, and exec or exit drops it with the rest.
+constexpr size_t kContainerStackBytes = size_t{8} << 20;
+constexpr size_t kStackGuardBytes = 64 << 10;
+
+struct ContainerStart {
+  LaunchRequest* req;
+  int sync;
+  int intermediate_gone;  // read end: EOF once the intermediate has exited
+  int intermediate_gone_w;
+};
+
 [[noreturn]] void RunContainerProcess(LaunchRequest& req, int sync) {
   ResetSignals();
   if (!Expect(sync, SyncType::kGo)) ::_exit(1);
@@ -76,9 +96,38 @@ Status EnterContainer(LaunchRequest& req) {
   CloseAllExcept(keep);
   Status st = EnterContainer(req);
   if (!st.ok()) Fail(sync, st);
-  // Fork-like clone: same stack, exit signal SIGCHLD, parent = the agent.
-  long pid = ::syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, nullptr, nullptr, 0);
-  if (pid == 0) RunContainerProcess(req, sync);
+  // The kernel refuses to share memory across time namespaces; such a
+  // container gets a fork-like clone (same stack, its own copy).
+  if (req.namespaces.Has(oci::NamespaceType::kTime)) {
+    long pid = ::syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, nullptr, nullptr, 0);
+    if (pid == 0) RunContainerProcess(req, sync);
+    if (pid < 0) Fail(sync, ErrnoStatus("clone container process"));
+    (void)SendSync(sync, SyncType::kPid, static_cast<int32_t>(pid));
+    ::_exit(0);
+  }
+  int gone[2];
+  if (::pipe2(gone, O_CLOEXEC) != 0) Fail(sync, ErrnoStatus("pipe for the container process"));
+  void* stack = ::mmap(nullptr, kContainerStackBytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) Fail(sync, ErrnoStatus("map the container process's stack"));
+  if (::mprotect(stack, kStackGuardBytes, PROT_NONE) != 0) Fail(sync, ErrnoStatus("guard the container process's stack"));
+  ContainerStart start{&req, sync, gone[0], gone[1]};
+  // Exit signal SIGCHLD, parent = the agent, memory = this process's.
+  int pid = ::clone(
+      [](void* arg) -> int {
+        const ContainerStart s = *static_cast<ContainerStart*>(arg);
+        // Nothing that allocates until the intermediate is gone. Its exit
+        // releases the memory before its fds, so EOF here means it is done.
+        ::close(s.intermediate_gone_w);
+        char c;
+        ssize_t n;
+        do {
+          n = ::read(s.intermediate_gone, &c, 1);
+        } while (n > 0 || (n < 0 && errno == EINTR));
+        ::close(s.intermediate_gone);
+        RunContainerProcess(*s.req, s.sync);
+      },
+      static_cast<char*>(stack) + kContainerStackBytes, CLONE_VM | CLONE_PARENT | SIGCHLD, &start);
   if (pid < 0) Fail(sync, ErrnoStatus("clone container process"));
   (void)SendSync(sync, SyncType::kPid, static_cast<int32_t>(pid));
   ::_exit(0);

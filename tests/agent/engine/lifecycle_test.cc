@@ -126,6 +126,28 @@ TEST_F(EngineTest, ExecSharesPidNamespaceAndMounts) {
   EXPECT_EQ((*procs)[0].command, "sleep");
 }
 
+// The container process shares its launcher's memory except in a time
+// namespace of its own, where the kernel refuses that (process_launch.cc):
+// such an init and an exec joining it still start and run in it.
+TEST_F(EngineTest, ATimeNamespaceOfItsOwnHoldsTheInitAndItsExecs) {
+  auto spec = DefaultSpec({"sh", "-c", "readlink /proc/self/ns/time; echo ready; exec sleep 1000"});
+  spec["linux"]["namespaces"].push_back({{"type", "time"}});
+  ContainerPtr c = StartContainer("timens", spec);
+  ASSERT_TRUE(c);
+  std::string seen = ReadUntil(*c->Io(""), Stream::kStdout, "ready\n");
+  auto ours = std::filesystem::read_symlink("/proc/self/ns/time").string();
+  ASSERT_EQ(seen.substr(0, 5), "time:") << seen;
+  const std::string init_ns = seen.substr(0, seen.find('\n'));
+  EXPECT_NE(init_ns, ours);
+  auto pid = c->Exec("look", Parse(DefaultSpec({"readlink", "/proc/self/ns/time"})).process);
+  ASSERT_OK(pid);
+  auto out = Drain(*c->Io("look"));
+  auto exit = c->Wait("look");
+  ASSERT_OK(exit);
+  EXPECT_EQ(exit->status, 0);
+  EXPECT_EQ(out.first, init_ns + "\n");
+}
+
 TEST_F(EngineTest, SignalReachesExecAndListShowsIt) {
   ContainerPtr c = StartContainer("execsig", DefaultSpec({"sleep", "1000"}));
   ASSERT_TRUE(c);

@@ -25,4 +25,9 @@ Result<engine::ProcessIoPtr> EngineOps::LookupIo(const std::string& container_id
   return t->Io(exec_id);
 }
 
+Status EngineOps::CloseStdinAtCreate(engine::Container& c, const std::string& exec_id) {
+  ASSIGN_OR_RETURN(engine::ProcessIoPtr io, c.Io(exec_id));
+  return io->CloseStdin().WithContext("stdin_closed");
+}
+
 }  // namespace capsule::agent::containers

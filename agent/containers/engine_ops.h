@@ -76,6 +76,8 @@ class EngineOps final : public server::ContainerOps {
   Result<engine::ProcessIoPtr> LookupIo(const std::string& container_id, const std::string& exec_id) const;
   Result<v1::ReadStreamResponse> Read(const v1::ReadStreamRequest& req, engine::Stream stream,
                                       const server::CallContext& ctx);
+  // A request's stdin_closed: the process reads EOF from the start.
+  static Status CloseStdinAtCreate(engine::Container& c, const std::string& exec_id);
   Status CreateInPod(pod::GuestPod& pod, const std::string& id, oci::Spec spec,
                      const v1::CreateContainerRequest& req);
 

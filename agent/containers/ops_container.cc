@@ -79,7 +79,14 @@ Status EngineOps::CreateInPod(pod::GuestPod& pod, const std::string& id, oci::Sp
   engine::CreateOptions options;
   options.share_namespaces_from = plan.share_from;
   options.share_types = plan.share_types;
-  RETURN_IF_ERROR(pod.engine().Create(id, spec, options).status());  // `mounts` unmount on failure
+  ASSIGN_OR_RETURN(engine::ContainerPtr created, pod.engine().Create(id, spec, options));  // `mounts` unmount on failure
+  if (req.stdin_closed()) {
+    if (Status st = CloseStdinAtCreate(*created, ""); !st.ok()) {
+      if (Status rm = pod.engine().Remove(id, pod::kDefaultRemoveTimeout); !rm.ok())
+        kOpsContainerLog.Error("container {}: not removed after its stdin could not be closed: {}", id, rm.ToString());
+      return st;
+    }
+  }
   pod.namespaces().Created(id, plan);
   kOpsContainerLog.Info("container {} created in sandbox {} ({}{} storages) in {:.1f} ms, storages {:.1f} ms", id,
                         pod.id(), plan.anchor ? "namespace anchor, " : "joins " + plan.share_from + ", ", mounts.size(),

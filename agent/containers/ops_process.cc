@@ -2,6 +2,7 @@
 // container's init everywhere except ExecProcess and RemoveProcess;
 // container id "" is the guest itself (ExecGuestProcess's processes).
 #include <linux/capability.h>
+#include <signal.h>
 
 #include <map>
 #include <vector>
@@ -43,6 +44,15 @@ Result<v1::ExecProcessResponse> EngineOps::ExecProcess(const v1::ExecProcessRequ
   ASSIGN_OR_RETURN(oci::Process process, ParseProcessJson(req.process_json()));
   ASSIGN_OR_RETURN(Target c, Lookup(req.container_id()));
   ASSIGN_OR_RETURN(pid_t pid, c->Exec(req.exec_id(), process));
+  if (req.stdin_closed()) {
+    if (Status st = CloseStdinAtCreate(*c.container, req.exec_id()); !st.ok()) {
+      // Not left running with a stdin nobody will close: the host takes
+      // the start as failed and never removes this exec.
+      (void)c->Signal(req.exec_id(), SIGKILL, false);
+      if (c->Wait(req.exec_id()).ok()) (void)c->RemoveProcess(req.exec_id());
+      return st;
+    }
+  }
   v1::ExecProcessResponse resp;
   resp.set_pid(static_cast<uint32_t>(pid));
   return resp;

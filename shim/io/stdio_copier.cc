@@ -279,6 +279,10 @@ void StdioCopier::CloseStdin() {
   if (close_process_stdin) s.CloseProcessStdin();
 }
 
+bool StdioCopier::ForwardsStdin() const { return !shared_->target.stdin_fifo.empty(); }
+
+void StdioCopier::StdinClosedByAgent() { shared_->process_stdin_closed.store(true); }
+
 const StdioTarget& StdioCopier::target() const { return shared_->target; }
 
 StdioCopier::~StdioCopier() {

@@ -15,7 +15,8 @@
 //                   ProcessStdio::Read (a guest that never answers) is left
 //                   detached, owning the shared state, after kCopierStopTimeout.
 // Stdin EOF on the FIFO (all writers closed) also closes the process's stdin;
-// a process without stdin gets its stdin closed at Start.
+// a process without stdin gets its stdin closed at Start, or by the agent
+// when it made the process.
 #pragma once
 
 #include <chrono>
@@ -50,6 +51,12 @@ class StdioCopier {
   Status WaitOutput(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // Idempotent; before Start it takes effect at Start.
   void CloseStdin();
+  // False when the host has no stdin for the process (no stdin FIFO): its
+  // stdin is closed at once, by Start unless the agent already did it when
+  // it made the process (the request's stdin_closed), which
+  // StdinClosedByAgent records.
+  bool ForwardsStdin() const;
+  void StdinClosedByAgent();
 
   const StdioTarget& target() const;
 

@@ -101,9 +101,10 @@ Result<std::unique_ptr<Container>> Container::Create(ContainerParams params, pod
     RETURN_IF_ERROR_CTX(c->MountShares(mounter, guest.binds), "mounts of " + c->p_.id);
   }
   const auto t_files = std::chrono::steady_clock::now();
-  RETURN_IF_ERROR(c->CreateInAgent(guest.spec.dump(), std::move(storages)));
+  const bool stdin_closed = c->init_->StdinClosedAtCreate();
+  RETURN_IF_ERROR(c->CreateInAgent(guest.spec.dump(), std::move(storages), stdin_closed));
   const auto t_guest = std::chrono::steady_clock::now();
-  RETURN_IF_ERROR_CTX(c->init_->AttachStdio(), "stdio of " + c->p_.id);
+  RETURN_IF_ERROR_CTX(c->init_->AttachStdio(stdin_closed), "stdio of " + c->p_.id);
   kContainerLog.Info(
       "container {} created in {:.1f} ms: spec and host files {:.1f} ms, guest create {:.1f} ms, stdio {:.1f} ms",
       c->p_.id, MsSince(t0), MsBetween(t0, t_files), MsBetween(t_files, t_guest), MsSince(t_guest));
@@ -191,10 +192,11 @@ void Container::UnplugDisks() {
   disks_.clear();
 }
 
-Status Container::CreateInAgent(const std::string& spec_json, std::vector<v1::Storage> storages) {
+Status Container::CreateInAgent(const std::string& spec_json, std::vector<v1::Storage> storages, bool stdin_closed) {
   v1::CreateContainerRequest req;
   req.set_container_id(p_.id);
   req.set_oci_spec_json(spec_json);
+  req.set_stdin_closed(stdin_closed);
   for (auto& s : storages) *req.add_storages() = std::move(s);
   req.set_sandbox_pidns(JoinsPodPidNamespace(p_.host_spec));
   RETURN_IF_ERROR(pod::FromAgent(sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.CreateContainer(req); }),

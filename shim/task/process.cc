@@ -41,7 +41,12 @@ std::string Process::Name() const {
   return is_init() ? "container " + p_.container_id : "exec " + p_.exec_id + " of " + p_.container_id;
 }
 
-Status Process::AttachStdio() {
+bool Process::StdinClosedAtCreate() const {
+  std::lock_guard lock(mu_);
+  return copier_ && !copier_->ForwardsStdin();
+}
+
+Status Process::AttachStdio(bool stdin_closed) {
   std::shared_ptr<io::StdioCopier> copier;
   {
     std::lock_guard lock(mu_);
@@ -49,12 +54,13 @@ Status Process::AttachStdio() {
     stdio_attached_ = true;
     copier = copier_;
   }
+  if (stdin_closed) copier->StdinClosedByAgent();
   // Not under the lock: a process without stdin has it closed in the agent
   // here (CloseStdin), and State, Kill and Wait must not wait for that.
   return copier->Start(std::make_shared<AgentStdio>(p_.agent, p_.container_id, p_.exec_id));
 }
 
-Result<uint32_t> Process::StartInAgent() {
+Result<uint32_t> Process::StartInAgent(bool stdin_closed) {
   if (p_.running_guest_pid != 0) return p_.running_guest_pid;
   if (is_init()) {
     v1::StartContainerRequest req;
@@ -67,6 +73,7 @@ Result<uint32_t> Process::StartInAgent() {
   req.set_container_id(p_.container_id);
   req.set_exec_id(p_.exec_id);
   req.set_process_json(p_.process_json);
+  req.set_stdin_closed(stdin_closed);
   auto r = p_.agent->Call<Result<v1::ExecProcessResponse>>([&](AgentClient& a) { return a.ExecProcess(req); });
   if (!r.ok()) return pod::FromAgent(r.status(), "start " + Name());
   return r->pid();
@@ -82,9 +89,10 @@ Result<uint32_t> Process::Start() {
   // is not held across the call. `starting_` keeps a second Start and a
   // Delete out; the process stays created until the answer.
   starting_ = true;
+  const bool stdin_closed = !is_init() && copier_ && !copier_->ForwardsStdin();
   lock.unlock();
   const auto t0 = std::chrono::steady_clock::now();
-  auto pid = StartInAgent();
+  auto pid = StartInAgent(stdin_closed);
   const double start_ms = MsSince(t0);
   lock.lock();
   starting_ = false;
@@ -108,7 +116,7 @@ Result<uint32_t> Process::Start() {
   state_ = ProcessState::kRunning;
   cv_.notify_all();
   lock.unlock();
-  if (!is_init()) RETURN_IF_ERROR_CTX(AttachStdio(), "stdio of " + Name());
+  if (!is_init()) RETURN_IF_ERROR_CTX(AttachStdio(stdin_closed), "stdio of " + Name());
   kProcessLog.Info("{} started (guest pid {}) in {:.1f} ms", Name(), *pid, start_ms);
   return p_.host_pid;
 }

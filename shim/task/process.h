@@ -80,8 +80,13 @@ class Process {
   const io::StdioSpec& stdio() const { return p_.stdio; }
   std::string Name() const;  // "container c1" / "exec e1 of c1"
 
-  // Init only: the agent created the container; start copying its output.
-  Status AttachStdio();
+  // True when the host has no stdin for it: the create or exec request asks
+  // the agent to close it (stdin_closed), one round trip fewer than a
+  // CloseStdin after it.
+  bool StdinClosedAtCreate() const;
+  // Init only: the agent created the container (`stdin_closed`: with the
+  // request's stdin_closed); start copying its output.
+  Status AttachStdio(bool stdin_closed);
   // created -> running. Returns the host pid. The init's agent
   // StartContainer, an exec's ExecProcess. When the agent cannot start it
   // the process goes created -> stopped (exit 127 or 126) so that a Wait
@@ -118,7 +123,8 @@ class Process {
 
  private:
   explicit Process(ProcessParams params) : p_(std::move(params)) {}
-  Result<uint32_t> StartInAgent();
+  // `stdin_closed`: an exec's ExecProcessRequest.stdin_closed.
+  Result<uint32_t> StartInAgent(bool stdin_closed);
   ExitInfo AwaitExit();
   // OK once the output drained (or there is none to copy); DEADLINE_EXCEEDED
   // when `timeout` passed first.

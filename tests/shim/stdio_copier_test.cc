@@ -151,6 +151,28 @@ TEST_F(StdioCopierTest, FifoOutputsArriveCompleteThenEof) {
   EXPECT_EQ(proc->close_count(), 1) << "no stdin: the process's stdin is closed at Start";
 }
 
+// The agent closed the process's stdin when it made it (stdin_closed): Start
+// and containerd's CloseIO do not close it again.
+TEST_F(StdioCopierTest, AStdinTheAgentClosedAtCreateIsNotClosedAgain) {
+  spec_.stdout_path = Fifo("out");
+  auto copier = StdioCopier::Open(spec_);
+  ASSERT_OK(copier);
+  EXPECT_FALSE((*copier)->ForwardsStdin());
+  (*copier)->StdinClosedByAgent();
+  auto proc = std::make_shared<FakeProcessStdio>();
+  ASSERT_TRUE((*copier)->Start(proc).ok());
+  (*copier)->CloseStdin();
+  proc->End(OutputStream::kStdout);
+  proc->End(OutputStream::kStderr);
+  ASSERT_TRUE((*copier)->WaitOutput(kWait).ok());
+  EXPECT_EQ(proc->close_count(), 0);
+
+  spec_.stdin_path = Fifo("in");
+  auto with_stdin = StdioCopier::Open(spec_);
+  ASSERT_OK(with_stdin);
+  EXPECT_TRUE((*with_stdin)->ForwardsStdin());
+}
+
 TEST_F(StdioCopierTest, OpensWithoutReaderAndSurvivesTheReaderLeaving) {
   spec_.stdout_path = Fifo("out");
   // No reader yet (containerd not attached): Open neither blocks nor fails.

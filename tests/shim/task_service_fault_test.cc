@@ -4,11 +4,14 @@
 // the RPC and the pod and stops the pod's VM (every process reported
 // killed); a Create containerd gave up on (its deadline, its Delete, its
 // Shutdown) is undone and leaves no VM, also when it had just finished.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <functional>
 #include <future>
+#include <thread>
 
 #include "runtime/common/reasons.h"
 #include "tests/shim/task_service_fixture.h"
@@ -109,28 +112,34 @@ TEST_F(TaskServiceFaultTest, ADeadVmDuringASlowStartLeavesTheProcessStopped) {
   ASSERT_OK(Delete("c1"));
 }
 
-// An exec without stdin has it closed in the agent as its output copying
-// starts, at the end of its Start: State of the exec answers meanwhile.
+// An exec's stdin is closed in the agent, once its FIFO reaches end of file,
+// by the copier's stdin thread: State of the exec answers meanwhile, and
+// the exec's Start did not wait for it. (An exec without stdin has it
+// closed by ExecProcess itself: no CloseStdin at all.)
 TEST_F(TaskServiceFaultTest, AnExecWhoseStdinCloseIsSlowStillAnswersState) {
   RunSleeper("c1");
-  Agent("c1")->SetScript("c1", "e1", {"", "", 0});
-  ASSERT_OK(Exec("c1", "e1"));
+  const std::string in_path = Fifo("exec-in");
+  ASSERT_EQ(::mkfifo(in_path.c_str(), 0600), 0);
+  v2::ExecProcessRequest exec;
+  exec.set_id("c1");
+  exec.set_exec_id("e1");
+  exec.set_stdin(in_path);
+  exec.mutable_spec()->set_type_url("types.containerd.io/opencontainers/runtime-spec/1/Process");
+  exec.mutable_spec()->set_value(R"({"args":["cat"],"cwd":"/"})");
+  ASSERT_OK(service_->Exec(exec).status());
   std::promise<void> entered;
   Agent("c1")->HoldNext("CloseStdin", [&] { entered.set_value(); });
   unblock_ = [this] { Agent("c1")->Release("CloseStdin"); };
-  auto start = std::async(std::launch::async, [&] {
-    v2::StartRequest req;
-    req.set_id("c1");
-    req.set_exec_id("e1");
-    return service_->Start(req);
-  });
+  MustStart("c1", "e1");
+  { UniqueFd w(::open(in_path.c_str(), O_WRONLY | O_CLOEXEC)); }  // the last writer goes: EOF
   ASSERT_EQ(entered.get_future().wait_for(seconds(5)), std::future_status::ready);
   auto state = Promptly([&] { return State("c1", "e1"); });
   ASSERT_OK(state);
   EXPECT_EQ(state->status(), containerd::v1::types::RUNNING);
   Agent("c1")->Release("CloseStdin");
-  ASSERT_TRUE(ReadyWithin(start, seconds(5)));
-  ASSERT_OK(start.get());
+  for (int i = 0; i < 500 && !Agent("c1")->stdin_closed("c1", "e1"); ++i) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_TRUE(Agent("c1")->stdin_closed("c1", "e1"));
+  Agent("c1")->Exit("c1", "e1", 0);  // cat, at end of file
   ASSERT_OK(Wait("c1", "e1"));
   ASSERT_OK(Delete("c1", "e1"));
   StopAndDelete("c1");

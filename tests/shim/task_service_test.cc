@@ -215,6 +215,7 @@ TEST_F(TaskServiceTest, StdinIsForwardedAndCloseIOClosesIt) {
   req.set_stdin(in_path);
   ASSERT_OK(service_->Create(req));
   MustStart("c1");
+  EXPECT_FALSE(Agent("c1")->stdin_closed("c1", "")) << "a process with a stdin FIFO keeps its stdin open";
   UniqueFd w(::open(in_path.c_str(), O_WRONLY | O_CLOEXEC));
   ASSERT_TRUE(w.valid());
   ASSERT_EQ(::write(w.get(), "ping\n", 5), 5);
@@ -226,6 +227,22 @@ TEST_F(TaskServiceTest, StdinIsForwardedAndCloseIOClosesIt) {
   for (int i = 0; i < 500 && !agent->stdin_closed("c1", ""); ++i) std::this_thread::sleep_for(milliseconds(10));
   EXPECT_TRUE(agent->stdin_closed("c1", ""));
   EXPECT_EQ(agent->stdin_of("c1", ""), "ping\n") << "what the FIFO held is forwarded before the close";
+  StopAndDelete("c1");
+}
+
+// No stdin FIFO: the create (or the exec) itself asks the agent to close
+// the process's stdin, so it reads end of file without a CloseStdin round
+// trip after it.
+TEST_F(TaskServiceTest, AProcessWithoutStdinHasItClosedByItsCreateWithoutAnotherCall) {
+  ASSERT_OK(service_->Create(CreateReq("c1", BaseSpec())));
+  auto agent = Agent("c1");
+  EXPECT_TRUE(agent->stdin_closed("c1", ""));
+  MustStart("c1");
+  ASSERT_OK(Exec("c1", "e1"));
+  MustStart("c1", "e1");
+  EXPECT_TRUE(agent->stdin_closed("c1", "e1"));
+  const auto calls = agent->calls();
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "CloseStdin"), 0);
   StopAndDelete("c1");
 }
 

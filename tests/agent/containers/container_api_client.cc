@@ -71,11 +71,12 @@ Status ApiClient::DestroySandbox() {
 }
 
 Status ApiClient::Create(const std::string& id, const nlohmann::json& spec, bool sandbox_pidns,
-                         const std::vector<v1::Storage>& storages) {
+                         const std::vector<v1::Storage>& storages, bool stdin_closed) {
   v1::CreateContainerRequest req;
   req.set_container_id(id);
   req.set_oci_spec_json(spec.dump());
   req.set_sandbox_pidns(sandbox_pidns);
+  req.set_stdin_closed(stdin_closed);
   for (const auto& s : storages) *req.add_storages() = s;
   return Invoke<v1::CreateContainerRequest, google::protobuf::Empty>(stub_, &v1::Agent::Stub::CreateContainer, req,
                                                                      kBlockingDeadline)
@@ -106,11 +107,13 @@ Status ApiClient::Remove(const std::string& id) {
       .status();
 }
 
-Result<uint32_t> ApiClient::Exec(const std::string& id, const std::string& exec_id, const nlohmann::json& process) {
+Result<uint32_t> ApiClient::Exec(const std::string& id, const std::string& exec_id, const nlohmann::json& process,
+                                 bool stdin_closed) {
   v1::ExecProcessRequest req;
   req.set_container_id(id);
   req.set_exec_id(exec_id);
   req.set_process_json(process.dump());
+  req.set_stdin_closed(stdin_closed);
   ASSIGN_OR_RETURN(auto resp, (Invoke<v1::ExecProcessRequest, v1::ExecProcessResponse>(
                                   stub_, &v1::Agent::Stub::ExecProcess, req, kBlockingDeadline)));
   return resp.pid();

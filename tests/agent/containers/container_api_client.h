@@ -34,11 +34,12 @@ class ApiClient {
   // agent's pod holder; returns the holder's pid.
   Result<uint32_t> SetupSandboxWithHolder(const std::string& id, const std::string& hostname);
   Status Create(const std::string& id, const nlohmann::json& spec, bool sandbox_pidns = false,
-                const std::vector<v1::Storage>& storages = {});
+                const std::vector<v1::Storage>& storages = {}, bool stdin_closed = false);
   Status CreateRaw(const std::string& id, const std::string& spec_json);
   Result<uint32_t> Start(const std::string& id);
   Status Remove(const std::string& id);
-  Result<uint32_t> Exec(const std::string& id, const std::string& exec_id, const nlohmann::json& process);
+  Result<uint32_t> Exec(const std::string& id, const std::string& exec_id, const nlohmann::json& process,
+                        bool stdin_closed = false);
   // A process in the guest outside the containers (ExecGuestProcess); the
   // other helpers reach it with container id "". With a tools container it
   // runs as that container's init unless `as_guest_root`.

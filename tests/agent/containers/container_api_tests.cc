@@ -73,6 +73,27 @@ TEST_P(ContainerApiTest, StdinRoundTripsAndCloseStdinEndsTheProcess) {
   EXPECT_EQ(api().Wait("cat").value_or(v1::WaitProcessResponse()).status(), 0);
 }
 
+// stdin_closed: the process reads end of file from the start, with no
+// CloseStdin after the create (or the exec).
+TEST_P(ContainerApiTest, StdinClosedAtCreateGivesTheProcessEndOfFile) {
+  ASSERT_OK(api().Create("cat", api().Spec({"cat"}), false, {}, /*stdin_closed=*/true));
+  auto write = api().Write("cat", "", "late\n");
+  EXPECT_EQ(write.status().code(), Code::kFailedPrecondition) << write.status().ToString();
+  ASSERT_OK(api().Start("cat"));
+  EXPECT_EQ(api().Wait("cat").value_or(v1::WaitProcessResponse()).status(), 0);
+
+  ASSERT_OK(api().Create("c1", api().Spec({"sleep", "1000"})));
+  ASSERT_OK(api().Start("c1"));
+  ASSERT_OK(api().Exec("c1", "e1", ApiClient::Process({"cat"}), /*stdin_closed=*/true));
+  EXPECT_EQ(api().Wait("c1", "e1").value_or(v1::WaitProcessResponse()).status(), 0);
+  auto open_stdin = api().Exec("c1", "e2", ApiClient::Process({"cat"}));
+  ASSERT_OK(open_stdin);
+  EXPECT_EQ(api().Wait("c1", "e2", std::chrono::milliseconds(300)).status().code(), Code::kDeadlineExceeded)
+      << "without stdin_closed the exec's stdin stays open until CloseStdin";
+  ASSERT_OK(api().CloseStdin("c1", "e2"));
+  EXPECT_EQ(api().Wait("c1", "e2").value_or(v1::WaitProcessResponse()).status(), 0);
+}
+
 TEST_P(ContainerApiTest, ExecJoinsTheContainersPidNamespace) {
   ASSERT_OK(api().Create("c1", api().Spec({"sleep", "1000"})));
   ASSERT_OK(api().Start("c1"));

@@ -279,6 +279,7 @@ Status FakeAgentClient::CreateContainer(const av1::CreateContainerRequest& req) 
   c = Ctr{};
   c.create = req;
   c.procs[""] = Proc{};
+  c.procs[""].in_closed = req.stdin_closed();
   return Status::Ok();
 }
 
@@ -317,6 +318,7 @@ Result<av1::ExecProcessResponse> FakeAgentClient::ExecProcess(const av1::ExecPro
   auto& procs = containers_[req.container_id()].procs;
   if (procs.count(req.exec_id()) != 0 && !procs[req.exec_id()].removed) return AlreadyExists("fake agent: exec");
   Proc& p = procs[req.exec_id()] = Proc{};
+  p.in_closed = req.stdin_closed();
   StartProc(req.container_id(), req.exec_id(), p);
   av1::ExecProcessResponse r;
   r.set_pid(p.pid);

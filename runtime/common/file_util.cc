@@ -87,13 +87,13 @@ Status WriteFile(const std::string& path, std::string_view data) {
   return WriteAll(fd.get(), data, path);
 }
 
-Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode) {
+Status WriteFileAtomic(const std::string& path, std::string_view data, mode_t mode, Durability durability) {
   std::string tmp = path + ".tmpXXXXXX";
   UniqueFd fd(::mkostemp(tmp.data(), O_CLOEXEC));
   if (!fd) return ErrnoStatus("create temp file for " + path);
   Status st = WriteAll(fd.get(), data, tmp);
   if (st.ok() && ::fchmod(fd.get(), mode) != 0) st = ErrnoStatus("chmod " + tmp);
-  if (st.ok() && ::fsync(fd.get()) != 0) st = ErrnoStatus("fsync " + tmp);
+  if (st.ok() && durability == Durability::kDurable && ::fsync(fd.get()) != 0) st = ErrnoStatus("fsync " + tmp);
   if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) st = ErrnoStatus("rename to " + path);
   if (!st.ok()) ::unlink(tmp.c_str());
   return st;

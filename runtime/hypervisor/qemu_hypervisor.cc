@@ -352,7 +352,7 @@ Result<VmmPtr> QemuHypervisor::Launch(const VmSpec& spec_in) {
   auto daemon = SpawnQemu(std::move(input), paths, accel.reason, config_, &vmm_uid);
   if (!daemon.ok()) return daemon.status().WithContext(what);
   rollback.Own(std::move(daemon->pidfd));
-  RETURN_IF_ERROR_CTX(WriteFileAtomic(paths.pidfile(), std::to_string(daemon->pid) + "\n", 0644), what);
+  RETURN_IF_ERROR_CTX(WriteFileAtomic(paths.pidfile(), std::to_string(daemon->pid) + "\n", 0644, Durability::kVolatile), what);
   VmRecord record;
   record.hypervisor = "qemu";
   record.spec = spec;
@@ -369,7 +369,7 @@ Result<VmmPtr> QemuHypervisor::Launch(const VmSpec& spec_in) {
   if (!identity.ok())
     return WithVmmLog(Unavailable(what + ": QEMU exited during start-up").WithReason(reason::kVmmExited), paths);
   record.vmm = *identity;
-  RETURN_IF_ERROR_CTX(WriteFileAtomic(paths.record(), VmRecordToJson(record), 0600), what);
+  RETURN_IF_ERROR_CTX(WriteFileAtomic(paths.record(), VmRecordToJson(record), 0600, Durability::kVolatile), what);
 
   auto qmp = AwaitQmp(paths, rollback.pidfd(), spec.id, options_.qmp_ready_timeout);
   if (!qmp.ok()) return qmp.status().WithContext(what);

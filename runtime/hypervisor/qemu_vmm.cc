@@ -310,7 +310,7 @@ Status QemuVmm::PersistRecord() {
     std::lock_guard lock(mu_);
     text = VmRecordToJson(record_);
   }
-  return WriteFileAtomic(paths_.record(), text, 0600);
+  return WriteFileAtomic(paths_.record(), text, 0600, Durability::kVolatile);
 }
 
 Result<std::string> QemuVmm::FreePort() const {

@@ -71,7 +71,7 @@ Result<PoolRecord> PoolRecordFromJson(std::string_view text, std::string_view so
 }
 
 Status WritePoolRecord(const std::string& state_dir, const PoolRecord& r) {
-  return WriteFileAtomic(PathIn(state_dir), PoolRecordToJson(r), 0600);
+  return WriteFileAtomic(PathIn(state_dir), PoolRecordToJson(r), 0600, Durability::kVolatile);
 }
 
 Result<PoolRecord> ReadPoolRecord(const std::string& state_dir) {

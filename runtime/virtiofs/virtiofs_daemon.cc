@@ -138,7 +138,7 @@ Result<std::unique_ptr<VirtiofsDaemon>> VirtiofsDaemon::Start(const VirtiofsOpti
   }
   std::unique_ptr<VirtiofsDaemon> v(new VirtiofsDaemon(paths, daemon->pid, std::move(daemon->pidfd), std::move(share)));
   // From here on `v` cleans up after any failure.
-  RETURN_IF_ERROR_CTX(WriteFileAtomic(paths.pidfile(), std::to_string(v->pid_) + "\n", 0644), what);
+  RETURN_IF_ERROR_CTX(WriteFileAtomic(paths.pidfile(), std::to_string(v->pid_) + "\n", 0644, Durability::kVolatile), what);
   Status ready = WaitForSocket(paths, v->pidfd_.get(), o.ready_timeout);
   if (!ready.ok()) {
     Status failed = WithLog(std::move(ready).WithContext(what), paths);

@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 
+#include "runtime/common/elapsed.h"
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
 #include "runtime/hypervisor/qemu_hypervisor.h"
@@ -83,15 +84,20 @@ Result<std::unique_ptr<SandboxVm>> SandboxVm::Adopt(const config::Config& config
   std::string what = "adopt VM at " + state_dir;
   struct stat st{};
   if (::stat(state_dir.c_str(), &st) != 0) return ErrnoStatus(what);
+  const auto t0 = std::chrono::steady_clock::now();
   auto vmm = hypervisor::NewQemuHypervisor(config)->Attach(state_dir);
   if (!vmm.ok() && vmm.status().code() == Code::kNotFound) return AdoptUnfinishedBoot(state_dir, vmm.status());
   if (!vmm.ok()) return vmm.status().WithContext(what);
   auto vm = std::make_unique<SandboxVmImpl>((*vmm)->id(), state_dir);
   vm->SetVmm(std::move(*vmm));
+  const auto t_vmm = std::chrono::steady_clock::now();
   AdoptHostEnds(*vm);
+  const auto t_ends = std::chrono::steady_clock::now();
   Status agent = ConnectAdopted(*vm, milliseconds(config.runtime.agent_timeout_ms));
   if (agent.ok()) {
-    kAdoptLog.Info("adopted VM {} (QEMU pid {}); the agent answers", vm->id(), vm->vmm_pid());
+    kAdoptLog.Info("adopted VM {} (QEMU pid {}); the agent answers: VMM (lock, vm.json, QMP) {:.1f} ms, vsock and "
+                   "virtiofsd {:.1f} ms, agent (dial, token, Check) {:.1f} ms",
+                   vm->id(), vm->vmm_pid(), MsBetween(t0, t_vmm), MsBetween(t_vmm, t_ends), MsSince(t_ends));
   } else {
     kAdoptLog.Warn("adopted VM {} without an agent: {}", vm->id(), agent.message());
     vm->SetAgentError(std::move(agent).WithContext("adopt VM " + vm->id()));

@@ -157,7 +157,8 @@ Status PrepareHostEnds(SandboxVmImpl& vm, const config::Config& config, uint64_t
 std::function<void(std::string_view rpc, double seconds, bool ok)> AgentCallStatsFor(const std::string& state_dir) {
   const std::string path = state_dir + "/" + agentclient::kCallStatsFile;
   auto stats = std::make_shared<agentclient::CallStats>([path](const std::string& json) {
-    if (Status st = WriteFileAtomic(path, json, 0600); !st.ok())
+    // Written as the first call of each RPC returns, on the pod's start path.
+    if (Status st = WriteFileAtomic(path, json, 0600, Durability::kVolatile); !st.ok())
       kBootStepsLog.Debug("agent call stats: {}", st.ToString());
   });
   return [stats](std::string_view rpc, double seconds, bool ok) { stats->Record(rpc, seconds, ok); };

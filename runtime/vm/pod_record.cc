@@ -77,7 +77,7 @@ Result<PodRecord> PodRecordFromJson(std::string_view text, std::string_view sour
 }
 
 Status WritePodRecord(const std::string& state_dir, const PodRecord& record) {
-  return WriteFileAtomic(PathIn(state_dir), PodRecordToJson(record), 0600);
+  return WriteFileAtomic(PathIn(state_dir), PodRecordToJson(record), 0600, Durability::kVolatile);
 }
 
 Result<PodRecord> ReadPodRecord(const std::string& state_dir) {

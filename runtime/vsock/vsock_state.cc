@@ -22,7 +22,7 @@ Status WriteVsockState(const std::string& vm_dir, const VsockState& s) {
       j["vhost_user_socket"] = s.vhost_user_socket;
     j["hybrid_socket"] = s.hybrid_socket;
   }
-  return WriteFileAtomic(vm_dir + "/" + kStateFile, j.dump(2) + "\n", 0600);
+  return WriteFileAtomic(vm_dir + "/" + kStateFile, j.dump(2) + "\n", 0600, Durability::kVolatile);
 }
 
 Result<VsockState> ReadVsockState(const std::string& vm_dir) {

@@ -56,7 +56,7 @@ Status RunVsockd(const VsockdOptions& options) {
     loop->Stop();
   }));
   if (!options.pid_file.empty())
-    RETURN_IF_ERROR(WriteFileAtomic(options.pid_file, std::to_string(::getpid()) + "\n"));
+    RETURN_IF_ERROR(WriteFileAtomic(options.pid_file, std::to_string(::getpid()) + "\n", 0644, Durability::kVolatile));
   if (options.service.serial_socket.empty())
     log.Info("serving guest cid {}: vhost-user socket {}, hybrid socket {}", options.service.guest_cid,
              options.service.vhost_user_socket, options.service.uds_path);

@@ -37,7 +37,7 @@ Result<std::string> ShimGroup(const std::string& bundle, const std::string& id) 
 }
 
 Status WriteAddressFile(const std::string& bundle, const std::string& address) {
-  return WriteFileAtomic(bundle + "/" + kAddressFile, address, 0600);
+  return WriteFileAtomic(bundle + "/" + kAddressFile, address, 0600, Durability::kVolatile);
 }
 
 Result<std::string> ReadAddressFile(const std::string& bundle) {

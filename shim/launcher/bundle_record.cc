@@ -88,7 +88,7 @@ Result<BundleRecord> BundleRecordFromJson(std::string_view text, std::string_vie
 }
 
 Status WriteBundleRecord(const std::string& bundle, const BundleRecord& r) {
-  return WriteFileAtomic(bundle + "/" + kBundleRecordFile, BundleRecordToJson(r), 0600);
+  return WriteFileAtomic(bundle + "/" + kBundleRecordFile, BundleRecordToJson(r), 0600, Durability::kVolatile);
 }
 
 Result<BundleRecord> ReadBundleRecord(const std::string& bundle) {

@@ -149,6 +149,25 @@ Result<TapRedirect> TapRedirect::Create(const std::string& netns_path, const std
   return r;
 }
 
+Status TapRedirect::CheckAdoptable(const std::string& source_netns, const std::string& source_tap,
+                                   const std::string& netns_path, const std::string& veth_name,
+                                   const std::string& tap_name) {
+  const std::string ctx = fmt::format("tap redirect {} <-> {} (tap {} of netns {}) in netns {}", veth_name, tap_name,
+                                      source_tap, source_netns, netns_path);
+  Status st = [&]() -> Status {
+    {
+      ASSIGN_OR_RETURN(NetnsGuard guard, NetnsGuard::Enter(netns_path));
+      ASSIGN_OR_RETURN(std::unique_ptr<NetlinkSocket> sock, NetlinkSocket::Open());
+      RETURN_IF_ERROR(GetLink(*sock, veth_name).status());
+      if (GetLink(*sock, tap_name).ok()) return AlreadyExists("interface " + tap_name + " already exists");
+    }
+    ASSIGN_OR_RETURN(NetnsGuard guard, NetnsGuard::Enter(source_netns));
+    ASSIGN_OR_RETURN(std::unique_ptr<NetlinkSocket> sock, NetlinkSocket::Open());
+    return GetLink(*sock, source_tap).status();
+  }();
+  return st.ok() ? st : std::move(st).WithContext(ctx);
+}
+
 Result<TapRedirect> TapRedirect::AdoptTap(const std::string& source_netns, const std::string& source_tap,
                                           const std::string& netns_path, const std::string& veth_name,
                                           const std::string& tap_name) {

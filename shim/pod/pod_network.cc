@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -75,15 +76,21 @@ std::string PodNetnsPath(const nlohmann::json& spec) {
   return "";
 }
 
-Status PodNetwork::TakeOverBootNic(const network::PodInterface& iface, const vm::BootNic& nic) {
+Status PodNetwork::CheckBootNic(const network::PodInterface& iface, const vm::BootNic& nic) const {
+  return network::TapRedirect::CheckAdoptable(nic.vmm_netns, nic.tap_name, netns_path_, iface.name,
+                                              fmt::format("{}0", network::kTapPrefix));
+}
+
+Status PodNetwork::FinishBootNic() {
+  if (!boot_nic_) return Status::Ok();
+  const vm::BootNic nic = *std::exchange(boot_nic_, std::nullopt);
+  const network::PodInterface& iface = snap_.interfaces[0];
   const std::string what = fmt::format("{} ({}, {}) on the boot NIC {}", iface.name, iface.mac, netns_path_, nic.mac);
   const auto t0 = Clock::now();
   auto moved = network::TapRedirect::AdoptTap(nic.vmm_netns, nic.tap_name, netns_path_, iface.name,
                                               fmt::format("{}0", network::kTapPrefix));
-  if (!moved.ok()) return std::move(moved).status().WithContext(what);
+  if (!moved.ok()) return std::move(moved).status().WithContext("pod NIC " + what);
   taps_.push_back(std::move(moved).value());
-  used_boot_nic_ = true;
-  boot_nic_mac_ = nic.mac;
   kPodNetworkLog.Info("pod NIC {}: taken over; tap moved and mirrored in {:.1f} ms", what, MsSince(t0));
   return Status::Ok();
 }
@@ -120,8 +127,13 @@ Result<std::unique_ptr<PodNetwork>> PodNetwork::Attach(const std::string& netns_
   for (size_t n = 0; n < net->snap_.interfaces.size(); ++n) {
     const network::PodInterface& iface = net->snap_.interfaces[n];
     if (n == 0 && boot_nic) {
-      Status st = net->TakeOverBootNic(iface, *boot_nic);
-      if (st.ok()) continue;
+      Status st = net->CheckBootNic(iface, *boot_nic);
+      if (st.ok()) {
+        net->boot_nic_ = boot_nic;
+        net->used_boot_nic_ = true;
+        net->boot_nic_mac_ = boot_nic->mac;
+        continue;
+      }
       kPodNetworkLog.Warn("{}: the boot NIC is not usable, hot-plugging one: {}", what, st.ToString());
     }
     RETURN_IF_ERROR(net->Hotplug(n, iface, vmm));

@@ -46,9 +46,14 @@ class PodNetwork {
   // into the VM; the guest's half is what AddToSetup puts in the sandbox's
   // set-up call. On failure what was set up on the host is undone; a NIC
   // already plugged goes with the VM.
-  // `boot_nic`: the VM's NIC plugged at boot, for the first interface.
+  // `boot_nic`: the VM's NIC plugged at boot, for the first interface. Its
+  // tap is only checked here; FinishBootNic moves and mirrors it, which
+  // needs nothing from the guest and so runs beside the set-up call.
   static Result<std::unique_ptr<PodNetwork>> Attach(const std::string& netns_path, hypervisor::Vmm& vmm,
                                                     const std::optional<vm::BootNic>& boot_nic);
+  // Takes the boot NIC's tap over (a no-op without one); the pod's network
+  // works once it returned OK. Once, after Attach; not beside nic_count().
+  Status FinishBootNic();
   // The guest's NICs (names, MACs, MTU, addresses) and the netns's routes.
   void AddToSetup(agentclient::v1::SetupSandboxRequest& req) const;
   // What the guest says it did: a NIC for every interface, and the boot NIC
@@ -70,8 +75,8 @@ class PodNetwork {
  private:
   explicit PodNetwork(std::string netns_path) : netns_path_(std::move(netns_path)) {}
 
-  // Mirrors `iface` into the VM on the boot NIC; the error says why not.
-  Status TakeOverBootNic(const network::PodInterface& iface, const vm::BootNic& nic);
+  // Whether `iface` can go on the boot NIC; the error says why not.
+  Status CheckBootNic(const network::PodInterface& iface, const vm::BootNic& nic) const;
   // Mirrors interface number `n` into the VM on a hot-plugged NIC.
   Status Hotplug(size_t n, const network::PodInterface& iface, hypervisor::Vmm& vmm);
 
@@ -80,6 +85,7 @@ class PodNetwork {
   std::vector<network::TapRedirect> taps_;
   std::string boot_nic_mac_;  // the boot NIC's MAC before the guest takes the veth's; "" without
   bool used_boot_nic_ = false;
+  std::optional<vm::BootNic> boot_nic_;  // checked by Attach, taken over by FinishBootNic
 };
 
 }  // namespace capsule::shim::pod

@@ -83,13 +83,15 @@ struct SandboxParams {
 
 // Where the time of a sandbox's start went (milliseconds).
 // After the VM: the host's network half, then the one guest call with
-// the cgroup move and the port-forward listener beside it.
+// the boot NIC's take-over, the cgroup move and the port-forward listener
+// beside it.
 struct SandboxStartTimings {
   bool claimed = false;      // from the warm pool
   double vm_ms = 0;          // claim + adopt, or the cold boot
-  double network_ms = 0;     // host: netns read, taps, boot NIC take-over or hot-plug
+  double network_ms = 0;     // host: netns read, boot NIC check or hot-plugged taps
   double guest_ms = 0;       // guest: SetupSandbox (clock, RNG, sandbox, NICs, routes)
   uint64_t guest_calls = 0;  // guest round trips from the VM's hand-over to ready
+  double boot_nic_ms = 0;    // host, beside the guest call: the boot NIC's tap moved and mirrored
   double beside_ms = 0;      // host, beside the guest call: cgroup move, port-forward listener
   double setup_ms = 0;       // all of the above after the VM, until ready
 };

@@ -74,7 +74,7 @@ TEST_F(CriE2eTest, PodOnACniNetworkWithTwoContainersExecLogsStatsAndStop) {
   // The pod's IP is the VM's: the host reaches a server in the guest
   // through the bridge, the veth, the tc mirror and the VM's NIC.
   const std::string shim_log = ctrd_->LogTail(8 << 20);
-  EXPECT_NE(shim_log.find("(boot NIC)"), std::string::npos) << "the boot NIC was not used";
+  EXPECT_NE(shim_log.find("(boot NIC, taken over in"), std::string::npos) << "the boot NIC was not used";
   // One guest call sets the pod up, and the sandbox container is the
   // guest's pod holder: no pause image, no process made for it.
   EXPECT_NE(shim_log.find("in 1 guest round trip(s)"), std::string::npos) << "the pod's set-up took more than one guest call";

@@ -42,7 +42,7 @@ TEST_F(CriPoolE2eTest, APodTakesAPooledVmSurvivesTheDaemonsDeathAndStartsColdWit
   std::string log = Log();
   EXPECT_NE(log.find("sandbox " + *pod_id + ": claimed pooled VM"), std::string::npos) << "the pod cold-booted";
   EXPECT_NE(log.find("reseed 1 since its boot"), std::string::npos) << "the claimed VM's RNG was not reseeded";
-  EXPECT_NE(log.find("(boot NIC)"), std::string::npos) << "the pooled VM's boot NIC was not taken over";
+  EXPECT_NE(log.find("(boot NIC, taken over in"), std::string::npos) << "the pooled VM's boot NIC was not taken over";
   EXPECT_OK(pool_->WaitForLog("with the boot NIC's take-over", seconds(10)))
       << "the pooled VM was offered without its rehearsal: " << pool_->log();
   auto st = pool_->Status();

@@ -145,6 +145,10 @@ TEST_F(QemuTapFdTest, BootNicTapMovesIntoThePodNetnsWhileQemuHoldsIt) {
   EXPECT_EQ(TunFdsHeldBy(qemu), 1u);
   ASSERT_NE(ViewLink(qemu_netns, boot_tap).index, 0) << "QEMU made no tap " << boot_tap << " in its netns";
 
+  ASSERT_OK(TapRedirect::CheckAdoptable(qemu_netns, boot_tap, pod(), kPodIf, kTap));
+  Status unchecked = TapRedirect::CheckAdoptable(qemu_netns, boot_tap, pod(), "nope0", kTap);
+  EXPECT_THAT(unchecked.message(), HasSubstr("nope0"));
+  EXPECT_FALSE(unchecked.ok());
   // A missing veth fails before the move: the tap stays QEMU's.
   auto bad = TapRedirect::AdoptTap(qemu_netns, boot_tap, pod(), "nope0", kTap);
   ASSERT_FALSE(bad.ok());
@@ -163,7 +167,11 @@ TEST_F(QemuTapFdTest, BootNicTapMovesIntoThePodNetnsWhileQemuHoldsIt) {
   auto rx = Qmp(**vm, "query-rx-filter", json{{"name", "netboot"}});
   ASSERT_OK(rx);
 
-  // Taken once: a second take-over finds nothing to move.
+  // Taken once: a second take-over finds nothing to move, nor a free name.
+  Status taken = TapRedirect::CheckAdoptable(qemu_netns, boot_tap, pod(), kPodIf, "tap_cap1");
+  EXPECT_FALSE(taken.ok());
+  EXPECT_THAT(taken.message(), HasSubstr(boot_tap));
+  EXPECT_EQ(TapRedirect::CheckAdoptable(qemu_netns, kTap, pod(), kPodIf, kTap).code(), Code::kAlreadyExists);
   auto again = TapRedirect::AdoptTap(qemu_netns, boot_tap, pod(), kPodIf, "tap_cap1");
   ASSERT_FALSE(again.ok());
   EXPECT_THAT(again.status().message(), HasSubstr(boot_tap));

@@ -63,6 +63,9 @@ v1::Routes GuestRoutes(const network::NetnsSnapshot& snap) {
   return out;
 }
 
+// The boot NIC's tap, once in the pod's netns.
+std::string BootTapName() { return fmt::format("{}0", network::kTapPrefix); }
+
 }  // namespace
 
 std::string PodNetnsPath(const nlohmann::json& spec) {
@@ -78,7 +81,7 @@ std::string PodNetnsPath(const nlohmann::json& spec) {
 
 Status PodNetwork::CheckBootNic(const network::PodInterface& iface, const vm::BootNic& nic) const {
   return network::TapRedirect::CheckAdoptable(nic.vmm_netns, nic.tap_name, netns_path_, iface.name,
-                                              fmt::format("{}0", network::kTapPrefix));
+                                              BootTapName());
 }
 
 Status PodNetwork::FinishBootNic() {
@@ -88,7 +91,7 @@ Status PodNetwork::FinishBootNic() {
   const std::string what = fmt::format("{} ({}, {}) on the boot NIC {}", iface.name, iface.mac, netns_path_, nic.mac);
   const auto t0 = Clock::now();
   auto moved = network::TapRedirect::AdoptTap(nic.vmm_netns, nic.tap_name, netns_path_, iface.name,
-                                              fmt::format("{}0", network::kTapPrefix));
+                                              BootTapName());
   if (!moved.ok()) return std::move(moved).status().WithContext("pod NIC " + what);
   taps_.push_back(std::move(moved).value());
   kPodNetworkLog.Info("pod NIC {}: taken over; tap moved and mirrored in {:.1f} ms", what, MsSince(t0));

@@ -43,8 +43,10 @@ std::string Process::Name() const {
 
 bool Process::StdinClosedAtCreate() const {
   std::lock_guard lock(mu_);
-  return copier_ && !copier_->ForwardsStdin();
+  return StdinClosedAtCreateLocked();
 }
+
+bool Process::StdinClosedAtCreateLocked() const { return copier_ && !copier_->ForwardsStdin(); }
 
 Status Process::AttachStdio(bool stdin_closed) {
   std::shared_ptr<io::StdioCopier> copier;
@@ -55,8 +57,8 @@ Status Process::AttachStdio(bool stdin_closed) {
     copier = copier_;
   }
   if (stdin_closed) copier->StdinClosedByAgent();
-  // Not under the lock: a process without stdin has it closed in the agent
-  // here (CloseStdin), and State, Kill and Wait must not wait for that.
+  // Not under the lock: Start may call the agent (CloseStdin, when the
+  // create did not close it), and State, Kill and Wait must not wait for that.
   return copier->Start(std::make_shared<AgentStdio>(p_.agent, p_.container_id, p_.exec_id));
 }
 
@@ -89,7 +91,7 @@ Result<uint32_t> Process::Start() {
   // is not held across the call. `starting_` keeps a second Start and a
   // Delete out; the process stays created until the answer.
   starting_ = true;
-  const bool stdin_closed = !is_init() && copier_ && !copier_->ForwardsStdin();
+  const bool stdin_closed = !is_init() && StdinClosedAtCreateLocked();
   lock.unlock();
   const auto t0 = std::chrono::steady_clock::now();
   auto pid = StartInAgent(stdin_closed);

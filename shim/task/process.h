@@ -123,6 +123,7 @@ class Process {
 
  private:
   explicit Process(ProcessParams params) : p_(std::move(params)) {}
+  bool StdinClosedAtCreateLocked() const;  // mu_ held
   // `stdin_closed`: an exec's ExecProcessRequest.stdin_closed.
   Result<uint32_t> StartInAgent(bool stdin_closed);
   ExitInfo AwaitExit();

@@ -48,6 +48,8 @@ void SoftSteps(BootReport& report) {
     if (cg.ok()) {
       report.cgroups = *cg;
       kBootLog.Info("cgroup2 controllers enabled: {} (unavailable: {})", Join(cg->enabled), Join(cg->unavailable));
+      auto options = SuperOptionsOf(kCgroupRoot);
+      if (options.ok()) kBootLog.Info("{} mounted with {}", kCgroupRoot, *options);
     } else {
       kBootLog.Error("cgroups: {}", cg.status().message());
     }

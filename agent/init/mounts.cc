@@ -2,6 +2,7 @@
 // or set-uid where it has no business, world-writable places sticky.
 #include "agent/init/mounts.h"
 
+#include <errno.h>
 #include <fmt/format.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/mount_table.h"
 
 namespace capsule::agent::init {
 namespace {
@@ -59,8 +61,14 @@ std::vector<EarlyMount> EarlyMounts(bool cgroups) {
       {"tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777"},
   };
   // nsdelegate: a container with its own cgroup namespace may manage the
-  // subtree it was given, and nothing above it.
-  if (cgroups) mounts.push_back({"cgroup2", "/sys/fs/cgroup", "cgroup2", kNoSuidDevExec, "nsdelegate"});
+  // subtree it was given, and nothing above it. favordynmods (Linux 6.0):
+  // moving a process into a cgroup no longer waits for an RCU grace period,
+  // which every container launch and exec does once (join its cgroup) and
+  // which costs 15-20 ms under TCG; forks and exits pay a shared counter
+  // instead of a per-CPU one, nothing in a VM of a few vCPUs.
+  // container_api_vm_bench: create 51-60 -> 34-36 ms.
+  if (cgroups)
+    mounts.push_back({"cgroup2", "/sys/fs/cgroup", "cgroup2", kNoSuidDevExec, "nsdelegate,favordynmods", "nsdelegate"});
   return mounts;
 }
 
@@ -71,10 +79,23 @@ Status MountOne(const EarlyMount& m) {
     return Status::Ok();
   }
   if (::mount(m.source, m.target, m.fstype, m.flags, m.data) != 0) {
-    return ErrnoStatus(fmt::format("mount {} on {}", m.fstype, m.target));
+    if (errno != EINVAL || m.older_kernel_data == nullptr)
+      return ErrnoStatus(fmt::format("mount {} on {}", m.fstype, m.target));
+    kMountsLog.Warn("{}: the kernel refuses the options {} (older than Linux 6.0?); mounting with {}", m.target,
+                    m.data, m.older_kernel_data);
+    if (::mount(m.source, m.target, m.fstype, m.flags, m.older_kernel_data) != 0)
+      return ErrnoStatus(fmt::format("mount {} on {}", m.fstype, m.target));
   }
   kMountsLog.Debug("mounted {} on {}", m.fstype, m.target);
   return Status::Ok();
+}
+
+Result<std::string> SuperOptionsOf(const std::string& mount_point) {
+  ASSIGN_OR_RETURN(std::vector<MountEntry> table, ReadMountTable());
+  // The last entry wins: a later mount on the same point hides the earlier.
+  for (auto it = table.rbegin(); it != table.rend(); ++it)
+    if (it->mount_point == mount_point) return it->super_options;
+  return NotFound(mount_point + " is not a mount point");
 }
 
 Status MountEarlyFilesystems(bool cgroups) {

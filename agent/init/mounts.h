@@ -15,7 +15,14 @@ struct EarlyMount {
   const char* fstype;
   unsigned long flags;
   const char* data;
+  // Options to mount with instead when the kernel refuses `data` (EINVAL):
+  // an option newer than the guest kernel. nullptr: none.
+  const char* older_kernel_data = nullptr;
 };
+
+// The kernel's options for the filesystem mounted at `mount_point` (its
+// superblock's, as this process's mountinfo shows them: "rw,nsdelegate").
+Result<std::string> SuperOptionsOf(const std::string& mount_point);
 
 // In mount order; /sys/fs/cgroup comes last and only with `cgroups`.
 std::vector<EarlyMount> EarlyMounts(bool cgroups);

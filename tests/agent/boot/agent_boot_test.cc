@@ -74,6 +74,10 @@ TEST(AgentBoot, BootsServesAndPowersOffOnCtrlAltDel) {
   auto cgroups = g.WaitForLine("cgroup2 controllers enabled:", std::chrono::milliseconds(1));
   ASSERT_OK(cgroups) << log;
   for (const char* c : {"cpu", "io", "memory", "pids"}) EXPECT_NE(cgroups->find(c), std::string::npos) << *cgroups;
+  // As the kernel shows it: joining a cgroup waits for no RCU grace period.
+  auto cgroup_options = g.WaitForLine("/sys/fs/cgroup mounted with", std::chrono::milliseconds(1));
+  ASSERT_OK(cgroup_options) << log;
+  EXPECT_NE(cgroup_options->find("nsdelegate,favordynmods"), std::string::npos) << *cgroup_options;
 
   auto modules = BootModules();
   ASSERT_FALSE(modules.empty());

@@ -22,6 +22,10 @@ TEST(EarlyMounts, TableHasApiFilesystemsParentsFirst) {
   EXPECT_EQ(std::string(mounts.back().fstype), "cgroup2");
   for (const auto& m : mounts) EXPECT_NE(m.flags & MS_NOSUID, 0u) << m.target;
   EXPECT_EQ(EarlyMounts(false).size(), mounts.size() - 1);
+  // Joining a cgroup must not wait for an RCU grace period (every launch
+  // does it); a kernel without the option still gets nsdelegate.
+  EXPECT_STREQ(mounts.back().data, "nsdelegate,favordynmods");
+  EXPECT_STREQ(mounts.back().older_kernel_data, "nsdelegate");
 }
 
 TEST(Cgroups, EnablesOfferedControllersAndReportsTheRest) {

@@ -4,6 +4,9 @@
 #include "agent/pod/pod_slot.h"
 
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
 #include <unistd.h>
 
 #include "runtime/common/file_util.h"
@@ -71,6 +74,35 @@ Result<double> PodSlot::Rehearse(const std::vector<std::string>& storage_drivers
   return ms;
 }
 
+Status PodSlot::MountAhead(const std::vector<storage::StorageSpec>& specs) {
+  std::lock_guard lifecycle(lifecycle_mu_);
+  {
+    std::lock_guard lock(mu_);
+    if (pod_) return FailedPrecondition(fmt::format("sandbox {} exists: storages are mounted ahead of any", pod_->id()));
+  }
+  std::vector<MountedAhead> mounted;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const bool already = std::any_of(ahead_.begin(), ahead_.end(), [&](const MountedAhead& m) { return m.spec == specs[i]; });
+    if (already) continue;
+    auto m = storage::MountedStorage::Mount(specs[i]);
+    if (!m.ok()) return std::move(m).status().WithContext(fmt::format("storages[{}]", i));
+    mounted.push_back(MountedAhead{specs[i], std::move(m).value()});
+  }
+  for (auto& m : mounted) {
+    kPodSlotLog.Info("storage {} {} mounted at {} ahead of the pod", m.spec.driver, m.spec.source, m.spec.mount_point);
+    ahead_.push_back(std::move(m));
+  }
+  return Status::Ok();
+}
+
+std::optional<storage::MountedStorage> PodSlot::TakeMountedAhead(const storage::StorageSpec& spec) {
+  auto it = std::find_if(ahead_.begin(), ahead_.end(), [&](const MountedAhead& m) { return m.spec == spec; });
+  if (it == ahead_.end()) return std::nullopt;
+  storage::MountedStorage taken = std::move(it->mounted);
+  ahead_.erase(it);
+  return taken;
+}
+
 Result<engine::ContainerManagerPtr> PodSlot::TakeIdleEngine() {
   engine::ContainerManagerPtr engine;
   {
@@ -112,6 +144,12 @@ Result<GuestPodPtr> PodSlot::Create(const PodSpec& spec) {
     PodIdentity identity{spec.id, spec.hostname, spec.sandbox_pidns, {}};
     std::vector<storage::MountedStorage> mounts;
     for (size_t i = 0; i < spec.storages.size(); ++i) {
+      if (auto ahead = TakeMountedAhead(spec.storages[i])) {
+        kPodSlotLog.Info("sandbox {}: storages[{}] at {} was mounted ahead of it", spec.id, i, ahead->mount_point());
+        identity.mount_points.push_back(ahead->mount_point());
+        mounts.push_back(std::move(*ahead));
+        continue;
+      }
       auto mounted = storage::MountedStorage::Mount(spec.storages[i]);
       if (!mounted.ok()) return std::move(mounted).status().WithContext(fmt::format("storages[{}]", i));
       identity.mount_points.push_back(mounted->mount_point());

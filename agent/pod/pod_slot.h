@@ -1,8 +1,10 @@
 // PodSlot: the VM's one place for a pod. Before any pod it holds the
 // container engine made ahead (Prepare: in a pooled VM, before its claim, so
-// every clone of the template carries it) and rehearses on it; Create makes
-// the pod whole (modules, storages, hostname, resolv.conf, then the engine)
-// or undoes every step; Destroy tears it down whole. One pod at a time.
+// every clone of the template carries it) and rehearses on it, and the
+// storages mounted ahead (MountAhead: the VM's shared fs, after a clone's
+// restore); Create makes the pod whole (modules, storages, hostname,
+// resolv.conf, then the engine) or undoes every step; Destroy tears it down
+// whole. One pod at a time.
 #pragma once
 
 #include <functional>
@@ -17,6 +19,7 @@
 #include "agent/modules/loader.h"
 #include "agent/pod/guest_pod.h"
 #include "agent/pod/pod_spec.h"
+#include "agent/storage/storage.h"
 #include "runtime/common/status.h"
 
 namespace capsule::agent::pod {
@@ -48,6 +51,12 @@ class PodSlot {
   // made during the rehearsal gets an engine of its own); `storage_drivers`
   // have their modules loaded. Returns the rehearsal's milliseconds.
   Result<double> Rehearse(const std::vector<std::string>& storage_drivers);
+  // agent.proto Rehearse's storages: mounted before any pod and kept for the
+  // pod whose spec names the same storage, which takes it over (and unmounts
+  // it with the pod). One mounted ahead already is not mounted again.
+  // FAILED_PRECONDITION while a pod exists; on failure nothing new stays
+  // mounted.
+  Status MountAhead(const std::vector<storage::StorageSpec>& specs);
 
   // ALREADY_EXISTS while a pod exists; INVALID_ARGUMENT naming the field for
   // bad input; on any failure nothing stays mounted.
@@ -62,6 +71,13 @@ class PodSlot {
   Result<engine::ContainerManagerPtr> TakeIdleEngine();
   // Back as the idle engine unless one is there or a pod exists.
   void ReturnIdleEngine(engine::ContainerManagerPtr engine);
+  // The storage mounted ahead as `spec`, taken out; nullopt when none.
+  std::optional<storage::MountedStorage> TakeMountedAhead(const storage::StorageSpec& spec);
+
+  struct MountedAhead {
+    storage::StorageSpec spec;
+    storage::MountedStorage mounted;
+  };
 
   const PodEnvironment env_;
   const EngineFactory engines_;
@@ -70,6 +86,7 @@ class PodSlot {
   mutable std::mutex mu_;
   GuestPodPtr pod_;                    // guarded by mu_; null without a pod
   engine::ContainerManagerPtr idle_;  // guarded by mu_; Prepare's, until a pod takes it
+  std::vector<MountedAhead> ahead_;    // guarded by lifecycle_mu_; MountAhead's, until a pod takes them
 };
 
 }  // namespace capsule::agent::pod

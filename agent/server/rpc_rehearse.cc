@@ -13,6 +13,7 @@
 #include <chrono>
 
 #include "agent/server/agent_service.h"
+#include "agent/server/convert.h"
 #include "agent/server/convert_net.h"
 #include "agent/server/rpc_util.h"
 #include "runtime/common/elapsed.h"
@@ -104,6 +105,9 @@ grpc::Status AgentService::Rehearse(Ctx*, const v1::RehearseRequest* req, v1::Re
     if (!ms.ok()) return std::move(ms).status().WithContext("Rehearse");
     kRpcRehearseLog.Info("rehearsed a container's create, start and removal in {:.1f} ms", *ms);
     if (!req->boot_nic_mac().empty()) RETURN_IF_ERROR_CTX(RehearseNic(req->boot_nic_mac()), "Rehearse: the boot NIC");
+    std::vector<storage::StorageSpec> ahead;
+    for (const auto& s : req->storages()) ahead.push_back(StorageFromProto(s));
+    RETURN_IF_ERROR_CTX(pods_->MountAhead(ahead), "Rehearse");
     resp->set_elapsed_ms(static_cast<uint32_t>(MsSince(start)));
     return Status::Ok();
   });

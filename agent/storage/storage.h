@@ -40,6 +40,8 @@ struct StorageSpec {
   std::string fstype;       // empty, or the driver's own type
   std::vector<std::string> options;
   std::string mount_point;  // absolute guest path, created when missing
+
+  bool operator==(const StorageSpec&) const = default;
 };
 
 // Kernel modules the storages need loaded first: a blk storage's erofs

@@ -208,6 +208,8 @@ Status WarmPool::Rehearse(vm::SandboxVm& vm) const {
   // A dense VM's containers come on erofs disks: their modules load now.
   if (o_.config.guest.device_set == config::DeviceSet::kDense) req.add_storage_drivers("blk");
   if (const auto nic = vm.boot_nic()) req.set_boot_nic_mac(nic->mac);
+  // The shared fs is the VM's, not the pod's: mounted now, not at the claim.
+  if (vm.has_shared_fs()) *req.add_storages() = vm.SharedFsStorage();
   ASSIGN_OR_RETURN(agentclient::AgentClient * agent, vm.agent());
   auto done = agent->Rehearse(req, kRehearseTimeout);
   if (!done.ok() && done.status().code() == Code::kUnimplemented) {
@@ -217,8 +219,9 @@ Status WarmPool::Rehearse(vm::SandboxVm& vm) const {
     return Status::Ok();
   }
   if (!done.ok()) return std::move(done).status();
-  kWarmPoolLog.Info("{}: rehearsed a container's start in {} ms in the guest{}", vm.id(), done->elapsed_ms(),
-                    req.boot_nic_mac().empty() ? "" : ", with the boot NIC's take-over");
+  kWarmPoolLog.Info("{}: rehearsed a container's start in {} ms in the guest{}{}", vm.id(), done->elapsed_ms(),
+                    req.boot_nic_mac().empty() ? "" : ", with the boot NIC's take-over",
+                    req.storages().empty() ? "" : ", the shared fs mounted ahead");
   return Status::Ok();
 }
 

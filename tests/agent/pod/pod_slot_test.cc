@@ -119,6 +119,20 @@ TEST_F(PodSlotTest, RehearsalUsesTheIdleEngineWhichThePodThenTakes) {
   EXPECT_EQ(log_.rehearsals, 1);
 }
 
+// What MountAhead checks before it mounts anything (the mounts themselves
+// run in a real guest: sandbox_vm_test's AStorageMountedAheadIsTakenOverByTheSandbox).
+TEST_F(PodSlotTest, StoragesAreMountedAheadOfAPodOnlyAndCheckedFirst) {
+  Status bad = slot_->MountAhead({storage::StorageSpec{"tmpfs", "x", "", {}, "relative"}});
+  EXPECT_EQ(bad.code(), Code::kInvalidArgument) << bad.ToString();
+  EXPECT_NE(bad.message().find("storages[0]"), std::string::npos) << bad.ToString();
+  ASSERT_OK(slot_->MountAhead({}));
+  ASSERT_OK(slot_->Create(Spec("pod-1")));
+  Status late = slot_->MountAhead({storage::StorageSpec{"tmpfs", "x", "", {}, dir_->Join("m")}});
+  EXPECT_EQ(late.code(), Code::kFailedPrecondition) << late.ToString();
+  EXPECT_NE(late.message().find("pod-1"), std::string::npos) << late.ToString();
+  EXPECT_FALSE(PathExists(dir_->Join("m"))) << "a refused storage made its mount point";
+}
+
 TEST_F(PodSlotTest, TheAdoptedHolderAnchorsThePod) {
   PodSpec spec = Spec("pod-1");
   spec.sandbox_pidns = true;

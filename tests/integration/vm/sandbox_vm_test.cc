@@ -207,6 +207,47 @@ TYPED_TEST(BootedVmTest, ARehearsalOfTheBootNicPutsItBackAsItWas) {
   EXPECT_TRUE((*agent)->Check(milliseconds(10000)).ok());
 }
 
+// A storage mounted ahead of the pod (the pool's rehearsal does it with the
+// VM's shared fs) is mounted once, however often it is asked for, and the
+// sandbox naming it takes it over instead of mounting it again; the
+// sandbox's end unmounts it.
+TYPED_TEST(BootedVmTest, AStorageMountedAheadIsTakenOverByTheSandbox) {
+  auto agent = TestFixture::vm_->agent();
+  ASSERT_OK(agent);
+  agent::v1::Storage tmpfs;
+  tmpfs.set_driver("tmpfs");
+  tmpfs.set_source("ahead");
+  tmpfs.set_fstype("tmpfs");
+  tmpfs.add_options("size=1m");
+  tmpfs.set_mount_point("/run/capsule-ahead-test");
+  auto count = [&]() -> int {
+    auto mounts = ReadInGuest(*TestFixture::vm_, "/proc/self/mountinfo");
+    if (!mounts.ok()) return -1;
+    int n = 0;
+    for (size_t at = mounts->find(" /run/capsule-ahead-test "); at != std::string::npos;
+         at = mounts->find(" /run/capsule-ahead-test ", at + 1))
+      ++n;
+    return n;
+  };
+  agent::v1::RehearseRequest req;
+  *req.add_storages() = tmpfs;
+  ASSERT_OK((*agent)->Rehearse(req, milliseconds(30000)));
+  EXPECT_EQ(count(), 1);
+  ASSERT_OK((*agent)->Rehearse(req, milliseconds(30000)));
+  EXPECT_EQ(count(), 1) << "mounted ahead twice";
+
+  agent::v1::CreateSandboxRequest sb;
+  sb.set_sandbox_id("pod-ahead");
+  *sb.add_storages() = tmpfs;
+  ASSERT_OK((*agent)->CreateSandbox(sb));
+  EXPECT_EQ(count(), 1) << "the sandbox mounted it again";
+  // Ahead of the pod only: with a sandbox there, the agent refuses.
+  auto late = (*agent)->Rehearse(req, milliseconds(30000));
+  EXPECT_EQ(late.status().code(), Code::kFailedPrecondition) << late.status().ToString();
+  ASSERT_OK((*agent)->DestroySandbox(agent::v1::DestroySandboxRequest()));
+  EXPECT_EQ(count(), 0) << "the sandbox's end left it mounted";
+}
+
 TYPED_TEST(BootedVmTest, FilesAndLateBindMountsUnderTheShareReachTheGuest) {
   auto agent = TestFixture::vm_->agent();
   ASSERT_OK(agent);

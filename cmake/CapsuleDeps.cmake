@@ -22,7 +22,7 @@ find_program(GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
 # an executable whose CAPSULE_STATIC_RPC property is ON. The shim's two
 # binaries run on every pod's start, and the dynamic loader's relocations of
 # these ~60 shared objects were half of the daemon's start: `capsule-shimd
-# --version` took 29 ms shared and 14 ms static on this machine. The -dev
+# --version` took 29 ms shared and 17 ms static on this machine. The -dev
 # packages that `make deps` installs ship the archives beside the .so; a
 # library without one (libfmt) stays shared.
 pkg_check_modules(RPC_PC REQUIRED grpc++ protobuf)

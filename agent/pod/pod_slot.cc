@@ -82,8 +82,7 @@ Status PodSlot::MountAhead(const std::vector<storage::StorageSpec>& specs) {
   }
   std::vector<MountedAhead> mounted;
   for (size_t i = 0; i < specs.size(); ++i) {
-    const bool already = std::any_of(ahead_.begin(), ahead_.end(), [&](const MountedAhead& m) { return m.spec == specs[i]; });
-    if (already) continue;
+    if (FindMountedAhead(specs[i]) != ahead_.end()) continue;
     auto m = storage::MountedStorage::Mount(specs[i]);
     if (!m.ok()) return std::move(m).status().WithContext(fmt::format("storages[{}]", i));
     mounted.push_back(MountedAhead{specs[i], std::move(m).value()});
@@ -95,8 +94,12 @@ Status PodSlot::MountAhead(const std::vector<storage::StorageSpec>& specs) {
   return Status::Ok();
 }
 
+std::vector<PodSlot::MountedAhead>::iterator PodSlot::FindMountedAhead(const storage::StorageSpec& spec) {
+  return std::find_if(ahead_.begin(), ahead_.end(), [&](const MountedAhead& m) { return m.spec == spec; });
+}
+
 std::optional<storage::MountedStorage> PodSlot::TakeMountedAhead(const storage::StorageSpec& spec) {
-  auto it = std::find_if(ahead_.begin(), ahead_.end(), [&](const MountedAhead& m) { return m.spec == spec; });
+  auto it = FindMountedAhead(spec);
   if (it == ahead_.end()) return std::nullopt;
   storage::MountedStorage taken = std::move(it->mounted);
   ahead_.erase(it);

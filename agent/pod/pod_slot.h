@@ -71,13 +71,14 @@ class PodSlot {
   Result<engine::ContainerManagerPtr> TakeIdleEngine();
   // Back as the idle engine unless one is there or a pod exists.
   void ReturnIdleEngine(engine::ContainerManagerPtr engine);
-  // The storage mounted ahead as `spec`, taken out; nullopt when none.
-  std::optional<storage::MountedStorage> TakeMountedAhead(const storage::StorageSpec& spec);
-
   struct MountedAhead {
     storage::StorageSpec spec;
     storage::MountedStorage mounted;
   };
+  // The storage mounted ahead as `spec` (lifecycle_mu_ held); end() when none.
+  std::vector<MountedAhead>::iterator FindMountedAhead(const storage::StorageSpec& spec);
+  // The storage mounted ahead as `spec`, taken out; nullopt when none.
+  std::optional<storage::MountedStorage> TakeMountedAhead(const storage::StorageSpec& spec);
 
   const PodEnvironment env_;
   const EngineFactory engines_;

@@ -42,9 +42,9 @@ bool RootIsInitramfs() {
 
 Status MakeRootPivotable() {
   if (!RootIsInitramfs()) return Status::Ok();
-  if (::mkdir(kStaging, 0755) != 0 && errno != EEXIST) return ErrnoStatus(std::string("mkdir ") + kStaging);
+  if (::mkdir(kStaging, 0755) != 0 && errno != EEXIST) return ErrnoStatus("mkdir " + std::string(kStaging));
   if (::mount("/", kStaging, nullptr, MS_BIND, nullptr) != 0) return ErrnoStatus("bind / on " + std::string(kStaging));
-  if (::chdir(kStaging) != 0) return ErrnoStatus(std::string("chdir ") + kStaging);
+  if (::chdir(kStaging) != 0) return ErrnoStatus("chdir " + std::string(kStaging));
   if (::mount(".", "/", nullptr, MS_MOVE, nullptr) != 0) return ErrnoStatus("move the root bind mount onto /");
   if (::chroot(".") != 0) return ErrnoStatus("chroot into the moved root");
   if (::chdir("/") != 0) return ErrnoStatus("chdir / in the new root");

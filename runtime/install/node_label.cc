@@ -62,7 +62,7 @@ Status LabelNode(const KubeApiOptions& api, const std::string& node) {
 
 Status UnlabelNode(const KubeApiOptions& api, const std::string& node) {
   return PatchNode(api, node, UnlabelPatch(),
-                   std::string("remove label ") + kRuntimeLabel + " from node \"" + node + "\"");
+                   "remove label " + std::string(kRuntimeLabel) + " from node \"" + node + "\"");
 }
 
 }  // namespace capsule::install

@@ -21,9 +21,9 @@ endif()
 # only when told that the header's macros and __TIME__ may be trusted.
 find_program(CCACHE_PROGRAM ccache)
 if(CCACHE_PROGRAM)
-  set(launcher ${CMAKE_COMMAND} -E env CCACHE_SLOPPINESS=pch_defines,time_macros ${CCACHE_PROGRAM})
-  set(CMAKE_C_COMPILER_LAUNCHER ${launcher})
-  set(CMAKE_CXX_COMPILER_LAUNCHER ${launcher})
+  set(capsule_ccache ${CMAKE_COMMAND} -E env CCACHE_SLOPPINESS=pch_defines,time_macros ${CCACHE_PROGRAM})
+  set(CMAKE_C_COMPILER_LAUNCHER ${capsule_ccache})
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${capsule_ccache})
 endif()
 
 # The release tree keeps full debug info (-g: types, locals, lines) but not

@@ -187,8 +187,8 @@ TEST_F(CriE2eTest, PodOnACniNetworkWithTwoContainersExecLogsStatsAndStop) {
   EXPECT_EQ(cstatus->status().state(), v1::CONTAINER_EXITED) << "the pod's stop stops its containers";
   // Its containers deleted, the stop's SIGKILL to the holder ended the VM
   // without a guest call (and containerd still had the kill's answer).
-  EXPECT_NE(ctrd_->LogTail(1 << 20).find("sandbox " + *pod_id + ": SIGKILL to its pod holder, the pod's last task"),
-            std::string::npos)
+  EXPECT_OK(ctrd_->WaitForLog("sandbox " + *pod_id + ": SIGKILL to its pod holder, the pod's last task",
+                              milliseconds(10000)))
       << "the holder's kill went to the guest";
   ASSERT_OK(cri_->RemovePod(*pod_id));
   auto pods = cri_->ListPods();

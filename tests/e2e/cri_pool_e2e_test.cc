@@ -30,7 +30,6 @@ class CriPoolE2eTest : public CriPoolFixture {
     EXPECT_TRUE(left.empty()) << left << " was left";
     CriE2eTest::TearDown();
   }
-  std::string Log() { return ctrd_->LogTail(8 << 20); }
 };
 
 TEST_F(CriPoolE2eTest, APodTakesAPooledVmSurvivesTheDaemonsDeathAndStartsColdWithoutIt) {
@@ -39,7 +38,10 @@ TEST_F(CriPoolE2eTest, APodTakesAPooledVmSurvivesTheDaemonsDeathAndStartsColdWit
   const v1::PodSandboxConfig pod = Pod("capsule-warm", v1::POD);
   auto pod_id = RunPod(pod);
   ASSERT_OK(pod_id);
-  std::string log = Log();
+  // The sandbox's last line of its start; the others come before it.
+  auto ready = ctrd_->WaitForLog("sandbox " + *pod_id + " ready in VM", seconds(10));
+  ASSERT_OK(ready);
+  std::string log = *ready;
   EXPECT_NE(log.find("sandbox " + *pod_id + ": claimed pooled VM"), std::string::npos) << "the pod cold-booted";
   EXPECT_NE(log.find("reseed 1 since its boot"), std::string::npos) << "the claimed VM's RNG was not reseeded";
   EXPECT_NE(log.find("(boot NIC, taken over in"), std::string::npos) << "the pooled VM's boot NIC was not taken over";
@@ -93,7 +95,9 @@ TEST_F(CriPoolE2eTest, APodTakesAPooledVmSurvivesTheDaemonsDeathAndStartsColdWit
   const v1::PodSandboxConfig cold = Pod("capsule-cold", v1::POD);
   auto cold_id = RunPod(cold);
   ASSERT_OK(cold_id);
-  log = Log();
+  ready = ctrd_->WaitForLog("sandbox " + *cold_id + " ready in VM", seconds(10));
+  ASSERT_OK(ready);
+  log = *ready;
   const size_t at = log.find("sandbox " + *cold_id + ": cold-booting VM");
   ASSERT_NE(at, std::string::npos) << "no cold-boot line for the pod started without a daemon";
   EXPECT_NE(log.find("no pool daemon", at), std::string::npos) << log.substr(at, 400);
@@ -117,7 +121,7 @@ TEST_F(CriPoolE2eTest, AVmThatIdledPausedGetsTheHostsClockAtClaim) {
   const v1::PodSandboxConfig pod = Pod("capsule-clock", v1::POD);
   auto pod_id = RunPod(pod);
   ASSERT_OK(pod_id);
-  ASSERT_NE(Log().find("sandbox " + *pod_id + ": claimed pooled VM"), std::string::npos) << "the pod cold-booted";
+  ASSERT_OK(ctrd_->WaitForLog("sandbox " + *pod_id + ": claimed pooled VM", seconds(10))) << "the pod cold-booted";
   auto c1 = StartContainer(*pod_id, pod, "one", {"sleep", "3600"});
   ASSERT_OK(c1);
   const time_t before = ::time(nullptr);

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "runtime/common/backoff.h"
 #include "runtime/common/logging.h"
 
 namespace capsule::testing {
@@ -239,6 +240,20 @@ std::string ContainerdHarness::LogTail(size_t max_bytes) const {
   Result<std::string> log = ReadFile(log_path());
   if (!log.ok()) return "(no log: " + log.status().message() + ")";
   return log->size() <= max_bytes ? *log : log->substr(log->size() - max_bytes);
+}
+
+Result<std::string> ContainerdHarness::WaitForLog(const std::string& needle, std::chrono::milliseconds timeout,
+                                                  size_t max_bytes) const {
+  const auto deadline = Clock::now() + timeout;
+  Backoff pause({std::chrono::milliseconds(10), std::chrono::milliseconds(200)});
+  for (;;) {
+    std::string log = LogTail(max_bytes);
+    if (log.find(needle) != std::string::npos) return log;
+    if (Clock::now() >= deadline)
+      return DeadlineExceeded("\"" + needle + "\" not in containerd's log after " + std::to_string(timeout.count()) +
+                              " ms; its tail:\n" + log.substr(log.size() > 4096 ? log.size() - 4096 : 0));
+    pause.Wait(deadline);
+  }
 }
 
 Status ContainerdHarness::Restart() {

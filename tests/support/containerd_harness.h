@@ -110,6 +110,12 @@ class ContainerdHarness {
 
   // Last `max_bytes` of containerd's log, for failure messages.
   std::string LogTail(size_t max_bytes = 4096) const;
+  // The last `max_bytes` of the log once they hold `needle`. A shim's lines
+  // reach that log through a pipe containerd copies on its own time, so a
+  // line a shim wrote before it answered a call can land after the call
+  // returned (on a loaded host, after the test looked).
+  Result<std::string> WaitForLog(const std::string& needle, std::chrono::milliseconds timeout,
+                                 size_t max_bytes = 8 << 20) const;
 
   // Stops containerd (SIGTERM, SIGKILL after stop_timeout) and starts it
   // again on the same root, state, config, log and dir; returns once it

@@ -26,19 +26,10 @@
 
 #include "tests/support/command.h"
 #include "tests/support/status_matchers.h"
+#include "tests/support/wait_until.h"
 
 namespace capsule::testing {
 namespace {
-
-template <typename Pred>
-bool WaitUntil(Pred pred, milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    ::usleep(100 * 1000);
-  }
-  return true;
-}
 
 Result<std::string> HttpGetOnceListening(const std::string& ip) {
   Result<std::string> page = Unavailable("not tried");
@@ -177,8 +168,11 @@ TEST_F(CriE2eTest, PodOnACniNetworkWithTwoContainersExecLogsStatsAndStop) {
   ASSERT_OK(cri_->RemoveContainer(*c1));
   // The guest let go of the container's share (its submounts and cached
   // inodes, which virtiofsd holds host fds for) before the shim unmounted
-  // the rootfs and binds, so none needed a lazy detach.
-  const std::string log_after_remove = ctrd_->LogTail(4000000);
+  // the rootfs and binds, so none needed a lazy detach. The removal ends
+  // after its answer; its last line comes after any unmount's.
+  auto removed = ctrd_->WaitForLog("container " + *c1 + " removed in", milliseconds(30000), 4000000);
+  ASSERT_OK(removed);
+  const std::string& log_after_remove = *removed;
   const size_t lazy = log_after_remove.find("detaching it lazily");
   EXPECT_EQ(lazy, std::string::npos) << log_after_remove.substr(lazy < 300 ? 0 : lazy - 300, 600);
   ASSERT_OK(cri_->StopPod(*pod_id));

@@ -16,8 +16,8 @@
 #include <cstring>
 #include <sstream>
 
-#include "runtime/common/backoff.h"
 #include "runtime/common/logging.h"
+#include "tests/support/wait_until.h"
 
 namespace capsule::testing {
 namespace {
@@ -244,16 +244,10 @@ std::string ContainerdHarness::LogTail(size_t max_bytes) const {
 
 Result<std::string> ContainerdHarness::WaitForLog(const std::string& needle, std::chrono::milliseconds timeout,
                                                   size_t max_bytes) const {
-  const auto deadline = Clock::now() + timeout;
-  Backoff pause({std::chrono::milliseconds(10), std::chrono::milliseconds(200)});
-  for (;;) {
-    std::string log = LogTail(max_bytes);
-    if (log.find(needle) != std::string::npos) return log;
-    if (Clock::now() >= deadline)
-      return DeadlineExceeded("\"" + needle + "\" not in containerd's log after " + std::to_string(timeout.count()) +
-                              " ms; its tail:\n" + log.substr(log.size() > 4096 ? log.size() - 4096 : 0));
-    pause.Wait(deadline);
-  }
+  std::string log;
+  if (WaitUntil([&] { return (log = LogTail(max_bytes)).find(needle) != std::string::npos; }, timeout)) return log;
+  return DeadlineExceeded("\"" + needle + "\" not in containerd's log after " + std::to_string(timeout.count()) +
+                          " ms; its tail:\n" + log.substr(log.size() > 4096 ? log.size() - 4096 : 0));
 }
 
 Status ContainerdHarness::Restart() {

@@ -19,7 +19,6 @@
 
 #include <cerrno>
 #include <set>
-#include <thread>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -36,6 +35,7 @@
 #include "tests/integration/vm/vm_test_env.h"
 #include "tests/support/pool_daemon.h"
 #include "tests/support/status_matchers.h"
+#include "tests/support/wait_until.h"
 
 namespace capsule::pool {
 namespace {
@@ -43,6 +43,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using vm::testing::TestEnv;
+using capsule::testing::WaitUntil;
 
 constexpr seconds kBootBudget{120};  // one TCG boot, on a loaded host
 
@@ -109,16 +110,6 @@ class WarmPoolVmTest : public ::testing::Test {
   std::string key_;
 };
 
-template <typename Pred>
-bool WaitFor(Pred pred, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(milliseconds(100));
-  }
-  return true;
-}
-
 // The nice values of every thread of `pid`.
 std::set<int> ThreadNices(pid_t pid) {
   std::set<int> out;
@@ -141,7 +132,7 @@ TEST_F(WarmPoolVmTest, FillsClaimsRefillsReapsUnadoptedClaimsAndDrainsToNothing)
   std::unique_ptr<WarmPool> pool = std::move(*started);
 
   auto ready = [&](uint32_t n) {
-    return WaitFor([&] { auto* s = DefaultShape(pool->GetStatus(), key_); return s && s->ready >= n; }, kBootBudget);
+    return WaitUntil([&] { auto* s = DefaultShape(pool->GetStatus(), key_); return s && s->ready >= n; }, kBootBudget);
   };
   ASSERT_TRUE(ready(1)) << "the pool never filled";
   PoolStatus st = pool->GetStatus();
@@ -200,7 +191,7 @@ TEST_F(WarmPoolVmTest, FillsClaimsRefillsReapsUnadoptedClaimsAndDrainsToNothing)
   claimed = pool->Claim(Shape{}, Self("sandbox-2"), &miss);
   ASSERT_TRUE(claimed.ok() && claimed->has_value()) << miss;
   const std::string abandoned = (*claimed)->state_dir;
-  EXPECT_TRUE(WaitFor([&] { return !PathExists(abandoned); }, seconds(30))) << abandoned << " was never reaped";
+  EXPECT_TRUE(WaitUntil([&] { return !PathExists(abandoned); }, seconds(30))) << abandoned << " was never reaped";
 
   // A shape never asked for before: a miss that makes the pool keep it.
   claimed = pool->Claim(Shape{2, 384}, Self("sandbox-3"), &miss);
@@ -260,7 +251,7 @@ TEST_F(WarmPoolVmTest, AKilledDaemonLeavesClaimedVmsRunningAndARestartReapsOnlyT
   ASSERT_OK(restarted);
   auto reaped = (*restarted)->WaitForLog("an idle VM left by an earlier pool daemon", seconds(30));
   EXPECT_OK(reaped);
-  EXPECT_TRUE(WaitFor([&] { return !PathExists(idle[0]); }, seconds(30))) << idle[0] << " was not reaped";
+  EXPECT_TRUE(WaitUntil([&] { return !PathExists(idle[0]); }, seconds(30))) << idle[0] << " was not reaped";
   auto kept = (*restarted)->WaitForLog("serves shape " + key_, seconds(30));
   EXPECT_OK(kept) << "a restarted daemon reuses the current template: " << kept.status().ToString();
   EXPECT_TRUE((*agent)->Check(milliseconds(5000)).ok()) << "the restart must not touch a claimed, adopted VM";
@@ -314,8 +305,8 @@ TEST_F(WarmPoolVmTest, ADaemonKilledInsideTheClaimWindowFailsTheClaimAndTheNextD
   ASSERT_OK(next);
   auto reaped = (*next)->WaitForLog("for sandbox sandbox-w but never adopted", seconds(30));
   EXPECT_OK(reaped);
-  EXPECT_TRUE(WaitFor([&] { return !PathExists(dir); }, seconds(30))) << dir << " was not reaped";
-  EXPECT_TRUE(WaitFor([&] { return ::kill(vm_record->vmm.pid, 0) != 0; }, seconds(10))) << "its QEMU still runs";
+  EXPECT_TRUE(WaitUntil([&] { return !PathExists(dir); }, seconds(30))) << dir << " was not reaped";
+  EXPECT_TRUE(WaitUntil([&] { return ::kill(vm_record->vmm.pid, 0) != 0; }, seconds(10))) << "its QEMU still runs";
   (*next)->Stop();  // SIGTERM: drains its refill
 }
 
@@ -325,7 +316,7 @@ const ShapeStatus* WaitForShape(WarmPool& pool, const std::string& key,
                                 const std::function<bool(const ShapeStatus&)>& pred, std::chrono::milliseconds timeout) {
   static thread_local PoolStatus last;
   const ShapeStatus* found = nullptr;
-  WaitFor(
+  WaitUntil(
       [&] {
         last = pool.GetStatus();
         found = DefaultShape(last, key);
@@ -500,7 +491,7 @@ TEST_F(WarmPoolVmTest, TenantSizedShapesShareOneCapOfIdleVmsAndExpire) {
   }
   EXPECT_EQ(pool->GetStatus().shapes.size(), 8u);
   uint32_t most_idle = 0;
-  bool expired = WaitFor(
+  bool expired = WaitUntil(
       [&] {
         PoolStatus st = pool->GetStatus();
         uint32_t idle = 0;
@@ -512,7 +503,7 @@ TEST_F(WarmPoolVmTest, TenantSizedShapesShareOneCapOfIdleVmsAndExpire) {
   EXPECT_TRUE(expired) << "the tenant-sized shapes did not expire";
   EXPECT_LE(most_idle, 2u) << "more idle VMs than pool.max_idle";
   // Boots under way when their shape expired stop what they made.
-  EXPECT_TRUE(WaitFor([&] { return env_->VmDirs().size() == 1; }, kBootBudget))
+  EXPECT_TRUE(WaitUntil([&] { return env_->VmDirs().size() == 1; }, kBootBudget))
       << ::testing::PrintToString(env_->VmDirs());
   pool.reset();
   EXPECT_TRUE(env_->VmDirs().empty());

@@ -79,11 +79,11 @@ check-build: $(BUILD_CHECK)/CMakeCache.txt
 
 # `make test` builds the check tree beside the integration tests instead of
 # after them: those spend most of their time waiting on guests, containerd
-# and timers (about 45 % of the two cores busy), so the compilers fill cores
-# that would idle. The build runs in an idle cpu cgroup (tests/run_idle.sh
-# says why nice is not enough), so a guest that wants a core gets it at
-# once; its output goes to a log, shown when it fails. A failed integration
-# stage stops the build (nothing would use it).
+# and timers (a third to a half of the two cores busy), so the compilers
+# fill cores that would idle. The build runs in an idle cpu cgroup
+# (tests/run_idle.sh says why nice is not enough), so a guest that wants a
+# core gets it at once; its output goes to a log, shown when it fails. A
+# failed integration stage stops the build (nothing would use it).
 CHECK_BUILD_LOG = $(BUILD)/check-build.log
 test-integration-beside-check-build: build
 	@s=$$(date +%s); setsid tests/run_idle.sh $(MAKE) --no-print-directory check-build > $(CHECK_BUILD_LOG) 2>&1 & pid=$$!; \

@@ -19,7 +19,9 @@ case "${1:-}" in
     echo "usage: $(basename "$0") COMMAND [ARG...]"
     echo "Runs COMMAND in an idle cpu cgroup (or at autogroup nice 19) and returns its exit status."
     [ -n "${1:-}" ]; exit $? ;;
-  --version) echo "run_idle.sh (Capsule)"; exit 0 ;;
+  --version)
+    sed -n 's/^project(capsule VERSION \([0-9.]*\).*/run_idle.sh (capsule) \1/p' "$(dirname "$0")/../CMakeLists.txt"
+    exit 0 ;;
 esac
 
 # The cpu hierarchy's root: cgroup v2 with the cpu controller, or v1's cpu.
@@ -37,7 +39,8 @@ if [ -n "$root" ] && [ -w "$root" ]; then
   group="$root/capsule-idle-$$"
   if mkdir "$group" 2>/dev/null; then
     if ! { [ -f "$group/cpu.idle" ] && echo 1 > "$group/cpu.idle"; } 2>/dev/null; then
-      if [ -f "$group/cpu.weight" ]; then echo 1 > "$group/cpu.weight"; else echo 2 > "$group/cpu.shares"; fi
+      if [ -f "$group/cpu.weight" ]; then echo 1 > "$group/cpu.weight"; else echo 2 > "$group/cpu.shares"; fi ||
+        echo "run_idle.sh: $group keeps the default cpu weight" >&2
     fi
     if ! echo $$ > "$group/cgroup.procs"; then rmdir "$group"; group=""; fi
   else

@@ -2,7 +2,8 @@
 // `max` (first == max: a fixed poll). Used where a retry must not spin: a
 // dial waiting for its listener, a stream read that brings neither data
 // nor its end (a broken or hostile peer: the guest's agent is untrusted),
-// the pool's failed boots and template builds.
+// the pool's failed boots and template builds, the tests' waits
+// (WaitUntil).
 #pragma once
 
 #include <algorithm>
@@ -43,5 +44,20 @@ class Backoff {
   BackoffPolicy policy_;
   std::chrono::milliseconds current_{0};
 };
+
+// Checks `done` until it holds (true) or `timeout` has passed (false),
+// pausing between checks as `pacing` says: the poll over that pacing, for a
+// condition that has no event to wait on.
+template <typename Done>
+bool WaitUntil(Done done, std::chrono::milliseconds timeout,
+               BackoffPolicy pacing = {std::chrono::milliseconds(10), std::chrono::milliseconds(100)}) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  Backoff pause(pacing);
+  for (;;) {
+    if (done()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    pause.Wait(deadline);
+  }
+}
 
 }  // namespace capsule

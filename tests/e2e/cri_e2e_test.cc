@@ -16,6 +16,7 @@
 // after each: no process (shim included), mount, VM dir, socket, pod netns
 // or port on the test bridge. containerd is the shared ContainerdHarness
 // with CRI configured for this host and a CNI bridge.
+#include "runtime/common/backoff.h"
 #include "tests/e2e/cri_e2e_fixture.h"
 
 #include <signal.h>
@@ -26,7 +27,6 @@
 
 #include "tests/support/command.h"
 #include "tests/support/status_matchers.h"
-#include "tests/support/wait_until.h"
 
 namespace capsule::testing {
 namespace {

@@ -16,8 +16,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "runtime/common/backoff.h"
 #include "runtime/common/logging.h"
-#include "tests/support/wait_until.h"
 
 namespace capsule::testing {
 namespace {

@@ -25,6 +25,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include "runtime/common/backoff.h"
 #include "runtime/common/file_util.h"
 #include "runtime/host/process_priority.h"
 #include "runtime/hypervisor/vm_paths.h"
@@ -35,7 +36,6 @@
 #include "tests/integration/vm/vm_test_env.h"
 #include "tests/support/pool_daemon.h"
 #include "tests/support/status_matchers.h"
-#include "tests/support/wait_until.h"
 
 namespace capsule::pool {
 namespace {
@@ -43,7 +43,6 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using vm::testing::TestEnv;
-using capsule::testing::WaitUntil;
 
 constexpr seconds kBootBudget{120};  // one TCG boot, on a loaded host
 

@@ -1,5 +1,5 @@
 // Backoff: the pause doubles from first to max, starts over after Reset,
-// and a wait never runs past its deadline.
+// and a wait never runs past its deadline; WaitUntil polls with it.
 #include "runtime/common/backoff.h"
 
 #include <gtest/gtest.h>
@@ -39,6 +39,18 @@ TEST(BackoffTest, AWaitEndsAtItsDeadline) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(30000)) << "slept the whole minute";
   b.Wait(t0);  // already past: no sleep at all
   EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(30000));
+}
+
+TEST(BackoffTest, WaitUntilSeesAConditionThatComesAndGivesUpOnOneThatDoesNot) {
+  int checks = 0;
+  EXPECT_TRUE(WaitUntil([&] { return ++checks == 3; }, milliseconds(60000), {milliseconds(1), milliseconds(1)}));
+  EXPECT_EQ(checks, 3) << "checked again after it held";
+  checks = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(WaitUntil([&] { return ++checks < 0; }, milliseconds(50)));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, milliseconds(50));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(30000)) << "ran past its timeout";
+  EXPECT_GE(checks, 2) << "a check at the start and one at the deadline";
 }
 
 }  // namespace

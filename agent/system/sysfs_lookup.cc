@@ -31,16 +31,16 @@ std::string ScanOnce(const std::string& dir, std::string_view attribute, std::st
 
 Result<std::string> FindSysfsEntry(const std::string& dir, std::string_view attribute, std::string_view value,
                                    std::chrono::milliseconds wait, size_t value_offset) {
-  const auto deadline = std::chrono::steady_clock::now() + wait;
-  Backoff poll({std::chrono::milliseconds(2), std::chrono::milliseconds(2)});
-  for (;;) {
-    std::string name = ScanOnce(dir, attribute, value, value_offset);
-    if (!name.empty()) return name;
-    if (std::chrono::steady_clock::now() >= deadline)
-      return NotFound(fmt::format("nothing under {} has {} '{}'{}", dir, attribute, value,
-                                  wait.count() > 0 ? fmt::format(" within {} ms", wait.count()) : ""));
-    poll.Wait(deadline);
-  }
+  std::string name;
+  if (WaitUntil(
+          [&] {
+            name = ScanOnce(dir, attribute, value, value_offset);
+            return !name.empty();
+          },
+          wait, {std::chrono::milliseconds(2), std::chrono::milliseconds(2)}))
+    return name;
+  return NotFound(fmt::format("nothing under {} has {} '{}'{}", dir, attribute, value,
+                              wait.count() > 0 ? fmt::format(" within {} ms", wait.count()) : ""));
 }
 
 }  // namespace capsule::agent::system

@@ -2,8 +2,9 @@
 // `max` (first == max: a fixed poll). Used where a retry must not spin: a
 // dial waiting for its listener, a stream read that brings neither data
 // nor its end (a broken or hostile peer: the guest's agent is untrusted),
-// the pool's failed boots and template builds, the tests' waits
-// (WaitUntil).
+// the pool's failed boots and template builds; and, through WaitUntil, a
+// VM's lock held by another process, a guest device's sysfs entry that is
+// not there yet, and the tests' waits.
 #pragma once
 
 #include <algorithm>

@@ -29,15 +29,17 @@ Result<VmLock> VmLock::Acquire(const std::string& lock_path, bool create, std::c
     if (errno == ENOENT) return NotFound("no VM state at " + lock_path + " (vm.lock missing)");
     return ErrnoStatus("open " + lock_path);
   }
-  const auto deadline = std::chrono::steady_clock::now() + wait;
-  Backoff poll({std::chrono::milliseconds(5), std::chrono::milliseconds(5)});
-  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno != EWOULDBLOCK) return ErrnoStatus("flock " + lock_path);
-    if (std::chrono::steady_clock::now() >= deadline)
-      return FailedPrecondition(fmt::format("VM is driven by another process ({} is locked{})", lock_path,
-                                            wait.count() > 0 ? fmt::format(", waited {} ms", wait.count()) : ""));
-    poll.Wait(deadline);
-  }
+  int err = 0;  // of the last try; anything but EWOULDBLOCK ends the wait
+  const bool settled = WaitUntil(
+      [&] {
+        err = ::flock(fd.get(), LOCK_EX | LOCK_NB) == 0 ? 0 : errno;
+        return err != EWOULDBLOCK;
+      },
+      wait, {std::chrono::milliseconds(5), std::chrono::milliseconds(5)});
+  if (!settled)
+    return FailedPrecondition(fmt::format("VM is driven by another process ({} is locked{})", lock_path,
+                                          wait.count() > 0 ? fmt::format(", waited {} ms", wait.count()) : ""));
+  if (err != 0) return ErrnoStatus("flock " + lock_path, err);
   return VmLock(std::move(fd), lock_path);
 }
 

@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "runtime/common/file_util.h"
 #include "tests/support/status_matchers.h"
 
@@ -36,6 +39,23 @@ TEST(FindVirtioPortTest, APrefixOrAMissingTreeIsNotFoundAndSaysWhatWasLookedFor)
   EXPECT_NE(port.status().message().find("capsule.vsock"), std::string::npos);
   auto none = FindVirtioPort("capsule.vsock", {}, dir->Join("absent"));
   EXPECT_EQ(none.status().code(), Code::kNotFound);
+}
+
+TEST(FindVirtioPortTest, AWaitSeesAPortThatAppearsLaterAndGivesUpWithinItsTime) {
+  auto dir = TempDir::Create("virtio-ports");
+  ASSERT_OK(dir);
+  auto none = FindVirtioPort("capsule.vsock", std::chrono::milliseconds(30), dir->path());
+  EXPECT_EQ(none.status().code(), Code::kNotFound);
+  EXPECT_NE(none.status().message().find("within 30 ms"), std::string::npos) << none.status().message();
+  std::thread hotplug([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_OK(MkdirAll(dir->Join("vport2p1")));
+    ASSERT_OK(WriteFile(dir->Join("vport2p1/name"), "capsule.vsock\n"));
+  });
+  auto port = FindVirtioPort("capsule.vsock", std::chrono::seconds(10), dir->path(), "/dev");
+  hotplug.join();
+  ASSERT_OK(port);
+  EXPECT_EQ(*port, "/dev/vport2p1");
 }
 
 TEST(SerialVsockTest, ListenPathsFollowTheMuxersPortConvention) {

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/file_util.h"
@@ -196,6 +199,26 @@ TEST(VmPathsTest, LockIsExclusiveAndRemovedWithTheFiles) {
   EXPECT_FALSE(lock->held());
   EXPECT_FALSE(PathExists(p.dir));
   EXPECT_EQ(DefaultVmStateDir("/run/capsule/", "a"), "/run/capsule/vm/a");
+}
+
+TEST(VmPathsTest, AWaitForTheLockEndsWhenItsHolderLetsGoOrItsTimeRunsOut) {
+  auto dir = TempDir::Create("vmpaths");
+  ASSERT_OK(dir);
+  VmPaths p(dir->Join("vm1"));
+  ASSERT_OK(MkdirAll(p.dir));
+  auto lock = VmLock::Acquire(p.lock(), true);
+  ASSERT_OK(lock);
+  auto late = VmLock::Acquire(p.lock(), false, std::chrono::milliseconds(30));
+  EXPECT_EQ(late.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(late.status().message().find("waited 30 ms"), std::string::npos) << late.status().message();
+  std::thread holder([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    *lock = VmLock();  // closes its file, so the flock goes with it
+  });
+  auto waited = VmLock::Acquire(p.lock(), false, std::chrono::seconds(10));
+  holder.join();
+  ASSERT_OK(waited);
+  EXPECT_TRUE(waited->held());
 }
 
 TEST(VmPathsTest, DirWithOtherComponentsFilesIsKept) {

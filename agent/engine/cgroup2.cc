@@ -264,14 +264,15 @@ std::string Cgroup2::MemoryEventsPath() const {
 Status Cgroup2::Destroy(std::chrono::milliseconds timeout) {
   if (!PathExists(path_)) return Status::Ok();
   RETURN_IF_ERROR_CTX(WaitEvent("populated", 0, timeout), "destroy cgroup");
-  auto deadline = std::chrono::steady_clock::now() + timeout;
   // rmdir can still see EBUSY briefly while exited tasks are released.
-  Backoff poll({std::chrono::milliseconds(1), std::chrono::milliseconds(1)});
-  while (::rmdir(path_.c_str()) != 0) {
-    if (errno == ENOENT) break;
-    if (errno != EBUSY || std::chrono::steady_clock::now() > deadline) return ErrnoStatus("rmdir " + path_);
-    poll.Wait(deadline);
-  }
+  int err = 0;  // of the last try; anything but EBUSY ends the wait
+  const bool settled = WaitUntil(
+      [&] {
+        err = ::rmdir(path_.c_str()) == 0 ? 0 : errno;
+        return err != EBUSY;
+      },
+      timeout, {std::chrono::milliseconds(1), std::chrono::milliseconds(1)});
+  if (!settled || (err != 0 && err != ENOENT)) return ErrnoStatus("rmdir " + path_, err);
   for (const std::string& dir : created_parents_) {
     if (::rmdir(dir.c_str()) != 0) break;  // still used by a sibling: keep it and its parents
   }

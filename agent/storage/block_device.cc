@@ -21,16 +21,19 @@ Result<std::string> BlockDeviceBySerial(std::string_view serial, std::chrono::mi
   // moment before the block device can be opened: until then open(2), and
   // so a mount, fails with ENXIO.
   const std::string node = fmt::format("{}/{}", dev_dir, disk);
-  Backoff poll({std::chrono::milliseconds(2), std::chrono::milliseconds(2)});
-  for (;;) {
-    UniqueFd fd(::open(node.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-    if (fd) return node;
-    if (errno != ENXIO && errno != ENOENT) return ErrnoStatus(fmt::format("open disk {} (serial '{}')", node, serial));
-    if (std::chrono::steady_clock::now() >= deadline)
-      return NotFound(fmt::format("disk {} (serial '{}') is in {} but could not be opened within {} ms: {}", node,
-                                  serial, sys_block, wait.count(), errno == ENXIO ? "not ready" : "no device node"));
-    poll.Wait(deadline);
-  }
+  int err = 0;  // of the last open; anything but ENXIO or ENOENT ends the wait
+  const bool settled = WaitUntil(
+      [&] {
+        err = UniqueFd(::open(node.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)) ? 0 : errno;
+        return err != ENXIO && err != ENOENT;
+      },
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()),
+      {std::chrono::milliseconds(2), std::chrono::milliseconds(2)});
+  if (!settled)
+    return NotFound(fmt::format("disk {} (serial '{}') is in {} but could not be opened within {} ms: {}", node,
+                                serial, sys_block, wait.count(), err == ENXIO ? "not ready" : "no device node"));
+  if (err != 0) return ErrnoStatus(fmt::format("open disk {} (serial '{}')", node, serial), err);
+  return node;
 }
 
 }  // namespace capsule::agent::storage

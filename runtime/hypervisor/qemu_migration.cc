@@ -38,21 +38,24 @@ std::string MigrationError(const json& info) {
 }  // namespace
 
 Status QemuVmm::AwaitMigration(std::string_view what, milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  Backoff poll({kMigrationPoll, kMigrationPoll});
-  for (;;) {
-    auto info = qmp_->Execute("query-migrate");
-    if (!info.ok()) return info.status();
-    const std::string status = info->value("status", std::string());
-    if (status == "completed") return Status::Ok();
-    if (status == "failed" || status == "cancelled")
-      return Internal(fmt::format("{}: migration {}: {}", what, status, MigrationError(*info)));
-    if (Clock::now() >= deadline) {
-      (void)qmp_->Execute("migrate_cancel");
-      return DeadlineExceeded(fmt::format("{}: not done after {} ms (status '{}')", what, timeout.count(), status));
-    }
-    poll.Wait(deadline);
-  }
+  Status outcome;  // of the last query: an error or a final state ends the wait
+  std::string status;
+  const bool ended = WaitUntil(
+      [&] {
+        auto info = qmp_->Execute("query-migrate");
+        if (!info.ok()) {
+          outcome = info.status();
+          return true;
+        }
+        status = info->value("status", std::string());
+        if (status == "failed" || status == "cancelled")
+          outcome = Internal(fmt::format("{}: migration {}: {}", what, status, MigrationError(*info)));
+        return status == "completed" || !outcome.ok();
+      },
+      timeout, {kMigrationPoll, kMigrationPoll});
+  if (ended) return outcome;
+  (void)qmp_->Execute("migrate_cancel");
+  return DeadlineExceeded(fmt::format("{}: not done after {} ms (status '{}')", what, timeout.count(), status));
 }
 
 Status QemuVmm::SaveState(int fd, milliseconds timeout) {

@@ -72,14 +72,16 @@ Status LinuxMounter::Mount(const MountSpec& spec) {
 // mount leaves every namespace at once and its last reference goes with
 // virtiofsd's fd, at the latest when the VM stops.
 Status LinuxMounter::Unmount(const std::string& target) {
-  const auto deadline = std::chrono::steady_clock::now() + kBusyUnmountWait;
-  Backoff poll({kBusyUnmountRetry, kBusyUnmountRetry});
-  for (;;) {
-    if (::umount2(target.c_str(), UMOUNT_NOFOLLOW) == 0) return Status::Ok();
-    if (errno == EINVAL || errno == ENOENT) return Status::Ok();  // not (or no longer) mounted
-    if (errno != EBUSY) return ErrnoStatus("umount " + target);
-    if (std::chrono::steady_clock::now() >= deadline) break;
-    poll.Wait(deadline);
+  int err = 0;  // of the last try; anything but EBUSY ends the wait
+  const bool settled = WaitUntil(
+      [&] {
+        err = ::umount2(target.c_str(), UMOUNT_NOFOLLOW) == 0 ? 0 : errno;
+        return err != EBUSY;
+      },
+      kBusyUnmountWait, {kBusyUnmountRetry, kBusyUnmountRetry});
+  if (settled) {
+    if (err == 0 || err == EINVAL || err == ENOENT) return Status::Ok();  // not (or no longer) mounted
+    return ErrnoStatus("umount " + target, err);
   }
   kMounterLog.Warn("umount {}: still busy after {} ms (the guest has not released it); detaching it lazily", target,
                    kBusyUnmountWait.count());

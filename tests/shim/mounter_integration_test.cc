@@ -1,13 +1,20 @@
 // LinuxMounter and the mount-table helpers against the real kernel: the
 // overlay a snapshotter hands the shim, read-only binds, the clear error for
-// option strings mount(2) cannot take, and UnmountTree leaving nothing.
+// option strings mount(2) cannot take, UnmountTree leaving nothing, and a
+// busy mount waited for, then detached.
 // (The unit tests use FakeMounter; this covers the real one.)
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 #include "runtime/common/file_util.h"
 #include "runtime/common/mount_table.h"
+#include "runtime/common/unique_fd.h"
 #include "shim/mount/mounter.h"
 #include "tests/support/status_matchers.h"
 
@@ -94,6 +101,35 @@ TEST_F(MounterTest, UnmountTreeDetachesNestedMountsDeepestFirst) {
   ASSERT_OK(capsule::UnmountTree(tmp_->path()));
   EXPECT_TRUE(MountsUnder(tmp_->path())->empty());
   ASSERT_OK(RemoveAll(tmp_->Join("lower1/nested")));
+}
+
+TEST_F(MounterTest, ABusyMountIsUnmountedOnceReleasedAndDetachedIfNeverReleased) {
+  const std::string target = tmp_->Join("target");
+  ASSERT_OK(mounter_.Mount({"bind", tmp_->Join("src"), target, {"rbind"}}));
+  // A file open on the mount keeps umount2 answering EBUSY until it closes.
+  UniqueFd held(::open((target + "/f").c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(held.valid());
+  std::atomic<bool> released{false};
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    released = true;  // before the close, so a wait that ends on it sees it
+    held.reset();
+  });
+  ASSERT_OK(mounter_.Unmount(target));
+  EXPECT_TRUE(released) << "Unmount returned before the mount was released: it did not wait";
+  release.join();
+  EXPECT_TRUE(MountsUnder(tmp_->path())->empty());
+
+  // Never released: after its wait, Unmount detaches it lazily. It leaves
+  // the mount table at once, and the open file still reads through it.
+  ASSERT_OK(mounter_.Mount({"bind", tmp_->Join("src"), target, {"rbind"}}));
+  UniqueFd kept(::open((target + "/f").c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(kept.valid());
+  ASSERT_OK(mounter_.Unmount(target));
+  EXPECT_TRUE(MountsUnder(tmp_->path())->empty());
+  char buf[8] = {};
+  EXPECT_EQ(::pread(kept.get(), buf, sizeof buf, 0), 5);
+  EXPECT_EQ(std::string(buf, 5), "bound");
 }
 
 }  // namespace

@@ -63,19 +63,14 @@ if(CAPSULE_FUZZ)
   add_compile_options(-fsanitize=fuzzer-no-link)
 endif()
 
-# The check tree (clang, instrumented) is for finding bugs, not for
-# shipping: line tables are all a report's stack trace needs. Its code is
-# built at -O0, which compiles in half the time of -O1 under ASan here
-# (capsule_vm's first batch: 12 s against 24 s). ASan and UBSan instrument
-# the same accesses and operations at -O0 (optimizing can only drop
-# checks); the unit tests just run slower (51 s against 45 s). Fuzzing is
-# the exception: its worth is inputs tried a second, so the code a fuzzer
-# links is built at -O1 (capsule_finish_targets below). The tree's build
-# went from 1,114 to 854 core-seconds.
-set(CAPSULE_CHECK_TREE OFF)
+# Instrumented trees are for finding bugs, not for shipping: -O1 is ASan's
+# usual level and line tables are all a report's stack trace needs; both
+# halve compile time against RelWithDebInfo's -O2 -g. The product stays at
+# -O1 (not -O0, which would compile in half the time again): clang drops
+# UBSan's object-size check at -O0, and fuzzing is worth the inputs it
+# tries a second. Test code is -O0 (tests/CMakeLists.txt).
 if((CAPSULE_SANITIZE OR CAPSULE_FUZZ) AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
-  set(CAPSULE_CHECK_TREE ON)
-  add_compile_options(-O0 -gline-tables-only)
+  add_compile_options(-O1 -gline-tables-only)
 endif()
 
 # lld where it is installed (make deps installs it): GNU ld takes 2-3 s to
@@ -92,68 +87,12 @@ include(CapsulePch)
 # capsule_target(NAME) applies the project's warnings to one of our targets,
 # and the product's precompiled headers outside tests/ (capsule_test gives a
 # test the tests' own; a test helper without GoogleTest has none).
-# The choice of header waits for capsule_finish_targets, which knows what
-# the fuzzers link.
 function(capsule_target name)
   target_compile_options(${name} PRIVATE ${CAPSULE_WARNINGS})
   file(RELATIVE_PATH rel ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
   if(NOT rel MATCHES "^tests(/|$)")
-    set_property(GLOBAL APPEND PROPERTY CAPSULE_PRODUCT_TARGETS ${name})
+    capsule_use_pch(${name} capsule_pch)
   endif()
-endfunction()
-
-# capsule_link_closure(OUT TARGET...) sets OUT to the targets of this build
-# that the TARGETs link, directly or through others.
-function(capsule_link_closure out)
-  set(seen)
-  set(todo ${ARGN})
-  while(todo)
-    list(POP_FRONT todo t)
-    if(t IN_LIST seen OR NOT TARGET ${t})
-      continue()
-    endif()
-    get_target_property(imported ${t} IMPORTED)
-    if(imported)
-      continue()
-    endif()
-    list(APPEND seen ${t})
-    foreach(prop LINK_LIBRARIES INTERFACE_LINK_LIBRARIES)
-      get_target_property(libs ${t} ${prop})
-      foreach(lib IN LISTS libs)
-        # $<LINK_ONLY:x> and similar wrap a plain target name.
-        string(REGEX REPLACE "^\\$<[A-Z_]+:(.*)>$" "\\1" lib "${lib}")
-        if(lib AND NOT lib MATCHES "[$<>]")
-          list(APPEND todo ${lib})
-        endif()
-      endforeach()
-    endforeach()
-  endwhile()
-  set(${out} ${seen} PARENT_SCOPE)
-endfunction()
-
-# capsule_finish_targets() runs once every target exists. It gives each
-# product target the product's precompiled header; in the check tree, the
-# product code a fuzzer links is built at -O1 with its own header (a PCH is
-# used only with the optimization level it was built with).
-function(capsule_finish_targets)
-  get_property(product GLOBAL PROPERTY CAPSULE_PRODUCT_TARGETS)
-  get_property(fuzzers GLOBAL PROPERTY CAPSULE_FUZZ_TARGETS)
-  set(fuzzed)
-  if(CAPSULE_CHECK_TREE AND fuzzers)
-    capsule_link_closure(fuzzed ${fuzzers})
-    capsule_pch_host(capsule_pch_fuzzed)
-    if(TARGET capsule_pch_fuzzed)
-      target_compile_options(capsule_pch_fuzzed PRIVATE -O1)
-    endif()
-  endif()
-  foreach(t IN LISTS product)
-    if(t IN_LIST fuzzed)
-      target_compile_options(${t} PRIVATE -O1)
-      capsule_use_pch(${t} capsule_pch_fuzzed)
-    else()
-      capsule_use_pch(${t} capsule_pch)
-    endif()
-  endforeach()
 endfunction()
 
 # Adds every immediate subfolder that has a CMakeLists.txt, so a new component

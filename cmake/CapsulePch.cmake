@@ -4,10 +4,7 @@
 # again: 5.5 s of parsing alone here, before any code of ours. Two headers
 # are compiled once, one per set of flags (GCC and clang accept a PCH only
 # where the options that shape code match): the product's, and the tests'
-# (unoptimized, with GoogleTest). Every user reuses one of the two
-# (REUSE_FROM). The check tree has a third, for the product code its
-# fuzzers link, which is built at -O1 where the rest is -O0
-# (CapsuleOptions.cmake).
+# (-O0 -g1, with GoogleTest). Every user reuses one of the two (REUSE_FROM).
 # Through a PCH, GCC 12 reports a warning it hides in system headers
 # otherwise: its -Warray-bounds false positive on
 # `std::string("literal") + chars` at -O2 (GCC PR 105651). Write

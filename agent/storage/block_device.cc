@@ -27,7 +27,7 @@ Result<std::string> BlockDeviceBySerial(std::string_view serial, std::chrono::mi
         err = UniqueFd(::open(node.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)) ? 0 : errno;
         return err != ENXIO && err != ENOENT;
       },
-      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()),
+      std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()),
       {std::chrono::milliseconds(2), std::chrono::milliseconds(2)});
   if (!settled)
     return NotFound(fmt::format("disk {} (serial '{}') is in {} but could not be opened within {} ms: {}", node,

@@ -2,9 +2,10 @@
 // `max` (first == max: a fixed poll). Used where a retry must not spin: a
 // dial waiting for its listener, a stream read that brings neither data
 // nor its end (a broken or hostile peer: the guest's agent is untrusted),
-// the pool's failed boots and template builds; and, through WaitUntil, a
-// VM's lock held by another process, a guest device's sysfs entry that is
-// not there yet, and the tests' waits.
+// the pool's failed boots and template builds; and, through WaitUntil,
+// every deadline poll: a VM's lock held by another process, QEMU's
+// migration, a guest device's sysfs entry or node that is not there yet, a
+// cgroup or mount still busy, and the tests' waits.
 #pragma once
 
 #include <algorithm>

@@ -328,8 +328,8 @@ class PodStartBench : public ::testing::Test {
   }
   // The guest agent's own account of a container's create, from its VM's
   // console log (gone once the pod stops), in ms: its whole handling after
-  // the spec is parsed, the storages' mounts, then the engine's plan,
-  // cgroup, fork and set-up.
+  // the spec is parsed and the pod's create lock taken, the namespace plan
+  // and storages' mounts, then the engine's plan, cgroup, fork and set-up.
   void ReadGuestCreate(const std::string& container) {
     const std::regex handled("container " + container + " created in sandbox [^ ]+ \\([^)]*\\) in ([0-9.]+) ms, "
                              "storages ([0-9.]+) ms");
@@ -533,7 +533,7 @@ class PodStartBench : public ::testing::Test {
     const std::string log = ctrd_->LogTail(64 << 20);
     std::vector<double> created, files, guest, stdio, started;
     std::array<std::vector<double>, 6> in_guest;  // handled, storages, plan, cgroup, fork to pid, set-up to ready
-    std::vector<double> outside;  // the shim's guest create less the agent's handling: wire, gRPC, spec parse
+    std::vector<double> outside;  // the shim's guest create less the agent's handling: wire, gRPC, parse, lock
     for (const std::string& id : sequential_containers_["capsule-warm"]) {
       if (auto g = guest_create_.find(id); g != guest_create_.end())
         for (size_t i = 0; i < in_guest.size(); ++i) in_guest[i].push_back(g->second[i]);
@@ -556,9 +556,9 @@ class PodStartBench : public ::testing::Test {
               << "    [host]  spec and host files (share binds, rootfs):           " << Summary(files) << "\n"
               << "    [guest] CreateContainer (storages, cgroup, fork, set-up):    " << Summary(guest) << "\n"
               << "      of it, by the agent's log (its VM's console):\n"
-              << "      [both]  vsock, gRPC and spec parse (shim's less agent's):  " << Summary(outside) << "\n"
+              << "      [both]  vsock, gRPC, parse, pod lock (shim's - agent's):   " << Summary(outside) << "\n"
               << "      [guest] the agent's handling, after the spec is parsed:    " << Summary(in_guest[0]) << "\n"
-              << "        [guest] storages (validated, mounted):                   " << Summary(in_guest[1]) << "\n"
+              << "        [guest] namespace joins planned, storages mounted:       " << Summary(in_guest[1]) << "\n"
               << "        [guest] plan (rootfs, namespaces, seccomp compile):      " << Summary(in_guest[2]) << "\n"
               << "        [guest] cgroup (made, limits written):                   " << Summary(in_guest[3]) << "\n"
               << "        [guest] fork to pid (agent fork, namespaces, clone):     " << Summary(in_guest[4]) << "\n"

@@ -115,9 +115,11 @@ TEST_F(MounterTest, ABusyMountIsUnmountedOnceReleasedAndDetachedIfNeverReleased)
     released = true;  // before the close, so a wait that ends on it sees it
     held.reset();
   });
-  ASSERT_OK(mounter_.Unmount(target));
-  EXPECT_TRUE(released) << "Unmount returned before the mount was released: it did not wait";
+  Status unmounted = mounter_.Unmount(target);
+  const bool waited = released;
   release.join();
+  ASSERT_OK(unmounted);
+  EXPECT_TRUE(waited) << "Unmount returned before the mount was released: it did not wait";
   EXPECT_TRUE(MountsUnder(tmp_->path())->empty());
 
   // Never released: after its wait, Unmount detaches it lazily. It leaves

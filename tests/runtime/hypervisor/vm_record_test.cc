@@ -208,7 +208,9 @@ TEST(VmPathsTest, AWaitForTheLockEndsWhenItsHolderLetsGoOrItsTimeRunsOut) {
   ASSERT_OK(MkdirAll(p.dir));
   auto lock = VmLock::Acquire(p.lock(), true);
   ASSERT_OK(lock);
+  const auto before = std::chrono::steady_clock::now();
   auto late = VmLock::Acquire(p.lock(), false, std::chrono::milliseconds(30));
+  EXPECT_GE(std::chrono::steady_clock::now() - before, std::chrono::milliseconds(30)) << "it did not wait";
   EXPECT_EQ(late.status().code(), Code::kFailedPrecondition);
   EXPECT_NE(late.status().message().find("waited 30 ms"), std::string::npos) << late.status().message();
   std::thread holder([&] {

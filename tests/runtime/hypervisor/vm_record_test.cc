@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -182,11 +183,21 @@ TEST(VmSpecTest, RejectionsNameTheField) {
   }
 }
 
-TEST(VmPathsTest, LockIsExclusiveAndRemovedWithTheFiles) {
-  auto dir = TempDir::Create("vmpaths");
-  ASSERT_OK(dir);
-  VmPaths p(dir->Join("vm1"));
-  ASSERT_OK(MkdirAll(p.dir));
+// A VM state dir of its own for each case.
+class VmPathsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto dir = TempDir::Create("vmpaths");
+    ASSERT_OK(dir);
+    dir_.emplace(std::move(*dir));
+    p = VmPaths(dir_->Join("vm1"));
+    ASSERT_OK(MkdirAll(p.dir));
+  }
+  std::optional<TempDir> dir_;
+  VmPaths p{""};
+};
+
+TEST_F(VmPathsTest, LockIsExclusiveAndRemovedWithTheFiles) {
   EXPECT_EQ(VmLock::Acquire(p.lock(), false).status().code(), Code::kNotFound);
   auto lock = VmLock::Acquire(p.lock(), true);
   ASSERT_OK(lock);
@@ -201,11 +212,7 @@ TEST(VmPathsTest, LockIsExclusiveAndRemovedWithTheFiles) {
   EXPECT_EQ(DefaultVmStateDir("/run/capsule/", "a"), "/run/capsule/vm/a");
 }
 
-TEST(VmPathsTest, AWaitForTheLockEndsWhenItsHolderLetsGoOrItsTimeRunsOut) {
-  auto dir = TempDir::Create("vmpaths");
-  ASSERT_OK(dir);
-  VmPaths p(dir->Join("vm1"));
-  ASSERT_OK(MkdirAll(p.dir));
+TEST_F(VmPathsTest, AWaitForTheLockEndsWhenItsHolderLetsGoOrItsTimeRunsOut) {
   auto lock = VmLock::Acquire(p.lock(), true);
   ASSERT_OK(lock);
   const auto before = std::chrono::steady_clock::now();
@@ -223,11 +230,7 @@ TEST(VmPathsTest, AWaitForTheLockEndsWhenItsHolderLetsGoOrItsTimeRunsOut) {
   EXPECT_TRUE(waited->held());
 }
 
-TEST(VmPathsTest, DirWithOtherComponentsFilesIsKept) {
-  auto dir = TempDir::Create("vmpaths");
-  ASSERT_OK(dir);
-  VmPaths p(dir->Join("vm1"));
-  ASSERT_OK(MkdirAll(p.dir));
+TEST_F(VmPathsTest, DirWithOtherComponentsFilesIsKept) {
   auto lock = VmLock::Acquire(p.lock(), true);
   ASSERT_OK(lock);
   ASSERT_OK(WriteFile(p.dir + "/virtiofsd.pid", "1"));

@@ -7,9 +7,13 @@
 #include "agent/server/agent_service.h"
 #include "agent/server/convert.h"
 #include "agent/server/rpc_util.h"
+#include "runtime/common/elapsed.h"
+#include "runtime/common/logging.h"
 
 namespace capsule::agent::server {
 namespace {
+
+const log::Logger kSetupSandboxLog("rpc");
 
 // Less than this is no reseed worth the name (the host sends 512).
 constexpr size_t kMinSetupRandomnessBytes = 32;
@@ -23,10 +27,13 @@ grpc::Status AgentService::SetupSandbox(Ctx*, const v1::SetupSandboxRequest* req
       return InvalidArgument(fmt::format("randomness: at least {} bytes are required, got {}",
                                          kMinSetupRandomnessBytes, req->randomness().data().size()));
     if (!req->has_sandbox()) return InvalidArgument("sandbox is required");
+    using Steady = std::chrono::steady_clock;
+    const auto t0 = Steady::now();
     RETURN_IF_ERROR_CTX(ApplyGuestTime(req->time()), "time");
     auto rng = ApplyRandomness(req->randomness());
     if (!rng.ok()) return std::move(rng).status().WithContext("randomness");
     *resp->mutable_randomness() = std::move(rng).value();
+    const auto t_fresh = Steady::now();
     auto pod = pods_->Create(PodSpecFromProto(req->sandbox()));
     if (!pod.ok()) return std::move(pod).status().WithContext("sandbox");
     if (!req->holder_container_id().empty()) {
@@ -35,16 +42,23 @@ grpc::Status AgentService::SetupSandbox(Ctx*, const v1::SetupSandboxRequest* req
       if (!pid.ok()) return std::move(pid).status().WithContext("holder");
       resp->set_holder_pid(static_cast<uint32_t>(*pid));
     }
+    const auto t_pod = Steady::now();
     for (int i = 0; i < req->interfaces_size(); ++i) {
       auto iface = ApplyInterface(req->interfaces(i));
       if (!iface.ok()) return std::move(iface).status().WithContext(fmt::format("interfaces[{}]", i));
       *resp->add_interfaces() = std::move(iface).value();
     }
+    const auto t_nics = Steady::now();
     if (req->has_routes()) {
       auto routes = ApplyRoutes(req->routes());
       if (!routes.ok()) return std::move(routes).status().WithContext("routes");
       *resp->mutable_routes() = std::move(routes).value();
     }
+    // What each part costs the guest, for pod_start_bench's breakdown.
+    kSetupSandboxLog.Info("sandbox {} set up in {:.1f} ms: clock and RNG {:.1f} ms, pod and holder {:.1f} ms, {} NIC(s) "
+                          "{:.1f} ms, routes {:.1f} ms",
+                          req->sandbox().sandbox_id(), MsSince(t0), MsBetween(t0, t_fresh), MsBetween(t_fresh, t_pod),
+                          req->interfaces_size(), MsBetween(t_pod, t_nics), MsSince(t_nics));
     return Status::Ok();
   });
 }

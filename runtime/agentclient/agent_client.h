@@ -87,6 +87,13 @@ using AgentClientPtr = std::unique_ptr<AgentClient>;
 // AF_VSOCK, or a unix socket in tests). UNAVAILABLE means "try again".
 using Dialer = std::function<Result<UniqueFd>(std::chrono::milliseconds attempt_timeout)>;
 
+// Where a successful attempt's time went (ms), for the callers' timing lines.
+struct ConnectTimings {
+  double dial_ms = 0;   // the dialer: the stream to the guest port
+  double token_ms = 0;  // the AUTH handshake (0 without a token)
+  double check_ms = 0;  // the first gRPC call, Check
+};
+
 struct ConnectOptions {
   // Overall deadline: a booting guest is dialled and checked until then.
   std::chrono::milliseconds deadline{60000};
@@ -113,6 +120,8 @@ struct ConnectOptions {
   std::string token;
   // Passed to the client (grpc_agent_client.h ClientOptions::on_call_end).
   std::function<void(std::string_view rpc, double seconds, bool ok)> on_call_end;
+  // When set: filled with the successful attempt's timings. Not owned.
+  ConnectTimings* timings = nullptr;
 };
 
 // Dials until the agent answers Check (SERVING) or the deadline passes

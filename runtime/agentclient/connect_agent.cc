@@ -13,6 +13,7 @@
 
 #include "runtime/agentclient/agent_client.h"
 #include "runtime/agentclient/grpc_agent_client.h"
+#include "runtime/common/elapsed.h"
 #include "runtime/common/logging.h"
 #include "runtime/wire/agent_auth.h"
 
@@ -59,9 +60,12 @@ bool Retryable(const Status& st) {
 }
 
 Result<AgentClientPtr> TryOnce(const Dialer& dial, milliseconds budget, const ConnectOptions& o) {
-  auto until = Clock::now() + budget;
+  const auto t0 = Clock::now();
+  auto until = t0 + budget;
   ASSIGN_OR_RETURN(UniqueFd fd, dial(budget));
+  const auto t_dialed = Clock::now();
   if (!o.token.empty()) RETURN_IF_ERROR(agent_auth::Prove(fd.get(), o.token, std::max(Left(until), milliseconds(1))));
+  const auto t_proved = Clock::now();
   ClientOptions co;
   co.default_call_timeout = o.default_call_timeout;
   co.signal_call_timeout = o.signal_call_timeout;
@@ -70,6 +74,7 @@ Result<AgentClientPtr> TryOnce(const Dialer& dial, milliseconds budget, const Co
   ASSIGN_OR_RETURN(v1::CheckResponse resp, client->Check(std::max(Left(until), milliseconds(1))));
   if (resp.status() != v1::CheckResponse::SERVING)
     return Unavailable(fmt::format("agent Check: status {}", v1::CheckResponse::ServingStatus_Name(resp.status())));
+  if (o.timings != nullptr) *o.timings = {MsBetween(t0, t_dialed), MsBetween(t_dialed, t_proved), MsSince(t_proved)};
   return client;
 }
 

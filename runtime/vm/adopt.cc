@@ -46,7 +46,7 @@ void AdoptHostEnds(SandboxVmImpl& vm) {
   }
 }
 
-Status ConnectAdopted(SandboxVmImpl& vm, milliseconds agent_timeout) {
+Status ConnectAdopted(SandboxVmImpl& vm, milliseconds agent_timeout, agentclient::ConnectTimings* timings) {
   hypervisor::Vmm& vmm = vm.vmm();
   if (vmm.state() != hypervisor::VmState::kRunning)
     return FailedPrecondition(fmt::format("VM {} is {}, not running", vm.id(), hypervisor::VmStateName(vmm.state())));
@@ -58,6 +58,7 @@ Status ConnectAdopted(SandboxVmImpl& vm, milliseconds agent_timeout) {
   o.abort_fd = vmm.exit_fd();
   o.token = vmm.agent_token();
   o.on_call_end = AgentCallStatsFor(vm.state_dir());  // counts from the adoption on
+  o.timings = timings;
   auto client = agentclient::ConnectAgent([v](milliseconds t) { return v->Dial(guest_abi::kAgentVsockPort, t); }, o);
   if (!client.ok()) return client.status();
   vm.SetAgent(std::move(*client));
@@ -93,11 +94,14 @@ Result<std::unique_ptr<SandboxVm>> SandboxVm::Adopt(const config::Config& config
   const auto t_vmm = std::chrono::steady_clock::now();
   AdoptHostEnds(*vm);
   const auto t_ends = std::chrono::steady_clock::now();
-  Status agent = ConnectAdopted(*vm, milliseconds(config.runtime.agent_timeout_ms));
+  agentclient::ConnectTimings agent_ms;
+  Status agent = ConnectAdopted(*vm, milliseconds(config.runtime.agent_timeout_ms), &agent_ms);
   if (agent.ok()) {
     kAdoptLog.Info("adopted VM {} (QEMU pid {}); the agent answers: VMM (lock, vm.json, QMP) {:.1f} ms, vsock and "
-                   "virtiofsd {:.1f} ms, agent (dial, token, Check) {:.1f} ms",
-                   vm->id(), vm->vmm_pid(), MsBetween(t0, t_vmm), MsBetween(t_vmm, t_ends), MsSince(t_ends));
+                   "virtiofsd {:.1f} ms, agent (dial, token, Check) {:.1f} ms: dial {:.1f} ms, token {:.1f} ms, "
+                   "Check {:.1f} ms",
+                   vm->id(), vm->vmm_pid(), MsBetween(t0, t_vmm), MsBetween(t_vmm, t_ends), MsSince(t_ends),
+                   agent_ms.dial_ms, agent_ms.token_ms, agent_ms.check_ms);
   } else {
     kAdoptLog.Warn("adopted VM {} without an agent: {}", vm->id(), agent.message());
     vm->SetAgentError(std::move(agent).WithContext("adopt VM " + vm->id()));

@@ -321,7 +321,7 @@ class PodStartBench : public ::testing::Test {
       std::string id, container;
       Record(variant, "sequential", StartPod(handler, fmt::format("{}-{}", variant, i), &id, &container));
       if (!container.empty()) sequential_containers_[variant].push_back(container);
-      if (!container.empty() && variant == "capsule-warm") ReadGuestCreate(container);
+      if (!container.empty() && variant == "capsule-warm") ReadGuestCreate(id, container);
       if (id.empty()) continue;
       if (const double ms = Remove(id); ms >= 0) stops_[variant].push_back(ms);
     }
@@ -330,7 +330,7 @@ class PodStartBench : public ::testing::Test {
   // console log (gone once the pod stops), in ms: its whole handling after
   // the spec is parsed and the pod's create lock taken, the namespace plan
   // and storages' mounts, then the engine's plan, cgroup, fork and set-up.
-  void ReadGuestCreate(const std::string& container) {
+  void ReadGuestCreate(const std::string& pod, const std::string& container) {
     const std::regex handled("container " + container + " created in sandbox [^ ]+ \\([^)]*\\) in ([0-9.]+) ms, "
                              "storages ([0-9.]+) ms");
     const std::regex engine("container " + container + " created, init pid [0-9]+, cgroup [^,]*, in [0-9.]+ ms: plan "
@@ -343,6 +343,10 @@ class PodStartBench : public ::testing::Test {
         continue;
       guest_create_[container] = {std::stod(h[1]), std::stod(h[2]), std::stod(e[1]),
                                   std::stod(e[2]),  std::stod(e[3]), std::stod(e[4])};
+      const std::regex setup("sandbox " + pod + " set up in ([0-9.]+) ms: clock and RNG ([0-9.]+) ms, pod and holder "
+                             "([0-9.]+) ms, [0-9]+ NIC\\(s\\) ([0-9.]+) ms, routes ([0-9.]+) ms");
+      if (std::smatch m; std::regex_search(*console, m, setup))
+        for (size_t i = 0; i < guest_setup_.size(); ++i) guest_setup_[i].push_back(std::stod(m[i + 1]));
       return;
     }
   }
@@ -507,12 +511,45 @@ class PodStartBench : public ::testing::Test {
       calls.push_back(std::stod((*it)[6]));
       beside.push_back(std::stod((*it)[7]));
     }
+    // The claim's own parts, from the shim's pool and adoption lines.
+    const std::regex claimed(R"(claimed pooled VM .* hand-over ([0-9.]+) ms, the pool's answer ([0-9.]+) ms, adopted ([0-9.]+) ms after it)");
+    const std::regex adopted(R"(the agent answers: VMM \(lock, vm.json, QMP\) ([0-9.]+) ms, vsock and virtiofsd ([0-9.]+) ms, agent \(dial, token, Check\) ([0-9.]+) ms: dial ([0-9.]+) ms, token ([0-9.]+) ms, Check ([0-9.]+) ms)");
+    std::vector<double> handover, answer, adopt, adopt_vmm, adopt_ends, adopt_agent, dial, token, check;
+    for (auto it = std::sregex_iterator(log.begin(), log.end(), claimed);
+         it != std::sregex_iterator() && handover.size() < sequential; ++it) {
+      handover.push_back(std::stod((*it)[1]));
+      answer.push_back(std::stod((*it)[2]));
+      adopt.push_back(std::stod((*it)[3]));
+    }
+    for (auto it = std::sregex_iterator(log.begin(), log.end(), adopted);
+         it != std::sregex_iterator() && adopt_vmm.size() < sequential; ++it) {
+      adopt_vmm.push_back(std::stod((*it)[1]));
+      adopt_ends.push_back(std::stod((*it)[2]));
+      adopt_agent.push_back(std::stod((*it)[3]));
+      dial.push_back(std::stod((*it)[4]));
+      token.push_back(std::stod((*it)[5]));
+      check.push_back(std::stod((*it)[6]));
+    }
     std::cout << "warm path in the shim, sequential pods (RunPodSandbox's share; the rest is containerd, CNI and the "
                  "two container calls):\n"
               << "  [host+guest] claim + adopt (pool hand-over, vm.lock, agent Check): " << Summary(claim) << "\n"
+              << "    [host]  the pool daemon's hand-over (its own account):         " << Summary(handover) << "\n"
+              << "    [host]  claim request to the pool's answer (the shim's):       " << Summary(answer) << "\n"
+              << "    [host+guest] adoption after the answer:                        " << Summary(adopt) << "\n"
+              << "      [host]  VMM attach (vm.lock, vm.json, QMP):                  " << Summary(adopt_vmm) << "\n"
+              << "      [host]  vsock and virtiofsd host ends:                       " << Summary(adopt_ends) << "\n"
+              << "      [guest] agent dial, token, Check:                            " << Summary(adopt_agent) << "\n"
+              << "        [guest] dial (hybrid vsock CONNECT, guest accept):         " << Summary(dial) << "\n"
+              << "        [guest] token (AUTH line, the agent's OK):                 " << Summary(token) << "\n"
+              << "        [guest] Check (gRPC's first call on the stream):           " << Summary(check) << "\n"
               << "  then, until ready:                                             " << Summary(setup) << "\n"
               << "    [host]  network (netns read, boot NIC check or hot-plug):      " << Summary(net) << "\n"
               << "    [guest] SetupSandbox (clock, RNG, sandbox, NICs, routes):      " << Summary(guest) << "\n"
+              << "      [guest] the agent's handling, by its log (its VM's console): " << Summary(guest_setup_[0]) << "\n"
+              << "        [guest] clock and RNG reseed:                            " << Summary(guest_setup_[1]) << "\n"
+              << "        [guest] pod and its holder adopted:                      " << Summary(guest_setup_[2]) << "\n"
+              << "        [guest] NICs (name, MAC, MTU, addresses, up):            " << Summary(guest_setup_[3]) << "\n"
+              << "        [guest] routes:                                          " << Summary(guest_setup_[4]) << "\n"
               << "    [host]  boot NIC tap moved + tc, beside the guest call:        " << Summary(boot_nic) << "\n"
               << "    [host]  cgroup move + port-forward, beside the guest call:     " << Summary(beside) << "\n"
               << fmt::format("  guest round trips at RunPodSandbox after the hand-over:          p50 {:.0f}  max {:.0f}  (n={})\n",
@@ -615,6 +652,7 @@ class PodStartBench : public ::testing::Test {
   std::map<std::string, std::vector<double>> stops_;  // by variant, sequential pods
   std::map<std::string, std::vector<std::string>> sequential_containers_;  // by variant
   std::map<std::string, std::array<double, 6>> guest_create_;              // by container, ReadGuestCreate
+  std::array<std::vector<double>, 5> guest_setup_;  // SetupSandbox by the agent: whole, fresh, pod, NICs, routes
   std::string gvisor_skip_;
   bool boot_nic_ = true;
 };

@@ -57,25 +57,8 @@ Result<Received> RecvSync(int sock, std::optional<std::chrono::milliseconds> tim
   }
   Received out;
   SyncMessage m;
-  iovec iov{&m, sizeof m};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n;
-  do {
-    n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
+  const ssize_t n = RecvWithFd(sock, &m, sizeof m, &out.fd);
   if (n < 0) return ErrnoStatus("receive from container process");
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      int fd = -1;
-      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-      out.fd.reset(fd);
-    }
-  }
   if (n == 0) return out;
   if (static_cast<size_t>(n) != sizeof m) return Internal("short sync message (" + std::to_string(n) + " bytes)");
   m.text[sizeof m.text - 1] = '\0';

@@ -124,6 +124,21 @@ struct ConnectOptions {
   ConnectTimings* timings = nullptr;
 };
 
+// A stream a gRPC client can start on at once: dialled, the token (when
+// not empty) proved, and the agent's first bytes (its HTTP/2 settings)
+// arrived, which it sends once its side of the connection is set up. That
+// set-up is most of a fresh stream's first call under TCG (~16 ms), so
+// the pool opens one per ready VM before any claim and hands it to the
+// claimant. Nothing is read from the stream: the settings stay queued for
+// the client. UNAVAILABLE when the agent closes it first.
+Result<UniqueFd> OpenAgentStream(const Dialer& dial, const std::string& token, std::chrono::milliseconds timeout);
+
+// A client over a stream OpenAgentStream made (here or in another
+// process), checked once (Check answers SERVING within
+// options.attempt_timeout). No retry: a caller whose stream turned out
+// dead dials afresh with ConnectAgent. Only the call options are used.
+Result<AgentClientPtr> ConnectAgentOver(UniqueFd stream, const ConnectOptions& options);
+
 // Dials until the agent answers Check (SERVING) or the deadline passes
 // (DEADLINE_EXCEEDED naming the last error). Dial errors other than
 // UNAVAILABLE / DEADLINE_EXCEEDED end the wait at once, and so do the

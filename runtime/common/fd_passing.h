@@ -1,11 +1,14 @@
 // Sending a descriptor along with bytes over a unix socket (SCM_RIGHTS,
-// unix(7)): the one sendmsg both the QMP client (getfd) and the agent's
-// launcher sync channel need.
+// unix(7)), and receiving one: the one sendmsg and recvmsg that the QMP
+// client (getfd), the agent's launcher sync channel and the pool's agent
+// stream hand-over need.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstddef>
+
+#include "runtime/common/unique_fd.h"
 
 namespace capsule {
 
@@ -14,5 +17,11 @@ namespace capsule {
 // sent, or -1 with errno set. A partial send carried the fd: send the rest
 // without it.
 ssize_t SendWithFd(int sock, const void* data, size_t len, int fd);
+
+// One recvmsg(MSG_CMSG_CLOEXEC) into `data`. A descriptor that came with
+// the bytes goes to *fd (reset otherwise); any more than one are closed, a
+// sender gets no way to leak descriptors into us. Retries EINTR; returns
+// the bytes received (0: end of stream), or -1 with errno set.
+ssize_t RecvWithFd(int sock, void* data, size_t len, UniqueFd* fd);
 
 }  // namespace capsule

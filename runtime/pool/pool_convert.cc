@@ -40,10 +40,12 @@ void ToProto(const Claimed& c, v1::ClaimResponse* out) {
   out->set_shape_key(c.shape_key);
   out->set_idle_ms(static_cast<uint64_t>(c.idle_ms));
   out->set_claim_ms(c.claim_ms);
+  out->set_agent_stream(c.agent_stream);
 }
 
 Claimed FromProto(const v1::ClaimResponse& r) {
-  return Claimed{r.vm_id(), r.state_dir(), r.shape_key(), static_cast<int64_t>(r.idle_ms()), r.claim_ms()};
+  return Claimed{r.vm_id(),     r.state_dir(), r.shape_key(), static_cast<int64_t>(r.idle_ms()),
+                 r.claim_ms(), r.agent_stream()};
 }
 
 v1::StatusResponse ToProto(const PoolStatus& s) {

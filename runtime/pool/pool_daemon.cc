@@ -71,6 +71,8 @@ int RunPoolDaemon(WarmPoolOptions o) {
     kPoolDaemonLog.Error("{}", st.ToString());
     return 1;
   }
+  // Beside the API socket, in the directory just checked.
+  if (o.agent_stream_socket.empty()) o.agent_stream_socket = AgentStreamSocketFor(path);
   auto pool = WarmPool::Start(o);
   if (!pool.ok()) {
     kPoolDaemonLog.Error("start the pool: {}", pool.status().ToString());

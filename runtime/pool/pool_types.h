@@ -25,6 +25,9 @@ struct Claimed {
   std::string shape_key;
   int64_t idle_ms = 0;
   double claim_ms = 0;
+  // The pool holds the VM's agent stream for the claimant
+  // (agent_stream_handover.h); false: dial the agent.
+  bool agent_stream = false;
 };
 
 struct ShapeStatus {

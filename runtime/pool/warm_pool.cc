@@ -17,6 +17,7 @@
 #include "runtime/host/process_priority.h"
 #include "runtime/host/process_usage.h"
 #include "runtime/pool/pool_record.h"
+#include "runtime/wire/guest_abi.h"
 
 namespace capsule::pool {
 namespace {
@@ -26,6 +27,9 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 // A rehearsal takes ~0.2 s under TCG; one that hangs must not hold a refill.
 constexpr milliseconds kRehearseTimeout{30000};
+// Dial, token and the guest's side of a new connection: a few tens of ms
+// under TCG on an idle VM.
+constexpr milliseconds kAgentStreamTimeout{5000};
 
 
 std::vector<std::string> VmDirs(const std::string& state_dir) {
@@ -75,6 +79,11 @@ Result<std::unique_ptr<WarmPool>> WarmPool::Start(WarmPoolOptions options) {
     if (Status st = (*refill)->SetCpuWeight(kRefillCpuWeight); !st.ok())
       kWarmPoolLog.Warn("{}: refills weigh as much as the pods: {}", p->RefillCgroup(), st.ToString());
     p->refill_cgroup_ = std::move(*refill);
+  }
+  if (!p->o_.agent_stream_socket.empty()) {
+    auto h = AgentStreamHandover::Start(p->o_.agent_stream_socket);
+    if (!h.ok()) return std::move(h).status().WithContext("the agent stream hand-over");
+    p->handover_ = std::move(*h);
   }
   p->ScanStateDir(/*at_start=*/true);
   {
@@ -225,6 +234,20 @@ Status WarmPool::Rehearse(vm::SandboxVm& vm) const {
   return Status::Ok();
 }
 
+UniqueFd WarmPool::OpenAgentStream(vm::SandboxVm& vm) const {
+  if (!handover_) return UniqueFd();
+  const auto t0 = Clock::now();
+  auto stream = agentclient::OpenAgentStream(
+      [&vm](milliseconds t) { return vm.DialGuest(guest_abi::kAgentVsockPort, t); }, vm.vmm().agent_token(),
+      kAgentStreamTimeout);
+  if (!stream.ok()) {
+    kWarmPoolLog.Warn("{}: no agent stream for its claimant (it will dial): {}", vm.id(), stream.status().ToString());
+    return UniqueFd();
+  }
+  kWarmPoolLog.Debug("{}: agent stream for its claimant opened in {:.1f} ms", vm.id(), MsSince(t0));
+  return std::move(*stream);
+}
+
 void WarmPool::BootOne(uint64_t seq, std::string key, Shape shape, std::string vm_id,
                        std::optional<vm::VmTemplate> tpl) {
   YieldToClaims();
@@ -235,6 +258,7 @@ void WarmPool::BootOne(uint64_t seq, std::string key, Shape shape, std::string v
   if (refill_cgroup_) spec.cgroup = RefillCgroup();
   auto t0 = Clock::now();
   Result<vm::SandboxVmPtr> booted = Unavailable("no VM");
+  UniqueFd agent_stream;
   bool restored = false;
   if (tpl) {
     booted = vm::SandboxVm::Restore(o_.config, spec, *tpl);
@@ -256,6 +280,7 @@ void WarmPool::BootOne(uint64_t seq, std::string key, Shape shape, std::string v
     // A VM that could not play a pod's start (or put its NIC back after)
     // is not one to offer.
     Status st = Rehearse(**booted).WithContext("rehearsal");
+    if (st.ok()) agent_stream = OpenAgentStream(**booted);
     if (st.ok()) st = (*booted)->vmm().Pause();
     if (st.ok() && cgroup_) st = ProcessCgroup::Join(o_.config.pool.cgroup, (*booted)->HostPids()).status();
     if (st.ok()) st = WritePoolRecord((*booted)->state_dir(), PoolRecord{key, NowUnixMs(), false, "", {}, 0});
@@ -264,7 +289,7 @@ void WarmPool::BootOne(uint64_t seq, std::string key, Shape shape, std::string v
       booted = std::move(st).WithContext("make " + vm_id + " ready");
     }
   }
-  BootFinished(key, std::move(booted), MsSince(t0), restored);
+  BootFinished(key, std::move(booted), MsSince(t0), restored, std::move(agent_stream));
   std::lock_guard lock(mu_);
   booting_ids_.erase(vm_id);  // a failed boot's too (its dir went with it)
   finished_boots_.push_back(seq);
@@ -325,7 +350,8 @@ void WarmPool::TemplateBuilt(const std::string& key, Result<vm::VmTemplate> buil
                     s.tpl->build_ms);
 }
 
-void WarmPool::BootFinished(const std::string& key, Result<vm::SandboxVmPtr> booted, double ms, bool restored) {
+void WarmPool::BootFinished(const std::string& key, Result<vm::SandboxVmPtr> booted, double ms, bool restored,
+                            UniqueFd agent_stream) {
   std::unique_lock lock(mu_);
   auto found = shapes_.find(key);
   if (found == shapes_.end()) {
@@ -366,7 +392,7 @@ void WarmPool::BootFinished(const std::string& key, Result<vm::SandboxVmPtr> boo
   }
   samples.push_back(ms);
   if (samples.size() > kBootSamples) samples.pop_front();
-  ReadyVm r{std::move(v), NowUnixMs(), std::make_shared<std::atomic<bool>>(false)};
+  ReadyVm r{std::move(v), NowUnixMs(), std::make_shared<std::atomic<bool>>(false), std::move(agent_stream)};
   r.vm->OnExit([died = r.died, this](const hypervisor::VmExit&) {
     died->store(true);
     cv_.notify_all();
@@ -699,6 +725,10 @@ Result<std::optional<Claimed>> WarmPool::Claim(const Shape& requested, const Cla
     return std::optional<Claimed>();
   }
   Claimed c{id, dir, key, NowUnixMs() - r.ready_since_ms, MsSince(t0)};
+  // Held until the claimant takes it, at most as long as the claim waits
+  // for its adoption.
+  if (handover_ && r.agent_stream)
+    c.agent_stream = handover_->Offer(id, who.process, std::move(r.agent_stream), o_.claim_grace);
   kWarmPoolLog.Info("{} claimed for sandbox {} {} (pid {}) after {} ms idle; hand-over {:.2f} ms", id, who.sandbox_id,
                     who.pod, who.process.pid, c.idle_ms, c.claim_ms);
   return std::optional<Claimed>(std::move(c));
@@ -710,6 +740,7 @@ Status WarmPool::Release(const std::string& vm_id) {
   const std::string dir = vm::SandboxVm::StateDirFor(o_.config, vm_id);
   auto record = ReadPoolRecord(dir);
   if (!record.ok() || !record->claimed) return NotFound("no claimed, unadopted pool VM " + vm_id);
+  if (handover_) handover_->Withdraw(vm_id);
   auto v = vm::SandboxVm::Adopt(o_.config, dir);
   if (!v.ok()) return std::move(v).status().WithContext("release " + vm_id);
   StopVm(std::move(*v), "released by its claimant");

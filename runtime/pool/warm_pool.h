@@ -41,6 +41,7 @@
 #include "runtime/config/config.h"
 #include "runtime/host/daemon.h"
 #include "runtime/host/process_cgroup.h"
+#include "runtime/pool/agent_stream_handover.h"
 #include "runtime/pool/pool_types.h"
 #include "runtime/pool/shape.h"
 #include "runtime/vm/sandbox_vm.h"
@@ -62,6 +63,9 @@ struct WarmPoolOptions {
   // a test build dies here to leave exactly what a crash inside the claim
   // window leaves.
   std::function<void(const std::string& vm_id)> after_claim_recorded;
+  // Where claimants take the agent stream the pool opened for their VM
+  // before the claim (agent_stream_handover.h). Empty: none is opened.
+  std::string agent_stream_socket;
 };
 
 class WarmPool {
@@ -98,6 +102,7 @@ class WarmPool {
     vm::SandboxVmPtr vm;
     int64_t ready_since_ms = 0;
     std::shared_ptr<std::atomic<bool>> died;
+    UniqueFd agent_stream;  // opened while the VM ran; closed with it
   };
   struct ShapeState {
     Shape shape;
@@ -161,7 +166,11 @@ class WarmPool {
   // Joins the boot and template threads that finished; `all`: every one,
   // waiting for those still running.
   void JoinBoots(bool all);
-  void BootFinished(const std::string& key, Result<vm::SandboxVmPtr> booted, double ms, bool restored);
+  void BootFinished(const std::string& key, Result<vm::SandboxVmPtr> booted, double ms, bool restored,
+                    UniqueFd agent_stream);
+  // A ready VM's agent stream for its future claimant, opened before the
+  // VM pauses; none (logged) when that fails: the claimant dials then.
+  UniqueFd OpenAgentStream(vm::SandboxVm& vm) const;
   // Under mu_: a clone of the shape's template failed.
   void CloneFailedLocked(ShapeState& s, const Status& why);
   // At start: the default shape's template if it is current; every other
@@ -196,6 +205,7 @@ class WarmPool {
   std::thread refill_;
   std::unique_ptr<ProcessCgroup> cgroup_;         // pool.cgroup, made at Start
   std::unique_ptr<ProcessCgroup> refill_cgroup_;  // RefillCgroup(), made at Start
+  std::unique_ptr<AgentStreamHandover> handover_;  // o_.agent_stream_socket's, made at Start
 };
 
 }  // namespace capsule::pool

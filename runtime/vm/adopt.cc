@@ -2,8 +2,9 @@
 // part by part from its state dir: the VMM (Hypervisor::Attach: lock,
 // vm.json, the very same QEMU process, QMP), the vsock host end
 // (vsock.json), virtiofsd (its pid file and share mount), then a short
-// ConnectAgent. A part that is gone is logged and left out, and a VM whose
-// VMM died is still returned, so that Stop() can clean up whatever is left.
+// ConnectAgent, or a Check on the agent stream the caller was handed. A
+// part that is gone is logged and left out, and a VM whose VMM died is
+// still returned, so that Stop() can clean up whatever is left.
 // So is a boot cut short before QEMU's vm.json (its launcher was killed):
 // the QEMU it started is found by its command line and killed at once, and
 // the VM comes back without a VMM for Stop() to remove the rest.
@@ -28,6 +29,8 @@ const log::Logger kAdoptLog("vm");
 
 // An adopted VM's agent is already up: it answers at once or not at all.
 constexpr milliseconds kAdoptConnectTimeout{5000};
+// The Check on a handed-over stream; a dead one leaves time to dial.
+constexpr milliseconds kHandedOverCheckTimeout{2000};
 
 void AdoptHostEnds(SandboxVmImpl& vm) {
   auto v = vsock::AdoptVmVsock(vm.state_dir());
@@ -46,7 +49,8 @@ void AdoptHostEnds(SandboxVmImpl& vm) {
   }
 }
 
-Status ConnectAdopted(SandboxVmImpl& vm, milliseconds agent_timeout, agentclient::ConnectTimings* timings) {
+Status ConnectAdopted(SandboxVmImpl& vm, milliseconds agent_timeout, UniqueFd stream,
+                      agentclient::ConnectTimings* timings) {
   hypervisor::Vmm& vmm = vm.vmm();
   if (vmm.state() != hypervisor::VmState::kRunning)
     return FailedPrecondition(fmt::format("VM {} is {}, not running", vm.id(), hypervisor::VmStateName(vmm.state())));
@@ -59,6 +63,17 @@ Status ConnectAdopted(SandboxVmImpl& vm, milliseconds agent_timeout, agentclient
   o.token = vmm.agent_token();
   o.on_call_end = AgentCallStatsFor(vm.state_dir());  // counts from the adoption on
   o.timings = timings;
+  if (stream) {
+    o.attempt_timeout = kHandedOverCheckTimeout;
+    auto over = agentclient::ConnectAgentOver(std::move(stream), o);
+    if (over.ok()) {
+      vm.SetAgent(std::move(*over));
+      return Status::Ok();
+    }
+    kAdoptLog.Warn("VM {}: the agent stream handed over does not answer ({}); dialling", vm.id(),
+                   over.status().ToString());
+    o.attempt_timeout = agentclient::ConnectOptions{}.attempt_timeout;
+  }
   auto client = agentclient::ConnectAgent([v](milliseconds t) { return v->Dial(guest_abi::kAgentVsockPort, t); }, o);
   if (!client.ok()) return client.status();
   vm.SetAgent(std::move(*client));
@@ -81,7 +96,8 @@ Result<std::unique_ptr<SandboxVm>> AdoptUnfinishedBoot(const std::string& state_
 
 }  // namespace
 
-Result<std::unique_ptr<SandboxVm>> SandboxVm::Adopt(const config::Config& config, const std::string& state_dir) {
+Result<std::unique_ptr<SandboxVm>> SandboxVm::Adopt(const config::Config& config, const std::string& state_dir,
+                                                    UniqueFd agent_stream) {
   std::string what = "adopt VM at " + state_dir;
   struct stat st{};
   if (::stat(state_dir.c_str(), &st) != 0) return ErrnoStatus(what);
@@ -95,13 +111,15 @@ Result<std::unique_ptr<SandboxVm>> SandboxVm::Adopt(const config::Config& config
   AdoptHostEnds(*vm);
   const auto t_ends = std::chrono::steady_clock::now();
   agentclient::ConnectTimings agent_ms;
-  Status agent = ConnectAdopted(*vm, milliseconds(config.runtime.agent_timeout_ms), &agent_ms);
+  const bool handed_over = static_cast<bool>(agent_stream);
+  Status agent = ConnectAdopted(*vm, milliseconds(config.runtime.agent_timeout_ms), std::move(agent_stream), &agent_ms);
   if (agent.ok()) {
     kAdoptLog.Info("adopted VM {} (QEMU pid {}); the agent answers: VMM (lock, vm.json, QMP) {:.1f} ms, vsock and "
                    "virtiofsd {:.1f} ms, agent (dial, token, Check) {:.1f} ms: dial {:.1f} ms, token {:.1f} ms, "
-                   "Check {:.1f} ms",
+                   "Check {:.1f} ms, {}",
                    vm->id(), vm->vmm_pid(), MsBetween(t0, t_vmm), MsBetween(t_vmm, t_ends), MsSince(t_ends),
-                   agent_ms.dial_ms, agent_ms.token_ms, agent_ms.check_ms);
+                   agent_ms.dial_ms, agent_ms.token_ms, agent_ms.check_ms,
+                   !handed_over ? "dialled" : agent_ms.dial_ms == 0 ? "on the stream handed over" : "dialled after the stream handed over failed");
   } else {
     kAdoptLog.Warn("adopted VM {} without an agent: {}", vm->id(), agent.message());
     vm->SetAgentError(std::move(agent).WithContext("adopt VM " + vm->id()));

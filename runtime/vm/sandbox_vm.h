@@ -84,7 +84,11 @@ class SandboxVm {
                                                     const VmTemplate& tpl);
   // Takes over a detached VM from its state dir. A VM whose VMM died is
   // returned anyway (agent unreachable) so Stop() can clean it up.
-  static Result<std::unique_ptr<SandboxVm>> Adopt(const config::Config& config, const std::string& state_dir);
+  // `agent_stream`, when given: a stream to its agent opened ahead
+  // (agentclient::OpenAgentStream, the pool's hand-over), used instead of
+  // dialling; one that fails its Check is dropped and the agent dialled.
+  static Result<std::unique_ptr<SandboxVm>> Adopt(const config::Config& config, const std::string& state_dir,
+                                                  UniqueFd agent_stream = UniqueFd());
   static std::string StateDirFor(const config::Config& config, std::string_view id);
 
   virtual ~SandboxVm() = default;

@@ -1,7 +1,8 @@
 // See sandbox_vm_provider.h. A claim is: ask the pool (bounded by
 // pool.claim_timeout_ms), check its answer, record the VM in the bundle,
-// adopt it (taking vm.lock: from here it is ours alone), check its agent,
-// then remove the pool's mark. Any step that fails gives the VM back (or
+// take the agent stream the pool kept for us (if it did), adopt the VM
+// (taking vm.lock: from here it is ours alone), check its agent on that
+// stream or a dialled one, then remove the pool's mark. Any step that fails gives the VM back (or
 // stops it once ours) and reports a miss, so the pod cold-boots.
 #include "shim/pod/sandbox_vm_provider.h"
 
@@ -13,6 +14,7 @@
 #include "runtime/common/elapsed.h"
 #include "runtime/common/logging.h"
 #include "runtime/host/daemon.h"
+#include "runtime/pool/agent_stream_handover.h"
 #include "runtime/pool/pool_client.h"
 #include "runtime/pool/pool_record.h"
 #include "runtime/pool/shape.h"
@@ -23,6 +25,8 @@ namespace {
 
 const log::Logger kSandboxVmProviderLog("shim.pool");
 constexpr std::chrono::milliseconds kReleaseTimeout{2000};
+// One local exchange with the pool daemon; it answers at once.
+constexpr std::chrono::milliseconds kTakeStreamTimeout{1000};
 
 // The pool's answer is checked before anything acts on it: an id we would
 // use as ours, and a dir that is that VM's, absolute, a real directory.
@@ -86,7 +90,20 @@ vm::SandboxVmPtr SandboxVmProvider::Claim(const vm::SandboxVmSpec& spec, const P
   };
   if (Status st = CheckAnswer(c); !st.ok()) return give_back(st);
   if (Status st = record(c.vm_id, c.state_dir); !st.ok()) return give_back(st);
-  auto adopted = vm::SandboxVm::Adopt(config_, c.state_dir);
+  // The agent stream the pool opened for this VM before the claim, if it
+  // kept one: a first call on it costs the guest no new connection.
+  UniqueFd stream;
+  if (c.agent_stream) {
+    auto taken = pool::TakeAgentStream(pool::AgentStreamSocketFor(socket), c.vm_id, kTakeStreamTimeout);
+    if (taken.ok()) {
+      stream = std::move(*taken);
+    } else {
+      kSandboxVmProviderLog.Warn("sandbox {}: VM {}'s agent stream not taken (dialling its agent): {}", who.sandbox_id,
+                                 c.vm_id, taken.status().ToString());
+    }
+  }
+  const bool took_stream = static_cast<bool>(stream);
+  auto adopted = vm::SandboxVm::Adopt(config_, c.state_dir, std::move(stream));
   if (!adopted.ok()) return give_back(adopted.status());
   vm::SandboxVmPtr v = std::move(*adopted);
   // Ours now (vm.lock held): a failure from here stops it ourselves.
@@ -99,8 +116,9 @@ vm::SandboxVmPtr SandboxVmProvider::Claim(const vm::SandboxVmSpec& spec, const P
   }
   kSandboxVmProviderLog.Info(
       "sandbox {}: claimed pooled VM {} (shape {}, idle {} ms in the pool, hand-over {:.1f} ms, the pool's answer "
-      "{:.1f} ms, adopted {:.1f} ms after it)",
-      who.sandbox_id, c.vm_id, c.shape_key, c.idle_ms, c.claim_ms, answer_ms, MsSince(t0) - answer_ms);
+      "{:.1f} ms, adopted {:.1f} ms after it, {})",
+      who.sandbox_id, c.vm_id, c.shape_key, c.idle_ms, c.claim_ms, answer_ms, MsSince(t0) - answer_ms,
+      took_stream ? "its agent stream taken from the pool" : "its agent dialled");
   return v;
 }
 

@@ -2,7 +2,8 @@
 // with capsule-poold running (refilling from a template, the default),
 // RunPodSandbox takes a pooled VM, a clone restored from the template (the
 // shim's log says so, the pool's Status counts the claim and the clones,
-// the VM's record says it was restored), its clock is set and its RNG
+// the VM's record says it was restored), its agent is reached on the
+// stream the daemon opened before the claim, its clock is set and its RNG
 // reseeded before anything runs, and the pod serves HTTP on its CNI IP; a
 // SIGKILLed daemon leaves the claimed pod working and a restarted one reaps
 // the idle VM it left; without a daemon a pod still starts, cold. A pooled VM
@@ -43,6 +44,10 @@ TEST_F(CriPoolE2eTest, APodTakesAPooledVmSurvivesTheDaemonsDeathAndStartsColdWit
   ASSERT_OK(ready);
   std::string log = *ready;
   EXPECT_NE(log.find("sandbox " + *pod_id + ": claimed pooled VM"), std::string::npos) << "the pod cold-booted";
+  EXPECT_NE(log.find("its agent stream taken from the pool"), std::string::npos)
+      << "the shim dialled the agent instead of taking the pool's stream";
+  EXPECT_NE(log.find("on the stream handed over"), std::string::npos)
+      << "the stream the pool handed over did not carry the adoption's Check";
   EXPECT_NE(log.find("reseed 1 since its boot"), std::string::npos) << "the claimed VM's RNG was not reseeded";
   EXPECT_NE(log.find("(boot NIC, taken over in"), std::string::npos) << "the pooled VM's boot NIC was not taken over";
   EXPECT_OK(pool_->WaitForLog("with the boot NIC's take-over", seconds(10)))

@@ -1,14 +1,15 @@
 // The warm pool with real VMs. In-process, refilling by boot: the pool
 // fills to its size with booted, paused VMs; Status says so; a claim hands
 // one over by its state dir (marked claimed) and it adopts with its agent
-// answering; the pool refills; a claim nobody adopts is reaped after the
+// answering, dialled when the stream it was handed is dead; the pool refills; a claim nobody adopts is reaped after the
 // grace; a shape seen for the first time is a miss that registers it;
 // Drain leaves nothing. Refilling from a template: the pool builds one
 // template and fills with clones of it; a changed initrd or shape makes a
 // new template and deletes the old one; a clone whose QEMU is killed while
 // it restores leaves nothing and a boot takes its place. As a process
-// (template refill): capsule-poold killed with SIGKILL while one VM is
-// claimed (and adopted) and one idles: the claimed VM keeps working, a
+// (template refill): the claimant takes the agent stream the daemon opened
+// before the claim, once, and adopts on it; capsule-poold killed with
+// SIGKILL while one VM is claimed (and adopted) and one idles: the claimed VM keeps working, a
 // restarted daemon reaps the idle one, keeps the template and leaves the
 // claimed one alone; SIGTERM drains. A test build of the daemon dies inside
 // the claim window: the claim fails, and the next daemon reaps the VM.
@@ -23,6 +24,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "runtime/common/backoff.h"
@@ -72,9 +74,9 @@ const ShapeStatus* DefaultShape(const PoolStatus& st, const std::string& key) {
 }
 
 // Adopts a claimed VM the way the shim does: take vm.lock, check the
-// agent, remove the pool's mark.
-vm::SandboxVmPtr AdoptClaimed(const config::Config& cfg, const Claimed& c) {
-  auto v = vm::SandboxVm::Adopt(cfg, c.state_dir);
+// agent (on `stream` when given, else dialled), remove the pool's mark.
+vm::SandboxVmPtr AdoptClaimed(const config::Config& cfg, const Claimed& c, UniqueFd stream = UniqueFd()) {
+  auto v = vm::SandboxVm::Adopt(cfg, c.state_dir, std::move(stream));
   EXPECT_OK(v);
   if (!v.ok()) return nullptr;
   auto agent = (*v)->agent();
@@ -176,7 +178,13 @@ TEST_F(WarmPoolVmTest, FillsClaimsRefillsReapsUnadoptedClaimsAndDrainsToNothing)
   EXPECT_TRUE(record->claimed);
   EXPECT_EQ(record->sandbox_id, "sandbox-1");
   EXPECT_EQ(record->claimant.pid, ::getpid());
-  vm::SandboxVmPtr mine = AdoptClaimed(cfg_, c);
+  EXPECT_FALSE(c.agent_stream) << "a pool given no hand-over socket keeps no agent streams";
+  // A stream handed over that turned out dead (its peer gone): the
+  // adoption dials the agent instead.
+  int dead[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, dead), 0);
+  ::close(dead[1]);
+  vm::SandboxVmPtr mine = AdoptClaimed(cfg_, c, UniqueFd(dead[0]));
   ASSERT_NE(mine, nullptr);
   // A claimed VM runs at the normal priority.
   for (pid_t pid : mine->HostPids()) EXPECT_EQ(ThreadNices(pid), std::set<int>{0}) << "pid " << pid;
@@ -222,7 +230,17 @@ TEST_F(WarmPoolVmTest, AKilledDaemonLeavesClaimedVmsRunningAndARestartReapsOnlyT
   auto reply = (*daemon)->client().Claim(Shape{}, key_, Self("sandbox-1"), milliseconds(5000));
   ASSERT_OK(reply);
   ASSERT_TRUE(reply->vm.has_value()) << reply->miss_reason;
-  vm::SandboxVmPtr mine = AdoptClaimed(cfg_, *reply->vm);
+  // The agent stream the daemon opened before the claim is ours alone,
+  // once, and the guest set its side up before it paused (its settings
+  // wait in the stream).
+  ASSERT_TRUE(reply->vm->agent_stream) << "the daemon kept no agent stream for its claimant";
+  const std::string streams = AgentStreamSocketFor(cfg_.pool.socket);
+  auto stream = TakeAgentStream(streams, reply->vm->vm_id, milliseconds(2000));
+  ASSERT_OK(stream);
+  char byte;
+  EXPECT_EQ(::recv(stream->get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT), 1) << "the agent has not spoken on it";
+  EXPECT_EQ(TakeAgentStream(streams, reply->vm->vm_id, milliseconds(2000)).status().code(), Code::kNotFound);
+  vm::SandboxVmPtr mine = AdoptClaimed(cfg_, *reply->vm, std::move(*stream));
   ASSERT_NE(mine, nullptr);
   auto refilled = (*daemon)->WaitReady(1, kBootBudget, /*settled=*/true);
   ASSERT_OK(refilled);

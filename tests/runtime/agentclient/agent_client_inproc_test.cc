@@ -3,7 +3,8 @@
 // run under ASan here and a test controls exactly what the agent answers:
 // replies reach the caller field for field, server codes keep their code,
 // unimplemented RPCs are UNIMPLEMENTED, deadlines and Close() end calls the
-// server never answers, ConnectAgent retries a not-yet-serving agent. The
+// server never answers, ConnectAgent retries a not-yet-serving agent, a
+// stream opened ahead (OpenAgentStream) carries a later client. The
 // real capsule-agent is covered by agent_client_test.cc and tests/integration/vm.
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/server_posix.h>
@@ -271,6 +272,70 @@ TEST_F(InProcAgentTest, ConnectAgentStopsAtOnceWhenCancelled) {
   EXPECT_EQ(c.status().code(), Code::kCancelled) << c.status().ToString();
   EXPECT_NE(c.status().message().find("cancelled after 3 attempt(s)"), std::string::npos) << c.status().message();
   EXPECT_EQ(dials.load(), 3);
+  EXPECT_LT(Clock::now() - t0, milliseconds(5000));
+}
+
+// The pool's ahead-of-claim stream: opened here, used by a client made
+// later (in the shim, another process): the agent's settings wait in the
+// socket, and the client's first call works on it.
+TEST_F(InProcAgentTest, AStreamOpenedAheadCarriesALaterClientsFirstCall) {
+  auto stream = OpenAgentStream([&](milliseconds) { return Connect(); }, "", milliseconds(5000));
+  ASSERT_OK(stream);
+  char byte;
+  EXPECT_EQ(::recv(stream->get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT), 1) << "the agent's first bytes stay queued";
+  EXPECT_EQ(agent_.checks.load(), 0);
+  ConnectTimings timings;
+  ConnectOptions o;
+  o.timings = &timings;
+  auto c = ConnectAgentOver(std::move(*stream), o);
+  ASSERT_OK(c);
+  EXPECT_EQ(agent_.checks.load(), 1);
+  EXPECT_GT(timings.check_ms, 0);
+  EXPECT_EQ(timings.dial_ms, 0);
+  auto v = (*c)->Version();
+  ASSERT_OK(v);
+  EXPECT_EQ(v->agent_version(), "inproc-9.8.7");
+}
+
+TEST_F(InProcAgentTest, AStreamWhoseAgentSaysNothingOrHangsUpIsNotOpened) {
+  // A peer that never speaks: the wait ends at its bound.
+  int silent[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, silent), 0);
+  UniqueFd keep(silent[0]);
+  auto t0 = Clock::now();
+  auto quiet = OpenAgentStream([&](milliseconds) { return Result<UniqueFd>(UniqueFd(silent[1])); }, "",
+                               milliseconds(150));
+  ASSERT_FALSE(quiet.ok());
+  EXPECT_EQ(quiet.status().code(), Code::kDeadlineExceeded) << quiet.status().ToString();
+  EXPECT_GE(Clock::now() - t0, milliseconds(150));
+  // A peer that hangs up at once.
+  int gone[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, gone), 0);
+  ::close(gone[0]);
+  auto closed = OpenAgentStream([&](milliseconds) { return Result<UniqueFd>(UniqueFd(gone[1])); }, "",
+                                milliseconds(5000));
+  ASSERT_FALSE(closed.ok());
+  EXPECT_EQ(closed.status().code(), Code::kUnavailable) << closed.status().ToString();
+  // A dial that fails keeps its error.
+  auto refused = OpenAgentStream([](milliseconds) -> Result<UniqueFd> { return Unavailable("guest not up yet"); }, "",
+                                 milliseconds(5000));
+  EXPECT_EQ(refused.status().code(), Code::kUnavailable);
+  EXPECT_NE(refused.status().message().find("guest not up yet"), std::string::npos) << refused.status().message();
+}
+
+// A handed-over stream whose agent no longer answers fails its one Check
+// within attempt_timeout (the caller then dials afresh), not at the call
+// deadline.
+TEST_F(InProcAgentTest, AClientOverAStreamWhoseCheckHangsFailsWithinItsAttemptTime) {
+  agent_.hang_check = true;
+  auto stream = OpenAgentStream([&](milliseconds) { return Connect(); }, "", milliseconds(5000));
+  ASSERT_OK(stream);
+  ConnectOptions o;
+  o.attempt_timeout = milliseconds(200);
+  auto t0 = Clock::now();
+  auto c = ConnectAgentOver(std::move(*stream), o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Code::kDeadlineExceeded) << c.status().ToString();
   EXPECT_LT(Clock::now() - t0, milliseconds(5000));
 }
 

@@ -27,6 +27,8 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 // A rehearsal takes ~0.2 s under TCG; one that hangs must not hold a refill.
 constexpr milliseconds kRehearseTimeout{30000};
+// As much as a claim sends (shim/pod/sandbox.cc kReseedBytes).
+constexpr size_t kRehearsalSeedBytes = 512;
 // Dial, token and the guest's side of a new connection: a few tens of ms
 // under TCG on an idle VM.
 constexpr milliseconds kAgentStreamTimeout{5000};
@@ -217,8 +219,21 @@ Status WarmPool::Rehearse(vm::SandboxVm& vm) const {
   // A dense VM's containers come on erofs disks: their modules load now.
   if (o_.config.guest.device_set == config::DeviceSet::kDense) req.add_storage_drivers("blk");
   if (const auto nic = vm.boot_nic()) req.set_boot_nic_mac(nic->mac);
-  // The shared fs is the VM's, not the pod's: mounted now, not at the claim.
+  // The shared fs is the VM's, not the pod's, and the pod's /dev/shm is
+  // the same for every pod: both mounted now, not at the claim.
   if (vm.has_shared_fs()) *req.add_storages() = vm.SharedFsStorage();
+  *req.add_storages() = vm::SandboxVm::PodShmStorage();
+  // The host's clock and fresh entropy, as a claim sends them: applied now
+  // too, so the VM idles fresh and the claim's own are not that code's
+  // first run.
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  req.mutable_time()->set_seconds(now.tv_sec);
+  req.mutable_time()->set_nanos(now.tv_nsec);
+  std::string seed(kRehearsalSeedBytes, '\0');
+  if (::getrandom(seed.data(), seed.size(), 0) != static_cast<ssize_t>(seed.size()))
+    return ErrnoStatus("getrandom for the rehearsal's reseed of " + vm.id());
+  req.mutable_randomness()->set_data(std::move(seed));
   ASSIGN_OR_RETURN(agentclient::AgentClient * agent, vm.agent());
   auto done = agent->Rehearse(req, kRehearseTimeout);
   if (!done.ok() && done.status().code() == Code::kUnimplemented) {
@@ -228,9 +243,10 @@ Status WarmPool::Rehearse(vm::SandboxVm& vm) const {
     return Status::Ok();
   }
   if (!done.ok()) return std::move(done).status();
-  kWarmPoolLog.Info("{}: rehearsed a container's start in {} ms in the guest{}{}", vm.id(), done->elapsed_ms(),
-                    req.boot_nic_mac().empty() ? "" : ", with the boot NIC's take-over",
-                    req.storages().empty() ? "" : ", the shared fs mounted ahead");
+  std::string ahead;
+  for (const auto& s : req.storages()) ahead += (ahead.empty() ? "" : ", ") + s.mount_point();
+  kWarmPoolLog.Info("{}: rehearsed a container's start in {} ms in the guest{}, mounted ahead of the pod: {}", vm.id(),
+                    done->elapsed_ms(), req.boot_nic_mac().empty() ? "" : ", with the boot NIC's take-over", ahead);
   return Status::Ok();
 }
 

@@ -23,6 +23,7 @@
 #include "runtime/common/unique_fd.h"
 #include "runtime/config/config.h"
 #include "runtime/hypervisor/hypervisor.h"
+#include "runtime/wire/guest_abi.h"
 
 namespace capsule::vm {
 
@@ -117,6 +118,20 @@ class SandboxVm {
   virtual std::string GuestSharedPath(std::string_view rel = "") const = 0;
   // The storage to pass in CreateSandbox so the agent mounts the share.
   virtual agent::v1::Storage SharedFsStorage() const = 0;
+  // The storage of the pod's /dev/shm (guest_abi::kPodShmGuestPath), the
+  // same for every VM: CreateSandbox's, and the pool's Rehearse mounts it
+  // ahead. Inline: the shim's pod code links no VM implementation.
+  static agent::v1::Storage PodShmStorage() {
+    agent::v1::Storage s;
+    s.set_driver("tmpfs");
+    s.set_source("shm");
+    s.set_fstype("tmpfs");
+    for (std::string_view o : {std::string_view("nosuid"), std::string_view("nodev"), std::string_view("noexec"),
+                               std::string_view("mode=1777"), guest_abi::kPodShmSize})
+      s.add_options(std::string(o));
+    s.set_mount_point(std::string(guest_abi::kPodShmGuestPath));
+    return s;
+  }
   // Whether the VM has the share at all: false for the dense device set
   // (guest.device_set), whose containers' files come on erofs disks.
   virtual bool has_shared_fs() const = 0;

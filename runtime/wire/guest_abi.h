@@ -45,6 +45,12 @@ inline constexpr uint32_t kAgentApiVersion = 1;
 // through CreateSandbox's storages, to mount it at kSharedFsGuestPath.
 inline constexpr std::string_view kSharedFsTag = "capsule-shared";
 inline constexpr std::string_view kSharedFsGuestPath = "/run/capsule/shared";
+// The pod's /dev/shm inside the guest: a tmpfs every container of the pod
+// binds (CRI shares one /dev/shm per pod, which a host tmpfs cannot do
+// across the VM boundary), of Docker's and CRI's default size. The same
+// for every pod, so a pooled VM mounts it before the claim.
+inline constexpr std::string_view kPodShmGuestPath = "/run/capsule/pod-shm";
+inline constexpr std::string_view kPodShmSize = "size=65536k";
 // Under the share's top: the host's guest kernel module tree (config
 // guest.modules), read-only; the agent's modprobe helper loads from
 // <it>/<release>/ before the image's own /lib/modules/<release>. Not a

@@ -20,7 +20,6 @@
 #include "runtime/wire/agent_auth.h"
 #include "runtime/wire/guest_abi.h"
 #include "shim/pod/agent_status.h"
-#include "shim/pod/pod_shm.h"
 
 namespace capsule::shim::pod {
 namespace {
@@ -220,12 +219,7 @@ Status Sandbox::SetupInGuest() {
   sb.set_sandbox_id(p_.id);
   sb.set_hostname(p_.hostname);
   if (vm_->has_shared_fs()) *sb.add_storages() = vm_->SharedFsStorage();
-  v1::Storage* shm = sb.add_storages();
-  shm->set_driver("tmpfs");
-  shm->set_source("shm");
-  shm->set_fstype("tmpfs");
-  for (const char* o : {"nosuid", "nodev", "noexec", "mode=1777", kPodShmSize}) shm->add_options(o);
-  shm->set_mount_point(std::string(kPodShmGuestPath));
+  *sb.add_storages() = vm::SandboxVm::PodShmStorage();  // a pooled VM has it mounted already
   if (network_) network_->AddToSetup(req);
   req.set_holder_container_id(p_.holder_container_id);
   auto done = agent_->Call<Result<v1::SetupSandboxResponse>>([&](AgentClient& a) { return a.SetupSandbox(req); });

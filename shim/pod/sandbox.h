@@ -44,8 +44,6 @@ namespace capsule::shim::pod {
 inline constexpr std::chrono::milliseconds kOomPollTimeout{30000};
 // How long a disk unplug waits for the guest to let the device go.
 inline constexpr std::chrono::milliseconds kDiskUnplugTimeout{30000};
-// The pod's /dev/shm tmpfs (Docker's and CRI's default size).
-inline constexpr const char* kPodShmSize = "size=65536k";
 
 struct SandboxParams {
   std::string id;     // the pod's sandbox id (CRI), or the container's id

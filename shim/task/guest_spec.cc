@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "shim/pod/pod_shm.h"
+#include "runtime/wire/guest_abi.h"
 #include "shim/task/process_limits.h"
 
 namespace capsule::shim::task {
@@ -60,9 +60,9 @@ Result<bool> RewriteBind(json& m, size_t i, const GuestSpecInput& in, GuestSpec&
   if (dest == kDevShm) {
     // The sandbox's host /dev/shm (a tmpfs containerd mounted, or the host's
     // own /dev/shm with host IPC) cannot be shared with a guest.
-    m["source"] = std::string(pod::kPodShmGuestPath);
+    m["source"] = std::string(guest_abi::kPodShmGuestPath);
     out.notes.push_back(fmt::format("{}: /dev/shm from host {} becomes the pod's guest tmpfs {}", field, source,
-                                    pod::kPodShmGuestPath));
+                                    guest_abi::kPodShmGuestPath));
     return true;
   }
   if (source.empty() || source[0] != '/')

@@ -4,7 +4,8 @@
 // shim's log says so, the pool's Status counts the claim and the clones,
 // the VM's record says it was restored), its agent is reached on the
 // stream the daemon opened before the claim, its clock is set and its RNG
-// reseeded before anything runs, and the pod serves HTTP on its CNI IP; a
+// reseeded (as the pool readied it, and again at the claim) before
+// anything runs, and the pod serves HTTP on its CNI IP; a
 // SIGKILLed daemon leaves the claimed pod working and a restarted one reaps
 // the idle VM it left; without a daemon a pod still starts, cold. A pooled VM
 // that idled paused for over a minute gets the host's clock at claim. The
@@ -48,10 +49,13 @@ TEST_F(CriPoolE2eTest, APodTakesAPooledVmSurvivesTheDaemonsDeathAndStartsColdWit
       << "the shim dialled the agent instead of taking the pool's stream";
   EXPECT_NE(log.find("on the stream handed over"), std::string::npos)
       << "the stream the pool handed over did not carry the adoption's Check";
-  EXPECT_NE(log.find("reseed 1 since its boot"), std::string::npos) << "the claimed VM's RNG was not reseeded";
+  // Twice: as the pool readied it (its rehearsal), and at the claim.
+  EXPECT_NE(log.find("reseed 2 since its boot"), std::string::npos) << "the claimed VM's RNG was not reseeded";
   EXPECT_NE(log.find("(boot NIC, taken over in"), std::string::npos) << "the pooled VM's boot NIC was not taken over";
   EXPECT_OK(pool_->WaitForLog("with the boot NIC's take-over", seconds(10)))
       << "the pooled VM was offered without its rehearsal: " << pool_->log();
+  EXPECT_OK(pool_->WaitForLog("mounted ahead of the pod: /run/capsule/shared, /run/capsule/pod-shm", seconds(10)))
+      << pool_->log();
   auto st = pool_->Status();
   ASSERT_OK(st);
   ASSERT_FALSE(st->shapes.empty());
@@ -88,6 +92,13 @@ TEST_F(CriPoolE2eTest, APodTakesAPooledVmSurvivesTheDaemonsDeathAndStartsColdWit
   ASSERT_OK(random);
   EXPECT_EQ(random->exit_code, 0) << random->err;
   EXPECT_GT(random->out.size(), 40u) << random->out;
+  // The pod's /dev/shm, mounted before the claim, is the pod's tmpfs of
+  // the CRI size, and writable.
+  auto shm = cri_->ExecSync(*c1, {"sh", "-c", "echo s > /dev/shm/f && cat /dev/shm/f && df -k /dev/shm | tail -1"}, 30);
+  ASSERT_OK(shm);
+  EXPECT_EQ(shm->exit_code, 0) << shm->err;
+  EXPECT_TRUE(shm->out.starts_with("s\nshm ")) << shm->out;  // "shm": the pod tmpfs's source
+  EXPECT_NE(shm->out.find(" 65536 "), std::string::npos) << shm->out;
   auto exec = cri_->ExecSync(*c1, {"echo", "still-here"}, 30);
   ASSERT_OK(exec);
   EXPECT_EQ(exec->out, "still-here\n");

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <future>
@@ -171,6 +172,44 @@ TYPED_TEST(BootedVmTest, ARehearsalRunsAContainerAndLeavesNothing) {
   EXPECT_EQ(cgroups.status().code(), Code::kNotFound) << "the rehearsal's cgroup stayed";
   // Still a VM a pod can use: the agent answers.
   EXPECT_TRUE((*agent)->Check(milliseconds(10000)).ok());
+}
+
+// The freshness a claim applies, applied by the rehearsal too when it
+// carries it (the pool sends the host's clock and entropy): the clock is
+// the one sent, the RNG reseeded once more. (An hour ahead, to tell it
+// from a clock that was right already; put back after.)
+TYPED_TEST(BootedVmTest, ARehearsalAppliesTheClockAndRandomnessItCarries) {
+  auto agent = TestFixture::vm_->agent();
+  ASSERT_OK(agent);
+  auto host_ns = [] {
+    timespec ts{};
+    ::clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  };
+  agent::v1::AddRandomnessRequest seed;
+  seed.set_data(std::string(64, 's'));
+  auto before = (*agent)->AddRandomness(seed);
+  ASSERT_OK(before);
+  constexpr int64_t kHour = 3600'000'000'000;
+  agent::v1::RehearseRequest req;
+  const int64_t ahead = host_ns() + kHour;
+  req.mutable_time()->set_seconds(ahead / 1'000'000'000);
+  req.mutable_time()->set_nanos(ahead % 1'000'000'000);
+  req.mutable_randomness()->set_data(std::string(512, 'r'));
+  ASSERT_OK((*agent)->Rehearse(req, milliseconds(30000)));
+  auto version = (*agent)->Version();
+  ASSERT_OK(version);
+  EXPECT_LT(std::llabs(version->wall_clock_unix_ns() - (host_ns() + kHour)), 5'000'000'000ll)
+      << "the guest clock is not the one the rehearsal carried";
+  auto after = (*agent)->AddRandomness(seed);
+  ASSERT_OK(after);
+  EXPECT_EQ(after->reseeds(), before->reseeds() + 2) << "the rehearsal did not reseed the RNG";
+  // Back to the host's clock for the next case on this VM.
+  agent::v1::SetGuestTimeRequest now;
+  const int64_t ns = host_ns();
+  now.set_seconds(ns / 1'000'000'000);
+  now.set_nanos(ns % 1'000'000'000);
+  ASSERT_OK((*agent)->SetGuestTime(now));
 }
 
 // The boot NIC's part: it plays a pod's take-over (MAC, address, link up,

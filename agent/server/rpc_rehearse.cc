@@ -3,9 +3,11 @@
 // first run is the cost (a clone's QEMU starts with no translated code:
 // measured 17 ms for the boot NIC's MAC, 27 ms for its address and link up,
 // 9 ms for the routes, 10-13 ms for the clock and the RNG's reseed at
-// claim); under KVM it is the first touch of the template's pages. The container part is the engine's (engine/rehearsal.h);
-// the NIC part takes the boot NIC through the claim's own steps, then puts
-// it back exactly as it was: the claim finds it by its MAC.
+// claim); under KVM it is the first touch of the template's pages. The
+// container part is the engine's (engine/rehearsal.h); the NIC part takes
+// the boot NIC through the claim's own steps, then puts it back exactly as
+// it was: the claim finds it by its MAC. The clock and the reseed are the
+// host's own, carried in the request, applied as the claim applies them.
 #include <fmt/format.h>
 
 #include <algorithm>

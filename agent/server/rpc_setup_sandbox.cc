@@ -55,8 +55,8 @@ grpc::Status AgentService::SetupSandbox(Ctx*, const v1::SetupSandboxRequest* req
       *resp->mutable_routes() = std::move(routes).value();
     }
     // What each part costs the guest, for pod_start_bench's breakdown.
-    kSetupSandboxLog.Info("sandbox {} set up in {:.1f} ms: clock and RNG {:.1f} ms, pod and holder {:.1f} ms, {} NIC(s) "
-                          "{:.1f} ms, routes {:.1f} ms",
+    kSetupSandboxLog.Info("sandbox {} set up in {:.1f} ms: clock and RNG {:.1f} ms, pod and holder {:.1f} ms, "
+                          "{} NIC(s) {:.1f} ms, routes {:.1f} ms",
                           req->sandbox().sandbox_id(), MsSince(t0), MsBetween(t0, t_fresh), MsBetween(t_fresh, t_pod),
                           req->interfaces_size(), MsBetween(t_pod, t_nics), MsSince(t_nics));
     return Status::Ok();

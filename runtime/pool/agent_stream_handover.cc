@@ -191,8 +191,10 @@ Result<UniqueFd> TakeAgentStream(const std::string& socket_path, const std::stri
     if (!stream) return Internal(fmt::format("{}: OK came without a stream", kWhat));
     return stream;
   }
-  if (reply.starts_with(kNo))
-    return NotFound(fmt::format("{}: {}", kWhat, Printable(reply.substr(kNo.size(), reply.size() - kNo.size() - 1), 200)));
+  if (reply.starts_with(kNo)) {
+    const std::string why = reply.substr(kNo.size(), reply.size() - kNo.size() - 1);
+    return NotFound(fmt::format("{}: {}", kWhat, Printable(why, 200)));
+  }
   return Internal(fmt::format("{}: unexpected reply '{}'", kWhat, Printable(reply, 80)));
 }
 

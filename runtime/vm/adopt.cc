@@ -49,8 +49,20 @@ void AdoptHostEnds(SandboxVmImpl& vm) {
   }
 }
 
+// How the adopter reached the agent, for the adoption's log line.
+enum class AgentPath { kDialled, kHandedOver, kDialledAfterHandedOver };
+
+std::string_view AgentPathName(AgentPath p) {
+  switch (p) {
+    case AgentPath::kDialled: return "dialled";
+    case AgentPath::kHandedOver: return "on the stream handed over";
+    case AgentPath::kDialledAfterHandedOver: return "dialled after the stream handed over failed";
+  }
+  return "?";
+}
+
 Status ConnectAdopted(SandboxVmImpl& vm, milliseconds agent_timeout, UniqueFd stream,
-                      agentclient::ConnectTimings* timings) {
+                      agentclient::ConnectTimings* timings, AgentPath* path) {
   hypervisor::Vmm& vmm = vm.vmm();
   if (vmm.state() != hypervisor::VmState::kRunning)
     return FailedPrecondition(fmt::format("VM {} is {}, not running", vm.id(), hypervisor::VmStateName(vmm.state())));
@@ -63,16 +75,19 @@ Status ConnectAdopted(SandboxVmImpl& vm, milliseconds agent_timeout, UniqueFd st
   o.token = vmm.agent_token();
   o.on_call_end = AgentCallStatsFor(vm.state_dir());  // counts from the adoption on
   o.timings = timings;
+  *path = AgentPath::kDialled;
   if (stream) {
     o.attempt_timeout = kHandedOverCheckTimeout;
     auto over = agentclient::ConnectAgentOver(std::move(stream), o);
     if (over.ok()) {
       vm.SetAgent(std::move(*over));
+      *path = AgentPath::kHandedOver;
       return Status::Ok();
     }
     kAdoptLog.Warn("VM {}: the agent stream handed over does not answer ({}); dialling", vm.id(),
                    over.status().ToString());
     o.attempt_timeout = agentclient::ConnectOptions{}.attempt_timeout;
+    *path = AgentPath::kDialledAfterHandedOver;
   }
   auto client = agentclient::ConnectAgent([v](milliseconds t) { return v->Dial(guest_abi::kAgentVsockPort, t); }, o);
   if (!client.ok()) return client.status();
@@ -111,15 +126,15 @@ Result<std::unique_ptr<SandboxVm>> SandboxVm::Adopt(const config::Config& config
   AdoptHostEnds(*vm);
   const auto t_ends = std::chrono::steady_clock::now();
   agentclient::ConnectTimings agent_ms;
-  const bool handed_over = static_cast<bool>(agent_stream);
-  Status agent = ConnectAdopted(*vm, milliseconds(config.runtime.agent_timeout_ms), std::move(agent_stream), &agent_ms);
+  AgentPath path = AgentPath::kDialled;
+  Status agent =
+      ConnectAdopted(*vm, milliseconds(config.runtime.agent_timeout_ms), std::move(agent_stream), &agent_ms, &path);
   if (agent.ok()) {
     kAdoptLog.Info("adopted VM {} (QEMU pid {}); the agent answers: VMM (lock, vm.json, QMP) {:.1f} ms, vsock and "
                    "virtiofsd {:.1f} ms, agent (dial, token, Check) {:.1f} ms: dial {:.1f} ms, token {:.1f} ms, "
                    "Check {:.1f} ms, {}",
                    vm->id(), vm->vmm_pid(), MsBetween(t0, t_vmm), MsBetween(t_vmm, t_ends), MsSince(t_ends),
-                   agent_ms.dial_ms, agent_ms.token_ms, agent_ms.check_ms,
-                   !handed_over ? "dialled" : agent_ms.dial_ms == 0 ? "on the stream handed over" : "dialled after the stream handed over failed");
+                   agent_ms.dial_ms, agent_ms.token_ms, agent_ms.check_ms, AgentPathName(path));
   } else {
     kAdoptLog.Warn("adopted VM {} without an agent: {}", vm->id(), agent.message());
     vm->SetAgentError(std::move(agent).WithContext("adopt VM " + vm->id()));

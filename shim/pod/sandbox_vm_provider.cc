@@ -2,8 +2,9 @@
 // pool.claim_timeout_ms), check its answer, record the VM in the bundle,
 // take the agent stream the pool kept for us (if it did), adopt the VM
 // (taking vm.lock: from here it is ours alone), check its agent on that
-// stream or a dialled one, then remove the pool's mark. Any step that fails gives the VM back (or
-// stops it once ours) and reports a miss, so the pod cold-boots.
+// stream or a dialled one, then remove the pool's mark. Any step that
+// fails gives the VM back (or stops it once ours) and reports a miss, so
+// the pod cold-boots.
 #include "shim/pod/sandbox_vm_provider.h"
 
 #include <sys/stat.h>

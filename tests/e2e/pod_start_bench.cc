@@ -512,8 +512,11 @@ class PodStartBench : public ::testing::Test {
       beside.push_back(std::stod((*it)[7]));
     }
     // The claim's own parts, from the shim's pool and adoption lines.
-    const std::regex claimed(R"(claimed pooled VM .* hand-over ([0-9.]+) ms, the pool's answer ([0-9.]+) ms, adopted ([0-9.]+) ms after it)");
-    const std::regex adopted(R"(the agent answers: VMM \(lock, vm.json, QMP\) ([0-9.]+) ms, vsock and virtiofsd ([0-9.]+) ms, agent \(dial, token, Check\) ([0-9.]+) ms: dial ([0-9.]+) ms, token ([0-9.]+) ms, Check ([0-9.]+) ms)");
+    const std::regex claimed(R"(claimed pooled VM .* hand-over ([0-9.]+) ms, the pool's answer ([0-9.]+) ms, )"
+                             R"(adopted ([0-9.]+) ms after it)");
+    const std::regex adopted(R"(the agent answers: VMM \(lock, vm.json, QMP\) ([0-9.]+) ms, vsock and virtiofsd )"
+                             R"(([0-9.]+) ms, agent \(dial, token, Check\) ([0-9.]+) ms: dial ([0-9.]+) ms, )"
+                             R"(token ([0-9.]+) ms, Check ([0-9.]+) ms)");
     std::vector<double> handover, answer, adopt, adopt_vmm, adopt_ends, adopt_agent, dial, token, check;
     for (auto it = std::sregex_iterator(log.begin(), log.end(), claimed);
          it != std::sregex_iterator() && handover.size() < sequential; ++it) {
@@ -530,6 +533,7 @@ class PodStartBench : public ::testing::Test {
       token.push_back(std::stod((*it)[5]));
       check.push_back(std::stod((*it)[6]));
     }
+    const auto& in_guest = guest_setup_;  // whole, fresh, pod, NICs, routes
     std::cout << "warm path in the shim, sequential pods (RunPodSandbox's share; the rest is containerd, CNI and the "
                  "two container calls):\n"
               << "  [host+guest] claim + adopt (pool hand-over, vm.lock, agent Check): " << Summary(claim) << "\n"
@@ -545,11 +549,11 @@ class PodStartBench : public ::testing::Test {
               << "  then, until ready:                                             " << Summary(setup) << "\n"
               << "    [host]  network (netns read, boot NIC check or hot-plug):      " << Summary(net) << "\n"
               << "    [guest] SetupSandbox (clock, RNG, sandbox, NICs, routes):      " << Summary(guest) << "\n"
-              << "      [guest] the agent's handling, by its log (its VM's console): " << Summary(guest_setup_[0]) << "\n"
-              << "        [guest] clock and RNG reseed:                            " << Summary(guest_setup_[1]) << "\n"
-              << "        [guest] pod and its holder adopted:                      " << Summary(guest_setup_[2]) << "\n"
-              << "        [guest] NICs (name, MAC, MTU, addresses, up):            " << Summary(guest_setup_[3]) << "\n"
-              << "        [guest] routes:                                          " << Summary(guest_setup_[4]) << "\n"
+              << "      [guest] the agent's handling, by its console log:            " << Summary(in_guest[0]) << "\n"
+              << "        [guest] clock and RNG reseed:                            " << Summary(in_guest[1]) << "\n"
+              << "        [guest] pod and its holder adopted:                      " << Summary(in_guest[2]) << "\n"
+              << "        [guest] NICs (name, MAC, MTU, addresses, up):            " << Summary(in_guest[3]) << "\n"
+              << "        [guest] routes:                                          " << Summary(in_guest[4]) << "\n"
               << "    [host]  boot NIC tap moved + tc, beside the guest call:        " << Summary(boot_nic) << "\n"
               << "    [host]  cgroup move + port-forward, beside the guest call:     " << Summary(beside) << "\n"
               << fmt::format("  guest round trips at RunPodSandbox after the hand-over:          p50 {:.0f}  max {:.0f}  (n={})\n",

@@ -27,8 +27,6 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 // A rehearsal takes ~0.2 s under TCG; one that hangs must not hold a refill.
 constexpr milliseconds kRehearseTimeout{30000};
-// As much as a claim sends (shim/pod/sandbox.cc kReseedBytes).
-constexpr size_t kRehearsalSeedBytes = 512;
 // Dial, token and the guest's side of a new connection: a few tens of ms
 // under TCG on an idle VM.
 constexpr milliseconds kAgentStreamTimeout{5000};
@@ -226,14 +224,7 @@ Status WarmPool::Rehearse(vm::SandboxVm& vm) const {
   // The host's clock and fresh entropy, as a claim sends them: applied now
   // too, so the VM idles fresh and the claim's own are not that code's
   // first run.
-  timespec now{};
-  ::clock_gettime(CLOCK_REALTIME, &now);
-  req.mutable_time()->set_seconds(now.tv_sec);
-  req.mutable_time()->set_nanos(now.tv_nsec);
-  std::string seed(kRehearsalSeedBytes, '\0');
-  if (::getrandom(seed.data(), seed.size(), 0) != static_cast<ssize_t>(seed.size()))
-    return ErrnoStatus("getrandom for the rehearsal's reseed of " + vm.id());
-  req.mutable_randomness()->set_data(std::move(seed));
+  RETURN_IF_ERROR_CTX(vm::SandboxVm::HostFreshness(req.mutable_time(), req.mutable_randomness()), vm.id());
   ASSIGN_OR_RETURN(agentclient::AgentClient * agent, vm.agent());
   auto done = agent->Rehearse(req, kRehearseTimeout);
   if (!done.ok() && done.status().code() == Code::kUnimplemented) {

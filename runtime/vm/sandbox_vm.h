@@ -7,7 +7,9 @@
 // SandboxVm stops everything and removes its files unless Detach() was called.
 #pragma once
 
+#include <sys/random.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include <chrono>
 #include <functional>
@@ -131,6 +133,20 @@ class SandboxVm {
       s.add_options(std::string(o));
     s.set_mount_point(std::string(guest_abi::kPodShmGuestPath));
     return s;
+  }
+  // The host's wall clock and kGuestReseedBytes from its CSPRNG: what the
+  // claim's SetupSandbox (and the pool's rehearsal before it) make a VM
+  // fresh with. Inline for the same reason as PodShmStorage.
+  static Status HostFreshness(agent::v1::SetGuestTimeRequest* time, agent::v1::AddRandomnessRequest* randomness) {
+    timespec now{};
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    time->set_seconds(now.tv_sec);
+    time->set_nanos(now.tv_nsec);
+    std::string seed(guest_abi::kGuestReseedBytes, '\0');
+    if (::getrandom(seed.data(), seed.size(), 0) != static_cast<ssize_t>(seed.size()))
+      return ErrnoStatus("getrandom for the guest RNG's reseed");
+    randomness->set_data(std::move(seed));
+    return Status::Ok();
   }
   // Whether the VM has the share at all: false for the dense device set
   // (guest.device_set), whose containers' files come on erofs disks.

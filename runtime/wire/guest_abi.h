@@ -51,6 +51,9 @@ inline constexpr std::string_view kSharedFsGuestPath = "/run/capsule/shared";
 // for every pod, so a pooled VM mounts it before the claim.
 inline constexpr std::string_view kPodShmGuestPath = "/run/capsule/pod-shm";
 inline constexpr std::string_view kPodShmSize = "size=65536k";
+// Host randomness a claim (and the pool's rehearsal) gives the guest RNG,
+// with a reseed: no two pods share a random state (Kata gives 512 too).
+inline constexpr size_t kGuestReseedBytes = 512;
 // Under the share's top: the host's guest kernel module tree (config
 // guest.modules), read-only; the agent's modprobe helper loads from
 // <it>/<release>/ before the image's own /lib/modules/<release>. Not a

@@ -3,7 +3,6 @@
 
 #include <fcntl.h>
 #include <unistd.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include <fmt/format.h>
@@ -29,8 +28,6 @@ namespace v1 = agentclient::v1;
 using agentclient::AgentClient;
 
 constexpr size_t kVmIdPrefix = 16;
-// What the host gives the guest's RNG at sandbox start (Kata: 512 bytes).
-constexpr size_t kReseedBytes = 512;
 // After a failed OOM poll that is not "VM gone": pause before the next.
 constexpr std::chrono::milliseconds kOomRetryDelay{1000};
 // More real OOM kills than this in a second are a guest flooding us.
@@ -205,16 +202,9 @@ void Sandbox::WritePodRecord() const {
 
 Status Sandbox::SetupInGuest() {
   v1::SetupSandboxRequest req;
-  // The wall clock: a VM paused in the pool for hours is that far behind.
-  timespec now{};
-  ::clock_gettime(CLOCK_REALTIME, &now);
-  req.mutable_time()->set_seconds(now.tv_sec);
-  req.mutable_time()->set_nanos(now.tv_nsec);
-  // Fresh entropy from the host's CSPRNG: no two pods share a random state.
-  std::string seed(kReseedBytes, '\0');
-  if (::getrandom(seed.data(), seed.size(), 0) != static_cast<ssize_t>(seed.size()))
-    return ErrnoStatus("getrandom for the guest RNG of VM " + vm_id_);
-  req.mutable_randomness()->set_data(std::move(seed));
+  // The wall clock (a VM paused in the pool for hours is that far behind)
+  // and fresh entropy from the host's CSPRNG.
+  RETURN_IF_ERROR_CTX(vm::SandboxVm::HostFreshness(req.mutable_time(), req.mutable_randomness()), "VM " + vm_id_);
   v1::CreateSandboxRequest& sb = *req.mutable_sandbox();
   sb.set_sandbox_id(p_.id);
   sb.set_hostname(p_.hostname);
@@ -230,7 +220,7 @@ Status Sandbox::SetupInGuest() {
   holder_pid_ = done->holder_pid();
   kSandboxLog.Info(
       "sandbox {}: guest clock set, guest RNG reseeded with {} bytes from the host (reseed {} since its boot)", p_.id,
-      kReseedBytes, done->randomness().reseeds());
+      guest_abi::kGuestReseedBytes, done->randomness().reseeds());
   return Status::Ok();
 }
 

@@ -32,6 +32,7 @@ class NetlinkNetwork final : public Network {
   static Result<std::unique_ptr<NetlinkNetwork>> Open(std::chrono::milliseconds link_appear_timeout = kLinkAppearTimeout);
 
   Result<Interface> UpdateInterface(const Interface& want) override;
+  Status SetIpv6(const std::string& name, bool on) override;
   Result<std::vector<Route>> UpdateRoutes(const std::vector<Route>& routes) override;
   Result<std::vector<Interface>> ListInterfaces() override;
   Result<std::vector<Route>> ListRoutes() override;
@@ -45,7 +46,9 @@ class NetlinkNetwork final : public Network {
   // FindLink, waiting up to `timeout` for a link looked up by MAC to appear.
   Result<LinkPtr> AwaitLink(const Interface& want, std::chrono::milliseconds timeout);
   Status Rename(rtnl_link* link, const std::string& from, const std::string& to);
-  Status SetMac(rtnl_link* link, const std::string& name, const std::string& mac);
+  // True when the link stayed up for it.
+  Result<bool> SetMac(rtnl_link* link, const std::string& name, const std::string& mac);
+  Status FreshIpv6(const std::string& name, bool mac_changed_live);
   // `why` names the link and the reason in the error.
   Status SetDown(rtnl_link* link, const std::string& why);
   Status SetLink(rtnl_link* link, const Interface& want, const std::string& name);

@@ -19,8 +19,13 @@ class Network {
   // Finds the link by name, else by MAC (device_hint, else hw_addr); sets
   // the MTU (when non-zero), replaces its addresses with `want.addresses`
   // (IPv6 link-local ones the kernel made stay unless listed) and brings it
-  // up or down. Returns the link as it is afterwards.
+  // up or down. Returns the link as it is afterwards. A link given a new
+  // MAC (device_hint and hw_addr) has IPv6 on afterwards, with the kernel's
+  // link-local address derived from the new MAC.
   virtual Result<Interface> UpdateInterface(const Interface& want) = 0;
+  // IPv6 on or off on the link named `name`. Off, it has no IPv6 address,
+  // not even the kernel's link-local one.
+  virtual Status SetIpv6(const std::string& name, bool on) = 0;
   // Replaces the main table's routes (all but the kernel's own prefix
   // routes of configured addresses) with `routes`; returns the new table.
   virtual Result<std::vector<Route>> UpdateRoutes(const std::vector<Route>& routes) = 0;

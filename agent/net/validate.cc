@@ -62,12 +62,16 @@ Status ValidateAddress(std::string_view field, const IpAddress& address) {
   return Status::Ok();
 }
 
+Status ValidateLinkName(std::string_view field, const std::string& name) {
+  if (ValidName(name)) return Status::Ok();
+  return InvalidArgument(fmt::format("{} \"{}\" is not a link name (1..{} bytes, no / : or space)", field, name,
+                                     kMaxInterfaceName));
+}
+
 Status ValidateInterface(const Interface& i) {
   if (i.name.empty() && i.device_hint.empty() && i.hw_addr.empty())
     return InvalidArgument("interface: name, device_hint or hw_addr is required to find the link");
-  if (!i.name.empty() && !ValidName(i.name))
-    return InvalidArgument(fmt::format("interface.name \"{}\" is not a link name (1..{} bytes, no / : or space)",
-                                       i.name, kMaxInterfaceName));
+  if (!i.name.empty()) RETURN_IF_ERROR(ValidateLinkName("interface.name", i.name));
   if (!i.device_hint.empty()) RETURN_IF_ERROR(NormalizeMac("interface.device_hint", i.device_hint).status());
   if (!i.hw_addr.empty()) RETURN_IF_ERROR(NormalizeMac("interface.hw_addr", i.hw_addr).status());
   if (i.mtu != 0 && (i.mtu < kMinMtu || i.mtu > kMaxMtu))

@@ -20,6 +20,7 @@ inline constexpr uint32_t kMaxMtu = 65535;
 // "AA:bb:..." -> "aa:bb:...", INVALID_ARGUMENT unless six hex octets.
 Result<std::string> NormalizeMac(std::string_view field, const std::string& mac);
 Status ValidateAddress(std::string_view field, const IpAddress& address);
+Status ValidateLinkName(std::string_view field, const std::string& name);
 Status ValidateInterface(const Interface& interface);
 // `dest` is a CIDR ("10.0.0.0/24", "fd00::/64") or empty for default.
 Status ValidateRoute(std::string_view field, const Route& route);

@@ -5,9 +5,10 @@
 // 9 ms for the routes, 10-13 ms for the clock and the RNG's reseed at
 // claim); under KVM it is the first touch of the template's pages. The
 // container part is the engine's (engine/rehearsal.h); the NIC part takes
-// the boot NIC through the claim's own steps, then puts it back exactly as
-// it was: the claim finds it by its MAC. The clock and the reseed are the
-// host's own, carried in the request, applied as the claim applies them.
+// the boot NIC through the claim's own steps, then puts it back as it was,
+// but up and without IPv6: the claim finds it by its MAC. The clock and the
+// reseed are the host's own, carried in the request, applied as the claim
+// applies them.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -65,16 +66,23 @@ Status AgentService::RehearseNic(const std::string& mac) const {
 
   // Back as it was whatever failed, from where it is now (found by name:
   // its MAC may be either): the link first, since routes need its
-  // addresses (and a MAC change takes it down, dropping routes through
-  // it), then the routes where they differ.
+  // addresses (and a MAC change may take it down, dropping routes through
+  // it), then the routes where they differ. Except that it stays up, with
+  // IPv6 off: the claim then changes its MAC live, keeping its filled
+  // receive ring and its routes, and turns IPv6 on, which derives its
+  // link-local address from the pod's MAC (not the template's, which every
+  // clone has).
+  net::Interface idle = before;
+  idle.up = true;
   Status back;
   if (auto now = FindBy(*network_, "boot NIC", true, before.name); now.ok()) {
-    v1::Interface restore = InterfaceToProto(before);
+    v1::Interface restore = InterfaceToProto(idle);
     restore.set_device_hint(now->hw_addr);
     back = ApplyInterface(restore).status();
   } else {
     back = now.status();
   }
+  if (back.ok()) back = network_->SetIpv6(before.name, false);
   if (back.ok()) {
     auto routes_now = network_->ListRoutes();
     if (!routes_now.ok()) {
@@ -89,7 +97,7 @@ Status AgentService::RehearseNic(const std::string& mac) const {
     auto again = FindBy(*network_, "boot NIC", false, before.hw_addr);
     if (!again.ok()) {
       back = again.status();
-    } else if (again->addresses != before.addresses || again->up != before.up || again->mtu != before.mtu) {
+    } else if (again->addresses != idle.addresses || again->up != idle.up || again->mtu != idle.mtu) {
       kRpcRehearseLog.Warn("boot NIC {}: not quite as it was after the rehearsal ({} addresses, {}, mtu {})",
                            before.name, again->addresses.size(), again->up ? "up" : "down", again->mtu);
     }

@@ -5,13 +5,15 @@
 // the VM's record says it was restored), its agent is reached on the
 // stream the daemon opened before the claim, its clock is set and its RNG
 // reseeded (as the pool readied it, and again at the claim) before
-// anything runs, and the pod serves HTTP on its CNI IP; a
+// anything runs, its NIC's IPv6 link-local address is from the pod's MAC
+// (not the template's), and the pod serves HTTP on its CNI IP; a
 // SIGKILLed daemon leaves the claimed pod working and a restarted one reaps
 // the idle VM it left; without a daemon a pod still starts, cold. A pooled VM
 // that idled paused for over a minute gets the host's clock at claim. The
 // fixture's leak check runs after the pool daemon was stopped (drained).
 #include <time.h>
 
+#include <cstdio>
 #include <thread>
 
 #include "tests/e2e/cri_e2e_fixture.h"
@@ -92,6 +94,17 @@ TEST_F(CriPoolE2eTest, APodTakesAPooledVmSurvivesTheDaemonsDeathAndStartsColdWit
   ASSERT_OK(random);
   EXPECT_EQ(random->exit_code, 0) << random->err;
   EXPECT_GT(random->out.size(), 40u) << random->out;
+  // The boot NIC idled with the template's MAC, the same in every clone;
+  // its IPv6 link-local address is the pod's own, from the pod's MAC (EUI-64).
+  auto nic = cri_->ExecSync(*c1, {"sh", "-c", "cat /sys/class/net/eth0/address; cat /proc/net/if_inet6"}, 30);
+  ASSERT_OK(nic);
+  ASSERT_EQ(nic->exit_code, 0) << nic->err;
+  unsigned b[6] = {};
+  ASSERT_EQ(std::sscanf(nic->out.c_str(), "%x:%x:%x:%x:%x:%x", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5]), 6)
+      << nic->out;
+  const std::string link_local = fmt::format("fe80000000000000{:02x}{:02x}{:02x}fffe{:02x}{:02x}{:02x}", b[0] ^ 2u,
+                                             b[1], b[2], b[3], b[4], b[5]);
+  EXPECT_NE(nic->out.find(link_local), std::string::npos) << "eth0's link-local is not from its MAC:\n" << nic->out;
   // The pod's /dev/shm, mounted before the claim, is the pod's tmpfs of
   // the CRI size, and writable.
   auto shm = cri_->ExecSync(*c1, {"sh", "-c", "echo s > /dev/shm/f && cat /dev/shm/f && df -k /dev/shm | tail -1"}, 30);

@@ -109,6 +109,49 @@ TEST_F(NetlinkNetworkTest, DeviceHintWithHwAddrGivesTheLinkANewMac) {
   EXPECT_EQ(net_->UpdateInterface(stale).status().code(), Code::kNotFound);
 }
 
+TEST_F(NetlinkNetworkTest, AnUpLinkTakesANewMacWithoutGoingDown) {
+  // A pooled VM's boot NIC idles up; the claim gives it the pod's MAC live.
+  // Down and up again, the kernel would drop the routes through it.
+  VethPair veth("nt-a5", "nt-b5");
+  Ip({"link", "set", "nt-b5", "address", "02:00:00:00:00:45"});
+  ASSERT_OK(net_->UpdateInterface({"nt-b5", "", 0, {{AF_INET, "10.13.0.2", 24}}, true, ""}));
+  Ip({"link", "set", "nt-a5", "up"});
+  ASSERT_OK(net_->UpdateRoutes({{"10.14.0.0/16", "10.13.0.1", "nt-b5", "", kScopeUniverse, AF_INET}}));
+  Interface want{"nt-b5", "0a:58:0a:0d:00:02", 0, {{AF_INET, "10.13.0.2", 24}}, true, "02:00:00:00:00:45"};
+  auto got = net_->UpdateInterface(want);
+  ASSERT_OK(got);
+  EXPECT_EQ(got->hw_addr, "0a:58:0a:0d:00:02");
+  EXPECT_TRUE(got->up);
+  // Its IPv6 link-local address follows the MAC (EUI-64), as after a link
+  // up: clones of one template would otherwise all keep the template's.
+  EXPECT_TRUE(Has(got->addresses, {AF_INET6, "fe80::858:aff:fe0d:2", 64})) << ::testing::PrintToString(got->addresses.size());
+  EXPECT_FALSE(Has(got->addresses, {AF_INET6, "fe80::ff:fe00:45", 64}));
+  auto routes = net_->ListRoutes();
+  ASSERT_OK(routes);
+  EXPECT_TRUE(HasRoute(*routes, "10.14.0.0/16", "10.13.0.1", "nt-b5")) << "the link went down for its new MAC";
+}
+
+TEST_F(NetlinkNetworkTest, ALinkIdlingWithoutIpv6HasItAgainWithItsNewMac) {
+  // How a pooled VM's boot NIC idles: up, IPv6 off, so no link-local address
+  // from the template's MAC. The claim's new MAC brings IPv6 back.
+  VethPair veth("nt-a6", "nt-b6");
+  Ip({"link", "set", "nt-b6", "address", "02:00:00:00:00:46"});
+  Ip({"link", "set", "nt-a6", "up"});
+  ASSERT_OK(net_->UpdateInterface({"nt-b6", "", 0, {}, true, ""}));
+  ASSERT_OK(net_->SetIpv6("nt-b6", false));
+  auto list = net_->ListInterfaces();
+  ASSERT_OK(list);
+  auto it = std::find_if(list->begin(), list->end(), [](const Interface& i) { return i.name == "nt-b6"; });
+  ASSERT_NE(it, list->end());
+  EXPECT_TRUE(it->addresses.empty()) << "IPv6 off leaves no link-local address";
+  auto got = net_->UpdateInterface({"nt-b6", "0a:58:0a:0e:00:02", 0, {{AF_INET, "10.15.0.2", 24}}, true,
+                                    "02:00:00:00:00:46"});
+  ASSERT_OK(got);
+  EXPECT_TRUE(Has(got->addresses, {AF_INET6, "fe80::858:aff:fe0e:2", 64}));
+  EXPECT_TRUE(Has(got->addresses, {AF_INET, "10.15.0.2", 24}));
+  EXPECT_EQ(net_->SetIpv6("../all", false).code(), Code::kInvalidArgument);
+}
+
 TEST_F(NetlinkNetworkTest, UpdateInterfaceWaitsForALinkThatAppearsLater) {
   // What a hot-plugged NIC looks like to the agent: asked for before the
   // guest kernel has created it.

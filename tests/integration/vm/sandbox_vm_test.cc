@@ -212,6 +212,14 @@ TYPED_TEST(BootedVmTest, ARehearsalAppliesTheClockAndRandomnessItCarries) {
   ASSERT_OK((*agent)->SetGuestTime(now));
 }
 
+// The base kernel command line reached the guest kernel: its RCU waits are
+// expedited (a container's cgroup join and namespace changes wait for one).
+TYPED_TEST(BootedVmTest, TheGuestKernelExpeditesItsRcuWaits) {
+  auto expedited = ReadInGuest(*TestFixture::vm_, "/sys/kernel/rcu_expedited");
+  ASSERT_OK(expedited);
+  EXPECT_EQ(*expedited, "1\n");
+}
+
 // The boot NIC's part: it plays a pod's take-over (MAC, address, link up,
 // default route) and is put back as it was but up, with IPv6 off (no
 // link-local address from the template's MAC), so the claim still finds it

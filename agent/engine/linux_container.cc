@@ -229,7 +229,9 @@ Result<std::string> LinuxContainer::RootfsPath() const {
 
 void LinuxContainer::Rename(const std::string& id) {
   std::lock_guard lock(mu_);
-  kLinuxContainerLog.Info("container {} (pid {}) is now container {}", id_, init_ ? init_->pid() : -1, id);
+  // Debug: the pod logs the adoption; under TCG every console line costs
+  // the claim about a ms.
+  kLinuxContainerLog.Debug("container {} (pid {}) is now container {}", id_, init_ ? init_->pid() : -1, id);
   id_ = id;
 }
 

@@ -20,7 +20,8 @@ Result<std::optional<bool>> Ipv6On(const std::string& link) {
 }
 
 Status SetIpv6On(const std::string& link, bool on) {
-  return WriteFile(Knob(link), on ? "0" : "1").WithContext(fmt::format("interface {}: IPv6 {}", link, on ? "on" : "off"));
+  return WriteFile(Knob(link), on ? "0" : "1")
+      .WithContext(fmt::format("interface {}: IPv6 {}", link, on ? "on" : "off"));
 }
 
 }  // namespace capsule::agent::net

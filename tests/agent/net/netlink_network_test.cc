@@ -124,7 +124,7 @@ TEST_F(NetlinkNetworkTest, AnUpLinkTakesANewMacWithoutGoingDown) {
   EXPECT_TRUE(got->up);
   // Its IPv6 link-local address follows the MAC (EUI-64), as after a link
   // up: clones of one template would otherwise all keep the template's.
-  EXPECT_TRUE(Has(got->addresses, {AF_INET6, "fe80::858:aff:fe0d:2", 64})) << ::testing::PrintToString(got->addresses.size());
+  EXPECT_TRUE(Has(got->addresses, {AF_INET6, "fe80::858:aff:fe0d:2", 64})) << got->addresses.size() << " addresses";
   EXPECT_FALSE(Has(got->addresses, {AF_INET6, "fe80::ff:fe00:45", 64}));
   auto routes = net_->ListRoutes();
   ASSERT_OK(routes);

@@ -38,7 +38,7 @@ namespace {
 enum Record : int { kPid = 1, kError = 2 };
 enum Step : int {
   kSetsid = 1, kFork, kUnshareNet, kExec, kUnshareMnt, kPrivateMounts, kTap, kSetgroups, kSetgid, kSetuid,
-  kNoNewPrivs,
+  kNoNewPrivs, kNoHugePages,
   kSetUp = 100,      // + the ChildStep that failed (child_setup.h names it)
   kJailStep = 1000,  // + the index of the jail step that failed
 };
@@ -55,6 +55,7 @@ const char* StepName(int step) {
     case kSetgid: return "set its gid";
     case kSetuid: return "set its uid";
     case kNoNewPrivs: return "set no_new_privs";
+    case kNoHugePages: return "turn transparent huge pages off";
     default:
       if (step >= kSetUp && step < kJailStep) return ChildStepName(static_cast<ChildStep>(step - kSetUp));
       return "exec";
@@ -96,6 +97,7 @@ bool MakeTap(const DaemonOptions::Tap& t) {
 // Namespaces, taps, then the drop to an unprivileged uid: setuid from root
 // to a non-zero uid clears every capability set (no SECBIT_KEEP_CAPS).
 void Confine(const DaemonOptions& o, int report_fd) {
+  if (o.no_huge_pages && ::prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0) Fail(report_fd, kNoHugePages);
   if (o.new_net_namespace && ::unshare(CLONE_NEWNET) != 0) Fail(report_fd, kUnshareNet);
   if (o.new_mount_namespace) {
     if (::unshare(CLONE_NEWNS) != 0) Fail(report_fd, kUnshareMnt);

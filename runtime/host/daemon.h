@@ -51,6 +51,10 @@ struct DaemonOptions {
   // an fd opened before the pivot, so it need not be inside the jail (its
   // loader and libraries must be).
   std::optional<JailPlan> jail;
+  // PR_SET_THP_DISABLE, which exec keeps: the daemon's memory is never
+  // backed by transparent huge pages, even where it asks for them with
+  // madvise (QEMU does, for its small RAM blocks and TCG's code buffer).
+  bool no_huge_pages = false;
   // Drop to this uid and gid (supplementary groups: `groups`) after the
   // namespaces and taps are made, with no capabilities left and
   // no_new_privs set. -1: stay who we are.

@@ -3,8 +3,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -39,20 +41,62 @@ uint64_t KbField(const std::string& text, std::string_view key) {
   return std::strtoull(StatusField(text, key).c_str(), nullptr, 10) << 10;
 }
 
+// One mapping of /proc/<pid>/smaps: its permissions ("rw-p") and the sizes
+// read here, in kB.
+struct Mapping {
+  std::string_view perms;
+  uint64_t rss_kb = 0, pss_kb = 0, private_kb = 0, anonymous_kb = 0;
+};
+
+// Calls `each` with every mapping of an smaps text, once its fields are read.
+template <typename Each>
+void ForEachMapping(std::string_view smaps, Each each) {
+  std::optional<Mapping> m;
+  size_t at = 0;
+  while (at < smaps.size()) {
+    size_t end = smaps.find('\n', at);
+    if (end == std::string_view::npos) end = smaps.size();
+    const std::string_view line = smaps.substr(at, end - at);
+    at = end + 1;
+    // A mapping's header starts with its address range; its fields follow.
+    const size_t colon = line.find(':');
+    const size_t space = line.find(' ');
+    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) && space != std::string_view::npos &&
+        line.find('-') < space) {
+      if (m) each(*m);
+      m.emplace();
+      m->perms = line.substr(space + 1, 4);
+      continue;
+    }
+    if (!m || colon == std::string_view::npos) continue;
+    const std::string_view key = line.substr(0, colon);
+    const uint64_t kb = std::strtoull(std::string(line.substr(colon + 1)).c_str(), nullptr, 10);
+    if (key == "Rss") m->rss_kb = kb;
+    else if (key == "Pss") m->pss_kb = kb;
+    else if (key == "Private_Clean" || key == "Private_Dirty") m->private_kb += kb;
+    else if (key == "Anonymous") m->anonymous_kb = kb;
+  }
+  if (m) each(*m);
+}
+
 }  // namespace
 
 Result<ProcessMemory> ReadProcessMemory(pid_t pid) {
   const std::string base = "/proc/" + std::to_string(pid);
   auto status = ReadFile(base + "/status");
-  auto rollup = ReadFile(base + "/smaps_rollup");
-  if (!status.ok() || !rollup.ok()) return NotFound("process " + std::to_string(pid) + " is gone");
+  auto smaps = ReadFile(base + "/smaps");
+  if (!status.ok() || !smaps.ok()) return NotFound("process " + std::to_string(pid) + " is gone");
   ProcessMemory m;
   m.rss = KbField(*status, "VmRSS");
   m.rss_anon = KbField(*status, "RssAnon");
   m.rss_file = KbField(*status, "RssFile");
   m.rss_shmem = KbField(*status, "RssShmem");
-  m.pss = KbField(*rollup, "Pss");
-  m.private_bytes = KbField(*rollup, "Private_Clean") + KbField(*rollup, "Private_Dirty");
+  ForEachMapping(*smaps, [&m](const Mapping& map) {
+    m.pss += map.pss_kb << 10;
+    // Private pages of a file or shared-memory mapping that are not
+    // anonymous copies are the file's: they outlive the process.
+    m.own_bytes += std::min(map.private_kb, map.anonymous_kb) << 10;
+  });
   return m;
 }
 
@@ -60,19 +104,9 @@ Result<uint64_t> TcgCacheBytes(pid_t pid) {
   auto smaps = ReadFile("/proc/" + std::to_string(pid) + "/smaps");
   if (!smaps.ok()) return NotFound("process " + std::to_string(pid) + " is gone");
   uint64_t kb = 0;
-  bool rwx = false;
-  size_t at = 0;
-  while (at < smaps->size()) {
-    size_t end = smaps->find('\n', at);
-    if (end == std::string::npos) end = smaps->size();
-    const std::string_view line(smaps->data() + at, end - at);
-    // A mapping's header starts with its address range; its fields follow.
-    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) && line.find('-') != std::string_view::npos)
-      rwx = line.find(" rwxp ") != std::string_view::npos;
-    else if (rwx && line.starts_with("Rss:"))
-      kb += std::strtoull(std::string(line.substr(4)).c_str(), nullptr, 10);
-    at = end + 1;
-  }
+  ForEachMapping(*smaps, [&kb](const Mapping& map) {
+    if (map.perms == "rwxp") kb += map.rss_kb;
+  });
   return kb << 10;
 }
 

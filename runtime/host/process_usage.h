@@ -19,14 +19,18 @@ struct ProcessUsageSample {
 Result<ProcessUsageSample> ProcessUsage(pid_t pid);
 
 // A process's memory now, in bytes: resident (VmRSS) and its anonymous,
-// file and shared-memory parts from /proc/<pid>/status; Pss (each page
-// divided among the processes mapping it) and private (Private_Clean +
-// Private_Dirty: what no other process maps, so what stopping it gives
-// back; a copy-on-write clone's QEMU counts the template pages it wrote,
-// not those it shares) from smaps_rollup. NOT_FOUND once it is gone.
+// file and shared-memory parts from /proc/<pid>/status; from
+// /proc/<pid>/smaps, Pss (each page divided among the processes mapping
+// it) and its own memory: the anonymous pages no other process maps (heap,
+// stacks, copy-on-write copies). Pages of a file or of shared memory are
+// the file's, even where only this process maps them: a copy-on-write
+// clone's QEMU owns the template pages it wrote, not those it reads, even
+// those no other clone reads (the template counts them once). A VM's own
+// RAM memfd is not in it either: callers count that file apart.
+// NOT_FOUND once it is gone.
 struct ProcessMemory {
   uint64_t rss = 0, rss_anon = 0, rss_file = 0, rss_shmem = 0;
-  uint64_t pss = 0, private_bytes = 0;
+  uint64_t pss = 0, own_bytes = 0;
 };
 Result<ProcessMemory> ReadProcessMemory(pid_t pid);
 

@@ -246,6 +246,11 @@ Result<Daemon> SpawnQemu(QemuCommandInput in, const VmPaths& paths, std::string_
   UniqueFd console(::open(spec.console_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640));
   if (!console) return ErrnoStatus("open " + spec.console_log);
   in.console_fd = fds.Keep(std::move(console));
+  // A copy-on-write clone's RAM is private pages over a shared file: never
+  // huge pages. Huge pages would only round QEMU's own small anonymous
+  // blocks up to 2 MiB (the ACPI tables' 2 MiB block is one, however little
+  // of it is written; so are TCG's code buffer's chunks), per clone.
+  d.no_huge_pages = spec.memory_private;
   if (spec.memory_fd >= 0) {
     d.keep_fds.push_back(spec.memory_fd);
   } else if (!spec.memory_file.empty()) {

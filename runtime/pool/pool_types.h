@@ -39,7 +39,8 @@ struct ShapeStatus {
   uint64_t idle_vm_rss_bytes = 0;
   // guest.device_set ("virtio-fs" or "dense"); the template's RAM shared by
   // every clone (a dense template's sealed copy, 0 otherwise); the mean
-  // memory of one ready VM's QEMU that no other process maps.
+  // own memory of one ready VM's QEMU (process_usage.h: its anonymous pages
+  // no other process maps, so not the template pages it only reads).
   std::string device_set;
   uint64_t template_shared_bytes = 0;
   uint64_t idle_vm_private_bytes = 0;

@@ -812,7 +812,7 @@ PoolStatus WarmPool::GetStatus() const {
     uint64_t rss = 0, own = 0;
     for (pid_t pid : c.vmms) {
       rss += RssBytes(pid);
-      own += ReadProcessMemory(pid).value_or(ProcessMemory{}).private_bytes;
+      own += ReadProcessMemory(pid).value_or(ProcessMemory{}).own_bytes;
     }
     st.idle_vm_rss_bytes = c.vmms.empty() ? 0 : rss / c.vmms.size();
     st.idle_vm_private_bytes = c.vmms.empty() ? 0 : own / c.vmms.size();

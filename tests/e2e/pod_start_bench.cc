@@ -159,9 +159,9 @@ double CpuSeconds(pid_t pid) {
 struct PodCost {
   std::map<std::string, double> pss_mib;  // by comm
   double total_pss_mib = 0;
-  double private_mib = 0;  // Private_Clean + Private_Dirty: pages no other process maps
+  double own_mib = 0;  // its own memory (process_usage.h): anonymous, no other process maps it
   double tcg_mib = 0;      // of that, QEMU's TCG translation cache (absent under KVM)
-  std::map<std::string, double> private_by;  // private_mib by comm
+  std::map<std::string, double> own_by;  // own_mib by comm
   double millicores = 0;
 };
 
@@ -177,9 +177,9 @@ PodCost Cost(const std::vector<pid_t>& pids, const std::map<pid_t, ProcInfo>& pr
     auto it = procs.find(p);
     c.pss_mib[it == procs.end() ? "?" : it->second.comm] += pss;
     c.total_pss_mib += pss;
-    const double own = static_cast<double>(ReadProcessMemory(p).value_or(ProcessMemory{}).private_bytes) / (1 << 20);
-    c.private_mib += own;
-    c.private_by[it == procs.end() ? "?" : it->second.comm] += own;
+    const double own = static_cast<double>(ReadProcessMemory(p).value_or(ProcessMemory{}).own_bytes) / (1 << 20);
+    c.own_mib += own;
+    c.own_by[it == procs.end() ? "?" : it->second.comm] += own;
     if (it != procs.end() && it->second.comm.rfind("qemu", 0) == 0)
       c.tcg_mib += static_cast<double>(TcgCacheBytes(p).value_or(0)) / (1 << 20);
   }
@@ -818,17 +818,17 @@ TEST_F(PodStartBench, PerPodOverheadForTheRuntimeClass) {
     for (const auto& [kind, mib] : c.pss_mib) capsule_by_kind[kind].push_back(mib);
   }
   ASSERT_EQ(capsule_pss.size(), static_cast<size_t>(n));
-  std::vector<double> dense_pss, dense_private, dense_private_kvm, dense_cpu;
+  std::vector<double> dense_pss, dense_own, dense_own_kvm, dense_cpu;
   std::map<std::string, std::vector<double>> dense_by_kind;
   for (const PodCost& c : vm_costs(dense_config_)) {
     dense_pss.push_back(c.total_pss_mib);
-    dense_private.push_back(c.private_mib);
-    dense_private_kvm.push_back(c.private_mib - c.tcg_mib);
+    dense_own.push_back(c.own_mib);
+    dense_own_kvm.push_back(c.own_mib - c.tcg_mib);
     dense_cpu.push_back(c.millicores);
-    for (const auto& [kind, mib] : c.private_by) dense_by_kind[kind].push_back(mib);
+    for (const auto& [kind, mib] : c.own_by) dense_by_kind[kind].push_back(mib);
     dense_by_kind["(qemu's TCG cache)"].push_back(c.tcg_mib);
   }
-  ASSERT_EQ(dense_private.size(), static_cast<size_t>(n));
+  ASSERT_EQ(dense_own.size(), static_cast<size_t>(n));
   // The template's sealed RAM: shared memory the pool daemon holds, counted
   // once per node whatever the number of pods.
   double template_mib = 0;
@@ -860,22 +860,22 @@ TEST_F(PodStartBench, PerPodOverheadForTheRuntimeClass) {
   const double cpu = std::ceil(Percentile(capsule_cpu, 0.9) / 10) * 10;
   std::cout << fmt::format("RuntimeClass overhead.podFixed (p90, rounded up): memory: \"{:.0f}Mi\", cpu: \"{:.0f}m\"\n",
                            mem, cpu);
-  std::cout << "  dense    Pss  " << line(dense_pss, "MiB") << "\n  dense    own  " << line(dense_private, "MiB")
-            << " (private: no other process maps them)\n  dense    own without TCG's translation cache (absent "
-            << "under KVM)  " << line(dense_private_kvm, "MiB") << "\n  dense    CPU  " << line(dense_cpu, "m") << "\n";
+  std::cout << "  dense    Pss  " << line(dense_pss, "MiB") << "\n  dense    own  " << line(dense_own, "MiB")
+            << " (anonymous, no other process maps it: not the template's pages)\n  dense    own without TCG's translation cache (absent "
+            << "under KVM)  " << line(dense_own_kvm, "MiB") << "\n  dense    CPU  " << line(dense_cpu, "m") << "\n";
   for (const auto& [kind, v] : dense_by_kind)
     std::cout << fmt::format("    {:18} own p50 {:.1f} MiB\n", kind, Percentile(v, 0.5));
   std::cout << fmt::format("  dense template's sealed RAM, once per node: {:.1f} MiB\n", template_mib);
   double dense_all = template_mib;
-  for (double v : dense_private) dense_all += v;
+  for (double v : dense_own) dense_all += v;
   std::cout << fmt::format("  {} dense pods in all (own + the template once): {:.1f} MiB; {} virtio-fs pods: {:.1f} MiB "
                            "(Pss); 3 virtio-fs pods: {:.1f} MiB\n", n, dense_all, n,
                            std::accumulate(capsule_pss.begin(), capsule_pss.end(), 0.0),
                            3 * Percentile(capsule_pss, 0.5));
   std::cout << fmt::format("  dense own/runc Pss p50 = {:.1f}x\n",
-                           Percentile(dense_private, 0.5) / std::max(0.1, Percentile(runc_pss, 0.5)));
-  const double dense_mem = std::ceil(Percentile(dense_private, 0.9) / 8) * 8;
-  const double dense_mem_kvm = std::ceil(Percentile(dense_private_kvm, 0.9) / 8) * 8;
+                           Percentile(dense_own, 0.5) / std::max(0.1, Percentile(runc_pss, 0.5)));
+  const double dense_mem = std::ceil(Percentile(dense_own, 0.9) / 8) * 8;
+  const double dense_mem_kvm = std::ceil(Percentile(dense_own_kvm, 0.9) / 8) * 8;
   const double dense_cpu_m = std::ceil(Percentile(dense_cpu, 0.9) / 10) * 10;
   std::cout << fmt::format("RuntimeClass capsule-dense overhead.podFixed (own p90, rounded up): memory: \"{:.0f}Mi\", "
                            "cpu: \"{:.0f}m\"; without TCG's translation cache (a KVM node): memory: \"{:.0f}Mi\"\n",

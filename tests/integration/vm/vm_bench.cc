@@ -7,7 +7,7 @@
 // the guest RAM it has touched: memfd pages count as RssShmem), the guest
 // RAM memfd's allocated pages (what the VM holds of host memory for its
 // RAM, mapped or not), virtiofsd (both processes) and capsule-vsockd; Pss
-// and private bytes from smaps_rollup.
+// and own bytes (process_usage.h: anonymous, no other process maps them).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -63,9 +63,9 @@ long MemfdKb(pid_t pid) {
 }
 
 struct Mem {
-  long rss = 0, anon = 0, file = 0, shmem = 0, pss = 0, priv = 0;
+  long rss = 0, anon = 0, file = 0, shmem = 0, pss = 0, own = 0;
   Mem& operator+=(const Mem& o) {
-    rss += o.rss, anon += o.anon, file += o.file, shmem += o.shmem, pss += o.pss, priv += o.priv;
+    rss += o.rss, anon += o.anon, file += o.file, shmem += o.shmem, pss += o.pss, own += o.own;
     return *this;
   }
 };
@@ -73,7 +73,7 @@ struct Mem {
 Mem MemOf(pid_t pid) {
   const ProcessMemory m = ReadProcessMemory(pid).value_or(ProcessMemory{});
   auto kb = [](uint64_t bytes) { return static_cast<long>(bytes >> 10); };
-  return Mem{kb(m.rss), kb(m.rss_anon), kb(m.rss_file), kb(m.rss_shmem), kb(m.pss), kb(m.private_bytes)};
+  return Mem{kb(m.rss), kb(m.rss_anon), kb(m.rss_file), kb(m.rss_shmem), kb(m.pss), kb(m.own_bytes)};
 }
 
 pid_t PidFromFile(const std::string& path) {
@@ -93,8 +93,8 @@ std::vector<pid_t> WithChildren(pid_t pid) {
 }
 
 void PrintMem(const char* who, const Mem& m) {
-  std::printf("  %-22s VmRSS %7.1f MB (anon %6.1f, file %6.1f, shmem %6.1f)  Pss %7.1f MB  private %6.1f MB\n", who,
-              m.rss / 1024.0, m.anon / 1024.0, m.file / 1024.0, m.shmem / 1024.0, m.pss / 1024.0, m.priv / 1024.0);
+  std::printf("  %-22s VmRSS %7.1f MB (anon %6.1f, file %6.1f, shmem %6.1f)  Pss %7.1f MB  own %6.1f MB\n", who,
+              m.rss / 1024.0, m.anon / 1024.0, m.file / 1024.0, m.shmem / 1024.0, m.pss / 1024.0, m.own / 1024.0);
 }
 
 void ReportMemory(const SandboxVm& vm, const char* what, uint32_t guest_mib) {
@@ -115,8 +115,8 @@ void ReportMemory(const SandboxVm& vm, const char* what, uint32_t guest_mib) {
   all += vfs;
   all += vsockd;
   std::printf("  %-22s Pss %.1f MB, Pss minus guest RAM %.1f MB; host memory of the VM (guest RAM + QEMU anon + "
-              "helpers' private) %.1f MB\n", "all three", all.pss / 1024.0, (all.pss - qemu.shmem) / 1024.0,
-              (ram_kb + qemu.anon + vfs.priv + vsockd.priv) / 1024.0);
+              "helpers' own) %.1f MB\n", "all three", all.pss / 1024.0, (all.pss - qemu.shmem) / 1024.0,
+              (ram_kb + qemu.anon + vfs.own + vsockd.own) / 1024.0);
 }
 
 TEST(VmBench, ColdBootToAgentCheckAndIdleMemory) {
@@ -226,9 +226,9 @@ TEST(VmBench, ARefillFromATemplateAgainstAColdBoot) {
 // serial vsock, QEMU unprivileged and jailed where the bench runs as root.
 // In one run: kRuns restores to agent Check interleaved with cold boots of
 // the same device set (the ratio), then kIdleClones idle clones' memory
-// against one booted VM's: per clone what is its own (QEMU private incl.
-// TCG's translation cache, capsule-vsockd private), the template's pages
-// counted once for all.
+// against one booted VM's: per clone what is its own (process_usage.h:
+// QEMU's incl. TCG's translation cache, capsule-vsockd's), the template's
+// pages, even those only one clone reads, counted once for all.
 constexpr int kIdleClones = 10;
 
 TEST(VmBench, CopyOnWriteClonesOnTheSerialVsockAgainstColdBoots) {
@@ -283,21 +283,21 @@ TEST(VmBench, CopyOnWriteClonesOnTheSerialVsockAgainstColdBoots) {
               "%lld s after the last was ready:\n", kIdleClones, tpl->memory_mib, sealed_mb,
               static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(kSettle).count()));
   std::vector<double> own, own_without_tcg;
-  long all_priv = 0;
+  long all_own = 0;
   for (auto& c : idle) {
     Mem q = MemOf(c->vmm_pid());
     Mem d = MemOf(PidFromFile(c->state_dir() + "/vsockd.pid"));
-    own.push_back((q.priv + d.priv) / 1024.0);
-    own_without_tcg.push_back((q.priv + d.priv - static_cast<long>(TcgCacheBytes(c->vmm_pid()).value_or(0) >> 10)) / 1024.0);
-    all_priv += q.priv + d.priv;
+    own.push_back((q.own + d.own) / 1024.0);
+    own_without_tcg.push_back((q.own + d.own - static_cast<long>(TcgCacheBytes(c->vmm_pid()).value_or(0) >> 10)) / 1024.0);
+    all_own += q.own + d.own;
   }
   PrintMem("one clone's QEMU", MemOf(idle.front()->vmm_pid()));
   PrintMem("one clone's vsockd", MemOf(PidFromFile(idle.front()->state_dir() + "/vsockd.pid")));
-  std::printf("  per clone, its own (QEMU + capsule-vsockd private; QEMU's includes TCG's translation cache): "
+  std::printf("  per clone, its own (QEMU + capsule-vsockd; QEMU's includes TCG's translation cache): "
               "p50 %.1f MB, max %.1f MB; without TCG's translation cache (absent under KVM) p50 %.1f MB\n",
               Median(own), *std::max_element(own.begin(), own.end()), Median(own_without_tcg));
   std::printf("  %d clones: %.1f MB of their own + the template's sealed RAM once (%.1f MB of shared memory)"
-              " = %.1f MB\n", kIdleClones, all_priv / 1024.0, sealed_mb, all_priv / 1024.0 + sealed_mb);
+              " = %.1f MB\n", kIdleClones, all_own / 1024.0, sealed_mb, all_own / 1024.0 + sealed_mb);
   std::fflush(stdout);
   ReportMemory(*booted_last, "booted VM (dense, same run)", cfg.guest.default_memory_mib);
   for (auto& c : idle) EXPECT_OK(c->Stop(milliseconds(10000)));

@@ -307,6 +307,10 @@ TEST_F(DenseVmTemplateTest, ClonesMapTheSealedTemplatePrivateAndAnswerOverTheSer
     const std::string ram = MappingOf(pid, "memfd:capsule-template-" + tpl_.key);
     ASSERT_FALSE(ram.empty()) << "QEMU maps the template's sealed memfd";
     EXPECT_NE(ram.find(" rw-p "), std::string::npos) << "mapped private: " << ram;
+    auto status = ReadFile("/proc/" + std::to_string(pid) + "/status");
+    ASSERT_OK(status);
+    EXPECT_NE(status->find("THP_enabled:\t0\n"), std::string::npos)
+        << "a clone's QEMU has no transparent huge pages: its RAM is private pages of a file";
     EXPECT_TRUE(testing::ProcessesMentioning((*c)->state_dir() + "/virtiofsd").empty());
     if (::geteuid() == 0 && config_.hypervisor.vmm_uid_base != 0) {
       struct stat st{};

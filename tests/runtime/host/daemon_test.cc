@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/common/file_util.h"
+#include "runtime/host/process_uids.h"
 #include "tests/support/status_matchers.h"
 
 namespace capsule {
@@ -49,6 +50,30 @@ TEST(DaemonTest, DaemonIsNotOurChildAndRunsInItsOwnSession) {
   EXPECT_FALSE(PidfdExited(d->pidfd.get()));
   ASSERT_OK(PidfdSignal(d->pidfd.get(), SIGKILL));
   EXPECT_TRUE(PidfdWait(d->pidfd.get(), 10000));
+}
+
+// The flag survives exec: the program itself runs without huge pages (a
+// daemon started without it has them as we do: 0 on a kernel without them).
+TEST(DaemonTest, ADaemonWithoutHugePagesKeepsThemOffThroughExec) {
+  auto ours = ReadFile("/proc/self/status");
+  ASSERT_OK(ours);
+  const std::string inherited = "THP_enabled:\t" + StatusField(*ours, "THP_enabled") + "\n";
+  for (const bool off : {false, true}) {
+    int p[2];
+    ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+    UniqueFd out_read(p[0]), out_write(p[1]);
+    DaemonOptions o;
+    o.argv = {"/bin/grep", "THP_enabled", "/proc/self/status"};
+    o.stdout_fd = out_write.get();
+    o.no_huge_pages = off;
+    auto d = SpawnDaemon(o);
+    ASSERT_OK(d);
+    out_write.reset();
+    char buf[64] = {};
+    ASSERT_GT(::read(out_read.get(), buf, sizeof buf - 1), 0);
+    EXPECT_EQ(std::string(buf), off ? "THP_enabled:\t0\n" : inherited);
+    EXPECT_TRUE(PidfdWait(d->pidfd.get(), 10000));
+  }
 }
 
 TEST(DaemonTest, MissingProgramNamesIt) {

@@ -31,9 +31,9 @@ TEST(ProcessUsageTest, AGoneProcessIsNotFound) {
   EXPECT_EQ(TcgCacheBytes(0x3ffffff0).status().code(), Code::kNotFound);
 }
 
-// Anonymous memory we wrote is ours alone (private); a shared mapping of a
-// memfd that a child maps too is not, and Pss splits it between us.
-TEST(ProcessUsageTest, PrivateMemoryIsWhatNoOtherProcessMaps) {
+// Anonymous memory we wrote is ours alone; a shared mapping of a memfd that
+// a child maps too is not, and Pss splits it between us.
+TEST(ProcessUsageTest, OwnMemoryIsWhatNoOtherProcessMaps) {
   const int fd = ::memfd_create("usage-test", MFD_CLOEXEC);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::ftruncate(fd, 32 << 20), 0);
@@ -67,10 +67,35 @@ TEST(ProcessUsageTest, PrivateMemoryIsWhatNoOtherProcessMaps) {
   ASSERT_OK(m);
   EXPECT_GE(m->rss, 64u << 20);
   EXPECT_GE(m->rss_shmem, 32u << 20);
-  EXPECT_GE(m->private_bytes, 32u << 20) << "our own vector";
-  EXPECT_LT(m->private_bytes, m->rss - (16u << 20)) << "the memfd pages the child maps too are not private";
+  EXPECT_GE(m->own_bytes, 32u << 20) << "our own vector";
+  EXPECT_LT(m->own_bytes, m->rss - (16u << 20)) << "the memfd pages the child maps too are not ours";
   EXPECT_LT(m->pss, m->rss) << "Pss halves the pages shared with the child";
   EXPECT_EQ(own[4096], 1);
+}
+
+// A copy-on-write clone's case: pages of a file mapped private that only we
+// map are still the file's (smaps counts them Private_*); the pages we wrote
+// are copies of our own.
+TEST(ProcessUsageTest, AFilesPagesOnlyWeMapAreNotOursButOurCopiesOfThemAre) {
+  constexpr size_t kFile = 16 << 20, kWritten = 4 << 20;
+  const int fd = ::memfd_create("usage-template", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const std::vector<char> page(4096, 7);
+  for (size_t at = 0; at < kFile; at += page.size()) ASSERT_EQ(::write(fd, page.data(), page.size()), 4096);
+  auto before = ReadProcessMemory(::getpid());
+  ASSERT_OK(before);
+  char* ram = static_cast<char*>(::mmap(nullptr, kFile, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0));
+  ASSERT_NE(ram, MAP_FAILED);
+  volatile char sum = 0;
+  for (size_t i = 0; i < kFile; i += 4096) sum = static_cast<char>(sum + ram[i]);
+  for (size_t i = 0; i < kWritten; i += 4096) ram[i] = 1;
+  auto after = ReadProcessMemory(::getpid());
+  ::munmap(ram, kFile);
+  ::close(fd);
+  ASSERT_OK(after);
+  EXPECT_GE(after->rss_shmem, kFile - kWritten) << "the pages read are mapped";
+  EXPECT_GE(after->own_bytes, before->own_bytes + kWritten) << "the pages written are ours";
+  EXPECT_LT(after->own_bytes, before->own_bytes + kWritten + (4 << 20)) << "the pages only read are the file's";
 }
 
 }  // namespace

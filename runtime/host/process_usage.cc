@@ -41,10 +41,10 @@ uint64_t KbField(const std::string& text, std::string_view key) {
   return std::strtoull(StatusField(text, key).c_str(), nullptr, 10) << 10;
 }
 
-// One mapping of /proc/<pid>/smaps: its permissions ("rw-p") and the sizes
-// read here, in kB.
+// One mapping of /proc/<pid>/smaps: its permissions ("rw-p"), what it maps
+// ("" for anonymous memory) and the sizes read here, in kB.
 struct Mapping {
-  std::string_view perms;
+  std::string_view perms, name;
   uint64_t rss_kb = 0, pss_kb = 0, private_kb = 0, anonymous_kb = 0;
 };
 
@@ -66,6 +66,13 @@ void ForEachMapping(std::string_view smaps, Each each) {
       if (m) each(*m);
       m.emplace();
       m->perms = line.substr(space + 1, 4);
+      // Address, permissions, offset, device and inode, then the name.
+      size_t field = space;
+      for (int i = 0; i < 4 && field != std::string_view::npos; ++i) field = line.find(' ', field + 1);
+      if (field != std::string_view::npos) {
+        const size_t name = line.find_first_not_of(' ', field);
+        if (name != std::string_view::npos) m->name = line.substr(name);
+      }
       continue;
     }
     if (!m || colon == std::string_view::npos) continue;
@@ -78,6 +85,10 @@ void ForEachMapping(std::string_view smaps, Each each) {
   }
   if (m) each(*m);
 }
+
+// Private pages of a file or shared-memory mapping that are not anonymous
+// copies are the file's: they outlive the process.
+uint64_t OwnKb(const Mapping& map) { return std::min(map.private_kb, map.anonymous_kb); }
 
 }  // namespace
 
@@ -93,11 +104,19 @@ Result<ProcessMemory> ReadProcessMemory(pid_t pid) {
   m.rss_shmem = KbField(*status, "RssShmem");
   ForEachMapping(*smaps, [&m](const Mapping& map) {
     m.pss += map.pss_kb << 10;
-    // Private pages of a file or shared-memory mapping that are not
-    // anonymous copies are the file's: they outlive the process.
-    m.own_bytes += std::min(map.private_kb, map.anonymous_kb) << 10;
+    m.own_bytes += OwnKb(map) << 10;
   });
   return m;
+}
+
+Result<uint64_t> OwnBytesIn(pid_t pid, std::string_view file) {
+  auto smaps = ReadFile("/proc/" + std::to_string(pid) + "/smaps");
+  if (!smaps.ok()) return NotFound("process " + std::to_string(pid) + " is gone");
+  uint64_t kb = 0;
+  ForEachMapping(*smaps, [&](const Mapping& map) {
+    if (!file.empty() && map.name.find(file) != std::string_view::npos) kb += OwnKb(map);
+  });
+  return kb << 10;
 }
 
 Result<uint64_t> TcgCacheBytes(pid_t pid) {

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <string_view>
 
 #include "runtime/common/status.h"
 
@@ -33,6 +34,11 @@ struct ProcessMemory {
   uint64_t pss = 0, own_bytes = 0;
 };
 Result<ProcessMemory> ReadProcessMemory(pid_t pid);
+
+// Of that own memory, the part in mappings of the file whose name contains
+// `file` ("memfd:capsule-template-": the guest pages a copy-on-write clone
+// wrote). NOT_FOUND once it is gone.
+Result<uint64_t> OwnBytesIn(pid_t pid, std::string_view file);
 
 // Resident bytes of the process's writable and executable private mappings:
 // for QEMU under TCG, its translation cache (the code buffer it maps rwx),

@@ -154,6 +154,10 @@ double CpuSeconds(pid_t pid) {
   return usage.ok() ? usage->cpu_seconds : 0;
 }
 
+// The name a dense template's sealed RAM has in a clone's maps and fds
+// (vm_template.cc names the memfd).
+constexpr std::string_view kTemplateRam = "memfd:capsule-template-";
+
 // A pod's host processes and what they cost: Pss (MiB) by kind, and the
 // CPU they used over a window.
 struct PodCost {
@@ -161,6 +165,7 @@ struct PodCost {
   double total_pss_mib = 0;
   double own_mib = 0;  // its own memory (process_usage.h): anonymous, no other process maps it
   double tcg_mib = 0;      // of that, QEMU's TCG translation cache (absent under KVM)
+  double guest_mib = 0;    // and a clone's guest pages it wrote (its copies of template pages)
   std::map<std::string, double> own_by;  // own_mib by comm
   double millicores = 0;
 };
@@ -180,8 +185,10 @@ PodCost Cost(const std::vector<pid_t>& pids, const std::map<pid_t, ProcInfo>& pr
     const double own = static_cast<double>(ReadProcessMemory(p).value_or(ProcessMemory{}).own_bytes) / (1 << 20);
     c.own_mib += own;
     c.own_by[it == procs.end() ? "?" : it->second.comm] += own;
-    if (it != procs.end() && it->second.comm.rfind("qemu", 0) == 0)
+    if (it != procs.end() && it->second.comm.rfind("qemu", 0) == 0) {
       c.tcg_mib += static_cast<double>(TcgCacheBytes(p).value_or(0)) / (1 << 20);
+      c.guest_mib += static_cast<double>(OwnBytesIn(p, kTemplateRam).value_or(0)) / (1 << 20);
+    }
   }
   c.millicores = cpu * 1000 / static_cast<double>(window.count());
   return c;
@@ -827,6 +834,7 @@ TEST_F(PodStartBench, PerPodOverheadForTheRuntimeClass) {
     dense_cpu.push_back(c.millicores);
     for (const auto& [kind, mib] : c.own_by) dense_by_kind[kind].push_back(mib);
     dense_by_kind["(qemu's TCG cache)"].push_back(c.tcg_mib);
+    dense_by_kind["(qemu's guest pages)"].push_back(c.guest_mib);
   }
   ASSERT_EQ(dense_own.size(), static_cast<size_t>(n));
   // The template's sealed RAM: shared memory the pool daemon holds, counted
@@ -840,7 +848,7 @@ TEST_F(PodStartBench, PerPodOverheadForTheRuntimeClass) {
       const std::string path = fmt::format("/proc/{}/fd/{}", pid, fd);
       char target[256] = {};
       if (::readlink(path.c_str(), target, sizeof target - 1) <= 0) continue;
-      if (std::string(target).find("memfd:capsule-template-") == std::string::npos) continue;
+      if (std::string(target).find(kTemplateRam) == std::string::npos) continue;
       struct stat st{};
       if (::stat(path.c_str(), &st) == 0) template_mib += static_cast<double>(st.st_blocks) * 512 / (1 << 20);
     }

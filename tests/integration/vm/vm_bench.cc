@@ -282,7 +282,7 @@ TEST(VmBench, CopyOnWriteClonesOnTheSerialVsockAgainstColdBoots) {
   std::printf("\nmemory of %d idle copy-on-write clones of a %u MiB template (sealed RAM %.1f MB in shared memory), "
               "%lld s after the last was ready:\n", kIdleClones, tpl->memory_mib, sealed_mb,
               static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(kSettle).count()));
-  std::vector<double> own, own_without_tcg;
+  std::vector<double> own, own_without_tcg, guest_written;
   long all_own = 0;
   for (auto& c : idle) {
     Mem q = MemOf(c->vmm_pid());
@@ -290,12 +290,16 @@ TEST(VmBench, CopyOnWriteClonesOnTheSerialVsockAgainstColdBoots) {
     own.push_back((q.own + d.own) / 1024.0);
     own_without_tcg.push_back((q.own + d.own - static_cast<long>(TcgCacheBytes(c->vmm_pid()).value_or(0) >> 10)) / 1024.0);
     all_own += q.own + d.own;
+    guest_written.push_back(static_cast<double>(OwnBytesIn(c->vmm_pid(), "memfd:capsule-template-").value_or(0) >> 10) /
+                            1024.0);
   }
   PrintMem("one clone's QEMU", MemOf(idle.front()->vmm_pid()));
   PrintMem("one clone's vsockd", MemOf(PidFromFile(idle.front()->state_dir() + "/vsockd.pid")));
   std::printf("  per clone, its own (QEMU + capsule-vsockd; QEMU's includes TCG's translation cache): "
               "p50 %.1f MB, max %.1f MB; without TCG's translation cache (absent under KVM) p50 %.1f MB\n",
               Median(own), *std::max_element(own.begin(), own.end()), Median(own_without_tcg));
+  std::printf("  of that, the guest pages a clone wrote (its copies of template pages): p50 %.1f MB\n",
+              Median(guest_written));
   std::printf("  %d clones: %.1f MB of their own + the template's sealed RAM once (%.1f MB of shared memory)"
               " = %.1f MB\n", kIdleClones, all_own / 1024.0, sealed_mb, all_own / 1024.0 + sealed_mb);
   std::fflush(stdout);

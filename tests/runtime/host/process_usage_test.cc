@@ -29,6 +29,7 @@ TEST(ProcessUsageTest, AGoneProcessIsNotFound) {
   EXPECT_EQ(ProcessUsage(0x3ffffff0).status().code(), Code::kNotFound);
   EXPECT_EQ(ReadProcessMemory(0x3ffffff0).status().code(), Code::kNotFound);
   EXPECT_EQ(TcgCacheBytes(0x3ffffff0).status().code(), Code::kNotFound);
+  EXPECT_EQ(OwnBytesIn(0x3ffffff0, "x").status().code(), Code::kNotFound);
 }
 
 // Anonymous memory we wrote is ours alone; a shared mapping of a memfd that
@@ -90,12 +91,16 @@ TEST(ProcessUsageTest, AFilesPagesOnlyWeMapAreNotOursButOurCopiesOfThemAre) {
   for (size_t i = 0; i < kFile; i += 4096) sum = static_cast<char>(sum + ram[i]);
   for (size_t i = 0; i < kWritten; i += 4096) ram[i] = 1;
   auto after = ReadProcessMemory(::getpid());
+  auto in_file = OwnBytesIn(::getpid(), "usage-template");
   ::munmap(ram, kFile);
   ::close(fd);
   ASSERT_OK(after);
   EXPECT_GE(after->rss_shmem, kFile - kWritten) << "the pages read are mapped";
   EXPECT_GE(after->own_bytes, before->own_bytes + kWritten) << "the pages written are ours";
   EXPECT_LT(after->own_bytes, before->own_bytes + kWritten + (4 << 20)) << "the pages only read are the file's";
+  ASSERT_OK(in_file);
+  EXPECT_EQ(*in_file, kWritten) << "our copies, in the file's mapping";
+  EXPECT_EQ(OwnBytesIn(::getpid(), "no-such-file").value_or(1), 0u);
 }
 
 }  // namespace

@@ -184,8 +184,12 @@ Status WaitForAgent(SandboxVmImpl& vm, const config::Config& config, BootClock::
   agentclient::Dialer dial = [v](milliseconds t) { return v->Dial(guest_abi::kAgentVsockPort, t); };
   kBootStepsLog.Info("VM {}: waiting up to {} ms for the agent on vsock port {}", vm.id(), o.deadline.count(),
                      guest_abi::kAgentVsockPort);
+  agentclient::ConnectTimings last_try;
+  o.timings = &last_try;
   auto client = agentclient::ConnectAgent(dial, o);
   if (client.ok()) {
+    kBootStepsLog.Info("VM {}: the agent answered; its last try took: dial {:.0f} ms, token {:.0f} ms, Check {:.0f} ms",
+                       vm.id(), last_try.dial_ms, last_try.token_ms, last_try.check_ms);
     vm.SetAgent(std::move(*client));
     return Status::Ok();
   }

@@ -1,11 +1,13 @@
-// See command.h. Output is drained with poll(2) on both pipes so a chatty
-// child can never block on a full pipe while we wait for it.
+// See command.h. Output is drained with poll(2) on both pipes (a thread of
+// its own for a streaming command) so a chatty child never blocks on a full
+// pipe.
 #include "tests/support/command.h"
 
 #include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 
 extern char** environ;
@@ -105,29 +107,71 @@ Result<StreamingCommand> StreamingCommand::Start(const std::vector<std::string>&
   return StreamingCommand(std::move(child), std::move(out.first));
 }
 
-Result<std::string> StreamingCommand::WaitForOutput(const std::string& needle,
-                                                    std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (output_.find(needle) == std::string::npos) {
-    pollfd p{out_.get(), POLLIN, 0};
-    int n = ::poll(&p, 1, MillisLeft(deadline));
-    if (n < 0 && errno != EINTR) return ErrnoStatus("poll command output");
-    if (n == 0) {
-      return DeadlineExceeded("no \"" + needle + "\" in output after " +
-                              std::to_string(timeout.count()) + " ms; output so far: " + output_);
+StreamingCommand::StreamingCommand(ChildProcess child, UniqueFd out)
+    : child_(std::move(child)), output_(std::make_shared<Output>()) {
+  auto stop = Pipe();
+  if (!stop.ok()) std::abort();  // out of fds in a test process: nothing sensible left to do
+  stop_read_ = std::move(stop->first);
+  stop_ = std::move(stop->second);
+  // The stop pipe's ends are ours, so a byte written after the reader ended
+  // (at end of file) never meets a closed pipe (SIGPIPE).
+  reader_ = std::thread([out = std::move(out), stop = stop_read_.get(), o = output_]() {
+    auto take = [&] {
+      std::string chunk;
+      const bool open = Drain(out.get(), &chunk);
+      std::lock_guard lock(o->mu);
+      o->text += chunk;
+      o->cv.notify_all();
+      return open;
+    };
+    for (;;) {
+      pollfd p[2] = {{out.get(), POLLIN, 0}, {stop, POLLIN, 0}};
+      if (::poll(p, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      if (p[1].revents != 0) {
+        // Told to stop: keep what is there now, without waiting on a pipe
+        // a grandchild might still hold open.
+        pollfd now{out.get(), POLLIN, 0};
+        while (::poll(&now, 1, 0) > 0 && take()) {
+        }
+        break;
+      }
+      if (p[0].revents != 0 && !take()) break;
     }
-    if (!Drain(out_.get(), &output_)) {
-      return Unavailable("command exited before printing \"" + needle + "\"; output: " + output_);
-    }
-  }
-  return output_;
+    std::lock_guard lock(o->mu);
+    o->closed = true;
+    o->cv.notify_all();
+  });
 }
 
-void StreamingCommand::ReadAvailable() {
-  if (!out_) return;
-  pollfd p{out_.get(), POLLIN, 0};
-  while (::poll(&p, 1, 0) > 0 && Drain(out_.get(), &output_)) {
-  }
+StreamingCommand::~StreamingCommand() { StopReading(); }
+
+void StreamingCommand::StopReading() {
+  if (!reader_.joinable()) return;
+  (void)!::write(stop_.get(), "x", 1);
+  reader_.join();
+  stop_.reset();
+  stop_read_.reset();
+}
+
+std::string StreamingCommand::output() const {
+  std::lock_guard lock(output_->mu);
+  return output_->text;
+}
+
+Result<std::string> StreamingCommand::WaitForOutput(const std::string& needle,
+                                                    std::chrono::milliseconds timeout) {
+  std::unique_lock lock(output_->mu);
+  output_->cv.wait_for(lock, timeout, [&] {
+    return output_->text.find(needle) != std::string::npos || output_->closed;
+  });
+  if (output_->text.find(needle) != std::string::npos) return output_->text;
+  if (output_->closed)
+    return Unavailable("command exited before printing \"" + needle + "\"; output: " + output_->text);
+  return DeadlineExceeded("no \"" + needle + "\" in output after " + std::to_string(timeout.count()) +
+                          " ms; output so far: " + output_->text);
 }
 
 Result<int> StreamingCommand::Wait(std::chrono::milliseconds timeout) {
@@ -135,24 +179,15 @@ Result<int> StreamingCommand::Wait(std::chrono::milliseconds timeout) {
   while (!child_.TryReap()) {
     if (std::chrono::steady_clock::now() >= deadline)
       return DeadlineExceeded("command still running after " + std::to_string(timeout.count()) + " ms; output: " +
-                              output_);
-    ReadAvailable();
+                              output());
     ::usleep(20 * 1000);
   }
-  ReadAvailable();
   return child_.Wait(std::chrono::milliseconds(0));
 }
 
 void StreamingCommand::Stop(std::chrono::milliseconds grace) {
   if (child_.pid() > 0 && !child_.reaped()) child_.Terminate(grace);
-  if (out_) {
-    // Keep whatever it printed last, without waiting on a pipe a
-    // grandchild might still hold open.
-    pollfd p{out_.get(), POLLIN, 0};
-    while (::poll(&p, 1, 0) > 0 && Drain(out_.get(), &output_)) {
-    }
-    out_.reset();
-  }
+  StopReading();
 }
 
 }  // namespace capsule::testing

@@ -5,8 +5,12 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -33,32 +37,46 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv,
                                  std::chrono::milliseconds timeout,
                                  std::optional<std::vector<std::string>> env = std::nullopt);
 
-// A running command whose stdout and stderr (merged) the test reads.
+// A running command whose stdout and stderr (merged) the test reads. A
+// thread of its own takes the output in as it comes: a chatty command (a
+// daemon logging every QMP call) must never block on a full pipe while the
+// test does something else for minutes, or it stalls mid-work and cannot
+// even exit when told to.
 class StreamingCommand {
  public:
   static Result<StreamingCommand> Start(const std::vector<std::string>& argv,
                                         std::optional<std::vector<std::string>> env = std::nullopt);
+  StreamingCommand(StreamingCommand&&) noexcept = default;
+  StreamingCommand& operator=(StreamingCommand&&) = delete;
+  ~StreamingCommand();
 
-  // Reads until the accumulated output contains `needle`; returns all output
-  // so far. DEADLINE_EXCEEDED if `timeout` passes, UNAVAILABLE if the command
-  // exits first; both messages quote the output.
+  // Waits until the output so far contains `needle`; returns all of it.
+  // DEADLINE_EXCEEDED if `timeout` passes, UNAVAILABLE if the command closes
+  // its output (exits) first; both messages quote the output.
   Result<std::string> WaitForOutput(const std::string& needle, std::chrono::milliseconds timeout);
-  const std::string& output() const { return output_; }
-  // Takes in what the command printed so far without waiting, so a chatty
-  // command never blocks on a full pipe between waits.
-  void ReadAvailable();
+  std::string output() const;
   pid_t pid() const { return child_.pid(); }
-  // SIGTERM, then SIGKILL after `grace`; reaps.
+  // SIGTERM, then SIGKILL after `grace` (its output still taken in
+  // meanwhile); reaps, then stops reading.
   void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
   Status Signal(int sig) { return child_.Signal(sig); }
-  // Waits for exit (taking in its output meanwhile); the raw wait status.
+  // Waits for exit; the raw wait status.
   Result<int> Wait(std::chrono::milliseconds timeout);
 
  private:
-  StreamingCommand(ChildProcess child, UniqueFd out) : child_(std::move(child)), out_(std::move(out)) {}
+  struct Output {
+    mutable std::mutex mu;
+    std::condition_variable cv;
+    std::string text;
+    bool closed = false;  // end of file: the command (and all it started) closed it
+  };
+  StreamingCommand(ChildProcess child, UniqueFd out);
+  void StopReading();
+
   ChildProcess child_;
-  UniqueFd out_;
-  std::string output_;
+  std::shared_ptr<Output> output_;
+  UniqueFd stop_read_, stop_;  // a byte in stop_ ends the reader (after it took in what is there)
+  std::thread reader_;
 };
 
 }  // namespace capsule::testing

@@ -42,7 +42,6 @@ Result<std::unique_ptr<PoolDaemonProcess>> PoolDaemonProcess::StartProgram(std::
 PoolDaemonProcess::~PoolDaemonProcess() { Stop(); }
 
 Result<pool::PoolStatus> PoolDaemonProcess::Status() {
-  if (cmd_) cmd_->ReadAvailable();
   return client_->GetStatus(kCallTimeout);
 }
 

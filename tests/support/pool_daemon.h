@@ -32,7 +32,7 @@ class PoolDaemonProcess {
   pool::PoolClient& client() { return *client_; }
   // Waits for a line of the daemon's log.
   Result<std::string> WaitForLog(const std::string& needle, std::chrono::milliseconds timeout);
-  const std::string& log() const { return cmd_ ? cmd_->output() : log_; }
+  std::string log() const { return cmd_ ? cmd_->output() : log_; }
   pid_t pid() const { return cmd_->pid(); }
   // SIGKILL: leaves its VMs as a crash would.
   void Kill();

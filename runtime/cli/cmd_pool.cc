@@ -58,7 +58,7 @@ nlohmann::json ToJson(const pool::PoolStatus& s) {
                            {"boot_p50_ms", sh.boot_p50_ms},
                            {"boot_last_ms", sh.boot_last_ms},
                            {"idle_vm_rss_bytes", sh.idle_vm_rss_bytes},
-                           {"idle_vm_private_bytes", sh.idle_vm_private_bytes},
+                           {"idle_vm_own_bytes", sh.idle_vm_own_bytes},
                            {"device_set", sh.device_set},
                            {"template_shared_bytes", sh.template_shared_bytes},
                            {"backoff_ms", sh.backoff_ms},
@@ -93,7 +93,7 @@ void PrintStatus(const pool::PoolStatus& s) {
     if (sh.refills_held_back > 0)
       std::printf("  %u refill(s) held back while claimed VMs' pods start\n", sh.refills_held_back);
     std::printf("  device set %s: an idle VM's own memory %.1f MB%s\n", sh.device_set.c_str(),
-                static_cast<double>(sh.idle_vm_private_bytes) / 1e6,
+                static_cast<double>(sh.idle_vm_own_bytes) / 1e6,
                 sh.template_shared_bytes == 0
                     ? ""
                     : fmt::format(", the template's RAM shared by its clones {:.1f} MB",

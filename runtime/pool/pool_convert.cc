@@ -71,7 +71,7 @@ v1::StatusResponse ToProto(const PoolStatus& s) {
     p->set_idle_vm_rss_bytes(st.idle_vm_rss_bytes);
     p->set_device_set(st.device_set);
     p->set_template_shared_bytes(st.template_shared_bytes);
-    p->set_idle_vm_private_bytes(st.idle_vm_private_bytes);
+    p->set_idle_vm_own_bytes(st.idle_vm_own_bytes);
     p->set_backoff_ms(st.backoff_ms);
     p->set_refills_held_back(st.refills_held_back);
     p->set_refill(st.refill);
@@ -113,7 +113,7 @@ PoolStatus FromProto(const v1::StatusResponse& r) {
     st.idle_vm_rss_bytes = p.idle_vm_rss_bytes();
     st.device_set = p.device_set();
     st.template_shared_bytes = p.template_shared_bytes();
-    st.idle_vm_private_bytes = p.idle_vm_private_bytes();
+    st.idle_vm_own_bytes = p.idle_vm_own_bytes();
     st.backoff_ms = p.backoff_ms();
     st.refills_held_back = p.refills_held_back();
     st.refill = p.refill();

@@ -43,7 +43,7 @@ struct ShapeStatus {
   // no other process maps, so not the template pages it only reads).
   std::string device_set;
   uint64_t template_shared_bytes = 0;
-  uint64_t idle_vm_private_bytes = 0;
+  uint64_t idle_vm_own_bytes = 0;
   uint64_t backoff_ms = 0;
   // Refills that wait pool.refill_holdback_ms after a claim, so they do
   // not compete with the pod that starts.

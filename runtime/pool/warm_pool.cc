@@ -815,7 +815,7 @@ PoolStatus WarmPool::GetStatus() const {
       own += ReadProcessMemory(pid).value_or(ProcessMemory{}).own_bytes;
     }
     st.idle_vm_rss_bytes = c.vmms.empty() ? 0 : rss / c.vmms.size();
-    st.idle_vm_private_bytes = c.vmms.empty() ? 0 : own / c.vmms.size();
+    st.idle_vm_own_bytes = c.vmms.empty() ? 0 : own / c.vmms.size();
     struct stat sealed{};
     if (c.sealed && ::fstat(c.sealed->get(), &sealed) == 0)
       st.template_shared_bytes = static_cast<uint64_t>(sealed.st_blocks) * 512;

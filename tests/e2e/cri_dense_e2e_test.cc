@@ -67,8 +67,8 @@ TEST_F(CriDenseE2eTest, APodRunsOnACopyOnWriteCloneWithItsFilesOnErofsDisks) {
   ASSERT_FALSE(st->shapes.empty());
   EXPECT_EQ(st->shapes[0].device_set, "dense");
   EXPECT_GE(st->shapes[0].template_shared_bytes, 16ull << 20) << "the template's sealed RAM";
-  EXPECT_GT(st->shapes[0].idle_vm_private_bytes, 0u);
-  EXPECT_LT(st->shapes[0].idle_vm_private_bytes, st->shapes[0].idle_vm_rss_bytes)
+  EXPECT_GT(st->shapes[0].idle_vm_own_bytes, 0u);
+  EXPECT_LT(st->shapes[0].idle_vm_own_bytes, st->shapes[0].idle_vm_rss_bytes)
       << "a clone's QEMU maps template pages it does not own";
 
   // The VM: a clone mapping the template's sealed RAM private, no virtio-fs.

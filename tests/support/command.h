@@ -65,7 +65,7 @@ class StreamingCommand {
 
  private:
   struct Output {
-    mutable std::mutex mu;
+    std::mutex mu;
     std::condition_variable cv;
     std::string text;
     bool closed = false;  // end of file: the command (and all it started) closed it

@@ -31,25 +31,38 @@ Result<Daemon> ShDaemon(const TempDir& dir, const std::string& script, std::vect
   return SpawnDaemon(o);
 }
 
-TEST(DaemonTest, DaemonIsNotOurChildAndRunsInItsOwnSession) {
+// Spawns `o` with its stdout on a pipe and returns the daemon and its first
+// write (read once the daemon and what it started hold the only write end).
+struct ReadDaemon {
+  Daemon daemon;
+  std::string first_output;
+};
+Result<ReadDaemon> SpawnAndReadFirstOutput(DaemonOptions o) {
   int p[2];
-  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  if (::pipe2(p, O_CLOEXEC) != 0) return ErrnoStatus("pipe2");
   UniqueFd out_read(p[0]), out_write(p[1]);
-  DaemonOptions o;
-  o.argv = {"/bin/sh", "-c", "echo started; exec sleep 60"};
   o.stdout_fd = out_write.get();
   auto d = SpawnDaemon(o);
-  ASSERT_OK(d);
+  if (!d.ok()) return d.status();
   out_write.reset();
-  char buf[16] = {};
-  ASSERT_EQ(::read(out_read.get(), buf, sizeof buf - 1), 8);
-  EXPECT_STREQ(buf, "started\n");
-  EXPECT_EQ(::waitpid(d->pid, nullptr, WNOHANG), -1);
+  char buf[64] = {};
+  const ssize_t n = ::read(out_read.get(), buf, sizeof buf - 1);
+  if (n < 0) return ErrnoStatus("read daemon output");
+  return ReadDaemon{std::move(*d), std::string(buf, static_cast<size_t>(n))};
+}
+
+TEST(DaemonTest, DaemonIsNotOurChildAndRunsInItsOwnSession) {
+  DaemonOptions o;
+  o.argv = {"/bin/sh", "-c", "echo started; exec sleep 60"};
+  ASSERT_OK_AND_ASSIGN(auto r, SpawnAndReadFirstOutput(o));
+  const Daemon& d = r.daemon;
+  EXPECT_EQ(r.first_output, "started\n");
+  EXPECT_EQ(::waitpid(d.pid, nullptr, WNOHANG), -1);
   EXPECT_EQ(errno, ECHILD);
-  EXPECT_NE(::getsid(d->pid), ::getsid(0));
-  EXPECT_FALSE(PidfdExited(d->pidfd.get()));
-  ASSERT_OK(PidfdSignal(d->pidfd.get(), SIGKILL));
-  EXPECT_TRUE(PidfdWait(d->pidfd.get(), 10000));
+  EXPECT_NE(::getsid(d.pid), ::getsid(0));
+  EXPECT_FALSE(PidfdExited(d.pidfd.get()));
+  ASSERT_OK(PidfdSignal(d.pidfd.get(), SIGKILL));
+  EXPECT_TRUE(PidfdWait(d.pidfd.get(), 10000));
 }
 
 // The flag survives exec: the program itself runs without huge pages (a
@@ -59,20 +72,12 @@ TEST(DaemonTest, ADaemonWithoutHugePagesKeepsThemOffThroughExec) {
   ASSERT_OK(ours);
   const std::string inherited = "THP_enabled:\t" + StatusField(*ours, "THP_enabled") + "\n";
   for (const bool off : {false, true}) {
-    int p[2];
-    ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
-    UniqueFd out_read(p[0]), out_write(p[1]);
     DaemonOptions o;
     o.argv = {"/bin/grep", "THP_enabled", "/proc/self/status"};
-    o.stdout_fd = out_write.get();
     o.no_huge_pages = off;
-    auto d = SpawnDaemon(o);
-    ASSERT_OK(d);
-    out_write.reset();
-    char buf[64] = {};
-    ASSERT_GT(::read(out_read.get(), buf, sizeof buf - 1), 0);
-    EXPECT_EQ(std::string(buf), off ? "THP_enabled:\t0\n" : inherited);
-    EXPECT_TRUE(PidfdWait(d->pidfd.get(), 10000));
+    ASSERT_OK_AND_ASSIGN(auto r, SpawnAndReadFirstOutput(o));
+    EXPECT_EQ(r.first_output, off ? "THP_enabled:\t0\n" : inherited);
+    EXPECT_TRUE(PidfdWait(r.daemon.pidfd.get(), 10000));
   }
 }
 

@@ -29,7 +29,9 @@
 // a ready clone with one that restores its own; FileIoOnTheVirtioFsAndDenseDeviceSets times file I/O in a container on
 // each (CAPSULE_BENCH_IO_RUNS, default 5). CAPSULE_BENCH_BOOT_NIC=0
 // hot-plugs every pod NIC instead of taking over the VM's boot NIC.
-// CAPSULE_BENCH_LOG=<file> keeps containerd's log (the shims' lines in it).
+// CAPSULE_BENCH_LOG=<file> keeps containerd's log (the shims' lines in it);
+// <file>.pool the pool daemons' output, <file>.console the sequential warm
+// pods' VM consoles (the agent's lines).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <signal.h>
@@ -348,6 +350,10 @@ class PodStartBench : public ::testing::Test {
       std::smatch h, e;
       if (!console.ok() || !std::regex_search(*console, h, handled) || !std::regex_search(*console, e, engine))
         continue;
+      if (const char* keep = std::getenv("CAPSULE_BENCH_LOG"); keep != nullptr && *keep != '\0') {
+        std::ofstream out(std::string(keep) + ".console", std::ios::app);
+        out << "==== pod " << pod << ", VM " << vm << "\n" << *console;
+      }
       guest_create_[container] = {std::stod(h[1]), std::stod(h[2]), std::stod(e[1]),
                                   std::stod(e[2]),  std::stod(e[3]), std::stod(e[4])};
       const std::regex setup("sandbox " + pod + " set up in ([0-9.]+) ms: clock and RNG ([0-9.]+) ms, pod and holder "

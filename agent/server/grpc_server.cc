@@ -33,6 +33,13 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(grpc::Service* service,
   }
   grpc::ServerBuilder builder;
   builder.RegisterService(service);
+  // The link is one local vsock stream: no bandwidth-delay product to
+  // probe. Each BDP ping costs the guest a write and the host an answer,
+  // and with it on, a call after the pod start's blocking calls often sat
+  // unread in the socket for 50-100 ms (limits.h). A fixed window as large
+  // as any message we take (WriteStdin chunks) replaces the probing.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kStreamWindowBytes);
   // limits.h: blocking calls are admitted below this, so the rest always
   // find a thread; the default quota would be unbounded.
   grpc::ResourceQuota quota("capsule-agent");

@@ -23,8 +23,21 @@ namespace capsule::agent::server {
 inline constexpr uint32_t kDefaultMaxBlockingCalls = 1024;
 inline constexpr uint32_t kDefaultReservedThreads = 64;
 // gRPC sync server poller threads (ServerBuilder MIN_POLLERS/MAX_POLLERS).
-inline constexpr int kMinPollers = 1;
-inline constexpr int kMaxPollers = 2;
+// A blocking call keeps the poller that took it, and gRPC starts another
+// thread to poll. A pod's start sends its blocking calls in pairs just
+// ahead of the calls it waits on (GetOOMEvent and the holder's WaitProcess
+// before CreateContainer; ReadStdout and ReadStderr before StartContainer).
+// With 1-2 pollers and BDP probing on, the call after such a pair sat
+// unread in the guest's socket for 50-100 ms in about half of all starts (1
+// vCPU under TCG; capsule-vsockd's packet trace showed it delivered at
+// once). Eight idle pollers and no BDP pings (grpc_server.cc) made that
+// rare in the pod start bench; neither alone did. Idle pollers cost only
+// the stack pages they touched.
+inline constexpr int kMinPollers = 8;
+inline constexpr int kMaxPollers = 10;
+// Every stream's fixed flow-control window: gRPC's default largest message
+// a server takes (4 MiB), so no message waits on a window update.
+inline constexpr int kStreamWindowBytes = 4 << 20;
 
 struct ServerLimits {
   uint32_t max_blocking_calls = kDefaultMaxBlockingCalls;

@@ -54,6 +54,11 @@ class GrpcAgentClient final : public AgentClient {
   GrpcAgentClient(UniqueFd stream, ClientOptions options) : options_(std::move(options)) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(kMaxReceiveBytes);
+    // As the agent's server (agent/server/grpc_server.cc): no BDP pings on a
+    // local link, and a fixed window that lets the largest answer (a 1 MiB
+    // ReadStdout chunk, a guest file) come in one go.
+    args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kMaxReceiveBytes);
     // The channel owns the fd from here on, even if it turns out unusable.
     auto channel = grpc::CreateCustomInsecureChannelFromFd("capsule-agent", stream.release(), args);
     stub_ = std::make_shared<Stub>(channel);

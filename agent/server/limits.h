@@ -30,9 +30,11 @@ inline constexpr uint32_t kDefaultReservedThreads = 64;
 // With 1-2 pollers and BDP probing on, the call after such a pair sat
 // unread in the guest's socket for 50-100 ms in about half of all starts (1
 // vCPU under TCG; capsule-vsockd's packet trace showed it delivered at
-// once). Eight idle pollers and no BDP pings (grpc_server.cc) made that
-// rare in the pod start bench; neither alone did. Idle pollers cost only
-// the stack pages they touched.
+// once). Eight idle pollers and no BDP pings (grpc_server.cc) took it off
+// CreateContainer in every pod start bench run since, but StartContainer
+// still stalls in some runs: the cause is inside gRPC's sync server and not
+// found. Not holding a thread per blocking call would be the real fix.
+// Idle pollers cost only the stack pages they touched.
 inline constexpr int kMinPollers = 8;
 inline constexpr int kMaxPollers = 10;
 // Every stream's fixed flow-control window: gRPC's default largest message

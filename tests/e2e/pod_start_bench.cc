@@ -241,14 +241,18 @@ class PodStartBench : public ::testing::Test {
     cri_ = std::move(*client);
     cri_->set_call_timeout(milliseconds(300000));
   }
-  // CAPSULE_BENCH_LOG=<file>: each pool daemon's output goes to <file>.pool
-  // once it stopped (the burst replaces the daemon).
+  // Appends `text` to CAPSULE_BENCH_LOG's <file><suffix>, when it is set.
+  static void KeepLog(const std::string& suffix, const std::string& text) {
+    const char* keep = std::getenv("CAPSULE_BENCH_LOG");
+    if (keep == nullptr || *keep == '\0') return;
+    std::ofstream out(std::string(keep) + suffix, std::ios::app);
+    out << text;
+  }
+  // Each pool daemon's output goes to <file>.pool once it stopped (the
+  // burst replaces the daemon).
   static void StopPool(PoolDaemonProcess& pool) {
     pool.Stop();
-    if (const char* keep = std::getenv("CAPSULE_BENCH_LOG"); keep != nullptr && *keep != '\0') {
-      std::ofstream out(std::string(keep) + ".pool", std::ios::app);
-      out << pool.log();
-    }
+    KeepLog(".pool", pool.log());
   }
   void TearDown() override {
     if (pool_) StopPool(*pool_);
@@ -350,10 +354,7 @@ class PodStartBench : public ::testing::Test {
       std::smatch h, e;
       if (!console.ok() || !std::regex_search(*console, h, handled) || !std::regex_search(*console, e, engine))
         continue;
-      if (const char* keep = std::getenv("CAPSULE_BENCH_LOG"); keep != nullptr && *keep != '\0') {
-        std::ofstream out(std::string(keep) + ".console", std::ios::app);
-        out << "==== pod " << pod << ", VM " << vm << "\n" << *console;
-      }
+      KeepLog(".console", "==== pod " + pod + ", VM " + vm + "\n" + *console);
       guest_create_[container] = {std::stod(h[1]), std::stod(h[2]), std::stod(e[1]),
                                   std::stod(e[2]),  std::stod(e[3]), std::stod(e[4])};
       const std::regex setup("sandbox " + pod + " set up in ([0-9.]+) ms: clock and RNG ([0-9.]+) ms, pod and holder "

@@ -34,6 +34,22 @@ Result<ProcessUsageSample> ProcessUsage(pid_t pid) {
   return s;
 }
 
+Result<uint64_t> ThreadsBusyNs(pid_t pid) {
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  const std::vector<std::string> tids = ListDir(tasks);
+  if (tids.empty()) return NotFound("process " + std::to_string(pid) + " is gone");
+  uint64_t ns = 0;
+  for (const std::string& tid : tids) {
+    auto text = ReadFile(tasks + "/" + tid + "/schedstat");
+    if (!text.ok()) continue;  // the thread exited meanwhile
+    char* end = nullptr;
+    const unsigned long long run = std::strtoull(text->c_str(), &end, 10);
+    const unsigned long long wait = std::strtoull(end, &end, 10);
+    ns += run + wait;
+  }
+  return ns;
+}
+
 namespace {
 
 // The value of a "Key:   N kB" line of a /proc file, in bytes (0 if absent).

@@ -19,6 +19,12 @@ struct ProcessUsageSample {
 // NOT_FOUND once the process is gone.
 Result<ProcessUsageSample> ProcessUsage(pid_t pid);
 
+// Nanoseconds the process's threads have run or waited to run on a CPU
+// (/proc/<pid>/task/*/schedstat, its first two fields), summed: it stays
+// put only while every thread sleeps, even when the host is too busy to
+// run them. Threads that exited are not in it. NOT_FOUND once it is gone.
+Result<uint64_t> ThreadsBusyNs(pid_t pid);
+
 // A process's memory now, in bytes: resident (VmRSS) and its anonymous,
 // file and shared-memory parts from /proc/<pid>/status; from
 // /proc/<pid>/smaps, Pss (each page divided among the processes mapping

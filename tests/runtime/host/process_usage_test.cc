@@ -25,8 +25,43 @@ TEST(ProcessUsageTest, OurOwnMemoryAndCpuAreSeen) {
   EXPECT_GT(u->cpu_seconds, 0.1);
 }
 
+// A child that sleeps adds (almost) nothing to its threads' busy time; one
+// that spins adds about the time it spun.
+TEST(ProcessUsageTest, ThreadsBusyTimeGrowsOnlyWhileAThreadRuns) {
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    char c;
+    if (::read(go[0], &c, 1) != 1) ::_exit(1);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    volatile uint64_t spin = 0;
+    while (std::chrono::steady_clock::now() < end) spin = spin + 1;
+    ::pause();
+    ::_exit(0);
+  }
+  ::close(go[0]);
+  auto asleep = ThreadsBusyNs(child);
+  ASSERT_OK(asleep);
+  ::usleep(100 * 1000);
+  auto still = ThreadsBusyNs(child);
+  ASSERT_OK(still);
+  EXPECT_LT(*still - *asleep, 20'000'000u) << "a sleeping process counted busy";
+  ASSERT_EQ(::write(go[1], "x", 1), 1);
+  ::usleep(400 * 1000);  // its 200 ms of spinning are over
+  auto spun = ThreadsBusyNs(child);
+  ASSERT_OK(spun);
+  EXPECT_GE(*spun - *still, 150'000'000u);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ::close(go[1]);
+  EXPECT_EQ(ThreadsBusyNs(child).status().code(), Code::kNotFound);
+}
+
 TEST(ProcessUsageTest, AGoneProcessIsNotFound) {
   EXPECT_EQ(ProcessUsage(0x3ffffff0).status().code(), Code::kNotFound);
+  EXPECT_EQ(ThreadsBusyNs(0x3ffffff0).status().code(), Code::kNotFound);
   EXPECT_EQ(ReadProcessMemory(0x3ffffff0).status().code(), Code::kNotFound);
   EXPECT_EQ(TcgCacheBytes(0x3ffffff0).status().code(), Code::kNotFound);
   EXPECT_EQ(OwnBytesIn(0x3ffffff0, "x").status().code(), Code::kNotFound);

@@ -34,9 +34,9 @@ Result<std::unique_ptr<AgentServer>> AgentServer::Start(grpc::Service* service,
   grpc::ServerBuilder builder;
   builder.RegisterService(service);
   // The link is one local vsock stream: no bandwidth-delay product to
-  // probe, and each BDP ping costs the guest a write and the host an answer
-  // (it is also one part of a stall limits.h describes). A fixed window as
-  // large as any message we take (WriteStdin chunks) replaces the probing.
+  // probe, and each BDP ping costs the guest a write and the host an answer.
+  // A fixed window as large as any message we take (WriteStdin chunks)
+  // replaces the probing.
   // A 3 MB CRI ExecSync output came back in 1.3 s (p50) against 1.6-1.9 s
   // with BDP probing (shim_guest_exec_bench with that command, two runs).
   builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);

@@ -24,17 +24,17 @@ inline constexpr uint32_t kDefaultMaxBlockingCalls = 1024;
 inline constexpr uint32_t kDefaultReservedThreads = 64;
 // gRPC sync server poller threads (ServerBuilder MIN_POLLERS/MAX_POLLERS).
 // A blocking call keeps the poller that took it, and gRPC starts another
-// thread to poll. A pod's start sends its blocking calls in pairs just
-// ahead of the calls it waits on (GetOOMEvent and the holder's WaitProcess
-// before CreateContainer; ReadStdout and ReadStderr before StartContainer).
-// With 1-2 pollers and BDP probing on, the call after such a pair sat
-// unread in the guest's socket for 50-100 ms in about half of all starts (1
-// vCPU under TCG; capsule-vsockd's packet trace showed it delivered at
-// once). Eight idle pollers and no BDP pings (grpc_server.cc) took it off
-// CreateContainer in every pod start bench run since, but StartContainer
-// still stalls in some runs: the cause is inside gRPC's sync server and not
-// found. Not holding a thread per blocking call would be the real fix.
-// Idle pollers cost only the stack pages they touched.
+// thread to poll. These were raised from gRPC's 1-2 while chasing calls
+// that sat unread in the guest for 50-100 ms after a pair of blocking
+// calls; that turned out to have two other causes, both fixed outside the
+// agent: the shim sent a container's output long-polls between its create
+// and its start (the start took twice as long; now they follow the start),
+// and pooled VMs were paused with guest work still due, which ran when a
+// pod resumed them (the pool now lets a VM go quiet first). Moving blocking
+// calls off gRPC's threads altogether (callback methods on a pool of our
+// own) was tried and changed nothing measurable, so it was not kept. These
+// values have not been measured against gRPC's defaults since. Idle
+// pollers cost only the stack pages they touched.
 inline constexpr int kMinPollers = 8;
 inline constexpr int kMaxPollers = 10;
 // Every stream's fixed flow-control window: gRPC's default largest message

@@ -97,11 +97,15 @@ Status EngineOps::CreateInPod(pod::GuestPod& pod, const std::string& id, oci::Sp
 }
 
 Result<v1::StartContainerResponse> EngineOps::StartContainer(const v1::StartContainerRequest& req) {
+  const auto t0 = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(pod::CheckId("container_id", req.container_id()));
   ASSIGN_OR_RETURN(Target c, Lookup(req.container_id()));
   ASSIGN_OR_RETURN(pid_t pid, c->Start());
   v1::StartContainerResponse resp;
   resp.set_pid(static_cast<uint32_t>(pid));
+  resp.set_handled_us(static_cast<uint32_t>(
+      std::min<int64_t>(std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count(),
+                        UINT32_MAX)));
   return resp;
 }
 

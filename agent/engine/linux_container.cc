@@ -187,7 +187,6 @@ Result<pid_t> LinuxContainer::Start() {
     launched.swap(launched_);
   }
   if (!launched) return FailedPrecondition("container " + id_ + ": already started");
-  const auto t0 = std::chrono::steady_clock::now();
   Status st = launched->Start(deps_.options.setup_timeout);
   if (!st.ok()) {
     (void)init_->Signal(SIGKILL);
@@ -195,9 +194,6 @@ Result<pid_t> LinuxContainer::Start() {
   }
   std::lock_guard lock(mu_);
   if (state_ == ContainerState::kCreated) state_ = ContainerState::kRunning;
-  // The time from the go to the exec, which the shim's own figure for the
-  // call holds together with the wire's.
-  kLinuxContainerLog.Info("container {} started, pid {}, in {:.1f} ms", id_, init_->pid(), MsSince(t0));
   return init_->pid();
 }
 

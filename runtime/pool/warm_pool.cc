@@ -238,8 +238,13 @@ void WarmPool::Settle(vm::SandboxVm& vm) {
   // (when, busy ns) samples spanning the last kSettleQuiet.
   std::deque<std::pair<Clock::time_point, uint64_t>> window = {{t0, *first}};
   bool quiet = false;
+  auto ending = [this] {
+    std::lock_guard lock(mu_);
+    return stopping_ || draining_;
+  };
   while (!quiet && Clock::now() - t0 < kSettleMax) {
     std::this_thread::sleep_for(kSettleStep);
+    if (ending()) return;
     auto busy = ThreadsBusyNs(vm.vmm_pid());
     if (!busy.ok()) return;
     window.emplace_back(Clock::now(), *busy);

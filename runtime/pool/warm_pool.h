@@ -158,8 +158,9 @@ class WarmPool {
   // first pod does not pay for that code's first run in this VMM. A VM
   // whose rehearsal failed is not offered.
   Status Rehearse(vm::SandboxVm& vm) const;
-  // Lets a ready VM's guest go quiet before its pause (warm_pool.cc).
-  static void Settle(vm::SandboxVm& vm);
+  // Lets a ready VM's guest go quiet before its pause (warm_pool.cc); ends
+  // at once when the pool stops or drains.
+  void Settle(vm::SandboxVm& vm);
   // A ready VM: a clone of `tpl` when there is one (a boot if it fails),
   // else a cold boot.
   void BootOne(uint64_t seq, std::string key, Shape shape, std::string vm_id, std::optional<vm::VmTemplate> tpl);

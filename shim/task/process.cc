@@ -62,13 +62,14 @@ Status Process::AttachStdio(bool stdin_closed) {
   return copier->Start(std::make_shared<AgentStdio>(p_.agent, p_.container_id, p_.exec_id));
 }
 
-Result<uint32_t> Process::StartInAgent(bool stdin_closed) {
+Result<uint32_t> Process::StartInAgent(bool stdin_closed, std::optional<double>* agent_ms) {
   if (p_.running_guest_pid != 0) return p_.running_guest_pid;
   if (is_init()) {
     v1::StartContainerRequest req;
     req.set_container_id(p_.container_id);
     auto r = p_.agent->Call<Result<v1::StartContainerResponse>>([&](AgentClient& a) { return a.StartContainer(req); });
     if (!r.ok()) return pod::FromAgent(r.status(), "start " + Name());
+    *agent_ms = r->handled_us() / 1000.0;
     return r->pid();
   }
   v1::ExecProcessRequest req;
@@ -96,7 +97,8 @@ Result<uint32_t> Process::Start() {
   const bool stdin_closed = StdinClosedAtCreateLocked();
   lock.unlock();
   const auto t0 = std::chrono::steady_clock::now();
-  auto pid = StartInAgent(stdin_closed);
+  std::optional<double> agent_ms;
+  auto pid = StartInAgent(stdin_closed, &agent_ms);
   const double start_ms = MsSince(t0);
   lock.lock();
   starting_ = false;
@@ -127,8 +129,8 @@ Result<uint32_t> Process::Start() {
   // pipes keep what the process writes meanwhile.
   const auto t_attach = std::chrono::steady_clock::now();
   RETURN_IF_ERROR_CTX(AttachStdio(stdin_closed), "stdio of " + Name());
-  kProcessLog.Info("{} started (guest pid {}) in {:.1f} ms, stdio {:.1f} ms", Name(), *pid, start_ms,
-                   MsSince(t_attach));
+  kProcessLog.Info("{} started (guest pid {}) in {:.1f} ms{}, stdio {:.1f} ms", Name(), *pid, start_ms,
+                   agent_ms ? fmt::format(" (the agent's {:.1f})", *agent_ms) : "", MsSince(t_attach));
   return p_.host_pid;
 }
 

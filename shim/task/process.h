@@ -125,7 +125,9 @@ class Process {
   explicit Process(ProcessParams params) : p_(std::move(params)) {}
   bool StdinClosedAtCreateLocked() const;  // mu_ held
   // `stdin_closed`: an exec's ExecProcessRequest.stdin_closed.
-  Result<uint32_t> StartInAgent(bool stdin_closed);
+  // The guest pid; `agent_ms` gets the agent's own time for an init's start
+  // (StartContainerResponse.handled_us), left alone for an exec.
+  Result<uint32_t> StartInAgent(bool stdin_closed, std::optional<double>* agent_ms);
   ExitInfo AwaitExit();
   // OK once the output drained (or there is none to copy); DEADLINE_EXCEEDED
   // when `timeout` passed first.

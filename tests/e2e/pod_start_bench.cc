@@ -342,8 +342,7 @@ class PodStartBench : public ::testing::Test {
   // The guest agent's own account of a container's create, from its VM's
   // console log (gone once the pod stops), in ms: its whole handling after
   // the spec is parsed and the pod's create lock taken, the namespace plan
-  // and storages' mounts, then the engine's plan, cgroup, fork and set-up;
-  // and of its start (the go to the exec).
+  // and storages' mounts, then the engine's plan, cgroup, fork and set-up.
   void ReadGuestCreate(const std::string& pod, const std::string& container) {
     const std::regex handled("container " + container + " created in sandbox [^ ]+ \\([^)]*\\) in ([0-9.]+) ms, "
                              "storages ([0-9.]+) ms");
@@ -358,8 +357,6 @@ class PodStartBench : public ::testing::Test {
       KeepLog(".console", "==== pod " + pod + ", VM " + vm + "\n" + *console);
       guest_create_[container] = {std::stod(h[1]), std::stod(h[2]), std::stod(e[1]),
                                   std::stod(e[2]),  std::stod(e[3]), std::stod(e[4])};
-      const std::regex start("container " + container + " started, pid [0-9]+, in ([0-9.]+) ms");
-      if (std::smatch m; std::regex_search(*console, m, start)) guest_start_[container] = std::stod(m[1]);
       const std::regex setup("sandbox " + pod + " set up in ([0-9.]+) ms: clock and RNG ([0-9.]+) ms, pod and holder "
                              "([0-9.]+) ms, [0-9]+ NIC\\(s\\) ([0-9.]+) ms, routes ([0-9.]+) ms");
       if (std::smatch m; std::regex_search(*console, m, setup))
@@ -605,14 +602,13 @@ class PodStartBench : public ::testing::Test {
         guest.push_back(std::stod(m[3]));
         if (auto g = guest_create_.find(id); g != guest_create_.end()) outside.push_back(guest.back() - g->second[0]);
       }
-      const std::regex start("container " + id + R"( started \(guest pid [0-9]+\) in ([0-9.]+) ms, stdio ([0-9.]+) ms)");
+      const std::regex start("container " + id +
+                             R"( started \(guest pid [0-9]+\) in ([0-9.]+) ms \(the agent's ([0-9.]+)\), stdio ([0-9.]+) ms)");
       if (std::regex_search(log, m, start)) {
         started.push_back(std::stod(m[1]));
-        stdio.push_back(std::stod(m[2]));
-        if (auto g = guest_start_.find(id); g != guest_start_.end()) {
-          agent_start.push_back(g->second);
-          start_outside.push_back(started.back() - g->second);
-        }
+        agent_start.push_back(std::stod(m[2]));
+        start_outside.push_back(started.back() - agent_start.back());
+        stdio.push_back(std::stod(m[3]));
       }
     }
     std::cout << "container path in the shim, sequential warm pods (StartContainer's share; CRI creates the task "
@@ -630,7 +626,7 @@ class PodStartBench : public ::testing::Test {
               << "        [guest] set-up to ready (mounts, pivot_root, creds):     " << Summary(in_guest[5]) << "\n"
               << "  [guest] StartContainer (exec):                                 " << Summary(started) << "\n"
               << "      [both]  vsock, gRPC, lookup (shim's - agent's):            " << Summary(start_outside) << "\n"
-              << "      [guest] the agent's start, the go to the exec:             " << Summary(agent_start) << "\n"
+              << "      [guest] the agent's start (lookup, the go, the exec):      " << Summary(agent_start) << "\n"
               << "  [host]  stdio attach, after the start:                         " << Summary(stdio) << "\n";
   }
   void WriteCsvAndPlot() {
@@ -681,7 +677,6 @@ class PodStartBench : public ::testing::Test {
   std::vector<Sample> samples_;
   std::map<std::string, std::vector<double>> stops_;  // by variant, sequential pods
   std::map<std::string, std::vector<std::string>> sequential_containers_;  // by variant
-  std::map<std::string, double> guest_start_;                              // by container, ReadGuestCreate
   std::map<std::string, std::array<double, 6>> guest_create_;              // by container, ReadGuestCreate
   std::array<std::vector<double>, 5> guest_setup_;  // SetupSandbox by the agent: whole, fresh, pod, NICs, routes
   std::string gvisor_skip_;

@@ -33,7 +33,7 @@ constexpr milliseconds kRehearseTimeout{30000};
 constexpr milliseconds kAgentStreamTimeout{5000};
 // A ready VM is paused only once its guest has gone quiet (Settle): QEMU's
 // threads ran or waited to run at most kSettleBusyNs over the last
-// kSettleQuiet, polled every kSettleStep, for at most kSettleMax.
+// kSettleQuiet, polled every kSettleStep (WaitUntil), for at most kSettleMax.
 constexpr milliseconds kSettleStep{50};
 constexpr milliseconds kSettleQuiet{200};
 constexpr uint64_t kSettleBusyNs = 5'000'000;
@@ -237,22 +237,25 @@ void WarmPool::Settle(vm::SandboxVm& vm) {
   if (!first.ok()) return;  // QEMU is gone: the pause that follows says so
   // (when, busy ns) samples spanning the last kSettleQuiet.
   std::deque<std::pair<Clock::time_point, uint64_t>> window = {{t0, *first}};
-  bool quiet = false;
-  auto ending = [this] {
-    std::lock_guard lock(mu_);
-    return stopping_ || draining_;
-  };
-  while (!quiet && Clock::now() - t0 < kSettleMax) {
-    std::this_thread::sleep_for(kSettleStep);
-    if (ending()) return;
-    auto busy = ThreadsBusyNs(vm.vmm_pid());
-    if (!busy.ok()) return;
-    window.emplace_back(Clock::now(), *busy);
-    while (window.size() > 2 && window.back().first - window[1].first >= kSettleQuiet) window.pop_front();
-    // Threads that exit take their time with them: never a negative count.
-    const uint64_t used = window.back().second > window.front().second ? window.back().second - window.front().second : 0;
-    quiet = window.back().first - window.front().first >= kSettleQuiet && used <= kSettleBusyNs;
-  }
+  bool quiet = false, cut_short = false;
+  WaitUntil(
+      [&] {
+        std::unique_lock lock(mu_);
+        cut_short = stopping_ || draining_;
+        lock.unlock();
+        auto busy = ThreadsBusyNs(vm.vmm_pid());
+        cut_short = cut_short || !busy.ok();
+        if (cut_short) return true;
+        window.emplace_back(Clock::now(), *busy);
+        while (window.size() > 2 && window.back().first - window[1].first >= kSettleQuiet) window.pop_front();
+        // Threads that exit take their time with them: never a negative count.
+        const uint64_t used =
+            window.back().second > window.front().second ? window.back().second - window.front().second : 0;
+        quiet = window.back().first - window.front().first >= kSettleQuiet && used <= kSettleBusyNs;
+        return quiet;
+      },
+      kSettleMax, BackoffPolicy{kSettleStep, kSettleStep});
+  if (cut_short) return;
   const uint64_t last = window.back().second;
   const double busy_ms = static_cast<double>(last > *first ? last - *first : 0) / 1e6;
   if (quiet) {

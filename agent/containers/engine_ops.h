@@ -29,7 +29,7 @@ class EngineOps final : public server::ContainerOps {
   // fail to mount unless their modules are loaded.
   EngineOps(pod::PodSlot* pods, modules::ModuleLoader* modules) : pods_(pods), modules_(modules) {}
 
-  Status CreateContainer(const v1::CreateContainerRequest& req) override;
+  Result<v1::CreateContainerResponse> CreateContainer(const v1::CreateContainerRequest& req) override;
   Result<v1::StartContainerResponse> StartContainer(const v1::StartContainerRequest& req) override;
   Status RemoveContainer(const v1::RemoveContainerRequest& req) override;
   Result<v1::ExecProcessResponse> ExecProcess(const v1::ExecProcessRequest& req) override;
@@ -78,8 +78,8 @@ class EngineOps final : public server::ContainerOps {
                                       const server::CallContext& ctx);
   // A request's stdin_closed: the process reads EOF from the start.
   static Status CloseStdinAtCreate(engine::Container& c, const std::string& exec_id);
-  Status CreateInPod(pod::GuestPod& pod, const std::string& id, oci::Spec spec,
-                     const v1::CreateContainerRequest& req);
+  Result<v1::CreateContainerResponse> CreateInPod(pod::GuestPod& pod, const std::string& id, oci::Spec spec,
+                                                  const v1::CreateContainerRequest& req);
 
   pod::PodSlot* const pods_;
   modules::ModuleLoader* const modules_;

@@ -40,6 +40,7 @@ class LinuxContainer : public Container, public std::enable_shared_from_this<Lin
   const std::string& id() const override { return id_; }
   ContainerState state() const override;
   pid_t init_pid() const override;
+  CreateTimings create_timings() const override { return create_ms_; }
   Result<pid_t> Start() override;
   Result<pid_t> Exec(const std::string& exec_id, const oci::Process& process) override;
   Status Signal(const std::string& exec_id, int signal, bool all) override;
@@ -101,7 +102,7 @@ class LinuxContainer : public Container, public std::enable_shared_from_this<Lin
   ContainerState state_ = ContainerState::kCreated;  // guarded by mu_
   ProcessPtr init_;                                  // guarded by mu_
   std::optional<LaunchedProcess> launched_;          // guarded by mu_; until Start
-  double launch_pid_ms_ = 0, launch_ready_ms_ = 0;    // the init's launch, for the create log line
+  CreateTimings create_ms_;                          // set by Create, read only after it
   std::map<std::string, ProcessPtr> execs_;          // guarded by mu_
   std::deque<std::string> released_execs_;           // guarded by mu_, oldest first
   std::set<std::string> released_set_;               // guarded by mu_

@@ -237,7 +237,7 @@ Result<Interface> NetlinkNetwork::UpdateInterface(const Interface& want) {
     if (mac != MacToString(rtnl_link_get_addr(link.get()))) {
       ASSIGN_OR_RETURN(const bool live, SetMac(link.get(), name, mac));
       RETURN_IF_ERROR(FreshIpv6(name, live));
-      kNetlinkNetworkLog.Info("interface {}: MAC set to {}{}", name, mac, live ? " while up" : "");
+      kNetlinkNetworkLog.Debug("interface {}: MAC set to {}{}", name, mac, live ? " while up" : "");
     }
   }
   if (!want.name.empty() && want.name != name) {
@@ -256,8 +256,8 @@ Result<Interface> NetlinkNetwork::UpdateInterface(const Interface& want) {
   rtnl_link* now = rtnl_link_get(links.get(), ifindex);
   if (now == nullptr) return NotFound(fmt::format("interface {} vanished while being updated", name));
   LinkPtr hold(now);
-  kNetlinkNetworkLog.Info("interface {}: mtu {}, {} addresses, {}", name, rtnl_link_get_mtu(now), want.addresses.size(),
-                          want.up ? "up" : "down");
+  kNetlinkNetworkLog.Debug("interface {}: mtu {}, {} addresses, {}", name, rtnl_link_get_mtu(now),
+                           want.addresses.size(), want.up ? "up" : "down");
   return Describe(now, addrs.get());
 }
 

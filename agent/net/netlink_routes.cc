@@ -127,7 +127,7 @@ Result<std::vector<Route>> NetlinkNetwork::UpdateRoutes(const std::vector<Route>
     RestoreRoutes(removed);
     return st;
   }
-  kNetlinkRoutesLog.Info("routes replaced: {} removed, {} added", removed.size(), routes.size());
+  kNetlinkRoutesLog.Debug("routes replaced: {} removed, {} added", removed.size(), routes.size());
   return MainRoutes(links.get());
 }
 

@@ -54,7 +54,7 @@ Result<pid_t> GuestPod::AdoptHolder(const std::string& container_id) {
   }
   namespaces_.Created(container_id, plan);
   const pid_t pid = holder->init_pid();
-  kGuestPodLog.Info("container {} is the pod holder of sandbox {} (pid {}): no process created for it", container_id,
+  kGuestPodLog.Debug("container {} is the pod holder of sandbox {} (pid {}): no process created for it", container_id,
                     id(), pid);
   return pid;
 }

@@ -176,7 +176,7 @@ Result<GuestPodPtr> PodSlot::Create(const PodSpec& spec) {
     std::lock_guard lock(mu_);
     pod_ = *pod;
   }
-  kPodSlotLog.Info("sandbox {} created ({} storages, {} of them mounted ahead, pidns={})", spec.id,
+  kPodSlotLog.Debug("sandbox {} created ({} storages, {} of them mounted ahead, pidns={})", spec.id,
                    spec.storages.size(), mounted_ahead, spec.sandbox_pidns);
   return pod;
 }

@@ -63,7 +63,7 @@ class AgentService final : public AgentServiceBase {
 
   // Container RPCs, forwarded to ContainerOps (rpc_containers.cc).
   grpc::Status Rehearse(Ctx*, const v1::RehearseRequest*, v1::RehearseResponse*) override;
-  grpc::Status CreateContainer(Ctx*, const v1::CreateContainerRequest*, Empty*) override;
+  grpc::Status CreateContainer(Ctx*, const v1::CreateContainerRequest*, v1::CreateContainerResponse*) override;
   grpc::Status StartContainer(Ctx*, const v1::StartContainerRequest*, v1::StartContainerResponse*) override;
   grpc::Status RemoveContainer(Ctx*, const v1::RemoveContainerRequest*, Empty*) override;
   grpc::Status ExecProcess(Ctx*, const v1::ExecProcessRequest*, v1::ExecProcessResponse*) override;

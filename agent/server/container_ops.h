@@ -36,7 +36,9 @@ class ContainerOps {
  public:
   virtual ~ContainerOps() = default;
 
-  virtual Status CreateContainer(const v1::CreateContainerRequest&) { return Missing("CreateContainer"); }
+  virtual Result<v1::CreateContainerResponse> CreateContainer(const v1::CreateContainerRequest&) {
+    return Missing("CreateContainer");
+  }
   virtual Result<v1::StartContainerResponse> StartContainer(const v1::StartContainerRequest&) {
     return Missing("StartContainer");
   }

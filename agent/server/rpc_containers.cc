@@ -40,8 +40,10 @@ grpc::Status CallBlocking(std::string_view rpc, BlockingGate& gate, ContainerOps
 
 }  // namespace
 
-grpc::Status AgentService::CreateContainer(Ctx*, const v1::CreateContainerRequest* req, Empty*) {
-  return Call("CreateContainer", containers_.load(), [&](ContainerOps& o) { return o.CreateContainer(*req); });
+grpc::Status AgentService::CreateContainer(Ctx*, const v1::CreateContainerRequest* req,
+                                           v1::CreateContainerResponse* resp) {
+  return CallInto("CreateContainer", containers_.load(), resp,
+                  [&](ContainerOps& o) { return o.CreateContainer(*req); });
 }
 
 grpc::Status AgentService::StartContainer(Ctx*, const v1::StartContainerRequest* req,

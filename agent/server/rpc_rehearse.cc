@@ -61,8 +61,14 @@ Status AgentService::RehearseNic(const std::string& mac) const {
   via.device = before.name;
   v1::Interface pod_proto = InterfaceToProto(pod);  // as the claim sends it: found by MAC, given another
   pod_proto.set_device_hint(before.hw_addr);
-  Status played = ApplyInterface(pod_proto).status();
+  auto applied = ApplyInterface(pod_proto);
+  Status played = applied.status();
   if (played.ok()) played = ApplyRoutes(RoutesToProto({via})).status();
+  // Before any claim, so a console line costs no pod anything: the MAC is
+  // the one the kernel reported after the change.
+  if (played.ok())
+    kRpcRehearseLog.Info("boot NIC {}: a pod's take-over played, MAC set to {}, a route via {}", before.name,
+                         applied->hw_addr(), kRehearsalGateway);
 
   // Back as it was whatever failed, from where it is now (found by name:
   // its MAC may be either): the link first, since routes need its

@@ -44,7 +44,7 @@ class AgentClient {
   // replying; both count as success.
   virtual Status DestroySandbox(const v1::DestroySandboxRequest& req) = 0;
 
-  virtual Status CreateContainer(const v1::CreateContainerRequest& req) = 0;
+  virtual Result<v1::CreateContainerResponse> CreateContainer(const v1::CreateContainerRequest& req) = 0;
   virtual Result<v1::StartContainerResponse> StartContainer(const v1::StartContainerRequest& req) = 0;
   virtual Status RemoveContainer(const v1::RemoveContainerRequest& req) = 0;
   virtual Result<v1::ExecProcessResponse> ExecProcess(const v1::ExecProcessRequest& req) = 0;

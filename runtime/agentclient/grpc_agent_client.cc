@@ -88,8 +88,8 @@ class GrpcAgentClient final : public AgentClient {
   }
   Status DestroySandbox(const v1::DestroySandboxRequest& req) override;
 
-  Status CreateContainer(const v1::CreateContainerRequest& req) override {
-    return Done(Call("CreateContainer", &Stub::CreateContainer, req, options_.default_call_timeout));
+  Result<v1::CreateContainerResponse> CreateContainer(const v1::CreateContainerRequest& req) override {
+    return Call("CreateContainer", &Stub::CreateContainer, req, options_.default_call_timeout);
   }
   Result<v1::StartContainerResponse> StartContainer(const v1::StartContainerRequest& req) override {
     return Call("StartContainer", &Stub::StartContainer, req, options_.default_call_timeout);

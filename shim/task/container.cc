@@ -102,10 +102,18 @@ Result<std::unique_ptr<Container>> Container::Create(ContainerParams params, pod
   }
   const auto t_files = std::chrono::steady_clock::now();
   const bool stdin_closed = c->init_->StdinClosedAtCreate();
-  RETURN_IF_ERROR(c->CreateInAgent(guest.spec.dump(), std::move(storages), stdin_closed));
-  // Its stdio is attached at start (Process::Start).
-  kContainerLog.Info("container {} created in {:.1f} ms: spec and host files {:.1f} ms, guest create {:.1f} ms",
-                     c->p_.id, MsSince(t0), MsBetween(t0, t_files), MsSince(t_files));
+  ASSIGN_OR_RETURN(v1::CreateContainerResponse agent,
+                   c->CreateInAgent(guest.spec.dump(), std::move(storages), stdin_closed));
+  // Its stdio is attached at start (Process::Start). The agent's own part
+  // is logged here, on the host: a guest console line costs the guest about
+  // a ms under TCG.
+  auto ms = MsOfMicrosField;
+  kContainerLog.Info("container {} created in {:.1f} ms: spec and host files {:.1f} ms, guest create {:.1f} ms (the "
+                     "agent's {:.1f}: storages {:.1f} ms, plan {:.1f} ms, cgroup {:.1f} ms, fork to pid {:.1f} ms, "
+                     "set-up to ready {:.1f} ms)",
+                     c->p_.id, MsSince(t0), MsBetween(t0, t_files), MsSince(t_files), ms(agent.handled_us()),
+                     ms(agent.storages_us()), ms(agent.plan_us()), ms(agent.cgroup_us()), ms(agent.fork_us()),
+                     ms(agent.setup_us()));
   return c;
 }
 
@@ -190,18 +198,20 @@ void Container::UnplugDisks() {
   disks_.clear();
 }
 
-Status Container::CreateInAgent(const std::string& spec_json, std::vector<v1::Storage> storages, bool stdin_closed) {
+Result<v1::CreateContainerResponse> Container::CreateInAgent(const std::string& spec_json,
+                                                             std::vector<v1::Storage> storages, bool stdin_closed) {
   v1::CreateContainerRequest req;
   req.set_container_id(p_.id);
   req.set_oci_spec_json(spec_json);
   req.set_stdin_closed(stdin_closed);
   for (auto& s : storages) *req.add_storages() = std::move(s);
   req.set_sandbox_pidns(JoinsPodPidNamespace(p_.host_spec));
-  RETURN_IF_ERROR(pod::FromAgent(sandbox_->agent()->Call<Status>([&](AgentClient& a) { return a.CreateContainer(req); }),
-                                 "create container " + p_.id));
+  auto created = sandbox_->agent()->Call<Result<v1::CreateContainerResponse>>(
+      [&](AgentClient& a) { return a.CreateContainer(req); });
+  if (!created.ok()) return pod::FromAgent(created.status(), "create container " + p_.id);
   in_agent_ = true;
   sandbox_->AddContainer(p_.id);
-  return Status::Ok();
+  return created;
 }
 
 Status Container::RemoveFromAgent() {

@@ -94,7 +94,9 @@ class Container {
   Result<std::vector<agentclient::v1::Storage>> PlugDense(mount::Mounter* mounter, GuestSpec* guest);
   Status PlugImage(const std::string& path, bool own);
   void UnplugDisks();
-  Status CreateInAgent(const std::string& spec_json, std::vector<agentclient::v1::Storage> storages, bool stdin_closed);
+  Result<agentclient::v1::CreateContainerResponse> CreateInAgent(const std::string& spec_json,
+                                                                 std::vector<agentclient::v1::Storage> storages,
+                                                                 bool stdin_closed);
   Status RemoveFromAgent();
   Status UnmountAll();
   std::string Rel(std::string_view sub) const { return p_.id + "/" + std::string(sub); }

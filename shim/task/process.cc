@@ -69,7 +69,7 @@ Result<uint32_t> Process::StartInAgent(bool stdin_closed, std::optional<double>*
     req.set_container_id(p_.container_id);
     auto r = p_.agent->Call<Result<v1::StartContainerResponse>>([&](AgentClient& a) { return a.StartContainer(req); });
     if (!r.ok()) return pod::FromAgent(r.status(), "start " + Name());
-    *agent_ms = r->handled_us() / 1000.0;
+    *agent_ms = MsOfMicrosField(r->handled_us());
     return r->pid();
   }
   v1::ExecProcessRequest req;

@@ -44,7 +44,8 @@ Status ApiClient::CreateSandbox(const std::string& id, bool sandbox_pidns) {
       .status();
 }
 
-Result<uint32_t> ApiClient::SetupSandboxWithHolder(const std::string& id, const std::string& hostname) {
+Result<v1::SetupSandboxResponse> ApiClient::SetupSandboxWithHolder(const std::string& id,
+                                                                  const std::string& hostname) {
   v1::SetupSandboxRequest req;
   timespec now{};
   ::clock_gettime(CLOCK_REALTIME, &now);
@@ -58,10 +59,7 @@ Result<uint32_t> ApiClient::SetupSandboxWithHolder(const std::string& id, const 
   sb.set_hostname(hostname);
   for (const auto& s : ep_.sandbox_storages()) *sb.add_storages() = s;
   req.set_holder_container_id(id);
-  ASSIGN_OR_RETURN(v1::SetupSandboxResponse resp,
-                   (Invoke<v1::SetupSandboxRequest, v1::SetupSandboxResponse>(stub_, &v1::Agent::Stub::SetupSandbox,
-                                                                                req)));
-  return resp.holder_pid();
+  return Invoke<v1::SetupSandboxRequest, v1::SetupSandboxResponse>(stub_, &v1::Agent::Stub::SetupSandbox, req);
 }
 
 Status ApiClient::DestroySandbox() {
@@ -78,16 +76,24 @@ Status ApiClient::Create(const std::string& id, const nlohmann::json& spec, bool
   req.set_sandbox_pidns(sandbox_pidns);
   req.set_stdin_closed(stdin_closed);
   for (const auto& s : storages) *req.add_storages() = s;
-  return Invoke<v1::CreateContainerRequest, google::protobuf::Empty>(stub_, &v1::Agent::Stub::CreateContainer, req,
+  return Invoke<v1::CreateContainerRequest, v1::CreateContainerResponse>(stub_, &v1::Agent::Stub::CreateContainer, req,
                                                                      kBlockingDeadline)
       .status();
+}
+
+Result<v1::CreateContainerResponse> ApiClient::CreateAnswered(const std::string& id, const nlohmann::json& spec) {
+  v1::CreateContainerRequest req;
+  req.set_container_id(id);
+  req.set_oci_spec_json(spec.dump());
+  return Invoke<v1::CreateContainerRequest, v1::CreateContainerResponse>(stub_, &v1::Agent::Stub::CreateContainer, req,
+                                                                         kBlockingDeadline);
 }
 
 Status ApiClient::CreateRaw(const std::string& id, const std::string& spec_json) {
   v1::CreateContainerRequest req;
   req.set_container_id(id);
   req.set_oci_spec_json(spec_json);
-  return Invoke<v1::CreateContainerRequest, google::protobuf::Empty>(stub_, &v1::Agent::Stub::CreateContainer, req)
+  return Invoke<v1::CreateContainerRequest, v1::CreateContainerResponse>(stub_, &v1::Agent::Stub::CreateContainer, req)
       .status();
 }
 

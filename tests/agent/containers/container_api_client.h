@@ -31,11 +31,14 @@ class ApiClient {
   Status CreateSandbox(const std::string& id, bool sandbox_pidns = false);
   Status DestroySandbox();
   // SetupSandbox (fresh clock and RNG) whose sandbox container `id` is the
-  // agent's pod holder; returns the holder's pid.
-  Result<uint32_t> SetupSandboxWithHolder(const std::string& id, const std::string& hostname);
+  // agent's pod holder; returns the agent's answer (the holder's pid, the
+  // agent's timings).
+  Result<v1::SetupSandboxResponse> SetupSandboxWithHolder(const std::string& id, const std::string& hostname);
   Status Create(const std::string& id, const nlohmann::json& spec, bool sandbox_pidns = false,
                 const std::vector<v1::Storage>& storages = {}, bool stdin_closed = false);
   Status CreateRaw(const std::string& id, const std::string& spec_json);
+  // Create, returning the agent's answer (its timings).
+  Result<v1::CreateContainerResponse> CreateAnswered(const std::string& id, const nlohmann::json& spec);
   Result<uint32_t> Start(const std::string& id);
   Status Remove(const std::string& id);
   Result<uint32_t> Exec(const std::string& id, const std::string& exec_id, const nlohmann::json& process,

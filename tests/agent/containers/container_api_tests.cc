@@ -43,6 +43,21 @@ TEST_P(ContainerApiTest, CreateStartReadsOutputAndWaitReportsExitZero) {
   EXPECT_FALSE(r.exit.oom_killed());
 }
 
+// The agent answers what a create cost it, part by part, for the shim to
+// log (the guest logs no line on this path): each part of a real launch
+// takes time, and the parts are disjoint pieces of the whole.
+TEST_P(ContainerApiTest, CreateAnswersTheAgentsTimings) {
+  auto created = api().CreateAnswered("timed", api().Spec({"true"}));
+  ASSERT_OK(created);
+  EXPECT_GT(created->plan_us(), 0u);
+  EXPECT_GT(created->cgroup_us(), 0u);
+  EXPECT_GT(created->fork_us(), 0u);
+  EXPECT_GT(created->setup_us(), 0u);
+  EXPECT_GE(created->handled_us(), created->storages_us() + created->plan_us() + created->cgroup_us() +
+                                       created->fork_us() + created->setup_us());
+  EXPECT_OK(api().Remove("timed"));
+}
+
 TEST_P(ContainerApiTest, ExitCodeThreeIsReported) {
   EXPECT_EQ(RunToEnd(api(), "c3", api().Spec({"sh", "-c", "exit 3"})).exit.status(), 3);
 }
@@ -156,9 +171,16 @@ TEST_P(ContainerApiTest, SetupSandboxAdoptsThePodHolderAsTheSandboxContainer) {
   if (!endpoint().sets_clock())
     GTEST_SKIP() << "SetupSandbox sets the clock, which a --no-init agent refuses (engine_test covers the holder)";
   ASSERT_OK(api().DestroySandbox());
-  auto pid = api().SetupSandboxWithHolder("held", "held-host");
-  ASSERT_OK(pid);
-  EXPECT_GT(*pid, 0u);
+  auto setup = api().SetupSandboxWithHolder("held", "held-host");
+  ASSERT_OK(setup);
+  EXPECT_GT(setup->holder_pid(), 0u);
+  // The agent's account of its parts, which the shim logs: each measured,
+  // none longer than the whole (the pod's own and the clock's take time
+  // even here; there is no NIC and no route to apply).
+  EXPECT_GT(setup->handled_us(), 0u);
+  EXPECT_GT(setup->pod_us(), 0u);
+  EXPECT_GT(setup->clock_rng_us(), 0u);
+  EXPECT_GE(setup->handled_us(), setup->clock_rng_us() + setup->pod_us() + setup->nics_us() + setup->routes_us());
   EXPECT_ERROR(api().Start("held"), Code::kFailedPrecondition, "running");
   json app = api().Spec({"sh", "-c", "cat /proc/1/comm; hostname"});
   app["annotations"] = {{"io.kubernetes.cri.container-type", "container"}, {"io.kubernetes.cri.sandbox-id", "held"}};

@@ -107,7 +107,7 @@ class EngineOpsTest : public ::testing::Test {
     req.set_container_id(id);
     req.set_oci_spec_json(json);
     req.set_sandbox_pidns(pidns);
-    return ops_.CreateContainer(req);
+    return ops_.CreateContainer(req).status();
   }
   static constexpr const char* kSpec = R"({"ociVersion":"1.0.2","root":{"path":"/r"},"process":{"args":["x"],"cwd":"/"}})";
 

@@ -249,7 +249,8 @@ TYPED_TEST(BootedVmTest, ARehearsalOfTheBootNicPutsItBackAsItWasButUp) {
   EXPECT_TRUE(found) << "no NIC has " << nic->mac << " any more:\n" << links_after->DebugString();
   auto console = ReadFile(hypervisor::VmPaths(TestFixture::vm_->state_dir()).console_log());
   ASSERT_OK(console);
-  EXPECT_NE(console->find("MAC set to 02:ca:95:00:00:01"), std::string::npos) << "the take-over was not played";
+  EXPECT_NE(console->find("take-over played, MAC set to 02:ca:95:00:00:01"), std::string::npos)
+      << "the take-over was not played";
 
   req.set_boot_nic_mac("02:00:00:00:00:99");
   auto missing = (*agent)->Rehearse(req, milliseconds(30000));

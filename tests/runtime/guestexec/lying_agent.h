@@ -138,7 +138,7 @@ class LyingAgent : public agentclient::AgentClient {
   Status CreateSandbox(const v1::CreateSandboxRequest&) override { return No(); }
   Result<v1::SetupSandboxResponse> SetupSandbox(const v1::SetupSandboxRequest&) override { return No(); }
   Status DestroySandbox(const v1::DestroySandboxRequest&) override { return No(); }
-  Status CreateContainer(const v1::CreateContainerRequest&) override { return No(); }
+  Result<v1::CreateContainerResponse> CreateContainer(const v1::CreateContainerRequest&) override { return No(); }
   Result<v1::StartContainerResponse> StartContainer(const v1::StartContainerRequest&) override { return No(); }
   Status RemoveContainer(const v1::RemoveContainerRequest&) override { return No(); }
   Result<v1::ExecProcessResponse> ExecProcess(const v1::ExecProcessRequest&) override { return No(); }

@@ -261,7 +261,7 @@ void FakeAgentClient::HangNextCreateContainer(std::function<void()> on_enter) {
   hang_create_ = std::move(on_enter);
 }
 
-Status FakeAgentClient::CreateContainer(const av1::CreateContainerRequest& req) {
+Result<av1::CreateContainerResponse> FakeAgentClient::CreateContainer(const av1::CreateContainerRequest& req) {
   RETURN_IF_ERROR(Gate("CreateContainer"));
   std::unique_lock lock(mu_);
   RETURN_IF_ERROR(Enter("CreateContainer"));
@@ -280,7 +280,7 @@ Status FakeAgentClient::CreateContainer(const av1::CreateContainerRequest& req) 
   c.create = req;
   c.procs[""] = Proc{};
   c.procs[""].in_closed = req.stdin_closed();
-  return Status::Ok();
+  return av1::CreateContainerResponse();
 }
 
 Result<av1::StartContainerResponse> FakeAgentClient::StartContainer(const av1::StartContainerRequest& req) {

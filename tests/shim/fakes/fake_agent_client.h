@@ -85,7 +85,7 @@ class FakeAgentClient : public agentclient::AgentClient {
   // (each recorded, and held or failed as they are), after "SetupSandbox".
   Result<av1::SetupSandboxResponse> SetupSandbox(const av1::SetupSandboxRequest& req) override;
   Status DestroySandbox(const av1::DestroySandboxRequest& req) override;
-  Status CreateContainer(const av1::CreateContainerRequest& req) override;
+  Result<av1::CreateContainerResponse> CreateContainer(const av1::CreateContainerRequest& req) override;
   Result<av1::StartContainerResponse> StartContainer(const av1::StartContainerRequest& req) override;
   Status RemoveContainer(const av1::RemoveContainerRequest& req) override;
   Result<av1::ExecProcessResponse> ExecProcess(const av1::ExecProcessRequest& req) override;

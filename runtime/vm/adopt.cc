@@ -2,7 +2,8 @@
 // part by part from its state dir: the VMM (Hypervisor::Attach: lock,
 // vm.json, the very same QEMU process, QMP), the vsock host end
 // (vsock.json), virtiofsd (its pid file and share mount), then a short
-// ConnectAgent, or a Check on the agent stream the caller was handed. A
+// ConnectAgent, or a Check on the agent stream the caller was handed, which
+// needs nothing of the VMM and so runs beside the VMM's attach. A
 // part that is gone is logged and left out, and a VM whose VMM died is
 // still returned, so that Stop() can clean up whatever is left.
 // So is a boot cut short before QEMU's vm.json (its launcher was killed):
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <future>
 
 #include "runtime/common/elapsed.h"
 #include "runtime/common/file_util.h"
@@ -49,46 +51,68 @@ void AdoptHostEnds(SandboxVmImpl& vm) {
   }
 }
 
+// The options every connection of an adoption has: the call deadline and
+// the VM's call statistics, counted from the adoption on.
+agentclient::ConnectOptions AdoptOptions(const std::string& state_dir, milliseconds agent_timeout,
+                                         agentclient::ConnectTimings* timings) {
+  agentclient::ConnectOptions o;
+  o.deadline = kAdoptConnectTimeout;
+  o.default_call_timeout = agent_timeout;
+  o.on_call_end = AgentCallStatsFor(state_dir);
+  o.timings = timings;
+  return o;
+}
+
+using HandedOver = std::future<Result<agentclient::AgentClientPtr>>;
+
 // How the adopter reached the agent, for the adoption's log line.
 enum class AgentPath { kDialled, kHandedOver, kDialledAfterHandedOver };
 
 std::string_view AgentPathName(AgentPath p) {
   switch (p) {
     case AgentPath::kDialled: return "dialled";
-    case AgentPath::kHandedOver: return "on the stream handed over";
+    case AgentPath::kHandedOver: return "on the stream handed over, checked beside the attach";
     case AgentPath::kDialledAfterHandedOver: return "dialled after the stream handed over failed";
   }
   return "?";
 }
 
-Status ConnectAdopted(SandboxVmImpl& vm, milliseconds agent_timeout, UniqueFd stream,
+// The handed-over stream's Check, started before the VMM's attach; an
+// invalid future when the caller was handed no stream.
+HandedOver CheckHandedOver(UniqueFd stream, const std::string& state_dir, milliseconds agent_timeout,
+                           agentclient::ConnectTimings* timings) {
+  if (!stream) return {};
+  agentclient::ConnectOptions o = AdoptOptions(state_dir, agent_timeout, timings);
+  o.attempt_timeout = kHandedOverCheckTimeout;
+  return std::async(std::launch::async, [stream = std::move(stream), o]() mutable {
+    return agentclient::ConnectAgentOver(std::move(stream), o);
+  });
+}
+
+Status ConnectAdopted(SandboxVmImpl& vm, milliseconds agent_timeout, HandedOver handed_over,
                       agentclient::ConnectTimings* timings, AgentPath* path) {
+  // Whatever follows, the Check beside the attach is done with first.
+  std::optional<Result<agentclient::AgentClientPtr>> over;
+  if (handed_over.valid()) over.emplace(handed_over.get());
   hypervisor::Vmm& vmm = vm.vmm();
   if (vmm.state() != hypervisor::VmState::kRunning)
     return FailedPrecondition(fmt::format("VM {} is {}, not running", vm.id(), hypervisor::VmStateName(vmm.state())));
   vsock::VmVsock* v = vm.vsock();
   if (v == nullptr) return Unavailable(fmt::format("VM {}: its vsock host end is gone", vm.id()));
-  agentclient::ConnectOptions o;
-  o.deadline = kAdoptConnectTimeout;
-  o.default_call_timeout = agent_timeout;
-  o.abort_fd = vmm.exit_fd();
-  o.token = vmm.agent_token();
-  o.on_call_end = AgentCallStatsFor(vm.state_dir());  // counts from the adoption on
-  o.timings = timings;
   *path = AgentPath::kDialled;
-  if (stream) {
-    o.attempt_timeout = kHandedOverCheckTimeout;
-    auto over = agentclient::ConnectAgentOver(std::move(stream), o);
-    if (over.ok()) {
-      vm.SetAgent(std::move(*over));
+  if (over) {
+    if (over->ok()) {
+      vm.SetAgent(std::move(**over));
       *path = AgentPath::kHandedOver;
       return Status::Ok();
     }
     kAdoptLog.Warn("VM {}: the agent stream handed over does not answer ({}); dialling", vm.id(),
-                   over.status().ToString());
-    o.attempt_timeout = agentclient::ConnectOptions{}.attempt_timeout;
+                   over->status().ToString());
     *path = AgentPath::kDialledAfterHandedOver;
   }
+  agentclient::ConnectOptions o = AdoptOptions(vm.state_dir(), agent_timeout, timings);
+  o.abort_fd = vmm.exit_fd();
+  o.token = vmm.agent_token();
   auto client = agentclient::ConnectAgent([v](milliseconds t) { return v->Dial(guest_abi::kAgentVsockPort, t); }, o);
   if (!client.ok()) return client.status();
   vm.SetAgent(std::move(*client));
@@ -117,6 +141,9 @@ Result<std::unique_ptr<SandboxVm>> SandboxVm::Adopt(const config::Config& config
   struct stat st{};
   if (::stat(state_dir.c_str(), &st) != 0) return ErrnoStatus(what);
   const auto t0 = std::chrono::steady_clock::now();
+  const milliseconds agent_timeout(config.runtime.agent_timeout_ms);
+  agentclient::ConnectTimings agent_ms;
+  HandedOver handed_over = CheckHandedOver(std::move(agent_stream), state_dir, agent_timeout, &agent_ms);
   auto vmm = hypervisor::NewQemuHypervisor(config)->Attach(state_dir);
   if (!vmm.ok() && vmm.status().code() == Code::kNotFound) return AdoptUnfinishedBoot(state_dir, vmm.status());
   if (!vmm.ok()) return vmm.status().WithContext(what);
@@ -125,10 +152,8 @@ Result<std::unique_ptr<SandboxVm>> SandboxVm::Adopt(const config::Config& config
   const auto t_vmm = std::chrono::steady_clock::now();
   AdoptHostEnds(*vm);
   const auto t_ends = std::chrono::steady_clock::now();
-  agentclient::ConnectTimings agent_ms;
   AgentPath path = AgentPath::kDialled;
-  Status agent =
-      ConnectAdopted(*vm, milliseconds(config.runtime.agent_timeout_ms), std::move(agent_stream), &agent_ms, &path);
+  Status agent = ConnectAdopted(*vm, agent_timeout, std::move(handed_over), &agent_ms, &path);
   if (agent.ok()) {
     kAdoptLog.Info("adopted VM {} (QEMU pid {}); the agent answers: VMM (lock, vm.json, QMP) {:.1f} ms, vsock and "
                    "virtiofsd {:.1f} ms, agent (dial, token, Check) {:.1f} ms: dial {:.1f} ms, token {:.1f} ms, "

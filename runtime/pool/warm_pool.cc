@@ -240,9 +240,10 @@ void WarmPool::Settle(vm::SandboxVm& vm) {
   bool quiet = false, cut_short = false;
   WaitUntil(
       [&] {
-        std::unique_lock lock(mu_);
-        cut_short = stopping_ || draining_;
-        lock.unlock();
+        {
+          std::lock_guard lock(mu_);
+          cut_short = stopping_ || draining_;
+        }
         auto busy = ThreadsBusyNs(vm.vmm_pid());
         cut_short = cut_short || !busy.ok();
         if (cut_short) return true;

@@ -52,7 +52,8 @@ void AdoptHostEnds(SandboxVmImpl& vm) {
 }
 
 // The options every connection of an adoption has: the call deadline and
-// the VM's call statistics, counted from the adoption on.
+// the VM's call statistics, counted from the adoption on (one sink for the
+// handed-over stream's Check and a dial after it).
 agentclient::ConnectOptions AdoptOptions(const std::string& state_dir, milliseconds agent_timeout,
                                          agentclient::ConnectTimings* timings) {
   agentclient::ConnectOptions o;
@@ -79,18 +80,15 @@ std::string_view AgentPathName(AgentPath p) {
 
 // The handed-over stream's Check, started before the VMM's attach; an
 // invalid future when the caller was handed no stream.
-HandedOver CheckHandedOver(UniqueFd stream, const std::string& state_dir, milliseconds agent_timeout,
-                           agentclient::ConnectTimings* timings) {
+HandedOver CheckHandedOver(UniqueFd stream, agentclient::ConnectOptions o) {
   if (!stream) return {};
-  agentclient::ConnectOptions o = AdoptOptions(state_dir, agent_timeout, timings);
   o.attempt_timeout = kHandedOverCheckTimeout;
   return std::async(std::launch::async, [stream = std::move(stream), o]() mutable {
     return agentclient::ConnectAgentOver(std::move(stream), o);
   });
 }
 
-Status ConnectAdopted(SandboxVmImpl& vm, milliseconds agent_timeout, HandedOver handed_over,
-                      agentclient::ConnectTimings* timings, AgentPath* path) {
+Status ConnectAdopted(SandboxVmImpl& vm, agentclient::ConnectOptions o, HandedOver handed_over, AgentPath* path) {
   // Whatever follows, the Check beside the attach is done with first.
   std::optional<Result<agentclient::AgentClientPtr>> over;
   if (handed_over.valid()) over.emplace(handed_over.get());
@@ -110,7 +108,6 @@ Status ConnectAdopted(SandboxVmImpl& vm, milliseconds agent_timeout, HandedOver 
                    over->status().ToString());
     *path = AgentPath::kDialledAfterHandedOver;
   }
-  agentclient::ConnectOptions o = AdoptOptions(vm.state_dir(), agent_timeout, timings);
   o.abort_fd = vmm.exit_fd();
   o.token = vmm.agent_token();
   auto client = agentclient::ConnectAgent([v](milliseconds t) { return v->Dial(guest_abi::kAgentVsockPort, t); }, o);
@@ -141,9 +138,10 @@ Result<std::unique_ptr<SandboxVm>> SandboxVm::Adopt(const config::Config& config
   struct stat st{};
   if (::stat(state_dir.c_str(), &st) != 0) return ErrnoStatus(what);
   const auto t0 = std::chrono::steady_clock::now();
-  const milliseconds agent_timeout(config.runtime.agent_timeout_ms);
   agentclient::ConnectTimings agent_ms;
-  HandedOver handed_over = CheckHandedOver(std::move(agent_stream), state_dir, agent_timeout, &agent_ms);
+  const agentclient::ConnectOptions options =
+      AdoptOptions(state_dir, milliseconds(config.runtime.agent_timeout_ms), &agent_ms);
+  HandedOver handed_over = CheckHandedOver(std::move(agent_stream), options);
   auto vmm = hypervisor::NewQemuHypervisor(config)->Attach(state_dir);
   if (!vmm.ok() && vmm.status().code() == Code::kNotFound) return AdoptUnfinishedBoot(state_dir, vmm.status());
   if (!vmm.ok()) return vmm.status().WithContext(what);
@@ -153,7 +151,7 @@ Result<std::unique_ptr<SandboxVm>> SandboxVm::Adopt(const config::Config& config
   AdoptHostEnds(*vm);
   const auto t_ends = std::chrono::steady_clock::now();
   AgentPath path = AgentPath::kDialled;
-  Status agent = ConnectAdopted(*vm, agent_timeout, std::move(handed_over), &agent_ms, &path);
+  Status agent = ConnectAdopted(*vm, options, std::move(handed_over), &path);
   if (agent.ok()) {
     kAdoptLog.Info("adopted VM {} (QEMU pid {}); the agent answers: VMM (lock, vm.json, QMP) {:.1f} ms, vsock and "
                    "virtiofsd {:.1f} ms, agent (dial, token, Check) {:.1f} ms: dial {:.1f} ms, token {:.1f} ms, "

@@ -70,21 +70,19 @@ Status ApiClient::DestroySandbox() {
 
 Status ApiClient::Create(const std::string& id, const nlohmann::json& spec, bool sandbox_pidns,
                          const std::vector<v1::Storage>& storages, bool stdin_closed) {
+  return CreateAnswered(id, spec, sandbox_pidns, storages, stdin_closed).status();
+}
+
+Result<v1::CreateContainerResponse> ApiClient::CreateAnswered(const std::string& id, const nlohmann::json& spec,
+                                                              bool sandbox_pidns,
+                                                              const std::vector<v1::Storage>& storages,
+                                                              bool stdin_closed) {
   v1::CreateContainerRequest req;
   req.set_container_id(id);
   req.set_oci_spec_json(spec.dump());
   req.set_sandbox_pidns(sandbox_pidns);
   req.set_stdin_closed(stdin_closed);
   for (const auto& s : storages) *req.add_storages() = s;
-  return Invoke<v1::CreateContainerRequest, v1::CreateContainerResponse>(stub_, &v1::Agent::Stub::CreateContainer, req,
-                                                                     kBlockingDeadline)
-      .status();
-}
-
-Result<v1::CreateContainerResponse> ApiClient::CreateAnswered(const std::string& id, const nlohmann::json& spec) {
-  v1::CreateContainerRequest req;
-  req.set_container_id(id);
-  req.set_oci_spec_json(spec.dump());
   return Invoke<v1::CreateContainerRequest, v1::CreateContainerResponse>(stub_, &v1::Agent::Stub::CreateContainer, req,
                                                                          kBlockingDeadline);
 }

@@ -38,7 +38,10 @@ class ApiClient {
                 const std::vector<v1::Storage>& storages = {}, bool stdin_closed = false);
   Status CreateRaw(const std::string& id, const std::string& spec_json);
   // Create, returning the agent's answer (its timings).
-  Result<v1::CreateContainerResponse> CreateAnswered(const std::string& id, const nlohmann::json& spec);
+  Result<v1::CreateContainerResponse> CreateAnswered(const std::string& id, const nlohmann::json& spec,
+                                                     bool sandbox_pidns = false,
+                                                     const std::vector<v1::Storage>& storages = {},
+                                                     bool stdin_closed = false);
   Result<uint32_t> Start(const std::string& id);
   Status Remove(const std::string& id);
   Result<uint32_t> Exec(const std::string& id, const std::string& exec_id, const nlohmann::json& process,

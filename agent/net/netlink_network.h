@@ -52,8 +52,11 @@ class NetlinkNetwork final : public Network {
   // `why` names the link and the reason in the error.
   Status SetDown(rtnl_link* link, const std::string& why);
   Status SetLink(rtnl_link* link, const Interface& want, const std::string& name);
-  Status ReplaceAddresses(int ifindex, const std::vector<IpAddress>& want, const std::string& name);
-  Result<Interface> Describe(rtnl_link* link, nl_cache* addrs);
+  // The link's addresses after: those kept (the kernel's link-local
+  // included) and those added.
+  Result<std::vector<IpAddress>> ReplaceAddresses(int ifindex, const std::vector<IpAddress>& want,
+                                                  const std::string& name);
+  static Interface Describe(rtnl_link* link, std::vector<IpAddress> addresses);
   Result<std::vector<Route>> MainRoutes(nl_cache* links);
   Status AddRoute(nl_cache* links, const Route& route, const std::string& field);
   // Puts back routes UpdateRoutes removed, after a failed add (best effort).

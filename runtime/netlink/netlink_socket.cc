@@ -52,6 +52,13 @@ Result<NlCachePtr> NetlinkSocket::Links() {
   return NlCachePtr(c);
 }
 
+Result<LinkPtr> NetlinkSocket::Link(int ifindex) {
+  rtnl_link* l = nullptr;
+  ResetError();
+  RETURN_IF_ERROR(Check(rtnl_link_get_kernel(get(), ifindex, nullptr, &l), fmt::format("get link {}", ifindex)));
+  return LinkPtr(l);
+}
+
 Result<NlCachePtr> NetlinkSocket::Addresses() {
   nl_cache* c = nullptr;
   ResetError();

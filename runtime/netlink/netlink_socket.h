@@ -48,6 +48,8 @@ class NetlinkSocket {
   int last_errno() const { return last_errno_; }
 
   Result<NlCachePtr> Links();
+  // One link by its index (one request, not a dump); NOT_FOUND once gone.
+  Result<LinkPtr> Link(int ifindex);
   Result<NlCachePtr> Addresses();
   Result<NlCachePtr> Routes();
 

@@ -30,7 +30,8 @@ class EngineOps final : public server::ContainerOps {
   EngineOps(pod::PodSlot* pods, modules::ModuleLoader* modules) : pods_(pods), modules_(modules) {}
 
   Result<v1::CreateContainerResponse> CreateContainer(const v1::CreateContainerRequest& req) override;
-  Result<v1::StartContainerResponse> StartContainer(const v1::StartContainerRequest& req) override;
+  Result<v1::StartContainerResponse> StartContainer(const v1::StartContainerRequest& req,
+                                                    server::AfterAnswer& after) override;
   Status RemoveContainer(const v1::RemoveContainerRequest& req) override;
   Result<v1::ExecProcessResponse> ExecProcess(const v1::ExecProcessRequest& req) override;
   Result<v1::ExecProcessResponse> ExecGuestProcess(const v1::ExecGuestProcessRequest& req) override;

@@ -106,11 +106,13 @@ Result<v1::CreateContainerResponse> EngineOps::CreateInPod(pod::GuestPod& pod, c
   return resp;
 }
 
-Result<v1::StartContainerResponse> EngineOps::StartContainer(const v1::StartContainerRequest& req) {
+Result<v1::StartContainerResponse> EngineOps::StartContainer(const v1::StartContainerRequest& req,
+                                                             server::AfterAnswer& after) {
   const auto t0 = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(pod::CheckId("container_id", req.container_id()));
   ASSIGN_OR_RETURN(Target c, Lookup(req.container_id()));
-  ASSIGN_OR_RETURN(pid_t pid, c->Start());
+  ASSIGN_OR_RETURN(pid_t pid, c->Start(/*hold_go=*/true));
+  after.Add([c] { c->ReleaseHeldGo(); });  // the pod too stays alive until then
   v1::StartContainerResponse resp;
   resp.set_pid(static_cast<uint32_t>(pid));
   resp.set_handled_us(MicrosField(MsSince(t0)));

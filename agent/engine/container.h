@@ -53,8 +53,16 @@ class Container {
   virtual pid_t init_pid() const = 0;
   virtual CreateTimings create_timings() const { return {}; }
 
-  // CREATED -> RUNNING: the init execs its program. Returns its pid.
-  virtual Result<pid_t> Start() = 0;
+  // CREATED -> RUNNING: the init is told to exec its program, and the
+  // answer does not wait for the exec (runc's and Kata's start do not
+  // either); an exec that fails then is the init's exit, 127, with the
+  // error on its stderr. Returns its pid. With `hold_go` the init is told
+  // only by ReleaseHeldGo(): StartContainer calls that once its answer has
+  // left, so the exec does not take the guest's vCPU first.
+  virtual Result<pid_t> Start(bool hold_go) = 0;
+  Result<pid_t> Start() { return Start(false); }
+  // Sends the go a Start(true) held back; a no-op without one.
+  virtual void ReleaseHeldGo() = 0;
   // Starts `process` in the container's namespaces and cgroup (RUNNING only).
   // ALREADY_EXISTS for a known exec id.
   virtual Result<pid_t> Exec(const std::string& exec_id, const oci::Process& process) = 0;

@@ -178,7 +178,7 @@ pid_t LinuxContainer::init_pid() const {
   return init_ ? init_->pid() : -1;
 }
 
-Result<pid_t> LinuxContainer::Start() {
+Result<pid_t> LinuxContainer::Start(bool hold_go) {
   std::lock_guard life(lifecycle_mu_);
   std::optional<LaunchedProcess> launched;
   {
@@ -191,7 +191,13 @@ Result<pid_t> LinuxContainer::Start() {
     launched.swap(launched_);
   }
   if (!launched) return FailedPrecondition("container " + id_ + ": already started");
-  Status st = launched->Start(deps_.options.setup_timeout);
+  if (hold_go) {
+    std::lock_guard lock(mu_);
+    held_go_ = std::move(launched);
+    if (state_ == ContainerState::kCreated) state_ = ContainerState::kRunning;
+    return init_->pid();
+  }
+  Status st = launched->Release();
   if (!st.ok()) {
     (void)init_->Signal(SIGKILL);
     return st.WithContext("start container " + id_);
@@ -199,6 +205,20 @@ Result<pid_t> LinuxContainer::Start() {
   std::lock_guard lock(mu_);
   if (state_ == ContainerState::kCreated) state_ = ContainerState::kRunning;
   return init_->pid();
+}
+
+void LinuxContainer::ReleaseHeldGo() {
+  std::optional<LaunchedProcess> held;
+  {
+    std::lock_guard lock(mu_);
+    held.swap(held_go_);
+  }
+  // An init killed meanwhile (a kill or delete that came first) reports its
+  // exit as any other does.
+  if (held) {
+    if (Status st = held->Release(); !st.ok())
+      kLinuxContainerLog.Debug("container {}: the held go was not sent: {}", id_, st.ToString());
+  }
 }
 
 Result<ProcessPtr> LinuxContainer::Find(const std::string& exec_id) const {

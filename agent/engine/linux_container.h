@@ -41,7 +41,9 @@ class LinuxContainer : public Container, public std::enable_shared_from_this<Lin
   ContainerState state() const override;
   pid_t init_pid() const override;
   CreateTimings create_timings() const override { return create_ms_; }
-  Result<pid_t> Start() override;
+  using Container::Start;
+  Result<pid_t> Start(bool hold_go) override;
+  void ReleaseHeldGo() override;
   Result<pid_t> Exec(const std::string& exec_id, const oci::Process& process) override;
   Status Signal(const std::string& exec_id, int signal, bool all) override;
   using Container::Wait;
@@ -102,6 +104,7 @@ class LinuxContainer : public Container, public std::enable_shared_from_this<Lin
   ContainerState state_ = ContainerState::kCreated;  // guarded by mu_
   ProcessPtr init_;                                  // guarded by mu_
   std::optional<LaunchedProcess> launched_;          // guarded by mu_; until Start
+  std::optional<LaunchedProcess> held_go_;           // guarded by mu_; Start(true) until ReleaseHeldGo
   CreateTimings create_ms_;                          // set by Create, read only after it
   std::map<std::string, ProcessPtr> execs_;          // guarded by mu_
   std::deque<std::string> released_execs_;           // guarded by mu_, oldest first

@@ -68,6 +68,9 @@ struct ContainerStart {
   int intermediate_gone_w;
 };
 
+// kStart's value: whether the agent waits for the exec's outcome.
+constexpr int32_t kStartAwaited = 1;
+
 [[noreturn]] void RunContainerProcess(LaunchRequest& req, int sync) {
   ResetSignals();
   if (!Expect(sync, SyncType::kGo)) ::_exit(1);
@@ -75,8 +78,15 @@ struct ContainerStart {
   Status st = SetupContainerProcess(req, sync, &exe);
   if (!st.ok()) Fail(sync, st);
   if (!SendSync(sync, SyncType::kReady).ok()) ::_exit(1);
-  if (!Expect(sync, SyncType::kStart)) ::_exit(1);  // deleted before start
-  Fail(sync, ExecUserProcess(*req.process, exe), 127);
+  auto go = RecvSync(sync, std::nullopt);
+  if (!go.ok() || !go->message || go->message->type != SyncType::kStart) ::_exit(1);  // deleted before start
+  const Status exec = ExecUserProcess(*req.process, exe);
+  if (go->message->value == kStartAwaited) Fail(sync, exec, 127);
+  // Released: nobody reads the sync socket any more. As runc's init does,
+  // the process's own stderr (the container's log) says why it exits.
+  const std::string line = "capsule: " + exec.message() + "\n";
+  (void)!::write(STDERR_FILENO, line.data(), line.size());
+  ::_exit(127);
 }
 
 Status EnterContainer(LaunchRequest& req) {
@@ -172,11 +182,25 @@ Result<pid_t> AwaitPid(int sync, pid_t helper, ExitMonitor& monitor, std::chrono
 
 }  // namespace
 
-Status LaunchedProcess::Start(std::chrono::milliseconds timeout) {
+Status LaunchedProcess::Go(bool awaited) {
   if (!sync_) return FailedPrecondition("process already started");
+  Status sent = SendSync(sync_.get(), SyncType::kStart, awaited ? kStartAwaited : 0);
+  if (!sent.ok()) {
+    sync_.reset();
+    return FailedPrecondition("container process is gone: " + sent.message());
+  }
+  return Status::Ok();
+}
+
+Status LaunchedProcess::Release() {
+  RETURN_IF_ERROR(Go(false));
+  sync_.reset();
+  return Status::Ok();
+}
+
+Status LaunchedProcess::Start(std::chrono::milliseconds timeout) {
+  RETURN_IF_ERROR(Go(true));
   UniqueFd sync = std::move(sync_);
-  Status sent = SendSync(sync.get(), SyncType::kStart);
-  if (!sent.ok()) return FailedPrecondition("container process is gone: " + sent.message());
   ASSIGN_OR_RETURN(Received r, RecvSync(sync.get(), timeout));
   if (r.message && r.message->type == SyncType::kError) return SyncErrorStatus(*r.message);
   return Status::Ok();

@@ -3,7 +3,8 @@
 //   intermediate --clone(CLONE_PARENT)--> container process (the agent's
 //   child, so the Reaper sees its exit), which waits for "go" (its pid is
 //   registered), sets up rootfs/console/credentials, reports ready, and execs
-//   only when Start() says so. Errors in either child come back as a Status.
+//   only when Start() or Release() says so. Errors in either child up to
+//   then come back as a Status.
 #pragma once
 
 #include <sys/types.h>
@@ -41,8 +42,16 @@ class LaunchedProcess {
   LaunchedProcess(UniqueFd sync, double pid_ms, double ready_ms)
       : sync_(std::move(sync)), pid_ms_(pid_ms), ready_ms_(ready_ms) {}
   // Lets the process exec; OK once execve succeeded (or the process died,
-  // which its exit status then tells).
+  // which its exit status then tells). An exec's start (the caller waits
+  // on it, and its error is the call's).
   Status Start(std::chrono::milliseconds timeout);
+  // Lets the process exec and returns at once, not waiting for the exec
+  // (runc's and Kata's container start do not either). An exec that
+  // fails there (a binary of the wrong format, a seccomp filter refusing
+  // execve) is the process's exit, 127, with the error on its stderr. What
+  // could be checked before (the executable found and executable, the
+  // rootfs, credentials) failed the create already.
+  Status Release();
   // Where the launch's time went: fork until the process's pid was known
   // (the intermediate joined the cgroup and namespaces and cloned), then
   // its set-up (rootfs, credentials) until it was ready.
@@ -50,6 +59,8 @@ class LaunchedProcess {
   double ready_ms() const { return ready_ms_; }
 
  private:
+  Status Go(bool awaited);
+
   UniqueFd sync_;  // closing it before Start makes the process exit
   double pid_ms_ = 0, ready_ms_ = 0;
 };

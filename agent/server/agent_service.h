@@ -4,8 +4,10 @@
 // Status. No handler
 // lets an exception or a bad request take the agent down.
 //
-// DestroySandbox uses gRPC's callback API so the power-off it may ask for
-// starts only after the reply has been handed to the transport (OnDone).
+// DestroySandbox and StartContainer use gRPC's callback API so what must
+// follow the reply (the power-off DestroySandbox may ask for, the started
+// init's exec) starts only after it has been handed to the transport
+// (AfterAnswerReactor's OnDone).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -34,7 +36,8 @@ struct AgentServiceOptions {
   uint32_t max_blocking_calls = kDefaultMaxBlockingCalls;
 };
 
-using AgentServiceBase = v1::Agent::WithCallbackMethod_DestroySandbox<v1::Agent::Service>;
+using AgentServiceBase =
+    v1::Agent::WithCallbackMethod_DestroySandbox<v1::Agent::WithCallbackMethod_StartContainer<v1::Agent::Service>>;
 
 class AgentService final : public AgentServiceBase {
  public:
@@ -64,7 +67,8 @@ class AgentService final : public AgentServiceBase {
   // Container RPCs, forwarded to ContainerOps (rpc_containers.cc).
   grpc::Status Rehearse(Ctx*, const v1::RehearseRequest*, v1::RehearseResponse*) override;
   grpc::Status CreateContainer(Ctx*, const v1::CreateContainerRequest*, v1::CreateContainerResponse*) override;
-  grpc::Status StartContainer(Ctx*, const v1::StartContainerRequest*, v1::StartContainerResponse*) override;
+  grpc::ServerUnaryReactor* StartContainer(grpc::CallbackServerContext*, const v1::StartContainerRequest*,
+                                           v1::StartContainerResponse*) override;
   grpc::Status RemoveContainer(Ctx*, const v1::RemoveContainerRequest*, Empty*) override;
   grpc::Status ExecProcess(Ctx*, const v1::ExecProcessRequest*, v1::ExecProcessResponse*) override;
   grpc::Status ExecGuestProcess(Ctx*, const v1::ExecGuestProcessRequest*, v1::ExecProcessResponse*) override;

@@ -16,7 +16,9 @@
 // most ServerLimits::max_blocking_calls of them at once (grpc_server.h).
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include "capsule/agent/v1/agent.pb.h"
 #include "runtime/common/status.h"
@@ -32,6 +34,29 @@ class CallContext {
   virtual bool cancelled() const = 0;
 };
 
+// Work a call leaves for after its answer has left, run by the RPC's
+// reactor once gRPC has handed the final status to the transport (OnDone):
+// a started container's exec, which on a one-vCPU guest would otherwise take
+// the vCPU before the answer's bytes leave; DestroySandbox's power-off. Runs
+// once, at Run() or at destruction, in the order added.
+class AfterAnswer {
+ public:
+  AfterAnswer() = default;
+  AfterAnswer(const AfterAnswer&) = delete;
+  AfterAnswer& operator=(const AfterAnswer&) = delete;
+  ~AfterAnswer() { Run(); }
+
+  void Add(std::function<void()> fn) { fns_.push_back(std::move(fn)); }
+  void Run() {
+    std::vector<std::function<void()>> fns;
+    fns.swap(fns_);
+    for (auto& fn : fns) fn();
+  }
+
+ private:
+  std::vector<std::function<void()>> fns_;
+};
+
 class ContainerOps {
  public:
   virtual ~ContainerOps() = default;
@@ -39,7 +64,8 @@ class ContainerOps {
   virtual Result<v1::CreateContainerResponse> CreateContainer(const v1::CreateContainerRequest&) {
     return Missing("CreateContainer");
   }
-  virtual Result<v1::StartContainerResponse> StartContainer(const v1::StartContainerRequest&) {
+  // The init execs after the answer: its go is added to `after`.
+  virtual Result<v1::StartContainerResponse> StartContainer(const v1::StartContainerRequest&, AfterAnswer& /*after*/) {
     return Missing("StartContainer");
   }
   virtual Status RemoveContainer(const v1::RemoveContainerRequest&) { return Missing("RemoveContainer"); }

@@ -1,7 +1,9 @@
 // Container and process RPCs: forwarded to the container engine when one is
 // plugged in (SetContainerOps), UNIMPLEMENTED otherwise. Each is one line on
 // purpose: the engine owns the logic and the request checks. The blocking
-// ones first take a slot of the blocking-call gate (limits.h).
+// ones first take a slot of the blocking-call gate (limits.h);
+// StartContainer runs on gRPC's callback API, so that its init's exec
+// follows the answer (AfterAnswerReactor).
 #include "agent/server/agent_service.h"
 #include "agent/server/rpc_util.h"
 
@@ -46,9 +48,14 @@ grpc::Status AgentService::CreateContainer(Ctx*, const v1::CreateContainerReques
                   [&](ContainerOps& o) { return o.CreateContainer(*req); });
 }
 
-grpc::Status AgentService::StartContainer(Ctx*, const v1::StartContainerRequest* req,
-                                          v1::StartContainerResponse* resp) {
-  return CallInto("StartContainer", containers_.load(), resp, [&](ContainerOps& o) { return o.StartContainer(*req); });
+// The callback API's reactor lets the init's go follow the answer.
+grpc::ServerUnaryReactor* AgentService::StartContainer(grpc::CallbackServerContext*,
+                                                       const v1::StartContainerRequest* req,
+                                                       v1::StartContainerResponse* resp) {
+  auto* reactor = new AfterAnswerReactor();
+  reactor->Finish(CallInto("StartContainer", containers_.load(), resp,
+                           [&](ContainerOps& o) { return o.StartContainer(*req, reactor->after()); }));
+  return reactor;
 }
 
 grpc::Status AgentService::RemoveContainer(Ctx*, const v1::RemoveContainerRequest* req, Empty*) {

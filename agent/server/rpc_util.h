@@ -31,6 +31,23 @@ grpc::Status Guarded(std::string_view rpc, Fn&& fn) {
   return Reply(rpc, status);
 }
 
+// The reactor of a callback-API unary RPC whose answer some work must
+// follow: what is added to after() runs in OnDone. gRPC's callback API owns
+// reactors by raw pointer until OnDone, where the reactor deletes itself;
+// that is the documented pattern, not ours to change.
+class AfterAnswerReactor final : public grpc::ServerUnaryReactor {
+ public:
+  AfterAnswer& after() { return after_; }
+  void OnDone() override {
+    after_.Run();
+    delete this;
+  }
+  void OnCancel() override {}
+
+ private:
+  AfterAnswer after_;
+};
+
 // CallContext over a gRPC server context.
 class GrpcCallContext final : public CallContext {
  public:

@@ -624,9 +624,9 @@ class PodStartBench : public ::testing::Test {
               << "        [guest] cgroup (made, limits written):                   " << Summary(in_guest[3]) << "\n"
               << "        [guest] fork to pid (agent fork, namespaces, clone):     " << Summary(in_guest[4]) << "\n"
               << "        [guest] set-up to ready (mounts, pivot_root, creds):     " << Summary(in_guest[5]) << "\n"
-              << "  [guest] StartContainer (exec):                                 " << Summary(started) << "\n"
+              << "  [guest] StartContainer (the go; the exec follows the answer):  " << Summary(started) << "\n"
               << "      [both]  vsock, gRPC, lookup (shim's - agent's):            " << Summary(start_outside) << "\n"
-              << "      [guest] the agent's start (lookup, the go, the exec):      " << Summary(agent_start) << "\n"
+              << "      [guest] the agent's start (lookup, the go):                " << Summary(agent_start) << "\n"
               << "  [host]  stdio attach, after the start:                         " << Summary(stdio) << "\n";
   }
   void WriteCsvAndPlot() {

@@ -122,8 +122,9 @@ TEST_F(EngineOpsTest, WithoutASandboxContainerCallsFailWithFailedPrecondition) {
   EXPECT_REASON(st, reason::kNoSandbox);
   v1::StartContainerRequest start;
   start.set_container_id("c1");
-  EXPECT_EQ(ops_.StartContainer(start).status().code(), Code::kFailedPrecondition);
-  EXPECT_REASON(ops_.StartContainer(start), reason::kNoSandbox);
+  server::AfterAnswer after;
+  EXPECT_EQ(ops_.StartContainer(start, after).status().code(), Code::kFailedPrecondition);
+  EXPECT_REASON(ops_.StartContainer(start, after), reason::kNoSandbox);
   FlagContext ctx;
   EXPECT_EQ(ops_.GetOOMEvent({}, ctx).status().code(), Code::kFailedPrecondition);
 }
@@ -182,7 +183,8 @@ TEST_F(EngineOpsTest, TheSecondContainerJoinsTheFirstAndDuplicatesAreRefused) {
   EXPECT_EQ(Create("a", kSpec).code(), Code::kAlreadyExists);
   v1::StartContainerRequest start;
   start.set_container_id("b");
-  EXPECT_EQ(ops_.StartContainer(start)->pid(), 42u);
+  server::AfterAnswer after;
+  EXPECT_EQ(ops_.StartContainer(start, after)->pid(), 42u);
   v1::SignalProcessRequest sig;
   sig.set_container_id("b");
   sig.set_exec_id("gone");

@@ -1,6 +1,9 @@
 // Malformed specs and failing setups: clear errors naming the field or the
 // failed step, and nothing left behind (the fixture checks mounts, cgroups
 // and fds after each test).
+#include <sys/stat.h>
+
+#include "runtime/common/file_util.h"
 #include "runtime/common/reasons.h"
 #include "runtime/oci/spec_parser.h"
 #include "tests/agent/engine/engine_fixture.h"
@@ -78,6 +81,22 @@ TEST_F(EngineTest, MissingExecutableFailsCreate) {
   const Status st = CreateError(*sandbox_, "noexe", DefaultSpec({"no-such-program"}));
   ExpectError(st, Code::kNotFound, "exec \"no-such-program\": executable file not found in $PATH");
   EXPECT_REASON(st, reason::kExecutableNotFound) << "the container child's reason crosses the sync channel";
+}
+
+// What only the exec can tell comes after the start's answer, as with runc:
+// the init exits 127 and its stderr (the container's log) says why.
+TEST_F(EngineTest, AnExecThatFailsAfterTheStartIsTheInitsExitWithTheErrorOnItsStderr) {
+  auto dir = TempDir::Create("notelf");
+  ASSERT_OK(dir);
+  ASSERT_OK(WriteFile(dir->Join("prog"), "neither ELF nor a script\n"));
+  ASSERT_EQ(::chmod(dir->Join("prog").c_str(), 0755), 0);
+  auto spec = DefaultSpec({"/prog"});
+  spec["mounts"].push_back({{"destination", "/prog"}, {"type", "bind"}, {"source", dir->Join("prog")},
+                            {"options", {"rbind", "rprivate", "ro"}}});
+  RunResult r = Run("notelf", spec);  // its start succeeded (Run expects that)
+  EXPECT_EQ(r.exit.status, 127);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "capsule: exec \"/prog\": Exec format error\n");
 }
 
 TEST_F(EngineTest, BadCwdFailsCreateAsNonRoot) {

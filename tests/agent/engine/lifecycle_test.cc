@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "runtime/common/file_util.h"
 #include "runtime/common/reasons.h"
 #include "tests/agent/engine/engine_fixture.h"
 #include "tests/support/status_matchers.h"
@@ -42,6 +43,30 @@ TEST_F(EngineTest, KilledInitReports128PlusSignal) {
   // containerd's rule: signalling an exited process is NOT_FOUND.
   EXPECT_EQ(c->Signal("", SIGKILL, false).code(), Code::kNotFound);
   EXPECT_EQ(c->Signal("", SIGKILL, true).code(), Code::kNotFound);
+}
+
+// StartContainer holds the go until its answer has left: until then the
+// container is running but its init is still the launch's copy of this
+// process, blocked before the exec.
+TEST_F(EngineTest, AHeldGoLetsTheInitExecOnlyOnceReleased) {
+  auto c = sandbox_->Create("held", Parse(DefaultSpec({"echo", "held"})), {});
+  ASSERT_OK(c);
+  auto pid = (*c)->Start(/*hold_go=*/true);
+  ASSERT_OK(pid);
+  EXPECT_EQ((*c)->state(), ContainerState::kRunning);
+  std::this_thread::sleep_for(200ms);  // time enough to exec, had it been told to
+  EXPECT_EQ(ReadFile("/proc/" + std::to_string(*pid) + "/cmdline").value_or("gone"),
+            ReadFile("/proc/self/cmdline").value_or(""));
+  (*c)->ReleaseHeldGo();
+  (*c)->ReleaseHeldGo();  // once only
+  auto io = (*c)->Io("");
+  ASSERT_OK(io);
+  ASSERT_OK((*io)->CloseStdin());
+  EXPECT_EQ(Drain(*io).first, "held\n");
+  auto exit = (*c)->Wait("");
+  ASSERT_OK(exit);
+  EXPECT_EQ(exit->status, 0);
+  ASSERT_OK(sandbox_->Remove("held", 10s));
 }
 
 TEST_F(EngineTest, StdinRoundTripThroughCat) {

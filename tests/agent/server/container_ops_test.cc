@@ -28,7 +28,7 @@ class FakeLifecycle : public AgentLifecycle {
 
 class FakeOps : public ContainerOps {
  public:
-  Result<v1::StartContainerResponse> StartContainer(const v1::StartContainerRequest& req) override {
+  Result<v1::StartContainerResponse> StartContainer(const v1::StartContainerRequest& req, AfterAnswer&) override {
     if (req.container_id() != "c1") return NotFound("container " + req.container_id() + " not found");
     v1::StartContainerResponse resp;
     resp.set_pid(42);

@@ -23,7 +23,9 @@ class FakeContainer : public engine::Container {
   const std::string& id() const override { return id_; }
   engine::ContainerState state() const override { return engine::ContainerState::kCreated; }
   pid_t init_pid() const override { return 42; }
-  Result<pid_t> Start() override { return 42; }
+  using engine::Container::Start;
+  Result<pid_t> Start(bool) override { return 42; }
+  void ReleaseHeldGo() override {}
   Result<pid_t> Exec(const std::string&, const oci::Process&) override { return 43; }
   Status Signal(const std::string& exec_id, int, bool) override {
     return exec_id == "gone" ? NotFound("process gone has exited") : Status::Ok();

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <string_view>
 
 #include "agent/net/ipv6_conf.h"
 #include "agent/net/validate.h"
@@ -38,6 +39,15 @@ std::vector<std::pair<IpAddress, AddrPtr>> AddressesOf(nl_cache* addrs, int ifin
     out.emplace_back(AddressOf(a), AddrPtr(a));
   }
   return out;
+}
+
+// The link as the kernel has it now (one request); a link gone meanwhile
+// is named with what it was going through.
+Result<LinkPtr> LinkNow(NetlinkSocket& sock, int ifindex, const std::string& name, std::string_view during) {
+  auto link = sock.Link(ifindex);
+  if (!link.ok() && link.status().code() == Code::kNotFound)
+    return NotFound(fmt::format("interface {} vanished while being {}", name, during));
+  return link;
 }
 
 }  // namespace
@@ -251,11 +261,7 @@ Result<Interface> NetlinkNetwork::UpdateInterface(const Interface& want) {
     RETURN_IF_ERROR(Rename(link.get(), name, want.name));
     kNetlinkNetworkLog.Info("interface {} renamed to {}", name, want.name);
     name = want.name;
-    auto renamed = sock_->Link(ifindex);
-    if (!renamed.ok() && renamed.status().code() == Code::kNotFound)
-      return NotFound(fmt::format("interface {} vanished while being renamed", name));
-    if (!renamed.ok()) return std::move(renamed).status();
-    link = std::move(*renamed);
+    ASSIGN_OR_RETURN(link, LinkNow(*sock_, ifindex, name, "renamed"));
   }
   RETURN_IF_ERROR(SetLink(link.get(), want, name));
   ASSIGN_OR_RETURN(std::vector<IpAddress> addresses, ReplaceAddresses(ifindex, want.addresses, name));
@@ -263,13 +269,10 @@ Result<Interface> NetlinkNetwork::UpdateInterface(const Interface& want) {
   // set ReplaceAddresses read and changed: one request instead of dumping
   // every link and address again (each a millisecond or more of guest time
   // under TCG, on a claim's path).
-  auto now = sock_->Link(ifindex);
-  if (!now.ok() && now.status().code() == Code::kNotFound)
-    return NotFound(fmt::format("interface {} vanished while being updated", name));
-  if (!now.ok()) return std::move(now).status();
-  kNetlinkNetworkLog.Debug("interface {}: mtu {}, {} addresses, {}", name, rtnl_link_get_mtu(now->get()),
+  ASSIGN_OR_RETURN(LinkPtr now, LinkNow(*sock_, ifindex, name, "updated"));
+  kNetlinkNetworkLog.Debug("interface {}: mtu {}, {} addresses, {}", name, rtnl_link_get_mtu(now.get()),
                            addresses.size(), want.up ? "up" : "down");
-  return Describe(now->get(), std::move(addresses));
+  return Describe(now.get(), std::move(addresses));
 }
 
 Result<std::vector<Interface>> NetlinkNetwork::ListInterfaces() {

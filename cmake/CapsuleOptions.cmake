@@ -30,9 +30,9 @@ endif()
 # builds ship (symbol_level=1): a crash's backtrace and a profile name every
 # frame's function, file and line, which is what an operator's bug report
 # carries. Types and locals for a debugger session are an option away
-# (-DCAPSULE_FULL_DEBUG_INFO=ON). Full -g was a fifth of an -O2 compile here
-# (capsule_agent_app's batch: 19.4 s, 15.6 s at -g1, GCC 12) and a larger
-# share of each link. With full info, GCC's variable-tracking assignments
+# (-DCAPSULE_FULL_DEBUG_INFO=ON). Full -g was 12-20% of an -O2 compile here
+# (GCC 12, the five largest product batches: 159.5 s of user time against
+# 140.0 s at -g1) and made each object 2.5x larger for every link to read. With full info, GCC's variable-tracking assignments
 # (exact locations in optimized code) stay off: that pass was a third of
 # the compile (33 s against 22 s) and changes no generated code; a debugger
 # shows more locals as <optimized out>.

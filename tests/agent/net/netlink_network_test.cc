@@ -29,7 +29,7 @@ bool HasRoute(const std::vector<Route>& routes, const std::string& dest, const s
   });
 }
 
-std::vector<std::string> Described(std::vector<Route> routes) {
+std::vector<std::string> Described(const std::vector<Route>& routes) {
   std::vector<std::string> out;
   for (const Route& r : routes)
     out.push_back(fmt::format("{} {} via {} dev {} src {} scope {}", r.family, r.dest, r.gateway, r.device, r.source,

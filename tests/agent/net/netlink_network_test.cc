@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "agent/net/netlink_network.h"
+#include "agent/net/validate.h"
 #include "tests/agent/net/netns_links.h"
 #include "tests/support/status_matchers.h"
 
@@ -32,8 +33,7 @@ bool HasRoute(const std::vector<Route>& routes, const std::string& dest, const s
 std::vector<std::string> Described(const std::vector<Route>& routes) {
   std::vector<std::string> out;
   for (const Route& r : routes)
-    out.push_back(fmt::format("{} {} via {} dev {} src {} scope {}", r.family, r.dest, r.gateway, r.device, r.source,
-                              r.scope));
+    out.push_back(fmt::format("family {} {} scope {}", r.family, DescribeRoute(r), r.scope));
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -188,6 +188,8 @@ class Loader {
                 return Enum<std::string>(n, k, {{"none", "none"}, {"auto", "auto"}, {"always", "always"}},
                                          &c->virtiofs.cache);
               }},
+             {"thread_pool_size",
+              [&](auto& n, auto& k) { return Uint(n, k, 0, 1024, &c->virtiofs.thread_pool_size); }},
          })},
         {"pool", section({
              {"size", [&](auto& n, auto& k) { return Uint(n, k, 0, 1024, &c->pool.size); }},
@@ -334,6 +336,7 @@ std::string ToYaml(const Config& c) {
   out << YAML::Key << "virtiofs" << YAML::Value << YAML::BeginMap
       << YAML::Key << "daemon" << YAML::Value << c.virtiofs.daemon
       << YAML::Key << "cache" << YAML::Value << c.virtiofs.cache
+      << YAML::Key << "thread_pool_size" << YAML::Value << c.virtiofs.thread_pool_size
       << YAML::EndMap;
   out << YAML::Key << "pool" << YAML::Value << YAML::BeginMap
       << YAML::Key << "size" << YAML::Value << c.pool.size

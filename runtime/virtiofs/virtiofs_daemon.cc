@@ -79,6 +79,7 @@ VirtiofsOptions VirtiofsOptions::FromConfig(const config::Config& config, std::s
   VirtiofsOptions o;
   o.daemon_path = config.virtiofs.daemon;
   o.cache = config.virtiofs.cache;
+  o.thread_pool_size = config.virtiofs.thread_pool_size;
   o.vm_dir = std::move(vm_dir);
   struct stat st {};
   if (!config.guest.modules.empty() && ::stat(config.guest.modules.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -102,7 +103,8 @@ std::vector<std::string> VirtiofsdCommandLine(const VirtiofsOptions& o) {
                                 "-o", o.sandbox == Sandbox::kNamespace ? "sandbox=namespace" : "sandbox=chroot",
                                 "-o", o.xattr ? "xattr" : "no_xattr"};
   if (o.announce_submounts) a.insert(a.end(), {"-o", "announce_submounts"});
-  if (o.thread_pool_size > 0) a.push_back(fmt::format("--thread-pool-size={}", o.thread_pool_size));
+  // Always given: QEMU's C virtiofsd defaults to a pool of 64, the Rust one to none.
+  a.push_back(fmt::format("--thread-pool-size={}", o.thread_pool_size));
   return a;
 }
 

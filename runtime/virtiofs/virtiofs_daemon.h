@@ -35,7 +35,7 @@ struct VirtiofsOptions {
   // needs the shared mount for late mounts). chroot: for hosts where
   // virtiofsd itself runs inside a container without namespace rights.
   Sandbox sandbox = Sandbox::kNamespace;
-  uint32_t thread_pool_size = 0;   // 0: virtiofsd's default
+  uint32_t thread_pool_size = 0;  // --thread-pool-size; 0: no pool (config.h says why)
   bool xattr = false;
   // Container rootfs are mounts under the share: announce them so the guest
   // sees each as its own submount (distinct st_dev, no inode clashes).

@@ -1,8 +1,11 @@
 // Unit tests of the engine's pure logic: cgroup file
 // formats and conversions, the lifecycle table, cgroup path resolution,
 // seccomp compilation errors, capability masks.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "agent/engine/capabilities.h"
 #include "agent/engine/cgroup2.h"
@@ -10,6 +13,7 @@
 #include "agent/engine/container_state.h"
 #include "agent/engine/seccomp.h"
 #include "agent/engine/secure_path.h"
+#include "runtime/common/file_util.h"
 #include "runtime/oci/spec_parser.h"
 #include "tests/support/status_matchers.h"
 
@@ -75,6 +79,40 @@ TEST(CgroupPathTest, Resolution) {
 TEST(SecurePathTest, SplitParent) {
   EXPECT_EQ(SplitParent("/dev/pts/ptmx"), std::make_pair(std::string("dev/pts"), std::string("ptmx")));
   EXPECT_EQ(SplitParent("//null"), std::make_pair(std::string(""), std::string("null")));
+}
+
+// A file mount point is created empty (parents too), what is there stays
+// as it was, and a symlink is followed inside the root, never out of it.
+TEST(SecurePathTest, EnsureMountPointMakesAFileOnceAndStaysInTheRoot) {
+  auto dir = TempDir::Create("capsule-mountpoint");
+  ASSERT_OK(dir);
+  const std::string root = dir->Join("root");
+  ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);
+  UniqueFd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(root_fd);
+
+  auto made = EnsureMountPoint(root_fd.get(), "/etc/hostname", false);
+  ASSERT_OK(made);
+  struct stat st{};
+  ASSERT_EQ(::stat((root + "/etc/hostname").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_size, 0);
+  struct stat by_fd{};
+  ASSERT_EQ(::fstat(made->get(), &by_fd), 0);
+  EXPECT_EQ(by_fd.st_ino, st.st_ino);
+
+  ASSERT_OK(WriteFile(root + "/etc/hosts", "127.0.0.1 kept\n"));
+  ASSERT_OK(EnsureMountPoint(root_fd.get(), "/etc/hosts", false));
+  EXPECT_EQ(ReadFile(root + "/etc/hosts").value_or(""), "127.0.0.1 kept\n");
+
+  // An absolute symlink names a path of the root, not of the host.
+  const std::string outside = dir->Join("outside");
+  ASSERT_EQ(::symlink(outside.c_str(), (root + "/etc/resolv.conf").c_str()), 0);
+  auto linked = EnsureMountPoint(root_fd.get(), "/etc/resolv.conf", false);
+  EXPECT_FALSE(linked.ok());
+  EXPECT_FALSE(PathExists(outside));
+
+  EXPECT_OK(EnsureMountPoint(root_fd.get(), "/", false));
 }
 
 oci::Seccomp ProfileWith(const std::string& syscalls_json) {

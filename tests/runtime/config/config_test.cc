@@ -211,6 +211,19 @@ TEST(ConfigTest, TheImageCacheIsBoundedByDefaultAndZeroMeansUnbounded) {
   EXPECT_NE(cfg.status().message().find("runtime.image_cache_max_mib"), std::string::npos) << cfg.status().message();
 }
 
+TEST(ConfigTest, VirtiofsdHasNoThreadPoolByDefaultAndAPoolIsBounded) {
+  EXPECT_EQ(Config{}.virtiofs.thread_pool_size, 0u);
+  auto cfg = LoadString("virtiofs:\n  thread_pool_size: 4\n", "c.yaml");
+  ASSERT_OK(cfg);
+  EXPECT_EQ(cfg->virtiofs.thread_pool_size, 4u);
+  EXPECT_NE(ToYaml(*cfg).find("thread_pool_size: 4"), std::string::npos) << ToYaml(*cfg);
+  cfg = LoadString("virtiofs:\n  thread_pool_size: 5000\n", "c.yaml");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("key 'virtiofs.thread_pool_size' must be between 0 and 1024"),
+            std::string::npos)
+      << cfg.status().message();
+}
+
 TEST(ConfigTest, DefaultAboveMaxIsRejected) {
   auto cfg = LoadString("guest:\n  default_vcpus: 4\n  max_vcpus: 2\n", "c.yaml");
   ASSERT_FALSE(cfg.ok());

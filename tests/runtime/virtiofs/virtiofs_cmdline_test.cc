@@ -8,10 +8,12 @@ namespace {
 TEST(VirtiofsCmdlineTest, DefaultsFromConfig) {
   config::Config c;
   c.virtiofs.cache = "none";
+  EXPECT_EQ(c.virtiofs.thread_pool_size, 0u);
   VirtiofsOptions o = VirtiofsOptions::FromConfig(c, "/run/capsule/vm/p1");
   std::vector<std::string> want = {"/usr/lib/qemu/virtiofsd", "-f", "--socket-path=/run/capsule/vm/p1/virtiofsd.sock",
                                    "-o", "source=/run/capsule/vm/p1/shared", "-o", "cache=none",
-                                   "-o", "sandbox=namespace", "-o", "no_xattr", "-o", "announce_submounts"};
+                                   "-o", "sandbox=namespace", "-o", "no_xattr", "-o", "announce_submounts",
+                                   "--thread-pool-size=0"};
   EXPECT_EQ(VirtiofsdCommandLine(o), want);
 }
 

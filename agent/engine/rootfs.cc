@@ -179,8 +179,10 @@ Status MoveRoot(const std::string& rootfs) {
 }
 
 Status PivotRoot(const std::string& rootfs) {
-  UniqueFd old_root(::open("/", O_DIRECTORY | O_RDONLY | O_CLOEXEC));
-  UniqueFd new_root(::open(rootfs.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));
+  // O_PATH: fchdir is all they serve, and on a virtio-fs rootfs a real open
+  // would cost an OPENDIR and a RELEASEDIR round trip to virtiofsd.
+  UniqueFd old_root(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd new_root(::open(rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!old_root || !new_root) return ErrnoStatus("open / and " + rootfs);
   if (::fchdir(new_root.get()) != 0) return ErrnoStatus("chdir " + rootfs);
   // pivot_root(".", ".") stacks the old root on the new one; detach it.

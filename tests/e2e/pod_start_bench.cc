@@ -710,8 +710,8 @@ TEST_F(PodStartBench, RuncCapsuleColdCapsuleWarmAndGvisor) {
 
   // runc and warm pods take turns, each on a settled host (a warm pod's
   // claim starts a refill): warm/runc compares pods run side by side in
-  // time, so a drift of the host's speed over the run (runc's own p50 moved
-  // from 291 to 321 ms between runs of one hour here) falls on both alike.
+  // time, so a drift of the host's speed over the run (runc's own p50 went
+  // from 265 to 345 ms between runs of one evening here) falls on both alike.
   for (int i = 0; i < runs; ++i) {
     SequentialOne("runc", "runc", i, true);
     SequentialOne("capsule-warm", "capsule", i, true);

@@ -1,6 +1,6 @@
-// Unit tests of the engine's pure logic: cgroup file
-// formats and conversions, the lifecycle table, cgroup path resolution,
-// seccomp compilation errors, capability masks.
+// Unit tests of the engine's logic: cgroup file formats and conversions,
+// the lifecycle table, cgroup path resolution, mount points made inside a
+// root (in a temp dir), seccomp compilation errors, capability masks.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mount.h>

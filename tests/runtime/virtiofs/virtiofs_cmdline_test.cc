@@ -15,6 +15,8 @@ TEST(VirtiofsCmdlineTest, DefaultsFromConfig) {
                                    "-o", "sandbox=namespace", "-o", "no_xattr", "-o", "announce_submounts",
                                    "--thread-pool-size=0"};
   EXPECT_EQ(VirtiofsdCommandLine(o), want);
+  c.virtiofs.thread_pool_size = 2;
+  EXPECT_EQ(VirtiofsdCommandLine(VirtiofsOptions::FromConfig(c, "/run/capsule/vm/p1")).back(), "--thread-pool-size=2");
 }
 
 TEST(VirtiofsCmdlineTest, ChrootXattrThreadPool) {

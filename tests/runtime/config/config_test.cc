@@ -4,6 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
+#include <string>
+
 #include "runtime/common/file_util.h"
 #include "tests/support/status_matchers.h"
 
@@ -186,42 +189,37 @@ TEST(ConfigTest, OutOfRangeAndRelativePathAndBool) {
             std::string::npos);
 }
 
-TEST(ConfigTest, AgentTimeoutHasADefaultAndIsBounded) {
-  EXPECT_EQ(Config{}.runtime.agent_timeout_ms, 30000u);
-  auto cfg = LoadString("runtime:\n  agent_timeout_ms: 2500\n", "c.yaml");
+// A bounded number: `field` of the built-in config is `default_value`;
+// `section`.`key` set to `good` loads, reads back and is dumped; set to
+// `bad`, it is refused with `refusal` in the message.
+void ExpectBoundedKey(const std::string& section, const std::string& key,
+                      const std::function<uint32_t(const Config&)>& field, uint32_t default_value, uint32_t good,
+                      const std::string& bad, const std::string& refusal) {
+  SCOPED_TRACE(section + "." + key);
+  EXPECT_EQ(field(Config{}), default_value);
+  auto cfg = LoadString(section + ":\n  " + key + ": " + std::to_string(good) + "\n", "c.yaml");
   ASSERT_OK(cfg);
-  EXPECT_EQ(cfg->runtime.agent_timeout_ms, 2500u);
-  EXPECT_NE(ToYaml(*cfg).find("agent_timeout_ms: 2500"), std::string::npos) << ToYaml(*cfg);
-  // Below half a second every call on a loaded TCG host would count as hung.
-  cfg = LoadString("runtime:\n  agent_timeout_ms: 10\n", "c.yaml");
+  EXPECT_EQ(field(*cfg), good);
+  EXPECT_NE(ToYaml(*cfg).find(key + ": " + std::to_string(good)), std::string::npos) << ToYaml(*cfg);
+  cfg = LoadString(section + ":\n  " + key + ": " + bad + "\n", "c.yaml");
   ASSERT_FALSE(cfg.ok());
-  EXPECT_NE(cfg.status().message().find("c.yaml:2:21: key 'runtime.agent_timeout_ms' must be between 500 and 3600000"),
-            std::string::npos)
-      << cfg.status().message();
+  EXPECT_NE(cfg.status().message().find(refusal), std::string::npos) << cfg.status().message();
+}
+
+TEST(ConfigTest, AgentTimeoutHasADefaultAndIsBounded) {
+  // Below half a second every call on a loaded TCG host would count as hung.
+  ExpectBoundedKey("runtime", "agent_timeout_ms", [](const Config& c) { return c.runtime.agent_timeout_ms; }, 30000,
+                   2500, "10", "c.yaml:2:21: key 'runtime.agent_timeout_ms' must be between 500 and 3600000");
 }
 
 TEST(ConfigTest, TheImageCacheIsBoundedByDefaultAndZeroMeansUnbounded) {
-  EXPECT_EQ(Config{}.runtime.image_cache_max_mib, 10240u);
-  auto cfg = LoadString("runtime:\n  image_cache_max_mib: 0\n", "c.yaml");
-  ASSERT_OK(cfg);
-  EXPECT_EQ(cfg->runtime.image_cache_max_mib, 0u);
-  EXPECT_NE(ToYaml(*cfg).find("image_cache_max_mib: 0"), std::string::npos) << ToYaml(*cfg);
-  cfg = LoadString("runtime:\n  image_cache_max_mib: -1\n", "c.yaml");
-  ASSERT_FALSE(cfg.ok());
-  EXPECT_NE(cfg.status().message().find("runtime.image_cache_max_mib"), std::string::npos) << cfg.status().message();
+  ExpectBoundedKey("runtime", "image_cache_max_mib", [](const Config& c) { return c.runtime.image_cache_max_mib; },
+                   10240, 0, "-1", "runtime.image_cache_max_mib");
 }
 
 TEST(ConfigTest, VirtiofsdHasNoThreadPoolByDefaultAndAPoolIsBounded) {
-  EXPECT_EQ(Config{}.virtiofs.thread_pool_size, 0u);
-  auto cfg = LoadString("virtiofs:\n  thread_pool_size: 4\n", "c.yaml");
-  ASSERT_OK(cfg);
-  EXPECT_EQ(cfg->virtiofs.thread_pool_size, 4u);
-  EXPECT_NE(ToYaml(*cfg).find("thread_pool_size: 4"), std::string::npos) << ToYaml(*cfg);
-  cfg = LoadString("virtiofs:\n  thread_pool_size: 5000\n", "c.yaml");
-  ASSERT_FALSE(cfg.ok());
-  EXPECT_NE(cfg.status().message().find("key 'virtiofs.thread_pool_size' must be between 0 and 1024"),
-            std::string::npos)
-      << cfg.status().message();
+  ExpectBoundedKey("virtiofs", "thread_pool_size", [](const Config& c) { return c.virtiofs.thread_pool_size; }, 0, 4,
+                   "5000", "key 'virtiofs.thread_pool_size' must be between 0 and 1024");
 }
 
 TEST(ConfigTest, DefaultAboveMaxIsRejected) {
